@@ -1,0 +1,13 @@
+"""Errors a user can cause: scripts print them as one line and exit 2, never as a traceback."""
+
+
+class RecsysError(Exception):
+    """A problem with the user's input, files or flags, phrased for the user."""
+
+
+class DataError(RecsysError):
+    """A dataset file is missing, malformed, or cannot be obtained."""
+
+
+class DownloadError(DataError):
+    """A download failed, timed out, or did not match its pinned size or digest."""
