@@ -1,0 +1,60 @@
+"""The in-memory form every loader returns: a ratings table, an item table and the rating scale."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from recsys.errors import DataError
+
+RATING_COLUMNS = ["user", "item", "rating", "timestamp"]
+ITEM_COLUMNS = ["item", "title", "genres"]
+
+
+@dataclass(frozen=True)
+class RatingsDataset:
+    """Ratings with raw ids (`user`, `item`, `rating`, `timestamp`) and item titles and genres.
+
+    `folder` is where the files were read from (None for generated data); the predefined ml-100k
+    folds are read from it.
+    """
+
+    name: str
+    ratings: pd.DataFrame
+    items: pd.DataFrame
+    rating_scale: tuple[float, float]
+    folder: Path | None = None
+
+    @property
+    def default_y_range(self) -> tuple[float, float]:
+        """fastai's convention, (0, 1.1 * max): (0, 5.5) for ratings 1-5 or 0.5-5."""
+        return (0.0, self.rating_scale[1] * 1.1)
+
+
+def check_ratings(ratings: pd.DataFrame, source: Path | str, scale: tuple[float, float]) -> None:
+    """Reject a ratings table that is empty, has missing values or leaves the rating scale."""
+    if len(ratings) == 0:
+        raise DataError(f"{source}: no ratings in file")
+    if ratings[RATING_COLUMNS].isna().to_numpy().any():
+        row = int(np.flatnonzero(ratings[RATING_COLUMNS].isna().any(axis=1).to_numpy())[0])
+        raise DataError(f"{source}: missing or non-numeric value in rating row {row + 1}")
+    rating = ratings["rating"].to_numpy()
+    outside = np.flatnonzero((rating < scale[0]) | (rating > scale[1]))
+    if outside.size:
+        row = int(outside[0])
+        raise DataError(
+            f"{source}: rating {rating[row]} in row {row + 1} is outside the scale {scale[0]:g}-{scale[1]:g}"
+        )
+
+
+def ratings_frame(user: np.ndarray, item: np.ndarray, rating: np.ndarray, timestamp: np.ndarray):
+    """Build a ratings table with the canonical columns and compact dtypes."""
+    return pd.DataFrame(
+        {
+            "user": user.astype(np.int64),
+            "item": item.astype(np.int64),
+            "rating": rating.astype(np.float32),
+            "timestamp": timestamp.astype(np.int64),
+        }
+    )

@@ -1,0 +1,104 @@
+"""Raw ids to contiguous indices, fitted on the training ratings only.
+
+Raw ids are the dataset's own (MovieLens user and movie ids); inner indices are rows of the
+models' tables. Test ratings whose user or item never appears in training cannot be looked up:
+`encode_split` sets them aside and counts them, and evaluation applies the chosen policy.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from recsys.errors import RecsysError
+from recsys.splits import Split
+
+
+@dataclass(frozen=True)
+class IdMap:
+    """Sorted unique raw ids; a raw id's inner index is its position."""
+
+    raw_ids: np.ndarray
+
+    @classmethod
+    def fit(cls, raw: np.ndarray) -> "IdMap":
+        return cls(np.unique(raw))
+
+    def __len__(self) -> int:
+        return len(self.raw_ids)
+
+    def known(self, raw: np.ndarray) -> np.ndarray:
+        """Boolean mask of the raw ids that have an inner index."""
+        position = np.searchsorted(self.raw_ids, raw).clip(max=len(self.raw_ids) - 1)
+        return self.raw_ids[position] == raw
+
+    def encode(self, raw: np.ndarray, kind: str = "id") -> np.ndarray:
+        """Inner indices of `raw`; an id unseen in training is an error naming it."""
+        raw = np.asarray(raw)
+        known = self.known(raw)
+        if not known.all():
+            missing = raw[~known][:5].tolist()
+            raise RecsysError(
+                f"unknown {kind} id(s) {missing}: they do not occur in the training ratings "
+                f"(a different dataset or split, or a new {kind})"
+            )
+        return np.searchsorted(self.raw_ids, raw)
+
+    def decode(self, inner: np.ndarray) -> np.ndarray:
+        """Raw ids of inner indices."""
+        return self.raw_ids[np.asarray(inner)]
+
+
+@dataclass(frozen=True)
+class RatingTensors:
+    """Encoded ratings as compact tensors: x is (n, 2) [user, item] int64, y is (n,) float32."""
+
+    x: Tensor
+    y: Tensor
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def to(self, device: torch.device | str) -> "RatingTensors":
+        return RatingTensors(self.x.to(device), self.y.to(device))
+
+
+@dataclass(frozen=True)
+class EncodedSplit:
+    """A split with ids encoded on its training part; test rows with unseen ids set aside."""
+
+    users: IdMap
+    items: IdMap
+    train: RatingTensors
+    test: RatingTensors
+    unknown_test_ratings: np.ndarray  # ratings of test rows whose user or item is unseen
+    train_mean: float
+
+
+def encode_ratings(ratings: pd.DataFrame, users: IdMap, items: IdMap) -> RatingTensors:
+    """Encode a ratings table whose ids are all known."""
+    x = np.stack(
+        [
+            users.encode(ratings["user"].to_numpy(), "user"),
+            items.encode(ratings["item"].to_numpy(), "item"),
+        ],
+        axis=1,
+    )
+    return RatingTensors(torch.from_numpy(x).long(), torch.tensor(ratings["rating"].to_numpy(np.float32)))
+
+
+def encode_split(split: Split) -> EncodedSplit:
+    """Fit id maps on `split.train` and encode both parts."""
+    users = IdMap.fit(split.train["user"].to_numpy())
+    items = IdMap.fit(split.train["item"].to_numpy())
+    known = users.known(split.test["user"].to_numpy()) & items.known(split.test["item"].to_numpy())
+    return EncodedSplit(
+        users=users,
+        items=items,
+        train=encode_ratings(split.train, users, items),
+        test=encode_ratings(split.test[known], users, items),
+        unknown_test_ratings=split.test["rating"].to_numpy(np.float32)[~known],
+        train_mean=float(split.train["rating"].mean()),
+    )

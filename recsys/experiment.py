@@ -1,0 +1,107 @@
+"""The whole chain for one run: split -> encode -> build -> fit -> evaluate -> run folder.
+
+Scripts and notebooks call `train_and_evaluate`; it holds no CLI concerns.
+"""
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from recsys.config import RunConfig
+from recsys.data import RatingsDataset
+from recsys.encoding import EncodedSplit, encode_split
+from recsys.metrics import evaluate_test
+from recsys.models import build_model
+from recsys.runs import CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, save_checkpoint, write_json
+from recsys.splits import make_split
+from recsys.trainer import EpochStats, fit
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A trained model, the data it was trained on, and how it did."""
+
+    config: RunConfig  # with y_range resolved
+    model: nn.Module
+    data: EncodedSplit
+    history: list[EpochStats]
+    test: dict[str, float]  # rmse and mae under config.unknown
+    seconds: float
+
+    def metrics(self) -> dict[str, Any]:
+        """Plain-data summary for metrics.json."""
+        return {
+            "test_rmse": self.test["rmse"],
+            "test_mae": self.test["mae"],
+            "n_train": len(self.data.train),
+            "n_test": len(self.data.test),
+            "n_test_unknown": len(self.data.unknown_test_ratings),
+            "unknown_policy": self.config.unknown,
+            "n_users": len(self.data.users),
+            "n_items": len(self.data.items),
+            "train_seconds": self.seconds,
+            "history": [dataclasses.asdict(stats) for stats in self.history],
+        }
+
+
+def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, RunConfig]:
+    """Split and encode `dataset`; resolve the y_range from its rating scale when unset."""
+    split = make_split(
+        dataset, config.split, test_frac=config.test_frac, test_n=config.test_n, seed=config.seed
+    )
+    if config.y_range is None:
+        config = dataclasses.replace(config, y_range=dataset.default_y_range)
+    return encode_split(split), config
+
+
+def train_and_evaluate(
+    dataset: RatingsDataset,
+    config: RunConfig,
+    *,
+    run_dir: Path | None = None,
+    progress: bool = True,
+    on_epoch: Any = None,
+) -> RunResult:
+    """Train `config.model` on `dataset` and score it on the test split.
+
+    Per-epoch validation is on the test ratings with known ids (monitoring only: nothing is selected
+    by it, the number of epochs is fixed). With `run_dir`, a checkpoint is written after every epoch
+    and config, metrics and final checkpoint at the end.
+    """
+    data, config = prepare(dataset, config)
+    generator = torch.Generator().manual_seed(config.seed)
+    model = build_model(
+        config.model, len(data.users), len(data.items), config.n_factors, config.y_range, generator
+    )
+    if run_dir is not None:
+        write_json(run_dir / CONFIG_FILE, config.to_dict())
+
+    def after_epoch(stats: EpochStats) -> None:
+        if run_dir is not None:
+            save_checkpoint(
+                run_dir / CHECKPOINT_FILE,
+                model,
+                config,
+                data.users,
+                data.items,
+                {"epoch": stats.epoch},
+            )
+        if on_epoch is not None:
+            on_epoch(stats)
+
+    start = time.perf_counter()
+    history = fit(model, data.train, data.test, config, generator, progress=progress, on_epoch=after_epoch)
+    seconds = time.perf_counter() - start
+    result = RunResult(
+        config, model.cpu(), data, history, evaluate_test(model, data, config.unknown), seconds
+    )
+    if run_dir is not None:
+        metrics = result.metrics()
+        save_checkpoint(run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics)
+        write_json(run_dir / METRICS_FILE, metrics)
+    return result

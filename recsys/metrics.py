@@ -1,0 +1,54 @@
+"""Accuracy of rating predictions."""
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from recsys.encoding import EncodedSplit, RatingTensors
+
+UNKNOWN_POLICIES = ("drop", "mean")
+
+
+def rmse(predictions: Tensor, targets: Tensor) -> float:
+    """Root mean squared error."""
+    return float(torch.sqrt(torch.mean((predictions - targets) ** 2)))
+
+
+def mae(predictions: Tensor, targets: Tensor) -> float:
+    """Mean absolute error."""
+    return float(torch.mean(torch.abs(predictions - targets)))
+
+
+def predict(model: nn.Module, x: Tensor, batch_size: int = 65_536) -> Tensor:
+    """Predictions for every row of `x`, in eval mode and without gradients; restores train mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+    finally:
+        model.train(was_training)
+
+
+def evaluate(model: nn.Module, ratings: RatingTensors) -> dict[str, float]:
+    """RMSE and MAE of `model` on encoded ratings."""
+    predictions = predict(model, ratings.x).cpu()
+    targets = ratings.y.cpu()
+    return {"rmse": rmse(predictions, targets), "mae": mae(predictions, targets)}
+
+
+def evaluate_test(model: nn.Module, data: EncodedSplit, unknown: str) -> dict[str, float]:
+    """Test RMSE and MAE under the unknown-id policy.
+
+    "drop" scores only test ratings whose user and item occur in training; "mean" also scores the
+    others, predicting the training mean for them (what a model without those rows can honestly do).
+    """
+    if unknown not in UNKNOWN_POLICIES:
+        raise ValueError(f"unknown policy {unknown!r}")
+    predictions = predict(model, data.test.x).cpu()
+    targets = data.test.y.cpu()
+    if unknown == "mean" and len(data.unknown_test_ratings):
+        fallback = torch.full((len(data.unknown_test_ratings),), data.train_mean)
+        predictions = torch.cat([predictions, fallback])
+        targets = torch.cat([targets, torch.from_numpy(np.asarray(data.unknown_test_ratings))])
+    return {"rmse": rmse(predictions, targets), "mae": mae(predictions, targets)}

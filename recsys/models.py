@@ -1,0 +1,246 @@
+"""Rating models: each maps a (batch, 2) LongTensor of [user, item] indices to (batch,) ratings.
+
+They compute predictions and nothing else (no optimizer, device or seeding), so the shared trainer,
+the contract tests and fastai's `Learner` can all drive any of them.
+"""
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from recsys.errors import RecsysError
+
+YRange = tuple[float, float]
+
+# fastai's initialisation for collaborative-filtering embeddings: small, so the first dot products
+# sit near zero and the sigmoid starts in its linear middle.
+INIT_STD = 0.01
+
+
+def sigmoid_range(x: Tensor, y_range: YRange | None) -> Tensor:
+    """Squash into `y_range` as fastai does: sigmoid(x) * (hi - lo) + lo; identity for None."""
+    if y_range is None:
+        return x
+    low, high = y_range
+    return torch.sigmoid(x) * (high - low) + low
+
+
+def _init_(weight: Tensor, generator: torch.Generator | None) -> Tensor:
+    """Normal(0, INIT_STD) initialisation drawn from the caller's generator (no global seeding)."""
+    with torch.no_grad():
+        return weight.normal_(0.0, INIT_STD, generator=generator)
+
+
+def _embedding(n: int, n_factors: int, generator: torch.Generator | None) -> nn.Embedding:
+    """An embedding table initialised from `generator`."""
+    embedding = nn.Embedding(n, n_factors)
+    _init_(embedding.weight, generator)
+    return embedding
+
+
+def _mean_squared_norm(*rows: Tensor) -> Tensor:
+    """Batch mean of the summed squared L2 norms of per-example parameter rows."""
+    return sum(r.pow(2).sum(dim=-1) for r in rows).mean()  # type: ignore[union-attr]
+
+
+def _split(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Split a (batch, 2) index tensor into user and item columns."""
+    if x.dim() != 2 or x.shape[1] != 2:
+        raise ValueError(f"expected a (batch, 2) tensor of [user, item] indices, got {tuple(x.shape)}")
+    return x[:, 0], x[:, 1]
+
+
+class DotProduct(nn.Module):
+    """rating = user_factors[u] . item_factors[i], optionally squashed into `y_range`."""
+
+    def __init__(
+        self,
+        n_users: int,
+        n_items: int,
+        n_factors: int,
+        y_range: YRange | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.y_range = y_range
+        self.user_factors = _embedding(n_users, n_factors, generator)
+        self.item_factors = _embedding(n_items, n_factors, generator)
+
+    def forward(self, x: Tensor) -> Tensor:
+        users, items = _split(x)
+        dot = (self.user_factors(users) * self.item_factors(items)).sum(dim=-1)
+        return sigmoid_range(dot, self.y_range)
+
+    def penalty(self, x: Tensor) -> Tensor:
+        """L2 penalty of the factor rows this batch uses (the trainer's regulariser)."""
+        users, items = _split(x)
+        return _mean_squared_norm(self.user_factors(users), self.item_factors(items))
+
+
+class DotProductBias(nn.Module):
+    """rating = u . i + user_bias[u] + item_bias[i], squashed into `y_range` (fastai's
+    EmbeddingDotBias)."""
+
+    def __init__(
+        self,
+        n_users: int,
+        n_items: int,
+        n_factors: int,
+        y_range: YRange | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.y_range = y_range
+        self.user_factors = _embedding(n_users, n_factors, generator)
+        self.item_factors = _embedding(n_items, n_factors, generator)
+        # Biases start at zero: the sigmoid's middle already sits near the mean rating.
+        self.user_bias = nn.Embedding(n_users, 1)
+        self.item_bias = nn.Embedding(n_items, 1)
+        nn.init.zeros_(self.user_bias.weight)
+        nn.init.zeros_(self.item_bias.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        users, items = _split(x)
+        dot = (self.user_factors(users) * self.item_factors(items)).sum(dim=-1)
+        bias = self.user_bias(users).squeeze(-1) + self.item_bias(items).squeeze(-1)
+        return sigmoid_range(dot + bias, self.y_range)
+
+    def penalty(self, x: Tensor) -> Tensor:
+        """L2 penalty of the factor and bias rows this batch uses; biases are regularised too,
+        as in Surprise's SVD, so a movie rated twice cannot claim an extreme bias."""
+        users, items = _split(x)
+        return _mean_squared_norm(
+            self.user_factors(users),
+            self.item_factors(items),
+            self.user_bias(users),
+            self.item_bias(items),
+        )
+
+
+def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
+    """Apply `linear` to one-hot rows of `indices`: one_hot @ weight.T (+ bias).
+
+    This is the Linear layer's arithmetic, not a lookup. With `sparse=True` the one-hot batch is a
+    sparse COO matrix, so the product skips the zeros but still yields a dense gradient for the
+    whole weight; with `sparse=False` it is the plain dense matmul `nn.Linear` does.
+    """
+    n = linear.in_features
+    if not sparse:
+        return linear(F.one_hot(indices, n).to(linear.weight.dtype))
+    rows = torch.arange(indices.shape[0], device=indices.device)
+    one_hot = torch.sparse_coo_tensor(
+        torch.stack([rows, indices]),
+        torch.ones(indices.shape[0], dtype=linear.weight.dtype, device=indices.device),
+        (indices.shape[0], n),
+    )
+    out = torch.sparse.mm(one_hot, linear.weight.t())
+    return out if linear.bias is None else out + linear.bias
+
+
+class LinearDotProduct(nn.Module):
+    """rating = (W_u onehot(u) + b_u) . (W_i onehot(i) + b_i), squashed into `y_range`.
+
+    One-hot users and items go through `nn.Linear` layers. With `bias=False` this is exactly
+    `DotProduct` (`user_linear.weight == user_factors.weight.T`). With PyTorch's default
+    `bias=True`, `b_u` and `b_i` are ONE vector per side shared by every id, not a bias per id:
+    expanding, u.i + b_u.i + u.b_i + b_u.b_i gives each item an implied bias b_u . i and each user
+    an implied bias u . b_i, tied to the factors rather than free.
+    """
+
+    def __init__(
+        self,
+        n_users: int,
+        n_items: int,
+        n_factors: int,
+        y_range: YRange | None = None,
+        generator: torch.Generator | None = None,
+        bias: bool = True,
+        sparse: bool = True,
+    ) -> None:
+        super().__init__()
+        self.y_range = y_range
+        self.sparse = sparse
+        self.user_linear = nn.Linear(n_users, n_factors, bias=bias)
+        self.item_linear = nn.Linear(n_items, n_factors, bias=bias)
+        for layer in (self.user_linear, self.item_linear):
+            _init_(layer.weight, generator)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        users, items = _split(x)
+        user_vectors = one_hot_linear(users, self.user_linear, self.sparse)
+        item_vectors = one_hot_linear(items, self.item_linear, self.sparse)
+        return sigmoid_range((user_vectors * item_vectors).sum(dim=-1), self.y_range)
+
+    def penalty(self, x: Tensor) -> Tensor:
+        """L2 penalty of the weight columns this batch's one-hot rows select (not the shared bias)."""
+        users, items = _split(x)
+        return _mean_squared_norm(
+            self.user_linear.weight[:, users].t(), self.item_linear.weight[:, items].t()
+        )
+
+
+class EmbeddingProjection(nn.Module):
+    """rating = P_u(user_factors[u]) . P_i(item_factors[i]), each P an `nn.Linear` with bias.
+
+    The projection's bias offsets the transformed vector; like `LinearDotProduct`, it yields
+    implied per-id biases only through the other side's factors.
+    """
+
+    def __init__(
+        self,
+        n_users: int,
+        n_items: int,
+        n_factors: int,
+        y_range: YRange | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.y_range = y_range
+        self.user_factors = _embedding(n_users, n_factors, generator)
+        self.item_factors = _embedding(n_items, n_factors, generator)
+        self.user_projection = nn.Linear(n_factors, n_factors)
+        self.item_projection = nn.Linear(n_factors, n_factors)
+        for layer in (self.user_projection, self.item_projection):
+            # Near-identity start, so training begins where DotProduct would.
+            with torch.no_grad():
+                layer.weight.copy_(torch.eye(n_factors))
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        users, items = _split(x)
+        user_vectors = self.user_projection(self.user_factors(users))
+        item_vectors = self.item_projection(self.item_factors(items))
+        return sigmoid_range((user_vectors * item_vectors).sum(dim=-1), self.y_range)
+
+    def penalty(self, x: Tensor) -> Tensor:
+        """L2 penalty of the embedding rows this batch uses (projections are shared, not per id)."""
+        users, items = _split(x)
+        return _mean_squared_norm(self.user_factors(users), self.item_factors(items))
+
+
+ModelBuilder = Callable[..., nn.Module]
+
+MODELS: dict[str, ModelBuilder] = {
+    "dot": DotProduct,
+    "dotbias": DotProductBias,
+    "linear": LinearDotProduct,
+    "embproj": EmbeddingProjection,
+}
+
+
+def build_model(
+    name: str,
+    n_users: int,
+    n_items: int,
+    n_factors: int,
+    y_range: YRange | None,
+    generator: torch.Generator | None = None,
+) -> nn.Module:
+    """Build the registered model `name`; an unknown name lists the valid ones."""
+    if name not in MODELS:
+        raise RecsysError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")
+    return MODELS[name](n_users, n_items, n_factors, y_range=y_range, generator=generator)

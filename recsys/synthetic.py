@@ -1,0 +1,95 @@
+"""A MovieLens-like synthetic dataset with planted biases and factors, so learning can be checked
+against the truth.
+
+rating = clip(round(global_mean + user_bias[u] + item_bias[i] + user_factors[u] . item_factors[i]
++ noise), 1, 5), with long-tailed (Zipf-like) item popularity and user activity.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from recsys.data import RatingsDataset, ratings_frame
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """Shape and strength of the planted structure; defaults mimic MovieLens 100K."""
+
+    n_users: int = 943
+    n_items: int = 1682
+    n_ratings: int = 100_000
+    n_factors: int = 4  # planted latent dimensions
+    global_mean: float = 3.5
+    user_bias_std: float = 0.5
+    item_bias_std: float = 0.6
+    factor_std: float = 0.5  # per coordinate; the dot product's std is factor_std**2 * sqrt(n_factors)
+    noise_std: float = 0.5
+    popularity_exponent: float = 0.8  # Zipf exponent of item popularity (0 = uniform)
+    activity_exponent: float = 0.5  # Zipf exponent of user activity
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PlantedTruth:
+    """The generator's parameters, indexed by raw id - 1 (raw ids run 1..n)."""
+
+    global_mean: float
+    user_bias: np.ndarray
+    item_bias: np.ndarray
+    user_factors: np.ndarray
+    item_factors: np.ndarray
+
+
+def _zipf_weights(n: int, exponent: float, rng: np.random.Generator) -> np.ndarray:
+    """Sampling weights proportional to rank**-exponent, ranks shuffled over ids."""
+    weights = np.arange(1, n + 1, dtype=np.float64) ** -exponent
+    return rng.permutation(weights) / weights.sum()
+
+
+def make_synthetic(
+    config: SyntheticConfig = SyntheticConfig(),
+) -> tuple[RatingsDataset, PlantedTruth]:
+    """Generate ratings and return them with the planted truth; the same config gives the same data."""
+    if config.n_ratings > config.n_users * config.n_items // 2:
+        raise ValueError("n_ratings must be at most half of n_users * n_items")
+    rng = np.random.default_rng(config.seed)
+    truth = PlantedTruth(
+        global_mean=config.global_mean,
+        user_bias=rng.normal(0, config.user_bias_std, config.n_users),
+        item_bias=rng.normal(0, config.item_bias_std, config.n_items),
+        user_factors=rng.normal(0, config.factor_std, (config.n_users, config.n_factors)),
+        item_factors=rng.normal(0, config.factor_std, (config.n_items, config.n_factors)),
+    )
+    user_weights = _zipf_weights(config.n_users, config.activity_exponent, rng)
+    item_weights = _zipf_weights(config.n_items, config.popularity_exponent, rng)
+    # Draw more pairs than needed, keep the first occurrence of each, until there are enough.
+    pairs = np.empty(0, dtype=np.int64)
+    while pairs.size < config.n_ratings:
+        draw = 2 * config.n_ratings
+        users = rng.choice(config.n_users, draw, p=user_weights)
+        items = rng.choice(config.n_items, draw, p=item_weights)
+        keys = np.concatenate([pairs, users * config.n_items + items])
+        _, first = np.unique(keys, return_index=True)
+        pairs = keys[np.sort(first)]
+    pairs = pairs[: config.n_ratings]
+    users, items = pairs // config.n_items, pairs % config.n_items
+    score = (
+        truth.global_mean
+        + truth.user_bias[users]
+        + truth.item_bias[items]
+        + (truth.user_factors[users] * truth.item_factors[items]).sum(axis=1)
+        + rng.normal(0, config.noise_std, config.n_ratings)
+    )
+    ratings = np.clip(np.round(score), 1, 5)
+    timestamps = 900_000_000 + np.sort(rng.integers(0, 365 * 86_400, config.n_ratings))
+    frame = ratings_frame(users + 1, items + 1, ratings, timestamps)
+    titles = pd.DataFrame(
+        {
+            "item": np.arange(1, config.n_items + 1, dtype=np.int64),
+            "title": [f"Synthetic item {i}" for i in range(1, config.n_items + 1)],
+            "genres": "(no genres listed)",
+        }
+    )
+    return RatingsDataset("synthetic", frame, titles, (1.0, 5.0)), truth

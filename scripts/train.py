@@ -1,0 +1,161 @@
+"""Train one rating model and write a run folder: `python scripts/train.py --model dotbias`."""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from recsys.config import MODEL_DEFAULTS, RunConfig, config_for
+from recsys.datasets import DATASETS, load_dataset, load_default_dataset
+from recsys.errors import RecsysError
+from recsys.experiment import train_and_evaluate
+from recsys.metrics import UNKNOWN_POLICIES
+from recsys.splits import SPLIT_KINDS
+from recsys.trainer import EpochStats
+
+DEFAULTS = RunConfig()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="Training flags left unset take the model's tuned defaults (recsys/config.py).",
+    )
+    add = parser.add_argument
+    add("--model", default="dotbias", choices=list(MODEL_DEFAULTS), help="model family")
+    add(
+        "--dataset",
+        choices=DATASETS,
+        default=None,
+        help="dataset; unset: ml-100k, or built-in synthetic data when ml-100k cannot be had",
+    )
+    add(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="local unpacked dataset folder, its parent, or its .zip "
+        "(else $RECSYS_DATA, the cache, then a download)",
+    )
+    add("--offline", action="store_true", help="never download")
+    add(
+        "--split",
+        choices=SPLIT_KINDS,
+        default=DEFAULTS.split,
+        help="random, per-user fraction, each user's last --test-n by time, "
+        "global time cut, or an ml-100k fold",
+    )
+    add(
+        "--test-frac",
+        type=float,
+        default=None,
+        help=f"test share for random/user/time splits [{DEFAULTS.test_frac}]",
+    )
+    add(
+        "--test-n",
+        type=int,
+        default=None,
+        help=f"ratings per user held out by user-last [{DEFAULTS.test_n}]",
+    )
+    add(
+        "--unknown",
+        choices=UNKNOWN_POLICIES,
+        default=None,
+        help="test ratings whose id is unseen in training: drop, or predict the training mean "
+        f"[{DEFAULTS.unknown}]",
+    )
+    add("--epochs", type=int, default=None, help="epochs")
+    add("--lr", type=float, default=None, help="peak learning rate")
+    add("--bs", type=int, default=None, help="batch size")
+    add("--l2", type=float, default=None, help="L2 penalty on the per-id rows of each batch")
+    add("--wd", type=float, default=None, help="decoupled weight decay (fastai's wd)")
+    add("--n-factors", type=int, default=None, help="latent factors per user and item")
+    add(
+        "--y-range",
+        type=float,
+        nargs=2,
+        metavar=("LOW", "HIGH"),
+        default=None,
+        help="sigmoid output range (default: 0 to 1.1 x the top rating)",
+    )
+    add("--optimizer", choices=["adamw", "sgd"], default=None, help="optimizer")
+    add("--schedule", choices=["one-cycle", "constant"], default=None, help="learning-rate schedule")
+    add("--seed", type=int, default=DEFAULTS.seed, help="seed for split, initialisation and shuffle")
+    add("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda")
+    add(
+        "--out",
+        type=Path,
+        default=None,
+        help="run folder (default: runs/<model>-<dataset>-<split>-<time>)",
+    )
+    add("--no-progress", action="store_true", help="no progress bar")
+    return parser.parse_args(argv)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Reject flag values the parser's types cannot catch."""
+    for flag in ("epochs", "bs", "n_factors"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise RecsysError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+    if args.lr is not None and not args.lr > 0:
+        raise RecsysError(f"--lr must be positive, got {args.lr}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise RecsysError(f"--device {args.device}: no CUDA device is available here; use --device cpu")
+    if args.out is not None and args.out.exists() and any(args.out.iterdir()):
+        raise RecsysError(
+            f"--out {args.out} already holds files; choose a new folder so nothing is overwritten"
+        )
+
+
+def print_epoch(stats: EpochStats) -> None:
+    tqdm.write(
+        f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {stats.valid_rmse:>10.4f}  {stats.seconds:>7.2f}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        check_args(args)
+        progress = not args.no_progress
+        if args.dataset is None and args.data_dir is None:
+            dataset, note = load_default_dataset(progress=progress, allow_download=not args.offline)
+            if note:
+                print(note, file=sys.stderr)
+        else:
+            dataset = load_dataset(args.dataset or "ml-100k", args.data_dir, progress=progress,
+                                   allow_download=not args.offline)  # fmt: skip
+        config = config_for(
+            args.model, dataset=dataset.name, split=args.split, test_frac=args.test_frac, test_n=args.test_n,
+            unknown=args.unknown, n_factors=args.n_factors,
+            y_range=tuple(args.y_range) if args.y_range else None,
+            epochs=args.epochs, lr=args.lr, batch_size=args.bs, l2=args.l2, wd=args.wd,
+            optimizer=args.optimizer, schedule=args.schedule, seed=args.seed, device=args.device,
+        )  # fmt: skip
+        out = (
+            args.out
+            or Path("runs")
+            / f"{config.model}-{config.dataset}-{config.split}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
+        print(f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}")
+        print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
+        result = train_and_evaluate(dataset, config, run_dir=out, progress=progress, on_epoch=print_epoch)
+    except RecsysError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    metrics = result.metrics()
+    unknown = metrics["n_test_unknown"]
+    print(
+        f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}  on {metrics['n_test']:,} ratings"
+        f" ({unknown} with ids unseen in training: {config.unknown})  in {result.seconds:.1f} s"
+    )
+    print(f"run folder: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,328 @@
+"""Offline tests for recsys.download against a throwaway HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import threading
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from recsys.download import download, extract_zip
+from recsys.errors import DataError, DownloadError
+
+TINY_LINES = b"1\t10\t4\t881250949\n2\t20\t3\t881250950\n3\t10\t5\t881250951\n"
+SLOW_PATH = "/slow.zip"
+SLOW_SECONDS = 2.0
+
+
+def make_zip(members: dict[str, bytes]) -> bytes:
+    """Build a small zip in memory from name -> bytes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+@dataclass
+class Served:
+    """A running local server: where it serves from, its base url, and what it was asked for."""
+
+    root: Path
+    base: str
+    requests: list[str] = field(default_factory=list)
+
+    def put(self, name: str, data: bytes) -> str:
+        """Serve data under name and return its url."""
+        (self.root / name).write_bytes(data)
+        return f"{self.base}/{name}"
+
+
+class _Server(ThreadingHTTPServer):
+    # Non-daemon handler threads are joined by server_close(), so no thread outlives a test.
+    daemon_threads = False
+    release: threading.Event
+    seen: list[str]
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        self.server.seen.append(self.path)
+        if self.path == SLOW_PATH:
+            # Stall before answering; teardown sets the event so the thread ends at once.
+            if not self.server.release.wait(SLOW_SECONDS):
+                self.send_error(504)
+            return
+        super().do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    root = tmp_path / "srv"
+    root.mkdir()
+    handler = functools.partial(_Handler, directory=str(root))
+    server = _Server(("127.0.0.1", 0), handler)
+    server.release = threading.Event()
+    server.seen = []
+    # A short poll interval keeps shutdown() (which waits for the next poll) fast.
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        yield Served(root=root, base=f"http://{host}:{port}", requests=server.seen)
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+@pytest.fixture
+def archive_bytes() -> bytes:
+    return make_zip({"ml-tiny/u.data": TINY_LINES, "ml-tiny/README": b"made-up test data\n"})
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Everything in folder, so a test can insist a failed download cached nothing."""
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_download_with_sha256_and_size(
+    served: Served, archive_bytes: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = served.put("ml-tiny.zip", archive_bytes)
+    dest = tmp_path / "out" / "nested" / "ml-tiny.zip"  # parent folders do not exist yet
+
+    got = download(
+        url,
+        dest,
+        size=len(archive_bytes),
+        sha256=hashlib.sha256(archive_bytes).hexdigest().upper(),
+        allow_http=True,
+        timeout=5,
+    )
+
+    assert got == dest
+    assert dest.read_bytes() == archive_bytes
+    assert leftovers(dest.parent) == ["ml-tiny.zip"]
+    assert served.requests == ["/ml-tiny.zip"]
+
+
+def test_download_with_md5_only(served: Served, archive_bytes: bytes, tmp_path: Path) -> None:
+    url = served.put("ml-tiny.zip", archive_bytes)
+    dest = tmp_path / "out" / "ml-tiny.zip"
+
+    download(
+        url,
+        dest,
+        size=None,
+        md5=hashlib.md5(archive_bytes).hexdigest(),
+        allow_http=True,
+        timeout=5,
+        progress=False,
+    )
+
+    assert dest.read_bytes() == archive_bytes
+    assert leftovers(dest.parent) == ["ml-tiny.zip"]
+
+
+def test_download_needs_a_digest(served: Served, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="sha256 or md5"):
+        download(f"{served.base}/x.zip", tmp_path / "x.zip", size=1, allow_http=True)
+    assert served.requests == []
+
+
+@pytest.mark.parametrize("which", ["sha256", "md5"])
+def test_download_wrong_digest_caches_nothing(
+    served: Served, archive_bytes: bytes, tmp_path: Path, which: str
+) -> None:
+    url = served.put("ml-tiny.zip", archive_bytes)
+    out = tmp_path / "out"
+    dest = out / "ml-tiny.zip"
+    right = {
+        "sha256": hashlib.sha256(archive_bytes).hexdigest(),
+        "md5": hashlib.md5(archive_bytes).hexdigest(),
+    }
+    pinned = dict(right, **{which: "0" * len(right[which])})
+
+    with pytest.raises(DownloadError) as err:
+        download(url, dest, size=len(archive_bytes), allow_http=True, progress=False, **pinned)
+
+    message = str(err.value)
+    assert url in message and which in message
+    assert "0" * len(right[which]) in message and right[which] in message
+    assert "\n" not in message
+    assert not dest.exists()
+    assert leftovers(out) == []
+
+
+@pytest.mark.parametrize("delta", [1, -1], ids=["expects-more", "expects-less"])
+def test_download_wrong_size_caches_nothing(
+    served: Served, archive_bytes: bytes, tmp_path: Path, delta: int
+) -> None:
+    url = served.put("ml-tiny.zip", archive_bytes)
+    out = tmp_path / "out"
+    dest = out / "ml-tiny.zip"
+    expected = len(archive_bytes) + delta
+
+    with pytest.raises(DownloadError, match=f"expected {expected} bytes") as err:
+        download(
+            url,
+            dest,
+            size=expected,
+            sha256=hashlib.sha256(archive_bytes).hexdigest(),
+            allow_http=True,
+            progress=False,
+        )
+
+    assert url in str(err.value)
+    assert not dest.exists()
+    assert leftovers(out) == []
+
+
+def test_download_404_caches_nothing(served: Served, tmp_path: Path) -> None:
+    url = f"{served.base}/missing.zip"
+    out = tmp_path / "out"
+    dest = out / "missing.zip"
+
+    with pytest.raises(DownloadError, match="404") as err:
+        download(url, dest, size=None, sha256="0" * 64, allow_http=True, progress=False)
+
+    assert url in str(err.value)
+    assert served.requests == ["/missing.zip"]
+    assert not dest.exists()
+    assert leftovers(out) == []
+
+
+def test_download_refuses_plain_http_without_opt_in(
+    served: Served, archive_bytes: bytes, tmp_path: Path
+) -> None:
+    url = served.put("ml-tiny.zip", archive_bytes)
+    dest = tmp_path / "out" / "ml-tiny.zip"
+
+    with pytest.raises(DownloadError, match="http") as err:
+        download(url, dest, size=None, sha256=hashlib.sha256(archive_bytes).hexdigest())
+
+    assert url in str(err.value)
+    assert "allow_http" in str(err.value)
+    assert served.requests == []
+    assert not dest.exists()
+    assert leftovers(tmp_path / "out") == []
+
+
+def test_download_times_out(served: Served, tmp_path: Path) -> None:
+    url = served.base + SLOW_PATH
+    out = tmp_path / "out"
+    dest = out / "slow.zip"
+
+    with pytest.raises(DownloadError, match=r"timed out after 0\.5 s") as err:
+        download(url, dest, size=None, sha256="0" * 64, allow_http=True, timeout=0.5)
+
+    assert url in str(err.value)
+    assert served.requests == [SLOW_PATH]
+    assert not dest.exists()
+    assert leftovers(out) == []
+
+
+def test_extract_zip_unpacks_all_members(archive_bytes: bytes, tmp_path: Path) -> None:
+    archive = tmp_path / "ml-tiny.zip"
+    archive.write_bytes(archive_bytes)
+    target = tmp_path / "data" / "ml-tiny-extracted"
+
+    assert extract_zip(archive, target) == target
+
+    assert (target / "ml-tiny" / "u.data").read_bytes() == TINY_LINES
+    assert (target / "ml-tiny" / "README").read_bytes() == b"made-up test data\n"
+    # The staging folder is gone: only the finished target sits beside it.
+    assert leftovers(target.parent) == ["ml-tiny-extracted"]
+
+
+@pytest.mark.parametrize("evil", ["../evil.txt", "ml-tiny/../../evil.txt"])
+def test_extract_zip_refuses_path_traversal(tmp_path: Path, evil: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    archive = tmp_path / "evil.zip"
+    # The bad member comes last, so a checker that writes as it goes would leave u.data behind.
+    archive.write_bytes(make_zip({"ml-tiny/u.data": TINY_LINES, evil: b"pwned\n"}))
+    target = work / "out"
+
+    with pytest.raises(DataError, match="outside") as err:
+        extract_zip(archive, target)
+
+    assert str(archive) in str(err.value) and evil in str(err.value)
+    assert not target.exists()
+    assert leftovers(work) == []
+    assert not list(tmp_path.rglob("evil.txt"))
+
+
+@pytest.mark.parametrize("name", ["/abs.txt", "C:/abs.txt"])
+def test_extract_zip_refuses_absolute_member(tmp_path: Path, name: str) -> None:
+    archive = tmp_path / "abs.zip"
+    archive.write_bytes(make_zip({"ok.txt": b"fine\n", name: b"pwned\n"}))
+    target = tmp_path / "out"
+
+    with pytest.raises(DataError, match="absolute") as err:
+        extract_zip(archive, target)
+
+    assert name in str(err.value)
+    assert not target.exists()
+    assert leftovers(tmp_path) == ["abs.zip"]
+
+
+def test_extract_zip_refuses_symlink_member(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("ml-tiny/u.data", TINY_LINES)
+        link = zipfile.ZipInfo("ml-tiny/link")
+        link.create_system = 3  # unix, so the high bits of external_attr are a file mode
+        link.external_attr = 0o120777 << 16
+        zf.writestr(link, "/etc/passwd")
+    archive = tmp_path / "link.zip"
+    archive.write_bytes(buf.getvalue())
+    target = tmp_path / "out"
+
+    with pytest.raises(DataError, match="symbolic link") as err:
+        extract_zip(archive, target)
+
+    assert "ml-tiny/link" in str(err.value)
+    assert not target.exists()
+    assert leftovers(tmp_path) == ["link.zip"]
+
+
+def test_extract_zip_rejects_non_zip(tmp_path: Path) -> None:
+    archive = tmp_path / "fake.zip"
+    archive.write_bytes(b"<html>not a zip, probably an error page</html>\n")
+    target = tmp_path / "out"
+
+    with pytest.raises(DataError, match="not a readable zip") as err:
+        extract_zip(archive, target)
+
+    assert str(archive) in str(err.value)
+    assert not target.exists()
+
+
+def test_extract_zip_refuses_existing_target(archive_bytes: bytes, tmp_path: Path) -> None:
+    archive = tmp_path / "ml-tiny.zip"
+    archive.write_bytes(archive_bytes)
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine\n")
+
+    with pytest.raises(DataError, match="already exists"):
+        extract_zip(archive, target)
+
+    assert leftovers(target) == ["keep.txt"]
+    assert leftovers(tmp_path) == ["ml-tiny.zip", "out"]
