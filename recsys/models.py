@@ -134,6 +134,8 @@ def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
         torch.stack([rows, indices]),
         torch.ones(indices.shape[0], dtype=linear.weight.dtype, device=indices.device),
         (indices.shape[0], n),
+        is_coalesced=True,  # one entry per row, rows in order
+        check_invariants=False,  # built here from valid indices
     )
     out = torch.sparse.mm(one_hot, linear.weight.t())
     return out if linear.bias is None else out + linear.bias
@@ -217,9 +219,12 @@ class EmbeddingProjection(nn.Module):
         return sigmoid_range((user_vectors * item_vectors).sum(dim=-1), self.y_range)
 
     def penalty(self, x: Tensor) -> Tensor:
-        """L2 penalty of the embedding rows this batch uses (projections are shared, not per id)."""
+        """L2 penalty of the projected vectors this batch uses: penalising only the embeddings would
+        let the shared projections grow and undo it."""
         users, items = _split(x)
-        return _mean_squared_norm(self.user_factors(users), self.item_factors(items))
+        return _mean_squared_norm(
+            self.user_projection(self.user_factors(users)), self.item_projection(self.item_factors(items))
+        )
 
 
 ModelBuilder = Callable[..., nn.Module]
