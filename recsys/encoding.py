@@ -31,6 +31,8 @@ class IdMap:
 
     def known(self, raw: np.ndarray) -> np.ndarray:
         """Boolean mask of the raw ids that have an inner index."""
+        if len(self.raw_ids) == 0:
+            return np.zeros(np.shape(raw), dtype=bool)
         position = np.searchsorted(self.raw_ids, raw).clip(max=len(self.raw_ids) - 1)
         return self.raw_ids[position] == raw
 

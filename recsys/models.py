@@ -52,7 +52,32 @@ def _split(x: Tensor) -> tuple[Tensor, Tensor]:
     return x[:, 0], x[:, 1]
 
 
-class DotProduct(nn.Module):
+class _DotModel(nn.Module):
+    """rating = sigmoid_range(user_vector . item_vector + extra, y_range); subclasses say how
+    vectors are made and what is added."""
+
+    def __init__(self, y_range: YRange | None) -> None:
+        super().__init__()
+        self.y_range = y_range
+
+    def vectors(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
+        """The (batch, n_factors) user and item vectors whose dot product is the score."""
+        raise NotImplementedError
+
+    def score(self, users: Tensor, items: Tensor) -> Tensor:
+        """The unsquashed prediction."""
+        user_vectors, item_vectors = self.vectors(users, items)
+        return (user_vectors * item_vectors).sum(dim=-1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return sigmoid_range(self.score(*_split(x)), self.y_range)
+
+    def penalty(self, x: Tensor) -> Tensor:
+        """L2 penalty of the vectors this batch uses (the trainer's regulariser)."""
+        return _mean_squared_norm(*self.vectors(*_split(x)))
+
+
+class DotProduct(_DotModel):
     """rating = user_factors[u] . item_factors[i], optionally squashed into `y_range`."""
 
     def __init__(
@@ -63,23 +88,15 @@ class DotProduct(nn.Module):
         y_range: YRange | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__()
-        self.y_range = y_range
+        super().__init__(y_range)
         self.user_factors = _embedding(n_users, n_factors, generator)
         self.item_factors = _embedding(n_items, n_factors, generator)
 
-    def forward(self, x: Tensor) -> Tensor:
-        users, items = _split(x)
-        dot = (self.user_factors(users) * self.item_factors(items)).sum(dim=-1)
-        return sigmoid_range(dot, self.y_range)
-
-    def penalty(self, x: Tensor) -> Tensor:
-        """L2 penalty of the factor rows this batch uses (the trainer's regulariser)."""
-        users, items = _split(x)
-        return _mean_squared_norm(self.user_factors(users), self.item_factors(items))
+    def vectors(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
+        return self.user_factors(users), self.item_factors(items)
 
 
-class DotProductBias(nn.Module):
+class DotProductBias(DotProduct):
     """rating = u . i + user_bias[u] + item_bias[i], squashed into `y_range` (fastai's
     EmbeddingDotBias)."""
 
@@ -91,32 +108,22 @@ class DotProductBias(nn.Module):
         y_range: YRange | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__()
-        self.y_range = y_range
-        self.user_factors = _embedding(n_users, n_factors, generator)
-        self.item_factors = _embedding(n_items, n_factors, generator)
+        super().__init__(n_users, n_items, n_factors, y_range, generator)
         # Biases start at zero: the sigmoid's middle already sits near the mean rating.
         self.user_bias = nn.Embedding(n_users, 1)
         self.item_bias = nn.Embedding(n_items, 1)
         nn.init.zeros_(self.user_bias.weight)
         nn.init.zeros_(self.item_bias.weight)
 
-    def forward(self, x: Tensor) -> Tensor:
-        users, items = _split(x)
-        dot = (self.user_factors(users) * self.item_factors(items)).sum(dim=-1)
+    def score(self, users: Tensor, items: Tensor) -> Tensor:
         bias = self.user_bias(users).squeeze(-1) + self.item_bias(items).squeeze(-1)
-        return sigmoid_range(dot + bias, self.y_range)
+        return super().score(users, items) + bias
 
     def penalty(self, x: Tensor) -> Tensor:
         """L2 penalty of the factor and bias rows this batch uses; biases are regularised too,
         as in Surprise's SVD, so a movie rated twice cannot claim an extreme bias."""
         users, items = _split(x)
-        return _mean_squared_norm(
-            self.user_factors(users),
-            self.item_factors(items),
-            self.user_bias(users),
-            self.item_bias(items),
-        )
+        return super().penalty(x) + _mean_squared_norm(self.user_bias(users), self.item_bias(items))
 
 
 def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
@@ -141,7 +148,7 @@ def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
     return out if linear.bias is None else out + linear.bias
 
 
-class LinearDotProduct(nn.Module):
+class LinearDotProduct(_DotModel):
     """rating = (W_u onehot(u) + b_u) . (W_i onehot(i) + b_i), squashed into `y_range`.
 
     One-hot users and items go through `nn.Linear` layers. With `bias=False` this is exactly
@@ -161,8 +168,7 @@ class LinearDotProduct(nn.Module):
         bias: bool = True,
         sparse: bool = True,
     ) -> None:
-        super().__init__()
-        self.y_range = y_range
+        super().__init__(y_range)
         self.sparse = sparse
         self.user_linear = nn.Linear(n_users, n_factors, bias=bias)
         self.item_linear = nn.Linear(n_items, n_factors, bias=bias)
@@ -171,11 +177,11 @@ class LinearDotProduct(nn.Module):
             if layer.bias is not None:
                 nn.init.zeros_(layer.bias)
 
-    def forward(self, x: Tensor) -> Tensor:
-        users, items = _split(x)
-        user_vectors = one_hot_linear(users, self.user_linear, self.sparse)
-        item_vectors = one_hot_linear(items, self.item_linear, self.sparse)
-        return sigmoid_range((user_vectors * item_vectors).sum(dim=-1), self.y_range)
+    def vectors(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
+        return (
+            one_hot_linear(users, self.user_linear, self.sparse),
+            one_hot_linear(items, self.item_linear, self.sparse),
+        )
 
     def penalty(self, x: Tensor) -> Tensor:
         """L2 penalty of the weight columns this batch's one-hot rows select (not the shared bias)."""
@@ -185,11 +191,12 @@ class LinearDotProduct(nn.Module):
         )
 
 
-class EmbeddingProjection(nn.Module):
+class EmbeddingProjection(DotProduct):
     """rating = P_u(user_factors[u]) . P_i(item_factors[i]), each P an `nn.Linear` with bias.
 
     The projection's bias offsets the transformed vector; like `LinearDotProduct`, it yields
-    implied per-id biases only through the other side's factors.
+    implied per-id biases only through the other side's factors. The penalty acts on the projected
+    vectors: penalising only the embeddings would let the shared projections grow and undo it.
     """
 
     def __init__(
@@ -200,31 +207,18 @@ class EmbeddingProjection(nn.Module):
         y_range: YRange | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__()
-        self.y_range = y_range
-        self.user_factors = _embedding(n_users, n_factors, generator)
-        self.item_factors = _embedding(n_items, n_factors, generator)
+        super().__init__(n_users, n_items, n_factors, y_range, generator)
         self.user_projection = nn.Linear(n_factors, n_factors)
         self.item_projection = nn.Linear(n_factors, n_factors)
         for layer in (self.user_projection, self.item_projection):
-            # Near-identity start, so training begins where DotProduct would.
+            # Identity start, so training begins where DotProduct would.
             with torch.no_grad():
                 layer.weight.copy_(torch.eye(n_factors))
             nn.init.zeros_(layer.bias)
 
-    def forward(self, x: Tensor) -> Tensor:
-        users, items = _split(x)
-        user_vectors = self.user_projection(self.user_factors(users))
-        item_vectors = self.item_projection(self.item_factors(items))
-        return sigmoid_range((user_vectors * item_vectors).sum(dim=-1), self.y_range)
-
-    def penalty(self, x: Tensor) -> Tensor:
-        """L2 penalty of the projected vectors this batch uses: penalising only the embeddings would
-        let the shared projections grow and undo it."""
-        users, items = _split(x)
-        return _mean_squared_norm(
-            self.user_projection(self.user_factors(users)), self.item_projection(self.item_factors(items))
-        )
+    def vectors(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
+        user_vectors, item_vectors = super().vectors(users, items)
+        return self.user_projection(user_vectors), self.item_projection(item_vectors)
 
 
 ModelBuilder = Callable[..., nn.Module]

@@ -89,14 +89,24 @@ def _read(path: Path, **read_csv_args) -> pd.DataFrame:
         raise DataError(f"{path}: cannot parse ({message})") from None
 
 
+def _expect_fields(raw: pd.DataFrame, path: Path, n_fields: int, layout: str) -> pd.DataFrame:
+    """Reject a table whose rows do not have exactly `n_fields` fields (pandas pads short rows)."""
+    if raw.shape[1] != n_fields:
+        raise DataError(f"{path}: expected {layout} on every line, found {raw.shape[1]} fields")
+    return raw
+
+
 def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.DataFrame:
     """Parse a ratings file of `layout` into the canonical table, validated against `scale`."""
     if layout == "100k":
-        raw = _read(path, sep="\t", header=None, names=RATING_COLUMNS, usecols=range(4))
+        raw = _expect_fields(_read(path, sep="\t", header=None), path, 4, "user<TAB>item<TAB>rating<TAB>timestamp")
+        raw.columns = pd.Index(RATING_COLUMNS)
     elif layout == "dat":
         # "u::i::r::t" read as ':'-separated keeps pandas' fast C parser (a multi-char sep does not).
-        names = ["user", "_1", "item", "_2", "rating", "_3", "timestamp"]
-        raw = _read(path, sep=":", header=None, names=names, usecols=[0, 2, 4, 6])
+        raw = _expect_fields(_read(path, sep=":", header=None), path, 7, "user::item::rating::timestamp")
+        if raw[[1, 3, 5]].notna().to_numpy().any():
+            raise DataError(f"{path}: expected user::item::rating::timestamp on every line")
+        raw = raw[[0, 2, 4, 6]].set_axis(RATING_COLUMNS, axis=1)
     elif layout == "csv":
         raw = _read(path, sep=",", header=0)
         expected = ["userId", "movieId", "rating", "timestamp"]
@@ -175,6 +185,8 @@ def _unpack(archive: Path, variant: Variant, root: Path) -> Path:
     if not (staging / variant.folder / RATINGS_FILE[variant.layout]).is_file():
         shutil.rmtree(staging, ignore_errors=True)
         raise DataError(f"{archive}: no {variant.folder}/{RATINGS_FILE[variant.layout]} inside")
+    if final.exists():  # an incomplete copy (it lacks the ratings file): replace it
+        shutil.rmtree(final)
     os.replace(staging / variant.folder, final)
     shutil.rmtree(staging, ignore_errors=True)
     return final
@@ -202,6 +214,8 @@ def load_movielens(
             f"{base_url}/{name}.zip", root / f"{name}.zip", size=variant.size,
             sha256=variant.sha256, md5=variant.md5, allow_http=allow_http, progress=progress,
         )  # fmt: skip
-        folder = _unpack(archive, variant, root)
-        archive.unlink()
+        try:
+            folder = _unpack(archive, variant, root)
+        finally:  # a zip that does not unpack must not stay cached either
+            archive.unlink()
     return read_folder(name, folder, variant.layout, variant.rating_scale)

@@ -1,0 +1,140 @@
+"""Tests for recsys.encoding: id maps fitted on training ratings and encoded splits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from recsys.data import ratings_frame
+from recsys.encoding import IdMap, encode_split
+from recsys.errors import RecsysError
+from recsys.splits import Split
+
+
+def test_fit_gives_sorted_unique_ids() -> None:
+    ids = IdMap.fit(np.array([30, 7, 30, 1000, 7, 2]))
+    assert ids.raw_ids.tolist() == [2, 7, 30, 1000]
+    assert len(ids) == 4
+
+
+def test_encode_decode_round_trip() -> None:
+    raw = np.array([1000, 2, 30, 30, 7, 2])
+    ids = IdMap.fit(raw)
+
+    inner = ids.encode(raw)
+
+    assert inner.tolist() == [3, 0, 2, 2, 1, 0]
+    assert ids.decode(inner).tolist() == raw.tolist()
+    assert ids.decode(np.arange(len(ids))).tolist() == [2, 7, 30, 1000]
+
+
+@pytest.mark.parametrize("unknown", [5, 1, 2000])  # between, below and above the known ids
+def test_encode_unknown_id_names_it(unknown: int) -> None:
+    ids = IdMap.fit(np.array([2, 7, 30, 1000]))
+    with pytest.raises(RecsysError, match="training") as err:
+        ids.encode(np.array([7, unknown, 30]), "user")
+    message = str(err.value)
+    assert str(unknown) in message and "user" in message
+
+
+def test_known_mask() -> None:
+    ids = IdMap.fit(np.array([10, 20, 30]))
+    query = np.array([10, 15, 20, 30, 31, 1_000_000, 9, 0, -5, 30])
+    assert ids.known(query).tolist() == [True, False, True, True, False, False, False, False, False, True]
+
+
+def test_known_with_a_single_id() -> None:
+    ids = IdMap.fit(np.array([4, 4]))
+    assert ids.known(np.array([3, 4, 5])).tolist() == [False, True, False]
+
+
+# ---------------------------------------------------------------------------------------------
+# encode_split
+# ---------------------------------------------------------------------------------------------
+
+
+def frame(rows: list[tuple]) -> pd.DataFrame:
+    user, item, rating, timestamp = (np.array(col) for col in zip(*rows, strict=True))
+    return ratings_frame(user, item, rating, timestamp)
+
+
+TRAIN = [
+    (100, 7, 4.0, 1),
+    (5, 7, 2.0, 2),
+    (100, 42, 5.0, 3),
+    (60, 3, 1.0, 4),
+    (5, 3, 3.5, 5),
+]
+TEST = [
+    (5, 42, 4.5, 6),  # known user and item
+    (999, 7, 2.5, 7),  # unknown user
+    (60, 8, 1.5, 8),  # unknown item
+    (1, 2, 3.0, 9),  # both unknown
+    (100, 3, 5.0, 10),  # known
+]
+
+
+@pytest.fixture
+def encoded():
+    return encode_split(Split(frame(TRAIN), frame(TEST)))
+
+
+def test_indices_are_contiguous(encoded) -> None:
+    assert encoded.users.raw_ids.tolist() == [5, 60, 100]
+    assert encoded.items.raw_ids.tolist() == [3, 7, 42]
+    users, items = encoded.train.x[:, 0], encoded.train.x[:, 1]
+    assert sorted(users.unique().tolist()) == list(range(len(encoded.users)))
+    assert sorted(items.unique().tolist()) == list(range(len(encoded.items)))
+
+
+def test_train_tensors(encoded) -> None:
+    x, y = encoded.train.x, encoded.train.y
+    assert x.dtype == torch.int64 and x.shape == (len(TRAIN), 2)
+    assert y.dtype == torch.float32 and y.shape == (len(TRAIN),)
+    assert len(encoded.train) == len(TRAIN)
+    # Row order is kept and each row decodes back to its raw ids.
+    assert encoded.users.decode(x[:, 0].numpy()).tolist() == [r[0] for r in TRAIN]
+    assert encoded.items.decode(x[:, 1].numpy()).tolist() == [r[1] for r in TRAIN]
+    assert y.tolist() == [r[2] for r in TRAIN]
+
+
+def test_unseen_test_rows_are_set_aside(encoded) -> None:
+    assert len(encoded.test) == 2
+    assert encoded.test.x.dtype == torch.int64 and encoded.test.y.dtype == torch.float32
+    assert encoded.users.decode(encoded.test.x[:, 0].numpy()).tolist() == [5, 100]
+    assert encoded.items.decode(encoded.test.x[:, 1].numpy()).tolist() == [42, 3]
+    assert encoded.test.y.tolist() == [4.5, 5.0]
+    assert encoded.unknown_test_ratings.dtype == np.float32
+    assert encoded.unknown_test_ratings.tolist() == [2.5, 1.5, 3.0]
+    assert len(encoded.test) + len(encoded.unknown_test_ratings) == len(TEST)
+
+
+def test_train_mean(encoded) -> None:
+    assert encoded.train_mean == pytest.approx(np.mean([r[2] for r in TRAIN]))
+    assert isinstance(encoded.train_mean, float)
+
+
+def test_all_test_rows_known_leaves_nothing_aside() -> None:
+    train = frame(TRAIN)
+    enc = encode_split(Split(train, train.iloc[[4, 0]]))
+    assert len(enc.test) == 2 and enc.unknown_test_ratings.size == 0
+    assert enc.test.y.tolist() == [3.5, 4.0]
+
+
+def test_encode_split_on_tiny(tiny) -> None:
+    from recsys.splits import make_split
+
+    parts = make_split(tiny, "random", test_frac=0.2, seed=0)
+    enc = encode_split(parts)
+
+    test = parts.test
+    known = test["user"].isin(parts.train["user"]) & test["item"].isin(parts.train["item"])
+    assert len(enc.test) == int(known.sum())
+    assert enc.unknown_test_ratings.tolist() == test.loc[~known, "rating"].tolist()
+    assert len(enc.users) == parts.train["user"].nunique()
+    assert len(enc.items) == parts.train["item"].nunique()
+    assert int(enc.train.x[:, 0].max()) == len(enc.users) - 1
+    assert int(enc.train.x[:, 1].max()) == len(enc.items) - 1
+    assert enc.train_mean == pytest.approx(float(parts.train["rating"].mean()))
