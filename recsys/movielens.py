@@ -99,7 +99,8 @@ def _expect_fields(raw: pd.DataFrame, path: Path, n_fields: int, layout: str) ->
 def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.DataFrame:
     """Parse a ratings file of `layout` into the canonical table, validated against `scale`."""
     if layout == "100k":
-        raw = _expect_fields(_read(path, sep="\t", header=None), path, 4, "user<TAB>item<TAB>rating<TAB>timestamp")
+        raw = _read(path, sep="\t", header=None)
+        raw = _expect_fields(raw, path, 4, "user<TAB>item<TAB>rating<TAB>timestamp")
         raw.columns = pd.Index(RATING_COLUMNS)
     elif layout == "dat":
         # "u::i::r::t" read as ':'-separated keeps pandas' fast C parser (a multi-char sep does not).
