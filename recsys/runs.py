@@ -28,6 +28,7 @@ def _atomic_write(path: Path, write: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide run files from other readers
         with os.fdopen(handle, "wb") as file:
             write(file)
             file.flush()
