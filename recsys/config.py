@@ -10,6 +10,14 @@ from typing import Any
 
 from recsys.errors import RecsysError
 
+OPTIMIZERS = ("adamw", "sgd")
+SCHEDULES = ("one-cycle", "constant")
+UNKNOWN_POLICIES = ("drop", "mean")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -32,6 +40,32 @@ class RunConfig:
     schedule: str = "one-cycle"  # one-cycle | constant
     seed: int = 0  # one seed for the split, the initialisation and the shuffle
     device: str = "cpu"  # cpu | cuda
+
+    def __post_init__(self) -> None:
+        """Reject values no run can use, naming the flag that sets them."""
+        for flag, value in (
+            ("--epochs", self.epochs),
+            ("--bs", self.batch_size),
+            ("--n-factors", self.n_factors),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise RecsysError(f"{flag} must be at least 1, got {value!r}")
+        if not _is_number(self.lr) or not self.lr > 0:
+            raise RecsysError(f"--lr must be positive, got {self.lr!r}")
+        for flag, strength in (("--l2", self.l2), ("--wd", self.wd)):
+            if not _is_number(strength) or not strength >= 0:
+                raise RecsysError(f"{flag} must be zero or positive, got {strength!r}")
+        if self.y_range is not None and not (len(self.y_range) == 2 and self.y_range[0] < self.y_range[1]):
+            raise RecsysError(f"--y-range needs LOW < HIGH, got {self.y_range!r}")
+        for flag, name, allowed in (
+            ("--optimizer", self.optimizer, OPTIMIZERS),
+            ("--schedule", self.schedule, SCHEDULES),
+            ("--unknown", self.unknown, UNKNOWN_POLICIES),
+        ):
+            if name not in allowed:
+                raise RecsysError(f"unknown {flag} {name!r}; choose one of: {', '.join(allowed)}")
+        if self.device != "cpu" and not self.device.startswith("cuda"):
+            raise RecsysError(f"--device must be cpu or cuda (cuda:N), got {self.device!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

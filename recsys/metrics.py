@@ -4,9 +4,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from recsys.config import UNKNOWN_POLICIES
 from recsys.encoding import EncodedSplit, RatingTensors
-
-UNKNOWN_POLICIES = ("drop", "mean")
 
 
 def rmse(predictions: Tensor, targets: Tensor) -> float:

@@ -86,11 +86,13 @@ def load_checkpoint(path: Path) -> Checkpoint:
         raise RecsysError(f"{path}: not a recsys checkpoint or unsafe to load ({reason})") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise RecsysError(f"{path}: unsupported checkpoint format (expected {CHECKPOINT_FORMAT})")
-    config = RunConfig.from_dict(payload["config"])
-    users, items = IdMap(payload["user_ids"].numpy()), IdMap(payload["item_ids"].numpy())
-    model = build_model(config.model, len(users), len(items), config.n_factors, config.y_range)
     try:
+        config = RunConfig.from_dict(payload["config"])
+        users, items = IdMap(payload["user_ids"].numpy()), IdMap(payload["item_ids"].numpy())
+        metrics = json.loads(payload["metrics"])
+        model = build_model(config.model, len(users), len(items), config.n_factors, config.y_range)
         model.load_state_dict(payload["state_dict"])
-    except RuntimeError as error:
-        raise RecsysError(f"{path}: weights do not fit model {config.model!r} ({error})") from None
-    return Checkpoint(model, config, users, items, json.loads(payload["metrics"]))
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise RecsysError(f"{path}: damaged or incompatible checkpoint ({reason})") from None
+    return Checkpoint(model, config, users, items, metrics)

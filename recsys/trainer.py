@@ -43,7 +43,7 @@ def make_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer
         return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.wd)
     if config.optimizer == "sgd":
         return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9, weight_decay=config.wd)
-    raise RecsysError(f"unknown --optimizer {config.optimizer!r}; choose adamw or sgd")
+    raise AssertionError(f"RunConfig let optimizer {config.optimizer!r} through")
 
 
 def make_schedule(
@@ -56,7 +56,7 @@ def make_schedule(
         )
     if config.schedule == "constant":
         return torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0, total_iters=0)
-    raise RecsysError(f"unknown --schedule {config.schedule!r}; choose one-cycle or constant")
+    raise AssertionError(f"RunConfig let schedule {config.schedule!r} through")
 
 
 def fit(

@@ -8,11 +8,10 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from recsys.config import MODEL_DEFAULTS, RunConfig, config_for
+from recsys.config import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, UNKNOWN_POLICIES, RunConfig, config_for
 from recsys.datasets import DATASETS, load_dataset, load_default_dataset
 from recsys.errors import RecsysError
 from recsys.experiment import train_and_evaluate
-from recsys.metrics import UNKNOWN_POLICIES
 from recsys.splits import SPLIT_KINDS
 from recsys.trainer import EpochStats
 
@@ -81,8 +80,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="sigmoid output range (default: 0 to 1.1 x the top rating)",
     )
-    add("--optimizer", choices=["adamw", "sgd"], default=None, help="optimizer")
-    add("--schedule", choices=["one-cycle", "constant"], default=None, help="learning-rate schedule")
+    add("--optimizer", choices=OPTIMIZERS, default=None, help="optimizer")
+    add("--schedule", choices=SCHEDULES, default=None, help="learning-rate schedule")
     add("--seed", type=int, default=DEFAULTS.seed, help="seed for split, initialisation and shuffle")
     add("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda")
     add(
@@ -96,19 +95,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Reject flag values the parser's types cannot catch."""
-    for flag in ("epochs", "bs", "n_factors"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise RecsysError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
-    if args.lr is not None and not args.lr > 0:
-        raise RecsysError(f"--lr must be positive, got {args.lr}")
+    """Reject what depends on this machine; RunConfig checks the values themselves."""
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise RecsysError(f"--device {args.device}: no CUDA device is available here; use --device cpu")
-    if args.out is not None and args.out.exists() and any(args.out.iterdir()):
-        raise RecsysError(
-            f"--out {args.out} already holds files; choose a new folder so nothing is overwritten"
-        )
+    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise RecsysError(f"--out {args.out} already exists and is not an empty folder; choose a new one")
 
 
 def print_epoch(stats: EpochStats) -> None:

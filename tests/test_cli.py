@@ -1,0 +1,357 @@
+"""scripts/train.py and scripts/make_tiny.py as a user runs them, and the synthetic data generator.
+
+Each script run is a subprocess (about 2 s of torch import each), so the runs of a group are started
+together by a module fixture and the tests only read their results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from recsys.datasets import load_dataset
+from recsys.experiment import prepare
+from recsys.metrics import evaluate_test
+from recsys.models import MODELS, DotProductBias
+from recsys.runs import load_checkpoint
+from recsys.synthetic import SyntheticConfig, make_synthetic
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = "scripts/train.py"
+FLAGS = [
+    "--model", "--dataset", "--data-dir", "--split", "--epochs", "--lr", "--wd", "--l2", "--bs",
+    "--n-factors", "--seed", "--device", "--out",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Job:
+    args: list[str]
+    cache: Path  # RECSYS_CACHE for the run: an empty folder
+    script: str = TRAIN
+
+
+def run_jobs(jobs: dict[str, Job]) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Run the scripts concurrently from the repository root, without $RECSYS_DATA."""
+
+    def run(job: Job) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "RECSYS_DATA"}
+        env["RECSYS_CACHE"] = str(job.cache)
+        return subprocess.run(
+            [sys.executable, job.script, *job.args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {name: pool.submit(run, job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def empty_folder(factory: pytest.TempPathFactory, name: str) -> Path:
+    return factory.mktemp(name)
+
+
+# --- runs that succeed ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoodRuns:
+    results: dict[str, subprocess.CompletedProcess[str]]
+    outs: dict[str, Path]
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> GoodRuns:
+    base = tmp_path_factory.mktemp("good")
+    outs = {"main": base / "run", "offline": base / "offline"}
+    jobs = {
+        "main": Job(["--dataset", "tiny", "--epochs", "2", "--no-progress", "--out", str(outs["main"])],
+                    empty_folder(tmp_path_factory, "cache")),
+        "help": Job(["--help"], empty_folder(tmp_path_factory, "cache")),
+        "offline": Job(["--offline", "--epochs", "1", "--no-progress", "--out", str(outs["offline"])],
+                       empty_folder(tmp_path_factory, "cache")),
+    }  # fmt: skip
+    for name in MODELS:
+        outs[name] = base / f"model-{name}"
+        jobs[name] = Job(
+            [
+                "--dataset",
+                "tiny",
+                "--model",
+                name,
+                "--epochs",
+                "1",
+                "--no-progress",
+                "--out",
+                str(outs[name]),
+            ],
+            empty_folder(tmp_path_factory, "cache"),
+        )
+    return GoodRuns(run_jobs(jobs), outs)
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return result
+
+
+TEST_RMSE = re.compile(r"test RMSE (\d+\.\d{4})")
+
+
+def test_train_tiny_prints_the_epoch_table_and_test_rmse(good: GoodRuns) -> None:
+    result = ok(good.results["main"])
+    lines = result.stdout.splitlines()
+    header = [
+        i
+        for i, line in enumerate(lines)
+        if re.fullmatch(r"\s*epoch\s+train_loss\s+valid_rmse\s+seconds", line)
+    ]
+    assert len(header) == 1
+    rows = lines[header[0] + 1 : header[0] + 3]
+    assert [int(row.split()[0]) for row in rows] == [1, 2]
+    assert all(re.fullmatch(r"\s+\d+(\s+\d+\.\d+){3}", row) for row in rows)
+    assert len(TEST_RMSE.findall(result.stdout)) == 1
+    assert "on tiny (4,000 ratings)" in result.stdout
+    assert f"run folder: {good.outs['main']}" in result.stdout
+
+
+def test_train_tiny_writes_config_and_metrics(good: GoodRuns) -> None:
+    result = ok(good.results["main"])
+    out = good.outs["main"]
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.json", "metrics.json"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"] == "dotbias"
+    assert config["dataset"] == "tiny"
+    assert config["epochs"] == 2
+    assert config["y_range"] == [0.0, 5.5]
+    assert config["device"] == "cpu"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [entry["epoch"] for entry in metrics["history"]] == [1, 2]
+    printed = TEST_RMSE.search(result.stdout)
+    assert printed is not None
+    assert f"{metrics['test_rmse']:.4f}" == printed.group(1)
+    assert metrics["n_test_unknown"] >= 0
+    assert metrics["n_train"] + metrics["n_test"] + metrics["n_test_unknown"] == 4000
+    # The table shows the recorded history.
+    rows = [line.split() for line in result.stdout.splitlines() if re.match(r"\s+[12]\s+\d", line)]
+    for row, entry in zip(rows, metrics["history"], strict=True):
+        assert row[1] == f"{entry['train_loss']:.4f}" and row[2] == f"{entry['valid_rmse']:.4f}"
+
+
+def test_train_tiny_checkpoint_reproduces_the_test_rmse(good: GoodRuns) -> None:
+    ok(good.results["main"])
+    out = good.outs["main"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    checkpoint = load_checkpoint(out / "checkpoint.pt")
+    assert isinstance(checkpoint.model, DotProductBias)
+    assert checkpoint.model.user_factors.num_embeddings == metrics["n_users"] == len(checkpoint.users)
+    assert checkpoint.model.item_factors.num_embeddings == metrics["n_items"] == len(checkpoint.items)
+    assert checkpoint.config.to_dict() == {
+        **json.loads((out / "config.json").read_text()),
+        "y_range": (0.0, 5.5),
+    }
+    assert checkpoint.metrics["test_rmse"] == metrics["test_rmse"]
+    data, config = prepare(load_dataset("tiny"), checkpoint.config)
+    assert config == checkpoint.config
+    assert np.array_equal(data.users.raw_ids, checkpoint.users.raw_ids)
+    assert evaluate_test(checkpoint.model, data, config.unknown)["rmse"] == pytest.approx(
+        metrics["test_rmse"], rel=1e-6
+    )
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_model_trains_from_the_cli(name: str, good: GoodRuns) -> None:
+    result = ok(good.results[name])
+    assert TEST_RMSE.search(result.stdout)
+    config = json.loads((good.outs[name] / "config.json").read_text())
+    assert (config["model"], config["epochs"]) == (name, 1)
+    assert type(load_checkpoint(good.outs[name] / "checkpoint.pt").model) is MODELS[name]
+
+
+def test_help_lists_every_flag(good: GoodRuns) -> None:
+    result = ok(good.results["help"])
+    missing = [flag for flag in FLAGS if flag not in result.stdout]
+    assert not missing
+    assert all(name in result.stdout for name in MODELS)
+
+
+def test_offline_without_data_falls_back_to_synthetic(good: GoodRuns) -> None:
+    result = ok(good.results["offline"])
+    notes = result.stderr.strip().splitlines()
+    assert len(notes) == 1, result.stderr
+    assert "ml-100k is not available" in notes[0] and "synthetic" in notes[0]
+    assert "on synthetic (100,000 ratings)" in result.stdout
+    assert TEST_RMSE.search(result.stdout)
+    config = json.loads((good.outs["offline"] / "config.json").read_text())
+    assert config["dataset"] == "synthetic"
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+ARGPARSE = "argparse"
+BAD_CASES = [
+    pytest.param("model", ["--model", "nope"], ARGPARSE, id="model"),
+    pytest.param("dataset", ["--dataset", "nope"], ARGPARSE, id="dataset"),
+    pytest.param("epochs", ["--dataset", "tiny", "--epochs", "0"], "--epochs must be at least 1",
+                 id="epochs"),
+    pytest.param("bs", ["--dataset", "tiny", "--bs", "0"], "--bs must be at least 1", id="bs"),
+    pytest.param("lr", ["--dataset", "tiny", "--lr", "-1"], "--lr must be positive", id="lr"),
+    pytest.param("test-frac", ["--dataset", "tiny", "--test-frac", "1.5"], "--test-frac", id="test-frac"),
+    pytest.param("offline", ["--dataset", "ml-100k", "--offline"], "--data-dir", id="offline"),
+    pytest.param("fold", ["--split", "u1", "--dataset", "tiny"], "--split u1", id="fold-on-tiny"),
+    pytest.param("data-dir", ["--data-dir", "/nonexistent", "--dataset", "ml-100k"], "/nonexistent",
+                 id="data-dir"),
+    pytest.param("out", ["--dataset", "tiny"], "not an empty folder", id="out-not-empty"),
+    pytest.param("cuda", ["--dataset", "tiny", "--device", "cuda"], "CUDA", id="device-cuda",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")),
+    pytest.param("out-file", ["--dataset", "tiny"], "--out", id="out-is-a-file"),
+    pytest.param("device", ["--dataset", "tiny", "--device", "tpu"], "--device", id="device-unknown"),
+]  # fmt: skip
+KEPT = b"an earlier run's file\n"
+
+
+@dataclass(frozen=True)
+class BadRuns:
+    results: dict[str, subprocess.CompletedProcess[str]]
+    outs: dict[str, Path]
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory: pytest.TempPathFactory) -> BadRuns:
+    base = tmp_path_factory.mktemp("bad")
+    outs: dict[str, Path] = {}
+    jobs: dict[str, Job] = {}
+    for case in BAD_CASES:
+        key, args, _ = case.values
+        out = base / key
+        if key == "out":
+            out.mkdir()
+            (out / "keep.txt").write_bytes(KEPT)
+        elif key == "out-file":
+            out.write_bytes(KEPT)
+        outs[key] = out
+        jobs[key] = Job([*args, "--no-progress", "--out", str(out)], empty_folder(tmp_path_factory, "cache"))
+    return BadRuns(run_jobs(jobs), outs)
+
+
+@pytest.mark.parametrize(("key", "args", "expected"), BAD_CASES)
+def test_bad_input_exits_2_with_a_one_line_error(
+    key: str, args: list[str], expected: str, bad: BadRuns
+) -> None:
+    result = bad.results[key]
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    if expected == ARGPARSE:
+        assert lines[0].startswith("usage: train.py")
+        assert lines[-1].startswith("train.py: error:") and "invalid choice: 'nope'" in lines[-1]
+    else:
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("error: ")
+        assert expected in lines[0]
+    assert "test RMSE" not in result.stdout
+    out = bad.outs[key]
+    if key == "out":
+        assert [p.name for p in out.iterdir()] == ["keep.txt"]
+        assert (out / "keep.txt").read_bytes() == KEPT
+    elif key == "out-file":
+        assert out.read_bytes() == KEPT
+    elif key != "device":  # (where an unknown device is caught is the fix's choice)
+        assert not out.exists()  # nothing is written for a run that cannot start
+
+
+# --- make_tiny -----------------------------------------------------------------------------------
+
+
+def test_make_tiny_regenerates_the_committed_files(tmp_path: Path) -> None:
+    out = tmp_path / "tiny"
+    result = ok(
+        run_jobs({"tiny": Job(["--out", str(out)], tmp_path / "cache", "scripts/make_tiny.py")})["tiny"]
+    )
+    assert result.stdout == ""
+    for name in ("ratings.csv", "movies.csv"):
+        assert (out / name).read_bytes() == (ROOT / "data" / "tiny" / name).read_bytes(), name
+
+
+# --- synthetic data ------------------------------------------------------------------------------
+
+SMALL = SyntheticConfig(n_users=60, n_items=150, n_ratings=2_000, n_factors=3, seed=7)
+
+
+def test_synthetic_is_reproducible_for_a_seed() -> None:
+    first, first_truth = make_synthetic(SMALL)
+    second, second_truth = make_synthetic(SMALL)
+    assert first.ratings.equals(second.ratings)
+    assert first.items.equals(second.items)
+    assert np.array_equal(first_truth.user_factors, second_truth.user_factors)
+    assert np.array_equal(first_truth.item_bias, second_truth.item_bias)
+
+
+def test_synthetic_differs_across_seeds() -> None:
+    first, first_truth = make_synthetic(SMALL)
+    other, other_truth = make_synthetic(dataclasses.replace(SMALL, seed=8))
+    assert not first.ratings.equals(other.ratings)
+    assert not np.array_equal(
+        first.ratings[["user", "item"]].to_numpy(), other.ratings[["user", "item"]].to_numpy()
+    )
+    assert not np.array_equal(first_truth.user_bias, other_truth.user_bias)
+
+
+def test_synthetic_shape_and_values() -> None:
+    dataset, truth = make_synthetic(SMALL)
+    ratings = dataset.ratings
+    assert dataset.name == "synthetic" and dataset.rating_scale == (1.0, 5.0)
+    assert len(ratings) == SMALL.n_ratings
+    assert not ratings.duplicated(["user", "item"]).any()
+    assert ratings["user"].between(1, SMALL.n_users).all()
+    assert ratings["item"].between(1, SMALL.n_items).all()
+    values = ratings["rating"].to_numpy()
+    assert np.array_equal(values, np.round(values))
+    assert values.min() >= 1 and values.max() <= 5
+    assert set(np.unique(values)) == {1.0, 2.0, 3.0, 4.0, 5.0}
+    assert ratings["timestamp"].is_monotonic_increasing
+    assert truth.user_bias.shape == (SMALL.n_users,)
+    assert truth.item_bias.shape == (SMALL.n_items,)
+    assert truth.user_factors.shape == (SMALL.n_users, SMALL.n_factors)
+    assert truth.item_factors.shape == (SMALL.n_items, SMALL.n_factors)
+    assert truth.global_mean == SMALL.global_mean
+    assert len(dataset.items) == SMALL.n_items
+
+
+def test_synthetic_ratings_follow_the_planted_biases() -> None:
+    dataset, truth = make_synthetic(SyntheticConfig(n_users=100, n_items=200, n_ratings=8_000, seed=3))
+    ratings = dataset.ratings
+    item_means = ratings.groupby("item")["rating"].mean()
+    planted = truth.item_bias[item_means.index.to_numpy() - 1]
+    assert np.corrcoef(item_means.to_numpy(), planted)[0, 1] > 0.5
+
+
+def test_synthetic_item_popularity_is_long_tailed() -> None:
+    dataset, _ = make_synthetic(SMALL)
+    counts = np.sort(dataset.ratings["item"].value_counts().to_numpy())[::-1]
+    top = counts[: SMALL.n_items // 10].sum()
+    assert top / SMALL.n_ratings > 0.25
+    uniform, _ = make_synthetic(dataclasses.replace(SMALL, popularity_exponent=0.0))
+    uniform_counts = np.sort(uniform.ratings["item"].value_counts().to_numpy())[::-1]
+    assert uniform_counts[: SMALL.n_items // 10].sum() / SMALL.n_ratings < 0.2
+
+
+def test_synthetic_rejects_too_many_ratings() -> None:
+    with pytest.raises(ValueError, match="n_ratings"):
+        make_synthetic(SyntheticConfig(n_users=10, n_items=10, n_ratings=51))

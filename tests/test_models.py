@@ -1,0 +1,396 @@
+"""Contract tests every rating model must pass, LinearDotProduct's algebra, and fastai compatibility."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from recsys.data import RatingsDataset
+from recsys.encoding import EncodedSplit, encode_split
+from recsys.errors import RecsysError
+from recsys.models import (
+    MODELS,
+    DotProduct,
+    LinearDotProduct,
+    build_model,
+    one_hot_linear,
+    sigmoid_range,
+)
+from recsys.splits import make_split
+
+N_USERS, N_ITEMS, N_FACTORS = 7, 9, 4
+Y_RANGE = (0.0, 5.5)
+NAMES = list(MODELS)
+
+
+def make(name: str, y_range: tuple[float, float] | None = Y_RANGE, seed: int = 0) -> nn.Module:
+    return build_model(name, N_USERS, N_ITEMS, N_FACTORS, y_range, torch.Generator().manual_seed(seed))
+
+
+def batch(size: int = 16, seed: int = 1) -> torch.Tensor:
+    """A random (size, 2) batch of [user, item] indices."""
+    g = torch.Generator().manual_seed(seed)
+    users = torch.randint(0, N_USERS, (size,), generator=g)
+    items = torch.randint(0, N_ITEMS, (size,), generator=g)
+    return torch.stack([users, items], dim=1)
+
+
+def every_id_batch() -> torch.Tensor:
+    """A batch that touches every user and every item (with repeats)."""
+    n = max(N_USERS, N_ITEMS) * 2
+    return torch.stack([torch.arange(n) % N_USERS, (torch.arange(n) * 5 + 3) % N_ITEMS], dim=1)
+
+
+def perturb_zero_parameters(model: nn.Module, seed: int = 3) -> None:
+    """Give zero-initialised parameters (biases) small random values so every path carries signal."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if not parameter.abs().sum() > 0:
+                parameter.copy_(torch.randn(parameter.shape, generator=g) * 0.1)
+
+
+# --- the shared contract -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("size", [1, 5, 64])
+def test_output_shape_and_dtype(name: str, size: int) -> None:
+    out = make(name)(batch(size))
+    assert out.shape == (size,)
+    assert out.dtype == torch.float32
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_outputs_lie_within_y_range(name: str) -> None:
+    model, plain = make(name), make(name, y_range=None)
+    x = every_id_batch()
+    low, high = Y_RANGE
+    # Random weights as large as possible while the logits stay within +-12, where the float32
+    # sigmoid has not saturated yet: the outputs must lie strictly inside the range.
+    scale = 4.0
+    while True:
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(5)
+            for parameter in model.parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=g) * scale)
+        plain.load_state_dict(model.state_dict())
+        logits = plain(x)
+        if logits.abs().max() < 12:
+            break
+        scale *= 0.9
+    assert logits.abs().max() > 6
+    out = model(x)
+    assert torch.all(out > low) and torch.all(out < high)
+    assert torch.allclose(out, torch.sigmoid(logits) * (high - low) + low, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(("user_value", "item_value"), [(10.0, 10.0), (10.0, -10.0), (-10.0, -10.0)])
+def test_outputs_stay_bounded_for_huge_weights(name: str, user_value: float, item_value: float) -> None:
+    model = make(name)
+    with torch.no_grad():
+        for parameter_name, parameter in model.named_parameters():
+            parameter.fill_(item_value if parameter_name.startswith("item") else user_value)
+    out = model(every_id_batch())
+    # The float32 sigmoid saturates to exactly 0 or 1 for logits this large, so the bounds are
+    # reached but never crossed.
+    assert torch.isfinite(out).all()
+    assert torch.all(out >= Y_RANGE[0]) and torch.all(out <= Y_RANGE[1])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_without_y_range_outputs_are_unbounded(name: str) -> None:
+    model = make(name, y_range=None)
+    x = every_id_batch()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.fill_(10.0)
+    assert torch.all(model(x) > 5.5)
+    with torch.no_grad():
+        for parameter_name, parameter in model.named_parameters():
+            # Negative item vectors (EmbeddingProjection's projection keeps positive weights, so it
+            # carries the sign through).
+            if parameter_name.startswith("item") and not parameter_name.startswith("item_projection"):
+                parameter.fill_(-10.0)
+    assert torch.all(model(x) < 0.0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_parameter_gets_a_gradient(name: str) -> None:
+    model = make(name)
+    perturb_zero_parameters(model)
+    x = every_id_batch()
+    y = torch.rand(len(x), generator=torch.Generator().manual_seed(2)) * 4 + 1
+    loss = torch.mean((model(x) - y) ** 2)
+    loss.backward()
+    parameters = dict(model.named_parameters())
+    assert parameters
+    for parameter_name, parameter in parameters.items():
+        assert parameter.grad is not None, parameter_name
+        assert not parameter.grad.is_sparse, parameter_name
+        assert torch.isfinite(parameter.grad).all(), parameter_name
+        assert parameter.grad.abs().sum() > 0, parameter_name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradient_reaches_only_the_rows_a_batch_uses(name: str) -> None:
+    model = make(name)
+    x = torch.tensor([[0, 1], [2, 1]])
+    torch.mean((model(x) - 3.0) ** 2).backward()
+    tables = {
+        "dot": ("user_factors.weight", 0),
+        "dotbias": ("user_factors.weight", 0),
+        "embproj": ("user_factors.weight", 0),
+        "linear": ("user_linear.weight", 1),
+    }
+    parameter_name, id_dim = tables[name]
+    grad = dict(model.named_parameters())[parameter_name].grad
+    assert grad is not None
+    per_user = grad.abs().sum(dim=1 - id_dim)
+    assert per_user[0] > 0 and per_user[2] > 0
+    assert torch.all(per_user[[1, 3, 4, 5, 6]] == 0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_penalty_is_a_differentiable_nonnegative_scalar(name: str) -> None:
+    model = make(name)
+    x = batch(12)
+    penalty = model.penalty(x)
+    assert penalty.shape == ()
+    assert penalty.item() >= 0
+    assert penalty.item() > 0  # random factors are not all zero
+    assert penalty.requires_grad
+    penalty.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and any(g.abs().sum() > 0 for g in grads)
+    assert all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_penalty_grows_when_weights_are_scaled_up(name: str) -> None:
+    model = make(name)
+    perturb_zero_parameters(model)
+    x = batch(12)
+    before = model.penalty(x).item()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(3.0)
+    after = model.penalty(x).item()
+    assert after > before * 2
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_penalty_depends_only_on_the_batch_rows(name: str) -> None:
+    model = make(name)
+    x = torch.tensor([[0, 0], [1, 2]])
+    before = model.penalty(x).item()
+    with torch.no_grad():
+        for parameter_name, parameter in model.named_parameters():
+            if parameter_name == "user_linear.weight":
+                parameter[:, 5].fill_(100.0)  # LinearDotProduct: a user's weight column
+            elif parameter_name.startswith("user_") and parameter.dim() == 2 and len(parameter) == N_USERS:
+                parameter[5].fill_(100.0)  # an embedding row of a user not in the batch
+    assert model.penalty(x).item() == pytest.approx(before, rel=1e-6)
+    assert model.penalty(torch.tensor([[5, 0]])).item() > 100.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_seed_same_weights_different_seed_different_weights(name: str) -> None:
+    first, second, other = (
+        make(name, seed=4).state_dict(),
+        make(name, seed=4).state_dict(),
+        make(name, seed=5),
+    )
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    other_state = other.state_dict()
+    assert any(not torch.equal(first[k], other_state[k]) for k in first)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_initialisation_uses_the_generator_not_the_global_rng(name: str) -> None:
+    torch.manual_seed(0)
+    first = make(name, seed=4).state_dict()
+    torch.manual_seed(12345)
+    second = make(name, seed=4).state_dict()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("shape", [(5,), (5, 3), (5, 1), (2, 2, 2)])
+def test_wrong_input_shape_raises_value_error(name: str, shape: tuple[int, ...]) -> None:
+    model = make(name)
+    x = torch.zeros(shape, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"\(batch, 2\)"):
+        model(x)
+    with pytest.raises(ValueError):
+        model.penalty(x)
+
+
+def test_unknown_model_name_lists_the_valid_ones() -> None:
+    with pytest.raises(RecsysError) as info:
+        build_model("nope", 3, 3, 2, None)
+    message = str(info.value)
+    assert "'nope'" in message
+    assert all(name in message for name in MODELS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_y_range_is_stored_and_applied(name: str) -> None:
+    x = every_id_batch()
+    plain = make(name, y_range=None)
+    ranged = make(name, y_range=(1.0, 3.0))
+    assert torch.allclose(ranged(x), torch.sigmoid(plain(x)) * 2.0 + 1.0, atol=1e-6)
+
+
+# --- sigmoid_range -------------------------------------------------------------------------------
+
+
+def test_sigmoid_range_matches_fastai_formula() -> None:
+    x = torch.linspace(-8, 8, 33)
+    for low, high in [(0.0, 5.5), (1.0, 5.0), (-2.0, 0.5)]:
+        assert torch.allclose(sigmoid_range(x, (low, high)), torch.sigmoid(x) * (high - low) + low)
+    assert sigmoid_range(torch.tensor(0.0), (1.0, 5.0)).item() == pytest.approx(3.0)
+
+
+def test_sigmoid_range_none_is_identity() -> None:
+    x = torch.tensor([-100.0, 0.0, 3.25, 1e6])
+    assert torch.equal(sigmoid_range(x, None), x)
+
+
+# --- LinearDotProduct ----------------------------------------------------------------------------
+
+
+def dot_and_linear(y_range: tuple[float, float] | None, sparse: bool) -> tuple[DotProduct, LinearDotProduct]:
+    dot = DotProduct(N_USERS, N_ITEMS, N_FACTORS, y_range, torch.Generator().manual_seed(0))
+    linear = LinearDotProduct(
+        N_USERS, N_ITEMS, N_FACTORS, y_range, torch.Generator().manual_seed(1), bias=False, sparse=sparse
+    )
+    with torch.no_grad():
+        # Scale up so the dot products are far from zero and a mismatch would show.
+        dot.user_factors.weight.mul_(50.0)
+        dot.item_factors.weight.mul_(50.0)
+        linear.user_linear.weight.copy_(dot.user_factors.weight.T)
+        linear.item_linear.weight.copy_(dot.item_factors.weight.T)
+    return dot, linear
+
+
+@pytest.mark.parametrize("y_range", [None, Y_RANGE])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_linear_without_bias_equals_dot_product(y_range: tuple[float, float] | None, sparse: bool) -> None:
+    dot, linear = dot_and_linear(y_range, sparse)
+    assert linear.user_linear.bias is None and linear.item_linear.bias is None
+    x = torch.cat([every_id_batch(), batch(40)])
+    expected = dot(x)
+    assert expected.abs().max() > 0.1
+    assert torch.allclose(linear(x), expected, atol=1e-6, rtol=0)
+    assert linear.penalty(x).item() == pytest.approx(dot.penalty(x).item(), rel=1e-6)
+
+
+def test_linear_sparse_and_dense_agree_on_outputs_and_gradients() -> None:
+    models = {}
+    for sparse in (True, False):
+        model = LinearDotProduct(
+            N_USERS, N_ITEMS, N_FACTORS, Y_RANGE, torch.Generator().manual_seed(0), sparse=sparse
+        )
+        perturb_zero_parameters(model)
+        models[sparse] = model
+    sparse_model, dense_model = models[True], models[False]
+    assert all(
+        torch.equal(a, b) for a, b in zip(sparse_model.parameters(), dense_model.parameters(), strict=True)
+    )
+    x = torch.cat([every_id_batch(), torch.tensor([[0, 0], [0, 0], [3, 8]])])  # repeated ids too
+    y = torch.linspace(1, 5, len(x))
+    outputs = {}
+    for sparse, model in models.items():
+        out = model(x)
+        outputs[sparse] = out.detach()
+        (torch.mean((out - y) ** 2) + 0.1 * model.penalty(x)).backward()
+    assert torch.allclose(outputs[True], outputs[False], atol=1e-6)
+    for (name, a), b in zip(sparse_model.named_parameters(), dense_model.parameters(), strict=True):
+        assert a.grad is not None and b.grad is not None, name
+        assert a.grad.layout == torch.strided, name
+        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_one_hot_linear_is_the_linear_layer_on_one_hot_rows(sparse: bool) -> None:
+    layer = nn.Linear(5, 3)
+    with torch.no_grad():
+        layer.bias.copy_(torch.tensor([0.5, -1.0, 2.0]))
+    indices = torch.tensor([4, 0, 4, 2])
+    expected = layer.weight.T[indices] + layer.bias
+    assert torch.allclose(one_hot_linear(indices, layer, sparse), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_linear_bias_is_one_shared_vector_per_side(sparse: bool) -> None:
+    model = LinearDotProduct(
+        N_USERS, N_ITEMS, N_FACTORS, None, torch.Generator().manual_seed(0), sparse=sparse
+    )
+    assert model.user_linear.bias is not None and model.item_linear.bias is not None
+    assert model.user_linear.bias.shape == (N_FACTORS,)
+    assert model.item_linear.bias.shape == (N_FACTORS,)
+    shared = torch.tensor([0.3, -0.7, 1.1, 0.2])
+    with torch.no_grad():
+        model.user_linear.bias.copy_(shared)
+        bias_before = model.user_linear.bias.clone()
+        model.user_linear.weight[:, 2].fill_(4.0)  # change one user's weight column
+    assert torch.equal(model.user_linear.bias, bias_before)
+    with torch.no_grad():
+        model.user_linear.weight[:, 1].zero_()
+        model.user_linear.weight[:, 5].zero_()
+    users = torch.tensor([1, 5, 2])
+    vectors = one_hot_linear(users, model.user_linear, sparse)
+    assert torch.allclose(vectors[0], shared) and torch.allclose(vectors[1], shared)
+    assert torch.allclose(vectors[2], torch.full((N_FACTORS,), 4.0) + shared)
+    # The same item rated by two zero-column users gets the same prediction: bias . item vector.
+    out = model(torch.tensor([[1, 3], [5, 3]]))
+    item_vector = model.item_linear.weight[:, 3] + model.item_linear.bias
+    assert torch.allclose(out, (shared * item_vector).sum().expand(2), atol=1e-6)
+
+
+# --- fastai --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_encoded(tiny: RatingsDataset) -> EncodedSplit:
+    return encode_split(make_split(tiny, "random", seed=0))
+
+
+@pytest.mark.filterwarnings("ignore:The 'mode.chained_assignment' option:Warning")  # fastai vs pandas 3
+@pytest.mark.parametrize("name", NAMES)
+def test_fastai_learner_trains_every_model(name: str, tiny_encoded: EncodedSplit) -> None:
+    pytest.importorskip("fastai.learner")
+    from fastai.callback.schedule import fit_one_cycle  # noqa: F401  (patches Learner.fit_one_cycle)
+    from fastai.data.core import DataLoaders
+    from fastai.learner import Learner
+    from fastai.losses import MSELossFlat
+    from torch.utils.data import TensorDataset
+
+    data = tiny_encoded
+    dls = DataLoaders.from_dsets(
+        TensorDataset(data.train.x, data.train.y),
+        TensorDataset(data.test.x, data.test.y),
+        bs=256,
+        device="cpu",
+    )
+    x, y = dls.one_batch()
+    assert x.shape == (256, 2) and y.shape == (256,)
+    model = build_model(name, len(data.users), len(data.items), 20, Y_RANGE, torch.Generator().manual_seed(0))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    learn = Learner(dls, model, loss_func=MSELossFlat())
+    with learn.no_bar(), learn.no_logging():
+        learn.fit_one_cycle(1, 5e-3)
+    after = model.state_dict()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed == list(before), f"unchanged parameters: {set(before) - set(changed)}"
+    train_loss, valid_loss = learn.recorder.values[-1][:2]
+    assert math.isfinite(train_loss) and math.isfinite(valid_loss)
+    assert 0 < train_loss < 10
+    assert len(learn.recorder.losses) == len(dls.train)
+    assert all(math.isfinite(float(loss)) for loss in learn.recorder.losses)
