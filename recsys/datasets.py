@@ -5,7 +5,7 @@ from pathlib import Path
 from recsys.data import RatingsDataset
 from recsys.errors import DataError
 from recsys.movielens import VARIANTS, load_movielens, read_folder
-from recsys.synthetic import make_synthetic
+from recsys.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
 
 TINY_FOLDER = Path(__file__).resolve().parent.parent / "data" / "tiny"
 DATASETS = (*VARIANTS, "tiny", "synthetic")
@@ -25,12 +25,23 @@ def load_dataset(
     raise DataError(f"unknown --dataset {name!r}; choose one of: {', '.join(DATASETS)}")
 
 
-def load_default_dataset(
-    data_dir: Path | None = None, *, progress: bool = True, allow_download: bool = True
+def resolve_dataset(
+    name: str | None, data_dir: Path | None = None, *, progress: bool = True, allow_download: bool = True
 ) -> tuple[RatingsDataset, str | None]:
-    """ML-100K when it can be had; otherwise the built-in synthetic data and a note saying why."""
+    """Dataset `name`; with neither a name nor a folder, ML-100K when it can be had, otherwise the
+    built-in synthetic data and a note saying why."""
+    if name is not None or data_dir is not None:
+        return load_dataset(
+            name or DEFAULT_DATASET, data_dir, progress=progress, allow_download=allow_download
+        ), None
     try:
-        return load_dataset(DEFAULT_DATASET, data_dir, progress=progress, allow_download=allow_download), None
+        return load_dataset(DEFAULT_DATASET, progress=progress, allow_download=allow_download), None
     except DataError as error:
         note = f"{DEFAULT_DATASET} is not available ({error}); training on built-in synthetic data instead"
         return load_dataset("synthetic"), note
+
+
+def planted_truth(name: str) -> PlantedTruth | None:
+    """The generator's truth behind a synthetic dataset ("synthetic", "tiny"), else None."""
+    configs = {"synthetic": SyntheticConfig(), "tiny": TINY_CONFIG}
+    return make_synthetic(configs[name])[1] if name in configs else None

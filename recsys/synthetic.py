@@ -31,6 +31,10 @@ class SyntheticConfig:
     seed: int = 0
 
 
+# data/tiny is made from this (scripts/make_tiny.py), so its planted truth can be regenerated.
+TINY_CONFIG = SyntheticConfig(n_users=120, n_items=200, n_ratings=4_000, seed=20261123)
+
+
 @dataclass(frozen=True)
 class PlantedTruth:
     """The generator's parameters, indexed by raw id - 1 (raw ids run 1..n)."""

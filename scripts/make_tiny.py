@@ -4,9 +4,7 @@ import argparse
 from pathlib import Path
 
 from recsys.datasets import TINY_FOLDER
-from recsys.synthetic import SyntheticConfig, make_synthetic
-
-TINY_CONFIG = SyntheticConfig(n_users=120, n_items=200, n_ratings=4_000, seed=20261123)
+from recsys.synthetic import TINY_CONFIG, make_synthetic
 
 
 def write_tiny(folder: Path) -> None:

@@ -1,15 +1,14 @@
 """Train one rating model and write a run folder: `python scripts/train.py --model dotbias`."""
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
+from recsys.cli import add_data_flags, dataset_from_flags, run
 from recsys.config import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, UNKNOWN_POLICIES, RunConfig, config_for
-from recsys.datasets import DATASETS, load_dataset, load_default_dataset
 from recsys.errors import RecsysError
 from recsys.experiment import train_and_evaluate
 from recsys.splits import SPLIT_KINDS
@@ -26,26 +25,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add = parser.add_argument
     add("--model", default="dotbias", choices=list(MODEL_DEFAULTS), help="model family")
-    add(
-        "--dataset",
-        choices=DATASETS,
-        default=None,
-        help="dataset; unset: ml-100k, or built-in synthetic data when ml-100k cannot be had",
-    )
-    add(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="local unpacked dataset folder, its parent, or its .zip "
-        "(else $RECSYS_DATA, the cache, then a download)",
-    )
-    add("--offline", action="store_true", help="never download")
+    add_data_flags(parser)
     add(
         "--split",
         choices=SPLIT_KINDS,
         default=DEFAULTS.split,
-        help="random, per-user fraction, each user's last --test-n by time, "
-        "global time cut, or an ml-100k fold",
+        help="random, per-user fraction, each user's last --test-n by time, global time cut, "
+        "or an ml-100k fold",
     )
     add(
         "--test-frac",
@@ -54,10 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"test share for random/user/time splits [{DEFAULTS.test_frac}]",
     )
     add(
-        "--test-n",
-        type=int,
-        default=None,
-        help=f"ratings per user held out by user-last [{DEFAULTS.test_n}]",
+        "--test-n", type=int, default=None, help=f"ratings per user held out by user-last [{DEFAULTS.test_n}]"
     )
     add(
         "--unknown",
@@ -84,14 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--schedule", choices=SCHEDULES, default=None, help="learning-rate schedule")
     add("--seed", type=int, default=DEFAULTS.seed, help="seed for split, initialisation and shuffle")
     add("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda")
-    add(
-        "--out",
-        type=Path,
-        default=None,
-        help="run folder (default: runs/<model>-<dataset>-<split>-<time>)",
-    )
-    add("--no-progress", action="store_true", help="no progress bar")
-    return parser.parse_args(argv)
+    add("--out", type=Path, default=None, help="run folder (default: runs/<model>-<dataset>-<split>-<time>)")
+    return parser.parse_args(argv)  # fmt: skip
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -110,43 +87,32 @@ def print_epoch(stats: EpochStats) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        check_args(args)
-        progress = not args.no_progress
-        if args.dataset is None and args.data_dir is None:
-            dataset, note = load_default_dataset(progress=progress, allow_download=not args.offline)
-            if note:
-                print(note, file=sys.stderr)
-        else:
-            dataset = load_dataset(args.dataset or "ml-100k", args.data_dir, progress=progress,
-                                   allow_download=not args.offline)  # fmt: skip
-        config = config_for(
-            args.model, dataset=dataset.name, split=args.split, test_frac=args.test_frac, test_n=args.test_n,
-            unknown=args.unknown, n_factors=args.n_factors,
-            y_range=tuple(args.y_range) if args.y_range else None,
-            epochs=args.epochs, lr=args.lr, batch_size=args.bs, l2=args.l2, wd=args.wd,
-            optimizer=args.optimizer, schedule=args.schedule, seed=args.seed, device=args.device,
-        )  # fmt: skip
-        out = (
-            args.out
-            or Path("runs")
-            / f"{config.model}-{config.dataset}-{config.split}-{time.strftime('%Y%m%d-%H%M%S')}"
-        )
-        print(f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}")
-        print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
-        result = train_and_evaluate(dataset, config, run_dir=out, progress=progress, on_epoch=print_epoch)
-    except RecsysError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    check_args(args)
+    dataset = dataset_from_flags(args)
+    config = config_for(
+        args.model, dataset=dataset.name, split=args.split, test_frac=args.test_frac, test_n=args.test_n,
+        unknown=args.unknown, n_factors=args.n_factors, y_range=tuple(args.y_range) if args.y_range else None,
+        epochs=args.epochs, lr=args.lr, batch_size=args.bs, l2=args.l2, wd=args.wd,
+        optimizer=args.optimizer, schedule=args.schedule, seed=args.seed, device=args.device,
+    )  # fmt: skip
+    out = (
+        args.out
+        or Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    print(f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}")
+    print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
+    result = train_and_evaluate(
+        dataset, config, run_dir=out, progress=not args.no_progress, on_epoch=print_epoch
+    )
     metrics = result.metrics()
-    unknown = metrics["n_test_unknown"]
     print(
         f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}  on {metrics['n_test']:,} ratings"
-        f" ({unknown} with ids unseen in training: {config.unknown})  in {result.seconds:.1f} s"
+        f" ({metrics['n_test_unknown']} with ids unseen in training: {config.unknown})"
+        f"  in {result.seconds:.1f} s"
     )
     print(f"run folder: {out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

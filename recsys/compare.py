@@ -1,0 +1,183 @@
+"""Every model on the same split: accuracy and cost beside the baselines, and what the biases learned.
+
+`compare_models` trains each model with its tuned defaults on one split; `item_table`/`user_table`
+line up the learned biases with the damped baseline, simple statistics of the data and (on
+synthetic data) the planted truth; `bias_correlations` turns "the biases make sense" into numbers.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from torch import nn
+
+from recsys.baselines import fit_damped_bias, global_mean
+from recsys.biases import learned_biases
+from recsys.config import config_for
+from recsys.data import RatingsDataset
+from recsys.encoding import EncodedSplit
+from recsys.experiment import train_and_evaluate
+from recsys.metrics import evaluate_test
+from recsys.models import MODELS
+from recsys.synthetic import PlantedTruth
+
+BASELINES = ("global-mean", "damped-bias")
+BASELINE_COLUMN = "damped-bias"
+
+
+@dataclass(frozen=True)
+class ModelScore:
+    """One row of the accuracy table."""
+
+    name: str
+    rmse: float
+    mae: float
+    seconds: float  # training time; 0 for the closed-form baselines
+    n_parameters: int  # trained parameters (the baselines' fitted biases count too)
+    valid_rmse: list[float] = field(default_factory=list)  # per epoch
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Trained models and their scores on one split of one dataset."""
+
+    dataset: RatingsDataset
+    split: str
+    seed: int
+    unknown: str
+    data: EncodedSplit
+    scores: list[ModelScore]
+    models: dict[str, nn.Module]
+    truth: PlantedTruth | None = None
+
+    def score_table(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [(s.name, s.rmse, s.mae, s.seconds, s.n_parameters) for s in self.scores],
+            columns=["model", "rmse", "mae", "seconds", "parameters"],
+        )
+
+
+def _fitted_size(model: nn.Module) -> int:
+    """Trainable parameters, or for the closed-form baselines the fitted values."""
+    trainable = sum(p.numel() for p in model.parameters())
+    return trainable or sum(b.numel() for b in model.buffers())
+
+
+def compare_models(
+    dataset: RatingsDataset,
+    split: str,
+    *,
+    models: Sequence[str] = tuple(MODELS),
+    seed: int = 0,
+    unknown: str = "drop",
+    truth: PlantedTruth | None = None,
+    progress: bool = False,
+    **overrides: object,
+) -> Comparison:
+    """Train each of `models` with its defaults (plus `overrides`) on the same split and score it."""
+    scores: list[ModelScore] = []
+    trained: dict[str, nn.Module] = {}
+    data: EncodedSplit | None = None
+    for name in models:
+        config = config_for(name, dataset=dataset.name, split=split, seed=seed, unknown=unknown, **overrides)
+        result = train_and_evaluate(dataset, config, progress=progress)
+        data = result.data
+        trained[name] = result.model
+        scores.append(
+            ModelScore(
+                name,
+                result.test["rmse"],
+                result.test["mae"],
+                result.seconds,
+                _fitted_size(result.model),
+                [h.valid_rmse for h in result.history],
+            )
+        )
+    if data is None:
+        raise ValueError("compare_models needs at least one model")
+    baseline_rows = []
+    for name, fit in zip(BASELINES, (global_mean, fit_damped_bias), strict=True):
+        model = fit(data.train, len(data.users), len(data.items))
+        trained[name] = model
+        test = evaluate_test(model, data, unknown)
+        baseline_rows.append(ModelScore(name, test["rmse"], test["mae"], 0.0, _fitted_size(model)))
+    return Comparison(dataset, split, seed, unknown, data, baseline_rows + scores, trained, truth)
+
+
+def models_with_biases(comparison: Comparison) -> list[str]:
+    """Trained models (not baselines) that have explicit or implied biases."""
+    return [
+        name
+        for name, model in comparison.models.items()
+        if name not in BASELINES and learned_biases(model) is not None
+    ]
+
+
+def _side_table(comparison: Comparison, side: str) -> pd.DataFrame:
+    """Per-id statistics and biases for `side` ("user" or "item"), one row per inner index."""
+    data = comparison.data
+    id_map = data.users if side == "user" else data.items
+    column = 0 if side == "user" else 1
+    index = data.train.x[:, column].numpy()
+    ratings = data.train.y.numpy().astype(np.float64)
+    counts = np.bincount(index, minlength=len(id_map))
+    table = pd.DataFrame(
+        {
+            side: id_map.raw_ids,
+            "n_ratings": counts,
+            "mean_rating": np.bincount(index, ratings, len(id_map)) / np.maximum(counts, 1),
+        }
+    )
+    for name, model in comparison.models.items():
+        if name == BASELINE_COLUMN:
+            table[name] = getattr(model, f"{side}_bias").numpy().astype(np.float64)
+        elif name not in BASELINES and (biases := learned_biases(model)) is not None:
+            table[name] = getattr(biases, side)
+    if comparison.truth is not None:
+        # Synthetic raw ids run 1..n and the planted arrays are indexed by raw id - 1.
+        planted = getattr(comparison.truth, f"{side}_bias")
+        table["planted"] = planted[id_map.raw_ids - 1]
+    return table
+
+
+def item_table(comparison: Comparison) -> pd.DataFrame:
+    """One row per item: raw id, title, rating count and mean, and every model's bias."""
+    table = _side_table(comparison, "item")
+    titles = comparison.dataset.items.set_index("item")["title"]
+    table.insert(1, "title", titles.reindex(table["item"]).fillna("(no title)").to_numpy())
+    return table
+
+
+def user_table(comparison: Comparison) -> pd.DataFrame:
+    """One row per user: raw id, rating count and mean, and every model's bias."""
+    return _side_table(comparison, "user")
+
+
+def _spearman(a: pd.Series, b: pd.Series) -> float:
+    """Spearman's rho: Pearson correlation of average ranks."""
+    return float(a.rank().corr(b.rank()))
+
+
+def bias_correlations(table: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """Pearson and Spearman correlation of each model's biases with the baseline, the mean rating,
+    the popularity (rating count) and, when present, the planted truth."""
+    references = [BASELINE_COLUMN, "mean_rating", "n_ratings"] + (["planted"] if "planted" in table else [])
+    rows = [
+        (
+            model,
+            reference,
+            float(table[model].corr(table[reference])),
+            _spearman(table[model], table[reference]),
+        )
+        for model in models
+        for reference in references
+    ]
+    return pd.DataFrame(rows, columns=["model", "against", "pearson", "spearman"])
+
+
+def extreme_items(table: pd.DataFrame, model: str, n: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The `n` items with the lowest and the highest bias under `model` (fastbook's reading)."""
+    columns = ["item", "title", model, "n_ratings", "mean_rating"]
+    ordered = table.sort_values(model, kind="stable")[columns]
+    return ordered.head(n).reset_index(drop=True), ordered.tail(n)[::-1].reset_index(drop=True)

@@ -1,0 +1,37 @@
+"""Item factors read out of a trained model: similar items and a 2-D map of the factor space."""
+
+import numpy as np
+import torch
+from torch import nn
+
+from recsys.models import DotProduct, EmbeddingProjection, LinearDotProduct
+
+
+def item_vectors(model: nn.Module) -> np.ndarray | None:
+    """Each item's factor vector (n_items, n_factors) as the model uses it, or None if it has none."""
+    with torch.no_grad():
+        if isinstance(model, EmbeddingProjection):
+            vectors = model.item_factors.weight @ model.item_projection.weight.t()
+        elif isinstance(model, DotProduct):
+            vectors = model.item_factors.weight
+        elif isinstance(model, LinearDotProduct):
+            vectors = model.item_linear.weight.t()
+        else:
+            return None
+        return vectors.detach().cpu().double().numpy().copy()
+
+
+def cosine_neighbours(vectors: np.ndarray, index: int, n: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """The `n` rows most cosine-similar to row `index` (itself excluded) and their similarities."""
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    similarity = unit @ unit[index]
+    similarity[index] = -np.inf
+    order = np.argsort(-similarity, kind="stable")[:n]
+    return order, similarity[order]
+
+
+def principal_components(vectors: np.ndarray, n_components: int = 2) -> np.ndarray:
+    """Project centred rows onto their first principal components (fastbook's map of movies)."""
+    centred = vectors - vectors.mean(axis=0)
+    _, _, components = np.linalg.svd(centred, full_matrices=False)
+    return centred @ components[:n_components].T

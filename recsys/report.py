@@ -1,0 +1,253 @@
+"""The comparison as a report folder: report.md (figures embedded), results.json and PNG figures."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# Figure without pyplot: no global figure state and no display backend, so scripts, tests and
+# notebooks all draw the same way.
+from matplotlib.figure import Figure
+
+from recsys.compare import (
+    BASELINE_COLUMN,
+    BASELINES,
+    Comparison,
+    bias_correlations,
+    extreme_items,
+    item_table,
+    models_with_biases,
+    user_table,
+)
+from recsys.factors import cosine_neighbours, item_vectors, principal_components
+from recsys.runs import write_json
+
+EXPLICIT_BIAS_MODEL = "dotbias"
+IMPLIED_BIAS_MODEL = "linear"
+
+
+def fold_summary(fold_scores: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation of RMSE and MAE per model over folds (rows: fold, model, ...)."""
+    summary = fold_scores.groupby("model", sort=False).agg(
+        rmse_mean=("rmse", "mean"),
+        rmse_std=("rmse", "std"),
+        mae_mean=("mae", "mean"),
+        mae_std=("mae", "std"),
+        seconds_mean=("seconds", "mean"),
+        parameters=("parameters", "first"),
+    )
+    return summary.reset_index()
+
+
+def _markdown(frame: pd.DataFrame, digits: int = 4) -> str:
+    """A GitHub markdown table (no tabulate dependency)."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float | np.floating):
+            return "" if np.isnan(value) else f"{value:.{digits}f}"
+        return str(value).replace("|", "\\|")
+
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+def _save(figure: Figure, path: Path) -> str:
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path.name
+
+
+def plot_learning_curves(comparison: Comparison, path: Path) -> str:
+    figure = Figure(figsize=(7, 4.5))
+    axes = figure.subplots()
+    for score in comparison.scores:
+        if score.valid_rmse:
+            axes.plot(range(1, len(score.valid_rmse) + 1), score.valid_rmse, marker="o", label=score.name)
+    for score in comparison.scores:
+        if score.name in BASELINES:
+            axes.axhline(score.rmse, linestyle="--", color="grey", linewidth=1)
+            axes.annotate(score.name, (1, score.rmse), fontsize=8, color="grey", va="bottom")
+    axes.set(xlabel="epoch", ylabel="validation RMSE", title=f"Learning curves ({comparison.split})")
+    axes.set_ylim(top=min(1.3, axes.get_ylim()[1]))
+    axes.legend()
+    return _save(figure, path)
+
+
+def plot_rmse(scores: pd.DataFrame, path: Path, title: str) -> str:
+    """Bar chart of RMSE per model, with fold spread as error bars when `rmse_std` is present."""
+    figure = Figure(figsize=(7, 4))
+    axes = figure.subplots()
+    values = scores["rmse_mean"] if "rmse_mean" in scores else scores["rmse"]
+    errors = scores.get("rmse_std")
+    axes.bar(scores["model"], values, yerr=errors, capsize=4, color="tab:blue")
+    axes.set(ylabel="test RMSE (lower is better)", title=title)
+    axes.set_ylim(bottom=max(0.0, float(values.min()) - 0.1))
+    return _save(figure, path)
+
+
+def plot_bias_scatter(items: pd.DataFrame, path: Path) -> str:
+    """dotbias item biases against the linear model's implied ones and against the damped baseline."""
+    others = [c for c in (IMPLIED_BIAS_MODEL, BASELINE_COLUMN, "planted") if c in items]
+    figure = Figure(figsize=(5 * len(others), 4.5))
+    axes = figure.subplots(1, len(others), squeeze=False)
+    for ax, other in zip(axes[0], others, strict=True):
+        ax.scatter(items[other], items[EXPLICIT_BIAS_MODEL], s=6, alpha=0.5)
+        r = items[other].corr(items[EXPLICIT_BIAS_MODEL])
+        ax.set(
+            xlabel=f"{other} item bias", ylabel="dotbias item bias", title=f"dotbias vs {other} (r = {r:.3f})"
+        )
+    return _save(figure, path)
+
+
+def plot_extremes(lowest: pd.DataFrame, highest: pd.DataFrame, model: str, path: Path) -> str:
+    both = pd.concat([lowest, highest[::-1]])
+    figure = Figure(figsize=(8, 0.32 * len(both) + 1.2))
+    axes = figure.subplots()
+    colours = ["tab:red"] * len(lowest) + ["tab:green"] * len(highest)
+    axes.barh(both["title"].str.slice(0, 45), both[model], color=colours)
+    axes.set(xlabel=f"{model} item bias", title=f"Lowest and highest item biases ({model})")
+    return _save(figure, path)
+
+
+def plot_bias_distributions(items: pd.DataFrame, columns: list[str], path: Path) -> str:
+    figure = Figure(figsize=(7, 4.5))
+    axes = figure.subplots()
+    for column in columns:
+        axes.hist(items[column], bins=50, histtype="step", linewidth=1.5, label=column)
+    axes.set(xlabel="item bias", ylabel="items", title="Distribution of item biases")
+    axes.legend()
+    return _save(figure, path)
+
+
+def plot_item_map(vectors: np.ndarray, items: pd.DataFrame, path: Path, n_titles: int = 40) -> str:
+    """fastbook's map: the most rated items on the first two principal components of their factors."""
+    chosen = items.sort_values("n_ratings", ascending=False, kind="stable").index[:n_titles].to_numpy()
+    points = principal_components(vectors[chosen])
+    figure = Figure(figsize=(10, 8))
+    axes = figure.subplots()
+    axes.scatter(points[:, 0], points[:, 1], s=10)
+    for (x, y), title in zip(points, items.loc[chosen, "title"], strict=True):
+        axes.annotate(str(title)[:30], (x, y), fontsize=7)
+    axes.set(
+        xlabel="first principal component",
+        ylabel="second principal component",
+        title=f"Item factors of the {n_titles} most rated items (dotbias)",
+    )
+    return _save(figure, path)
+
+
+def similar_items_table(
+    vectors: np.ndarray, items: pd.DataFrame, n_queries: int = 5, n: int = 5
+) -> pd.DataFrame:
+    """For the most rated items, their nearest items by cosine similarity of the factors."""
+    queries = items.sort_values("n_ratings", ascending=False, kind="stable").index[:n_queries]
+    rows = []
+    for query in queries:
+        neighbours, similarity = cosine_neighbours(vectors, int(query), n)
+        for neighbour, value in zip(neighbours, similarity, strict=True):
+            rows.append((items.at[query, "title"], items.at[neighbour, "title"], float(value)))
+    return pd.DataFrame(rows, columns=["item", "similar item", "cosine"])
+
+
+def write_report(
+    comparison: Comparison,
+    out: Path,
+    *,
+    fold_scores: pd.DataFrame | None = None,
+    extra_sections: dict[str, pd.DataFrame] | None = None,
+) -> Path:
+    """Write report.md, results.json and the figures for `comparison` into `out`; return report.md.
+
+    `fold_scores` (fold, model, rmse, mae, seconds, parameters rows) adds the mean and spread over
+    folds; `extra_sections` adds titled tables (e.g. measurements of embedding versus Linear).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    scores = comparison.score_table()
+    items, users = item_table(comparison), user_table(comparison)
+    biased = models_with_biases(comparison)
+    item_corr, user_corr = bias_correlations(items, biased), bias_correlations(users, biased)
+    has_dotbias = EXPLICIT_BIAS_MODEL in biased
+    summary = fold_summary(fold_scores) if fold_scores is not None else None
+
+    md = [f"# Model comparison on {comparison.dataset.name}", ""]
+    md.append(
+        f"Split `{comparison.split}`, seed {comparison.seed}; {len(comparison.data.train):,} training and "
+        f"{len(comparison.data.test):,} test ratings. Test ratings whose user or item is unseen in "
+        f"training: {len(comparison.data.unknown_test_ratings)}, policy `{comparison.unknown}`. Every "
+        "model uses its tuned defaults; baselines are closed-form (no training)."
+    )
+    md += ["", "## Accuracy and cost", "", _markdown(scores), ""]
+    if summary is not None:
+        folds = ", ".join(map(str, fold_scores["fold"].unique()))  # type: ignore[index]
+        md += [f"Over folds {folds} (mean and standard deviation):", "", _markdown(summary), ""]
+        md.append(f"![RMSE per model]({plot_rmse(summary, out / 'rmse.png', 'Test RMSE over folds')})")
+    else:
+        md.append(
+            f"![RMSE per model]({plot_rmse(scores, out / 'rmse.png', f'Test RMSE ({comparison.split})')})"
+        )
+    md += ["", f"![Learning curves]({plot_learning_curves(comparison, out / 'learning_curves.png')})", ""]
+
+    md += ["## What the biases learned", ""]
+    no_bias = [s.name for s in comparison.scores if s.name not in BASELINES and s.name not in biased]
+    if no_bias:
+        md.append(
+            f"{', '.join(f'`{n}`' for n in no_bias)} has no per-user or per-item bias, explicit or implied."
+        )
+    md.append(
+        "`dotbias` learns one bias per id; `linear` and `embproj` only have a shared offset vector per side, "
+        "whose dot product with the other side's factors is an *implied* bias (see the mission notes)."
+    )
+    md += ["", "Item biases correlated with the damped baseline, mean rating and popularity:", ""]
+    md += [_markdown(item_corr), "", "User biases:", "", _markdown(user_corr), ""]
+    if len(biased) > 1:
+        md += ["Item biases across models (Pearson):", "", _markdown(items[biased].corr().reset_index()), ""]
+    if has_dotbias:
+        lowest, highest = extreme_items(items, EXPLICIT_BIAS_MODEL)
+        md += ["Lowest item biases (liked less than their factors predict):", "", _markdown(lowest), ""]
+        md += ["Highest item biases:", "", _markdown(highest), ""]
+        extremes = plot_extremes(lowest, highest, EXPLICIT_BIAS_MODEL, out / "item_bias_extremes.png")
+        md.append(f"![Extreme biases]({extremes})")
+        md += ["", f"![Bias scatter]({plot_bias_scatter(items, out / 'item_bias_scatter.png')})", ""]
+    columns = [*biased, BASELINE_COLUMN] + (["planted"] if "planted" in items else [])
+    md += [
+        f"![Bias distributions]({plot_bias_distributions(items, columns, out / 'bias_distributions.png')})",
+        "",
+    ]
+
+    if has_dotbias and (vectors := item_vectors(comparison.models[EXPLICIT_BIAS_MODEL])) is not None:
+        md += [
+            "## Item factors",
+            "",
+            f"![Item map]({plot_item_map(vectors, items, out / 'item_map.png')})",
+            "",
+        ]
+        similar = similar_items_table(vectors, items)
+        md += ["Most similar items by cosine similarity of dotbias item factors:", "", _markdown(similar), ""]
+
+    for title, table in (extra_sections or {}).items():
+        md += [f"## {title}", "", _markdown(table), ""]
+
+    results: dict[str, Any] = {
+        "dataset": comparison.dataset.name,
+        "split": comparison.split,
+        "seed": comparison.seed,
+        "unknown_policy": comparison.unknown,
+        "n_test_unknown": len(comparison.data.unknown_test_ratings),
+        "scores": scores.to_dict(orient="records"),
+        "learning_curves": {s.name: s.valid_rmse for s in comparison.scores if s.valid_rmse},
+        "item_bias_correlations": item_corr.to_dict(orient="records"),
+        "user_bias_correlations": user_corr.to_dict(orient="records"),
+    }
+    if summary is not None:
+        results["folds"] = fold_scores.to_dict(orient="records")  # type: ignore[union-attr]
+        results["fold_summary"] = summary.to_dict(orient="records")
+    for title, table in (extra_sections or {}).items():
+        results[title] = table.to_dict(orient="records")
+    write_json(out / "results.json", json.loads(json.dumps(results, default=float)))
+    report = out / "report.md"
+    report.write_text("\n".join(md) + "\n")
+    return report
