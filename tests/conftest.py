@@ -1,6 +1,18 @@
-"""Shared fixtures: the committed tiny dataset and, when present, real MovieLens 100K."""
+"""Shared fixtures: the committed tiny dataset, real MovieLens 100K when present, and a local server.
 
+Test modules import `Served`, `zip_bytes` and `SLOW_PATH` from here (`from conftest import ...`).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
 import os
+import threading
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -9,6 +21,10 @@ from recsys.data import RatingsDataset
 from recsys.datasets import load_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The local server stalls on this path for SLOW_SECONDS and then answers 504, for timeout tests.
+SLOW_PATH = "/slow.zip"
+SLOW_SECONDS = 2.0
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +51,77 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     cache = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("RECSYS_CACHE", str(cache))
     return cache
+
+
+def zip_bytes(members: dict[str, bytes]) -> bytes:
+    """Build a small zip in memory from name -> bytes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# A throwaway HTTP server on 127.0.0.1
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Served:
+    """A running local server: where it serves from, its base url, and what it was asked for."""
+
+    root: Path
+    base: str
+    requests: list[str] = field(default_factory=list)
+
+    def put(self, name: str, data: bytes) -> str:
+        """Serve data under name and return its url."""
+        (self.root / name).write_bytes(data)
+        return f"{self.base}/{name}"
+
+
+class _Server(ThreadingHTTPServer):
+    # Non-daemon handler threads are joined by server_close(), so no thread outlives a test.
+    daemon_threads = False
+    release: threading.Event
+    seen: list[str]
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        self.server.seen.append(self.path)
+        if self.path == SLOW_PATH:
+            # Stall before answering; teardown sets the event so the thread ends at once.
+            if not self.server.release.wait(SLOW_SECONDS):
+                self.send_error(504)
+            return
+        super().do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """Serve the files of an empty folder (tmp_path/srv) over HTTP for the length of one test."""
+    root = tmp_path / "srv"
+    root.mkdir()
+    handler = functools.partial(_Handler, directory=str(root))
+    server = _Server(("127.0.0.1", 0), handler)
+    server.release = threading.Event()
+    server.seen = []
+    # A short poll interval keeps shutdown() (which waits for the next poll) fast.
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        yield Served(root=root, base=f"http://{host}:{port}", requests=server.seen)
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert not thread.is_alive()

@@ -42,6 +42,14 @@ class Job:
     script: str = TRAIN
 
 
+@dataclass(frozen=True)
+class Runs:
+    """What run_jobs returned for a set of jobs, and the --out folder each job was given."""
+
+    results: dict[str, subprocess.CompletedProcess[str]]
+    outs: dict[str, Path]
+
+
 def run_jobs(jobs: dict[str, Job]) -> dict[str, subprocess.CompletedProcess[str]]:
     """Run the scripts concurrently from the repository root, without $RECSYS_DATA."""
 
@@ -69,14 +77,8 @@ def empty_folder(factory: pytest.TempPathFactory, name: str) -> Path:
 # --- runs that succeed ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class GoodRuns:
-    results: dict[str, subprocess.CompletedProcess[str]]
-    outs: dict[str, Path]
-
-
 @pytest.fixture(scope="module")
-def good(tmp_path_factory: pytest.TempPathFactory) -> GoodRuns:
+def good(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     base = tmp_path_factory.mktemp("good")
     outs = {"main": base / "run", "offline": base / "offline"}
     jobs = {
@@ -102,7 +104,7 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> GoodRuns:
             ],
             empty_folder(tmp_path_factory, "cache"),
         )
-    return GoodRuns(run_jobs(jobs), outs)
+    return Runs(run_jobs(jobs), outs)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -114,7 +116,7 @@ def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
 TEST_RMSE = re.compile(r"test RMSE (\d+\.\d{4})")
 
 
-def test_train_tiny_prints_the_epoch_table_and_test_rmse(good: GoodRuns) -> None:
+def test_train_tiny_prints_the_epoch_table_and_test_rmse(good: Runs) -> None:
     result = ok(good.results["main"])
     lines = result.stdout.splitlines()
     header = [
@@ -131,7 +133,7 @@ def test_train_tiny_prints_the_epoch_table_and_test_rmse(good: GoodRuns) -> None
     assert f"run folder: {good.outs['main']}" in result.stdout
 
 
-def test_train_tiny_writes_config_and_metrics(good: GoodRuns) -> None:
+def test_train_tiny_writes_config_and_metrics(good: Runs) -> None:
     result = ok(good.results["main"])
     out = good.outs["main"]
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.json", "metrics.json"]
@@ -154,7 +156,7 @@ def test_train_tiny_writes_config_and_metrics(good: GoodRuns) -> None:
         assert row[1] == f"{entry['train_loss']:.4f}" and row[2] == f"{entry['valid_rmse']:.4f}"
 
 
-def test_train_tiny_checkpoint_reproduces_the_test_rmse(good: GoodRuns) -> None:
+def test_train_tiny_checkpoint_reproduces_the_test_rmse(good: Runs) -> None:
     ok(good.results["main"])
     out = good.outs["main"]
     metrics = json.loads((out / "metrics.json").read_text())
@@ -176,7 +178,7 @@ def test_train_tiny_checkpoint_reproduces_the_test_rmse(good: GoodRuns) -> None:
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_every_model_trains_from_the_cli(name: str, good: GoodRuns) -> None:
+def test_every_model_trains_from_the_cli(name: str, good: Runs) -> None:
     result = ok(good.results[name])
     assert TEST_RMSE.search(result.stdout)
     config = json.loads((good.outs[name] / "config.json").read_text())
@@ -184,14 +186,14 @@ def test_every_model_trains_from_the_cli(name: str, good: GoodRuns) -> None:
     assert type(load_checkpoint(good.outs[name] / "checkpoint.pt").model) is MODELS[name]
 
 
-def test_help_lists_every_flag(good: GoodRuns) -> None:
+def test_help_lists_every_flag(good: Runs) -> None:
     result = ok(good.results["help"])
     missing = [flag for flag in FLAGS if flag not in result.stdout]
     assert not missing
     assert all(name in result.stdout for name in MODELS)
 
 
-def test_offline_without_data_falls_back_to_synthetic(good: GoodRuns) -> None:
+def test_offline_without_data_falls_back_to_synthetic(good: Runs) -> None:
     result = ok(good.results["offline"])
     notes = result.stderr.strip().splitlines()
     assert len(notes) == 1, result.stderr
@@ -226,14 +228,8 @@ BAD_CASES = [
 KEPT = b"an earlier run's file\n"
 
 
-@dataclass(frozen=True)
-class BadRuns:
-    results: dict[str, subprocess.CompletedProcess[str]]
-    outs: dict[str, Path]
-
-
 @pytest.fixture(scope="module")
-def bad(tmp_path_factory: pytest.TempPathFactory) -> BadRuns:
+def bad(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     base = tmp_path_factory.mktemp("bad")
     outs: dict[str, Path] = {}
     jobs: dict[str, Job] = {}
@@ -247,13 +243,11 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> BadRuns:
             out.write_bytes(KEPT)
         outs[key] = out
         jobs[key] = Job([*args, "--no-progress", "--out", str(out)], empty_folder(tmp_path_factory, "cache"))
-    return BadRuns(run_jobs(jobs), outs)
+    return Runs(run_jobs(jobs), outs)
 
 
 @pytest.mark.parametrize(("key", "args", "expected"), BAD_CASES)
-def test_bad_input_exits_2_with_a_one_line_error(
-    key: str, args: list[str], expected: str, bad: BadRuns
-) -> None:
+def test_bad_input_exits_2_with_a_one_line_error(key: str, args: list[str], expected: str, bad: Runs) -> None:
     result = bad.results[key]
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 2, result.stderr

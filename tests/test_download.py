@@ -2,97 +2,23 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
-import threading
 import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import SLOW_PATH, Served, zip_bytes
 
 from recsys.download import download, extract_zip
 from recsys.errors import DataError, DownloadError
 
 TINY_LINES = b"1\t10\t4\t881250949\n2\t20\t3\t881250950\n3\t10\t5\t881250951\n"
-SLOW_PATH = "/slow.zip"
-SLOW_SECONDS = 2.0
-
-
-def make_zip(members: dict[str, bytes]) -> bytes:
-    """Build a small zip in memory from name -> bytes."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, data in members.items():
-            zf.writestr(name, data)
-    return buf.getvalue()
-
-
-@dataclass
-class Served:
-    """A running local server: where it serves from, its base url, and what it was asked for."""
-
-    root: Path
-    base: str
-    requests: list[str] = field(default_factory=list)
-
-    def put(self, name: str, data: bytes) -> str:
-        """Serve data under name and return its url."""
-        (self.root / name).write_bytes(data)
-        return f"{self.base}/{name}"
-
-
-class _Server(ThreadingHTTPServer):
-    # Non-daemon handler threads are joined by server_close(), so no thread outlives a test.
-    daemon_threads = False
-    release: threading.Event
-    seen: list[str]
-
-
-class _Handler(SimpleHTTPRequestHandler):
-    server: _Server
-
-    def do_GET(self) -> None:
-        self.server.seen.append(self.path)
-        if self.path == SLOW_PATH:
-            # Stall before answering; teardown sets the event so the thread ends at once.
-            if not self.server.release.wait(SLOW_SECONDS):
-                self.send_error(504)
-            return
-        super().do_GET()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    root = tmp_path / "srv"
-    root.mkdir()
-    handler = functools.partial(_Handler, directory=str(root))
-    server = _Server(("127.0.0.1", 0), handler)
-    server.release = threading.Event()
-    server.seen = []
-    # A short poll interval keeps shutdown() (which waits for the next poll) fast.
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        host, port = server.server_address[:2]
-        yield Served(root=root, base=f"http://{host}:{port}", requests=server.seen)
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-    assert not thread.is_alive()
 
 
 @pytest.fixture
 def archive_bytes() -> bytes:
-    return make_zip({"ml-tiny/u.data": TINY_LINES, "ml-tiny/README": b"made-up test data\n"})
+    return zip_bytes({"ml-tiny/u.data": TINY_LINES, "ml-tiny/README": b"made-up test data\n"})
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -256,7 +182,7 @@ def test_extract_zip_refuses_path_traversal(tmp_path: Path, evil: str) -> None:
     work.mkdir()
     archive = tmp_path / "evil.zip"
     # The bad member comes last, so a checker that writes as it goes would leave u.data behind.
-    archive.write_bytes(make_zip({"ml-tiny/u.data": TINY_LINES, evil: b"pwned\n"}))
+    archive.write_bytes(zip_bytes({"ml-tiny/u.data": TINY_LINES, evil: b"pwned\n"}))
     target = work / "out"
 
     with pytest.raises(DataError, match="outside") as err:
@@ -271,7 +197,7 @@ def test_extract_zip_refuses_path_traversal(tmp_path: Path, evil: str) -> None:
 @pytest.mark.parametrize("name", ["/abs.txt", "C:/abs.txt"])
 def test_extract_zip_refuses_absolute_member(tmp_path: Path, name: str) -> None:
     archive = tmp_path / "abs.zip"
-    archive.write_bytes(make_zip({"ok.txt": b"fine\n", name: b"pwned\n"}))
+    archive.write_bytes(zip_bytes({"ok.txt": b"fine\n", name: b"pwned\n"}))
     target = tmp_path / "out"
 
     with pytest.raises(DataError, match="absolute") as err:

@@ -7,21 +7,19 @@ the variant under test. Only the last tests read the real ml-100k, and they skip
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import io
-import threading
 import zipfile
-from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import Served, zip_bytes
 
 import recsys.movielens as movielens
-from recsys.datasets import DATASETS, load_dataset, load_default_dataset
+from recsys.data import RatingsDataset
+from recsys.datasets import DATASETS, load_dataset, resolve_dataset
 from recsys.errors import DataError, DownloadError
 from recsys.movielens import RATINGS_FILE, VARIANTS, load_movielens, read_folder
 
@@ -108,14 +106,6 @@ def expected_ratings(rows: list[tuple]) -> pd.DataFrame:
     )
 
 
-def zip_bytes(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, data in members.items():
-            zf.writestr(name, data)
-    return buf.getvalue()
-
-
 def folder_as_zip(folder: Path, prefix: str) -> bytes:
     """Zip every file of `folder` under `prefix/`."""
     return zip_bytes({f"{prefix}/{p.name}": p.read_bytes() for p in sorted(folder.iterdir())})
@@ -146,22 +136,28 @@ def check_dtypes(ratings: pd.DataFrame) -> None:
     }
 
 
+def check_read(ds: RatingsDataset, rows: list[tuple], titles: list[str], genres: list[str]) -> None:
+    """`ds` holds exactly `rows` as ratings, and items 10, 20, 30 with these titles and genres."""
+    check_dtypes(ds.ratings)
+    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(rows))
+    assert ds.items["item"].dtype == np.int64
+    assert ds.items["item"].tolist() == [10, 20, 30]
+    assert ds.items["title"].tolist() == titles
+    assert ds.items["genres"].tolist() == genres
+
+
 def test_read_100k_layout(tmp_path: Path) -> None:
     folder = write_dataset(tmp_path / "ml-100k", "100k", WHOLE_RATINGS)
 
     ds = read_folder("ml-100k", folder, "100k", (1, 5))
 
-    check_dtypes(ds.ratings)
-    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
-    assert ds.items["item"].dtype == np.int64
-    assert ds.items["item"].tolist() == [10, 20, 30]
     # u.item is latin-1: the accented title survives, decoded.
-    assert ds.items["title"].tolist() == [
-        "Café Lumière (1993)",
-        "Quiet Harbour (1996)",
-        "Plain Title, A (1997)",
-    ]
-    assert ds.items["genres"].tolist() == ["Kind01|Kind05", "", "Kind18"]
+    check_read(
+        ds,
+        WHOLE_RATINGS,
+        titles=["Café Lumière (1993)", "Quiet Harbour (1996)", "Plain Title, A (1997)"],
+        genres=["Kind01|Kind05", "", "Kind18"],
+    )
     assert ds.name == "ml-100k" and ds.rating_scale == (1, 5) and ds.folder == folder
 
 
@@ -170,18 +166,14 @@ def test_read_dat_layout(tmp_path: Path) -> None:
 
     ds = read_folder("ml-10m", folder, "dat", (0.5, 5))
 
-    check_dtypes(ds.ratings)
-    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(HALF_RATINGS))
-    assert ds.ratings["rating"].tolist() == [4.5, 0.5, 3.0]
-    assert ds.items["item"].dtype == np.int64
-    assert ds.items["item"].tolist() == [10, 20, 30]
     # A ':' inside a title does not split it; movies.dat is latin-1.
-    assert ds.items["title"].tolist() == [
-        "Space Patrol: The Return (1995)",
-        "Crème Brûlée (1998)",
-        "Nothing Listed (2001)",
-    ]
-    assert ds.items["genres"].tolist() == ["Comedy|Drama", "Romance", "(no genres listed)"]
+    check_read(
+        ds,
+        HALF_RATINGS,
+        titles=["Space Patrol: The Return (1995)", "Crème Brûlée (1998)", "Nothing Listed (2001)"],
+        genres=["Comedy|Drama", "Romance", "(no genres listed)"],
+    )
+    assert ds.ratings["rating"].tolist() == [4.5, 0.5, 3.0]
 
 
 def test_read_csv_layout(tmp_path: Path) -> None:
@@ -190,15 +182,12 @@ def test_read_csv_layout(tmp_path: Path) -> None:
 
     ds = read_folder("ml-latest-small", folder, "csv", (0.5, 5))
 
-    check_dtypes(ds.ratings)
-    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(HALF_RATINGS))
-    assert ds.items["item"].dtype == np.int64
-    assert ds.items["title"].tolist() == [
-        "Lighthouse, The (1995)",
-        "Plain (1999)",
-        "Brackets: and, commas (2003)",
-    ]
-    assert ds.items["genres"].tolist() == ["Comedy|Drama", "Thriller", "(no genres listed)"]
+    check_read(
+        ds,
+        HALF_RATINGS,
+        titles=["Lighthouse, The (1995)", "Plain (1999)", "Brackets: and, commas (2003)"],
+        genres=["Comedy|Drama", "Thriller", "(no genres listed)"],
+    )
 
 
 def test_large_ids_and_timestamps_keep_int64(tmp_path: Path) -> None:
@@ -515,46 +504,6 @@ def test_local_zip_over_a_stale_cache_folder(
 # ---------------------------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = False
-    seen: list[str]
-
-
-class _Handler(SimpleHTTPRequestHandler):
-    server: _Server
-
-    def do_GET(self) -> None:
-        self.server.seen.append(self.path)
-        super().do_GET()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@dataclasses.dataclass
-class Served:
-    root: Path
-    base: str
-    requests: list[str]
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    root = tmp_path / "srv"
-    root.mkdir()
-    server = _Server(("127.0.0.1", 0), functools.partial(_Handler, directory=str(root)))
-    server.seen = []
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        host, port = server.server_address[:2]
-        yield Served(root, f"http://{host}:{port}", server.seen)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
 @pytest.fixture
 def latest_small_zip(tmp_path: Path, served: Served) -> bytes:
     source = write_dataset(tmp_path / "build" / "ml-latest-small", "csv", HALF_RATINGS)
@@ -690,7 +639,7 @@ def test_load_dataset_passes_data_dir_to_movielens(tmp_path: Path, no_data_root:
 
 
 def test_default_dataset_falls_back_to_synthetic(no_data_root: None, isolated_cache: Path) -> None:
-    ds, note = load_default_dataset(allow_download=False)
+    ds, note = resolve_dataset(None, allow_download=False)
 
     assert ds.name == "synthetic"
     assert note is not None and "ml-100k" in note and "synthetic" in note
@@ -701,7 +650,7 @@ def test_default_dataset_uses_ml100k_from_data_root(tmp_path: Path, monkeypatch:
     write_dataset(tmp_path / "root" / "ml-100k", "100k", WHOLE_RATINGS)
     monkeypatch.setenv("RECSYS_DATA", str(tmp_path / "root"))
 
-    ds, note = load_default_dataset(allow_download=False)
+    ds, note = resolve_dataset(None, allow_download=False)
 
     assert note is None
     assert ds.name == "ml-100k"
