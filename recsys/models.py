@@ -33,7 +33,7 @@ def _init_(weight: Tensor, generator: torch.Generator | None) -> Tensor:
         return weight.normal_(0.0, INIT_STD, generator=generator)
 
 
-def _embedding(n: int, n_factors: int, generator: torch.Generator | None) -> nn.Embedding:
+def embedding_table(n: int, n_factors: int, generator: torch.Generator | None) -> nn.Embedding:
     """An embedding table initialised from `generator`."""
     embedding = nn.Embedding(n, n_factors)
     _init_(embedding.weight, generator)
@@ -45,7 +45,7 @@ def _mean_squared_norm(*rows: Tensor) -> Tensor:
     return sum(r.pow(2).sum(dim=-1) for r in rows).mean()  # type: ignore[union-attr]
 
 
-def _split(x: Tensor) -> tuple[Tensor, Tensor]:
+def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:
     """Split a (batch, 2) index tensor into user and item columns."""
     if x.dim() != 2 or x.shape[1] != 2:
         raise ValueError(f"expected a (batch, 2) tensor of [user, item] indices, got {tuple(x.shape)}")
@@ -70,11 +70,11 @@ class _DotModel(nn.Module):
         return (user_vectors * item_vectors).sum(dim=-1)
 
     def forward(self, x: Tensor) -> Tensor:
-        return sigmoid_range(self.score(*_split(x)), self.y_range)
+        return sigmoid_range(self.score(*split_pairs(x)), self.y_range)
 
     def penalty(self, x: Tensor) -> Tensor:
         """L2 penalty of the vectors this batch uses (the trainer's regulariser)."""
-        return _mean_squared_norm(*self.vectors(*_split(x)))
+        return _mean_squared_norm(*self.vectors(*split_pairs(x)))
 
 
 class DotProduct(_DotModel):
@@ -89,8 +89,8 @@ class DotProduct(_DotModel):
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__(y_range)
-        self.user_factors = _embedding(n_users, n_factors, generator)
-        self.item_factors = _embedding(n_items, n_factors, generator)
+        self.user_factors = embedding_table(n_users, n_factors, generator)
+        self.item_factors = embedding_table(n_items, n_factors, generator)
 
     def vectors(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
         return self.user_factors(users), self.item_factors(items)
@@ -122,7 +122,7 @@ class DotProductBias(DotProduct):
     def penalty(self, x: Tensor) -> Tensor:
         """L2 penalty of the factor and bias rows this batch uses; biases are regularised too,
         as in Surprise's SVD, so a movie rated twice cannot claim an extreme bias."""
-        users, items = _split(x)
+        users, items = split_pairs(x)
         return super().penalty(x) + _mean_squared_norm(self.user_bias(users), self.item_bias(items))
 
 
@@ -185,7 +185,7 @@ class LinearDotProduct(_DotModel):
 
     def penalty(self, x: Tensor) -> Tensor:
         """L2 penalty of the weight columns this batch's one-hot rows select (not the shared bias)."""
-        users, items = _split(x)
+        users, items = split_pairs(x)
         return _mean_squared_norm(
             self.user_linear.weight[:, users].t(), self.item_linear.weight[:, items].t()
         )

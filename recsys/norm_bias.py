@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from recsys.encoding import RatingTensors
-from recsys.models import YRange, _embedding, _split, sigmoid_range
+from recsys.models import YRange, embedding_table, sigmoid_range, split_pairs
 
 NORMS = ("layer", "batch", "none")
 
@@ -51,8 +51,8 @@ class EmbeddingNN(nn.Module):
     ) -> None:
         super().__init__()
         self.y_range = y_range
-        self.user_factors = _embedding(n_users, n_factors, generator)
-        self.item_factors = _embedding(n_items, n_factors, generator)
+        self.user_factors = embedding_table(n_users, n_factors, generator)
+        self.item_factors = embedding_table(n_items, n_factors, generator)
         self.hidden = nn.Linear(2 * n_factors, hidden)
         self.norm = _norm_layer(norm, hidden)
         self.output = nn.Linear(hidden, 1)
@@ -66,7 +66,7 @@ class EmbeddingNN(nn.Module):
             self.output.bias.zero_()
 
     def forward(self, x: Tensor) -> Tensor:
-        users, items = _split(x)
+        users, items = split_pairs(x)
         features = torch.cat([self.user_factors(users), self.item_factors(items)], dim=-1)
         activations = torch.relu(self.norm(self.hidden(features)))
         return sigmoid_range(self.output(activations).squeeze(-1), self.y_range)
