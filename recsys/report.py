@@ -46,7 +46,10 @@ def _markdown(frame: pd.DataFrame, digits: int = 4) -> str:
 
     def cell(value: Any) -> str:
         if isinstance(value, float | np.floating):
-            return "" if np.isnan(value) else f"{value:.{digits}f}"
+            if np.isnan(value):
+                return ""
+            # Tiny values (a cancelled gradient) keep their size instead of printing as 0.0000.
+            return f"{value:.2e}" if 0 < abs(value) < 10**-digits else f"{value:.{digits}f}"
         return str(value).replace("|", "\\|")
 
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
@@ -158,7 +161,7 @@ def write_report(
     out: Path,
     *,
     fold_scores: pd.DataFrame | None = None,
-    extra_sections: dict[str, pd.DataFrame] | None = None,
+    extra_sections: dict[str, tuple[str, pd.DataFrame]] | None = None,
 ) -> Path:
     """Write report.md, results.json and the figures for `comparison` into `out`; return report.md.
 
@@ -228,8 +231,8 @@ def write_report(
         similar = similar_items_table(vectors, items)
         md += ["Most similar items by cosine similarity of dotbias item factors:", "", _markdown(similar), ""]
 
-    for title, table in (extra_sections or {}).items():
-        md += [f"## {title}", "", _markdown(table), ""]
+    for title, (text, table) in (extra_sections or {}).items():
+        md += [f"## {title}", "", text, "", _markdown(table), ""]
 
     results: dict[str, Any] = {
         "dataset": comparison.dataset.name,
@@ -245,7 +248,7 @@ def write_report(
     if summary is not None:
         results["folds"] = fold_scores.to_dict(orient="records")  # type: ignore[union-attr]
         results["fold_summary"] = summary.to_dict(orient="records")
-    for title, table in (extra_sections or {}).items():
+    for title, (_, table) in (extra_sections or {}).items():
         results[title] = table.to_dict(orient="records")
     write_json(out / "results.json", json.loads(json.dumps(results, default=float)))
     report = out / "report.md"

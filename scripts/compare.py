@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from recsys.cli import add_data_flags, dataset_from_flags, run
-from recsys.compare import Comparison, compare_models
+from recsys.compare import Comparison, compare_models, measurement_sections
 from recsys.config import UNKNOWN_POLICIES
 from recsys.datasets import planted_truth
 from recsys.errors import RecsysError
@@ -36,6 +36,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--unknown", choices=UNKNOWN_POLICIES, default="drop", help="unseen-id policy")
     parser.add_argument(
         "--epochs", type=int, default=None, help="override every model's epochs (quick looks)"
+    )
+    parser.add_argument(
+        "--cost-sizes",
+        type=int,
+        nargs="+",
+        default=[1_000, 10_000, 100_000],
+        help="table sizes (users) for the embedding-versus-Linear cost measurements",
+    )
+    parser.add_argument(
+        "--no-measurements",
+        action="store_true",
+        help="skip the embedding-versus-Linear and bias-before-norm measurements",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="report folder (default: reports/<dataset>-<split>)"
@@ -64,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         fold_scores = pd.concat(
             [c.score_table().assign(fold=c.split) for c in comparisons], ignore_index=True
         )
-    report = write_report(comparisons[0], out, fold_scores=fold_scores)
+    sections = {} if args.no_measurements else measurement_sections(comparisons[0], args.cost_sizes)
+    report = write_report(comparisons[0], out, fold_scores=fold_scores, extra_sections=sections)
     table = fold_summary(fold_scores) if fold_scores is not None else comparisons[0].score_table()
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"report: {report}")

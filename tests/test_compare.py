@@ -191,12 +191,23 @@ def test_compare_script_on_tiny(tmp_path: Path) -> None:
     out = tmp_path / "report"
     result = subprocess.run(
         [sys.executable, "scripts/compare.py", "--dataset", "tiny", "--split", "random", "--epochs", "2",
-         "--models", "dot", "dotbias", "--no-progress", "--out", str(out)],
+         "--models", "dot", "dotbias", "--cost-sizes", "100", "300", "--no-progress", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "damped-bias" in result.stdout and "dotbias" in result.stdout
     assert (out / "report.md").is_file() and (out / "results.json").is_file()
+    text = (out / "report.md").read_text()
+    assert (
+        "## Embedding versus Linear, measured" in text
+        and "## A bias right before a normalisation layer" in text
+    )
+    results = json.loads((out / "results.json").read_text())
+    sizes = {row["n_users"] for row in results["Embedding versus Linear, measured"]}
+    assert sizes == {100, 300}
+    norms = results["A bias right before a normalisation layer"]
+    batch = next(row for row in norms if row["norm"] == "batch" and row["dtype"] == "float64")
+    assert batch["max_abs_bias_grad"] < 1e-9 < batch["max_abs_weight_grad"]
 
 
 def test_compare_script_rejects_folds_on_tiny(tmp_path: Path) -> None:
