@@ -46,10 +46,11 @@ def _markdown(frame: pd.DataFrame, digits: int = 4) -> str:
 
     def cell(value: Any) -> str:
         if isinstance(value, float | np.floating):
-            if np.isnan(value):
+            number = float(value)
+            if np.isnan(number):
                 return ""
             # Tiny values (a cancelled gradient) keep their size instead of printing as 0.0000.
-            return f"{value:.2e}" if 0 < abs(value) < 10**-digits else f"{value:.{digits}f}"
+            return f"{number:.2e}" if 0 < abs(number) < 10.0**-digits else f"{number:.{digits}f}"
         return str(value).replace("|", "\\|")
 
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
