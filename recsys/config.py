@@ -83,11 +83,12 @@ class RunConfig:
         return cls(**values)
 
 
-# Where a model's best settings differ from the RunConfig defaults (small sweeps on ML-100K u1 over lr,
-# l2, epochs and n_factors; see README). Flags override them.
+# Where a model's best settings differ from the RunConfig defaults (small sweeps on ML-100K u1 over
+# batch size, lr, l2, epochs and n_factors; see README). Flags override them.
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "dot": {},
-    "dotbias": {},
+    # Batch 1024 for 6 epochs: 0.9151 on u1 in a third of the time of batch 512 for 10 (0.9132).
+    "dot": {"batch_size": 1024, "lr": 1e-2, "epochs": 8},
+    "dotbias": {"batch_size": 1024, "lr": 1e-2, "epochs": 6},
     "linear": {"lr": 1e-2},  # the shared bias vectors tolerate, and gain from, a larger step
     "embproj": {"l2": 0.05},  # the penalty acts on projected vectors, so it needs less
 }

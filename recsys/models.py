@@ -64,17 +64,27 @@ class _DotModel(nn.Module):
         """The (batch, n_factors) user and item vectors whose dot product is the score."""
         raise NotImplementedError
 
+    def terms(self, users: Tensor, items: Tensor) -> tuple[Tensor, list[Tensor]]:
+        """The unsquashed score and the per-id parameter rows it used (what the L2 penalty weighs)."""
+        user_vectors, item_vectors = self.vectors(users, items)
+        return (user_vectors * item_vectors).sum(dim=-1), [user_vectors, item_vectors]
+
     def score(self, users: Tensor, items: Tensor) -> Tensor:
         """The unsquashed prediction."""
-        user_vectors, item_vectors = self.vectors(users, items)
-        return (user_vectors * item_vectors).sum(dim=-1)
+        return self.terms(users, items)[0]
 
     def forward(self, x: Tensor) -> Tensor:
         return sigmoid_range(self.score(*split_pairs(x)), self.y_range)
 
+    def forward_with_penalty(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Predictions and the L2 penalty of the rows they used, from one set of lookups (the trainer's
+        hot path: a separate `penalty` call would look every row up twice)."""
+        score, rows = self.terms(*split_pairs(x))
+        return sigmoid_range(score, self.y_range), _mean_squared_norm(*rows)
+
     def penalty(self, x: Tensor) -> Tensor:
-        """L2 penalty of the vectors this batch uses (the trainer's regulariser)."""
-        return _mean_squared_norm(*self.vectors(*split_pairs(x)))
+        """L2 penalty of the per-id rows this batch uses (the trainer's regulariser)."""
+        return self.forward_with_penalty(x)[1]
 
 
 class DotProduct(_DotModel):
@@ -115,15 +125,12 @@ class DotProductBias(DotProduct):
         nn.init.zeros_(self.user_bias.weight)
         nn.init.zeros_(self.item_bias.weight)
 
-    def score(self, users: Tensor, items: Tensor) -> Tensor:
-        bias = self.user_bias(users).squeeze(-1) + self.item_bias(items).squeeze(-1)
-        return super().score(users, items) + bias
-
-    def penalty(self, x: Tensor) -> Tensor:
-        """L2 penalty of the factor and bias rows this batch uses; biases are regularised too,
-        as in Surprise's SVD, so a movie rated twice cannot claim an extreme bias."""
-        users, items = split_pairs(x)
-        return super().penalty(x) + _mean_squared_norm(self.user_bias(users), self.item_bias(items))
+    def terms(self, users: Tensor, items: Tensor) -> tuple[Tensor, list[Tensor]]:
+        # Biases are penalised too, as in Surprise's SVD, so a movie rated twice cannot claim an
+        # extreme bias.
+        score, rows = super().terms(users, items)
+        user_bias, item_bias = self.user_bias(users), self.item_bias(items)
+        return score + user_bias.squeeze(-1) + item_bias.squeeze(-1), [*rows, user_bias, item_bias]
 
 
 def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
@@ -183,12 +190,10 @@ class LinearDotProduct(_DotModel):
             one_hot_linear(items, self.item_linear, self.sparse),
         )
 
-    def penalty(self, x: Tensor) -> Tensor:
-        """L2 penalty of the weight columns this batch's one-hot rows select (not the shared bias)."""
-        users, items = split_pairs(x)
-        return _mean_squared_norm(
-            self.user_linear.weight[:, users].t(), self.item_linear.weight[:, items].t()
-        )
+    def terms(self, users: Tensor, items: Tensor) -> tuple[Tensor, list[Tensor]]:
+        # The penalty weighs the weight columns the one-hot rows select, not the shared bias.
+        score, _ = super().terms(users, items)
+        return score, [self.user_linear.weight[:, users].t(), self.item_linear.weight[:, items].t()]
 
 
 class EmbeddingProjection(DotProduct):

@@ -433,3 +433,19 @@ def test_malformed_checkpoint_payload_is_a_recsys_error(payload: dict[str, Any],
     torch.save(payload, path)
     with pytest.raises(RecsysError):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize("total_steps", [1, 2, 3, 4, 5, 40])
+def test_one_cycle_survives_short_runs(total_steps: int) -> None:
+    model = build_model("dot", 3, 3, 2, None)
+    config = config_for("dot", lr=0.02)
+    optimizer = make_optimizer(model, config)
+    schedule = make_schedule(optimizer, config, total_steps)
+    rates = []
+    for _ in range(total_steps):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert all(0 < rate <= 0.02 + 1e-12 for rate in rates)
+    if total_steps >= 3:  # warms up to the peak, then anneals
+        assert max(rates) == pytest.approx(0.02) and rates[0] < 0.02 and rates[-1] < 0.02
