@@ -37,14 +37,33 @@ class EpochStats:
     seconds: float
 
 
-def make_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
-    """AdamW or SGD with momentum, with `config.wd` as decoupled weight decay."""
-    if config.optimizer == "adamw":
-        # fused: one kernel for the whole update; it halves the optimizer's share of a step on CPU.
-        return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.wd, fused=True)
+def make_optimizers(model: nn.Module, config: RunConfig) -> list[torch.optim.Optimizer]:
+    """AdamW or SGD with momentum, with `config.wd` as decoupled weight decay.
+
+    With `config.sparse`, embedding tables get sparse gradients and SparseAdam (lazy Adam: only the
+    rows in the batch are read and written, so a step costs the batch, not the table); any other
+    parameters keep AdamW.
+    """
     if config.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9, weight_decay=config.wd)
-    raise AssertionError(f"RunConfig let optimizer {config.optimizer!r} through")
+        return [torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9, weight_decay=config.wd)]
+    if config.optimizer != "adamw":
+        raise AssertionError(f"RunConfig let optimizer {config.optimizer!r} through")
+    sparse = [m.weight for m in model.modules() if isinstance(m, nn.Embedding) and m.sparse]
+    dense = [p for p in model.parameters() if all(p is not s for s in sparse)]
+    # fused: one kernel for the whole update; it halves the optimizer's share of a step on CPU.
+    optimizers: list[torch.optim.Optimizer] = []
+    if dense:
+        optimizers.append(torch.optim.AdamW(dense, lr=config.lr, weight_decay=config.wd, fused=True))
+    if sparse:
+        optimizers.append(torch.optim.SparseAdam(sparse, lr=config.lr))
+    return optimizers
+
+
+def use_sparse_gradients(model: nn.Module, sparse: bool) -> None:
+    """Switch every embedding table of `model` to sparse (or back to dense) gradients."""
+    for module in model.modules():
+        if isinstance(module, nn.Embedding):
+            module.sparse = sparse
 
 
 def make_schedule(
@@ -84,8 +103,9 @@ def fit(
     model.to(device)
     train, valid = train.to(device), valid.to(device)
     n_batches = -(-len(train) // config.batch_size)
-    optimizer = make_optimizer(model, config)
-    schedule = make_schedule(optimizer, config, config.epochs * n_batches)
+    use_sparse_gradients(model, config.sparse)
+    optimizers = make_optimizers(model, config)
+    schedules = [make_schedule(optimizer, config, config.epochs * n_batches) for optimizer in optimizers]
     with_penalty = getattr(model, "forward_with_penalty", None) if config.l2 > 0 else None
     history: list[EpochStats] = []
     model.train()
@@ -108,10 +128,12 @@ def fit(
                 loss = mse + config.l2 * penalty
             else:
                 loss = mse = torch.mean((model(x) - y) ** 2)
-            optimizer.zero_grad(set_to_none=True)
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            optimizer.step()
-            schedule.step()
+            for optimizer, schedule in zip(optimizers, schedules, strict=True):
+                optimizer.step()
+                schedule.step()
             loss_sum += mse.detach()
         # One check per epoch, not per step: reading the loss is a device sync point.
         train_loss = float(loss_sum) / n_batches
@@ -124,4 +146,5 @@ def fit(
         history.append(stats)
         if on_epoch is not None:
             on_epoch(stats)
+    use_sparse_gradients(model, False)  # a trained model leaves as it came: dense, for any other loop
     return history

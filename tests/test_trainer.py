@@ -24,7 +24,14 @@ from recsys.metrics import evaluate, evaluate_test, mae, predict, rmse
 from recsys.models import MODELS, build_model
 from recsys.runs import load_checkpoint, save_checkpoint
 from recsys.splits import make_split
-from recsys.trainer import EpochStats, TrainingDiverged, fit, make_optimizer, make_schedule
+from recsys.trainer import (
+    EpochStats,
+    TrainingDiverged,
+    fit,
+    make_optimizers,
+    make_schedule,
+    use_sparse_gradients,
+)
 
 Y_RANGE = (0.0, 5.5)
 
@@ -119,10 +126,10 @@ def test_config_rejects_values_no_run_can_use(field: str, value: Any, message: s
 
 def test_optimizers_are_configured_from_the_config() -> None:
     model = build_model("dot", 3, 3, 2, None)
-    adamw = make_optimizer(model, config_for("dot", lr=0.02, wd=0.3))
+    adamw = make_optimizers(model, config_for("dot", lr=0.02, wd=0.3))[0]
     assert isinstance(adamw, torch.optim.AdamW)
     assert adamw.param_groups[0]["weight_decay"] == 0.3
-    sgd = make_optimizer(model, config_for("dot", optimizer="sgd", lr=0.02, wd=0.3))
+    sgd = make_optimizers(model, config_for("dot", optimizer="sgd", lr=0.02, wd=0.3))[0]
     assert isinstance(sgd, torch.optim.SGD)
     assert sgd.param_groups[0]["lr"] == 0.02 and sgd.param_groups[0]["weight_decay"] == 0.3
 
@@ -132,7 +139,7 @@ def test_one_cycle_peaks_at_lr_and_constant_stays_there() -> None:
     rates: dict[str, list[float]] = {}
     for schedule in ("one-cycle", "constant"):
         config = config_for("dot", lr=0.01, schedule=schedule)
-        optimizer = make_optimizer(model, config)
+        optimizer = make_optimizers(model, config)[0]
         scheduler = make_schedule(optimizer, config, 20)
         rates[schedule] = []
         for _ in range(20):
@@ -207,6 +214,7 @@ CHANGES = [
     ("y_range", (1.0, 5.0)),
     ("test_frac", 0.3),
     ("split", "user"),
+    ("sparse", True),
 ]
 
 
@@ -439,7 +447,7 @@ def test_malformed_checkpoint_payload_is_a_recsys_error(payload: dict[str, Any],
 def test_one_cycle_survives_short_runs(total_steps: int) -> None:
     model = build_model("dot", 3, 3, 2, None)
     config = config_for("dot", lr=0.02)
-    optimizer = make_optimizer(model, config)
+    optimizer = make_optimizers(model, config)[0]
     schedule = make_schedule(optimizer, config, total_steps)
     rates = []
     for _ in range(total_steps):
@@ -449,3 +457,23 @@ def test_one_cycle_survives_short_runs(total_steps: int) -> None:
     assert all(0 < rate <= 0.02 + 1e-12 for rate in rates)
     if total_steps >= 3:  # warms up to the peak, then anneals
         assert max(rates) == pytest.approx(0.02) and rates[0] < 0.02 and rates[-1] < 0.02
+
+
+@pytest.mark.parametrize("name", ["dotbias", "embproj"])
+def test_sparse_gradients_train_with_sparse_adam(name: str, tiny_encoded: EncodedSplit) -> None:
+    config = config_for(name, dataset="tiny", epochs=4, batch_size=256, sparse=True, y_range=Y_RANGE)
+    model = build_model(name, len(tiny_encoded.users), len(tiny_encoded.items), 8, Y_RANGE)
+    use_sparse_gradients(model, True)
+    kinds = sorted(type(optimizer).__name__ for optimizer in make_optimizers(model, config))
+    # embproj's projections are not embeddings: they keep AdamW beside the SparseAdam of its tables.
+    assert kinds == (["AdamW", "SparseAdam"] if name == "embproj" else ["SparseAdam"])
+    use_sparse_gradients(model, False)
+    model, history = fit_on(tiny_encoded, config)
+    assert history[-1].train_loss < history[0].train_loss
+    assert not any(m.sparse for m in model.modules() if isinstance(m, nn.Embedding))  # left dense
+
+
+@pytest.mark.parametrize("change", [{"optimizer": "sgd"}, {"wd": 0.1}])
+def test_sparse_needs_adamw_without_weight_decay(change: dict[str, Any]) -> None:
+    with pytest.raises(RecsysError, match="--sparse"):
+        config_for("dotbias", sparse=True, **change)
