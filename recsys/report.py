@@ -41,7 +41,7 @@ def fold_summary(fold_scores: pd.DataFrame) -> pd.DataFrame:
     return summary.reset_index()
 
 
-def _markdown(frame: pd.DataFrame, digits: int = 4) -> str:
+def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
     """A GitHub markdown table (no tabulate dependency)."""
 
     def cell(value: Any) -> str:
@@ -184,10 +184,10 @@ def write_report(
         f"training: {len(comparison.data.unknown_test_ratings)}, policy `{comparison.unknown}`. Every "
         "model uses its tuned defaults; baselines are closed-form (no training)."
     )
-    md += ["", "## Accuracy and cost", "", _markdown(scores), ""]
+    md += ["", "## Accuracy and cost", "", markdown_table(scores), ""]
     if summary is not None:
         folds = ", ".join(map(str, fold_scores["fold"].unique()))  # type: ignore[index]
-        md += [f"Over folds {folds} (mean and standard deviation):", "", _markdown(summary), ""]
+        md += [f"Over folds {folds} (mean and standard deviation):", "", markdown_table(summary), ""]
         md.append(f"![RMSE per model]({plot_rmse(summary, out / 'rmse.png', 'Test RMSE over folds')})")
     else:
         md.append(
@@ -206,13 +206,18 @@ def write_report(
         "whose dot product with the other side's factors is an *implied* bias (see the mission notes)."
     )
     md += ["", "Item biases correlated with the damped baseline, mean rating and popularity:", ""]
-    md += [_markdown(item_corr), "", "User biases:", "", _markdown(user_corr), ""]
+    md += [markdown_table(item_corr), "", "User biases:", "", markdown_table(user_corr), ""]
     if len(biased) > 1:
-        md += ["Item biases across models (Pearson):", "", _markdown(items[biased].corr().reset_index()), ""]
+        md += [
+            "Item biases across models (Pearson):",
+            "",
+            markdown_table(items[biased].corr().reset_index()),
+            "",
+        ]
     if has_dotbias:
         lowest, highest = extreme_items(items, EXPLICIT_BIAS_MODEL)
-        md += ["Lowest item biases (liked less than their factors predict):", "", _markdown(lowest), ""]
-        md += ["Highest item biases:", "", _markdown(highest), ""]
+        md += ["Lowest item biases (liked less than their factors predict):", "", markdown_table(lowest), ""]
+        md += ["Highest item biases:", "", markdown_table(highest), ""]
         extremes = plot_extremes(lowest, highest, EXPLICIT_BIAS_MODEL, out / "item_bias_extremes.png")
         md.append(f"![Extreme biases]({extremes})")
         md += ["", f"![Bias scatter]({plot_bias_scatter(items, out / 'item_bias_scatter.png')})", ""]
@@ -230,10 +235,15 @@ def write_report(
             "",
         ]
         similar = similar_items_table(vectors, items)
-        md += ["Most similar items by cosine similarity of dotbias item factors:", "", _markdown(similar), ""]
+        md += [
+            "Most similar items by cosine similarity of dotbias item factors:",
+            "",
+            markdown_table(similar),
+            "",
+        ]
 
     for title, (text, table) in (extra_sections or {}).items():
-        md += [f"## {title}", "", text, "", _markdown(table), ""]
+        md += [f"## {title}", "", text, "", markdown_table(table), ""]
 
     results: dict[str, Any] = {
         "dataset": comparison.dataset.name,

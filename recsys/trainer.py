@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch._dynamo  # torch.optim imports it (~1 s) on first use: pay that at import time
 from torch import nn
 from tqdm.auto import tqdm
 
