@@ -37,7 +37,7 @@ class RunConfig:
     l2: float = 0.1  # L2 penalty on the per-id rows each batch uses (see trainer.py for why)
     wd: float = 0.0  # decoupled weight decay on every parameter (fastai's wd); 0 = off
     optimizer: str = "adamw"  # adamw | sgd
-    sparse: bool = False  # sparse embedding gradients with SparseAdam: for tables of 100K+ rows
+    sparse: bool = False  # sparse embedding gradients with LazyAdam: for tables of 100K+ rows
     schedule: str = "one-cycle"  # one-cycle | constant
     seed: int = 0  # one seed for the split, the initialisation and the shuffle
     device: str = "cpu"  # cpu | cuda
@@ -67,7 +67,7 @@ class RunConfig:
                 raise RecsysError(f"unknown {flag} {name!r}; choose one of: {', '.join(allowed)}")
         if self.sparse and (self.optimizer != "adamw" or self.wd > 0):
             raise RecsysError(
-                "--sparse works with --optimizer adamw and --wd 0 (SparseAdam has no weight decay)"
+                "--sparse works with --optimizer adamw and --wd 0 (LazyAdam has no weight decay)"
             )
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise RecsysError(f"--device must be cpu or cuda (cuda:N), got {self.device!r}")

@@ -21,6 +21,7 @@ from recsys.config import RunConfig
 from recsys.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.metrics import evaluate
+from recsys.optim import LazyAdam
 
 
 class TrainingDiverged(RecsysError):
@@ -41,9 +42,9 @@ class EpochStats:
 def make_optimizers(model: nn.Module, config: RunConfig) -> list[torch.optim.Optimizer]:
     """AdamW or SGD with momentum, with `config.wd` as decoupled weight decay.
 
-    With `config.sparse`, embedding tables get sparse gradients and SparseAdam (lazy Adam: only the
-    rows in the batch are read and written, so a step costs the batch, not the table); any other
-    parameters keep AdamW.
+    With `config.sparse`, embedding tables get sparse gradients and LazyAdam (only the rows in the
+    batch are read and written, so a step costs the batch, not the table); any other parameters
+    keep AdamW.
     """
     if config.optimizer == "sgd":
         return [torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9, weight_decay=config.wd)]
@@ -56,7 +57,7 @@ def make_optimizers(model: nn.Module, config: RunConfig) -> list[torch.optim.Opt
     if dense:
         optimizers.append(torch.optim.AdamW(dense, lr=config.lr, weight_decay=config.wd, fused=True))
     if sparse:
-        optimizers.append(torch.optim.SparseAdam(sparse, lr=config.lr))
+        optimizers.append(LazyAdam(sparse, lr=config.lr))
     return optimizers
 
 

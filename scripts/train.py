@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sparse",
         action="store_true",
         default=None,
-        help="sparse embedding gradients with SparseAdam; much faster for 100K+ users or items",
+        help="sparse embedding gradients with LazyAdam; much faster for 100K+ users or items",
     )
     add("--seed", type=int, default=DEFAULTS.seed, help="seed for split, initialisation and shuffle")
     add("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda")

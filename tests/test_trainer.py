@@ -460,13 +460,13 @@ def test_one_cycle_survives_short_runs(total_steps: int) -> None:
 
 
 @pytest.mark.parametrize("name", ["dotbias", "embproj"])
-def test_sparse_gradients_train_with_sparse_adam(name: str, tiny_encoded: EncodedSplit) -> None:
+def test_sparse_gradients_train_with_lazy_adam(name: str, tiny_encoded: EncodedSplit) -> None:
     config = config_for(name, dataset="tiny", epochs=4, batch_size=256, sparse=True, y_range=Y_RANGE)
     model = build_model(name, len(tiny_encoded.users), len(tiny_encoded.items), 8, Y_RANGE)
     use_sparse_gradients(model, True)
     kinds = sorted(type(optimizer).__name__ for optimizer in make_optimizers(model, config))
-    # embproj's projections are not embeddings: they keep AdamW beside the SparseAdam of its tables.
-    assert kinds == (["AdamW", "SparseAdam"] if name == "embproj" else ["SparseAdam"])
+    # embproj's projections are not embeddings: they keep AdamW beside the LazyAdam of its tables.
+    assert kinds == (["AdamW", "LazyAdam"] if name == "embproj" else ["LazyAdam"])
     use_sparse_gradients(model, False)
     model, history = fit_on(tiny_encoded, config)
     assert history[-1].train_loss < history[0].train_loss
