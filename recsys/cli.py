@@ -1,13 +1,17 @@
 """What the command-line scripts share: the data flags and turning user errors into one line."""
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 from recsys.data import RatingsDataset
 from recsys.datasets import DATASETS, resolve_dataset
 from recsys.errors import RecsysError
+from recsys.trainer import distributed_rank
 
 
 def add_data_flags(parser: argparse.ArgumentParser) -> None:
@@ -30,13 +34,39 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def dataset_from_flags(args: argparse.Namespace) -> RatingsDataset:
-    """Load the dataset the flags name, printing the note when it falls back to synthetic data."""
+    """Load the dataset the flags name, printing the note when it falls back to synthetic data.
+
+    Under torchrun, rank 0 loads (and if need be downloads) first and the others then read its cache.
+    """
+    rank, world_size = distributed_rank()
+    if world_size > 1 and rank != 0:
+        torch.distributed.barrier()
     dataset, note = resolve_dataset(
-        args.dataset, args.data_dir, progress=not args.no_progress, allow_download=not args.offline
+        args.dataset,
+        args.data_dir,
+        progress=not args.no_progress and rank == 0,
+        allow_download=not args.offline,
     )
-    if note:
+    if world_size > 1 and rank == 0:
+        torch.distributed.barrier()
+    if note and rank == 0:
         print(note, file=sys.stderr)
     return dataset
+
+
+def start_distributed(device: str) -> tuple[int, str]:
+    """Join the process group when started by torchrun; return this process's rank and device.
+
+    gloo on CPU, nccl on CUDA with one GPU per local rank; a plain `python` start is rank 0 alone.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0, device
+    if device.startswith("cuda"):
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+    torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return torch.distributed.get_rank(), device
 
 
 def run(main: Callable[[], int]) -> None:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 import torch
 import torch._dynamo  # torch.optim imports it (~1 s) on first use: pay that at import time
+from torch import distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from recsys.config import RunConfig
@@ -22,6 +24,28 @@ from recsys.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.metrics import evaluate
 from recsys.optim import LazyAdam
+
+
+class _Objective(nn.Module):
+    """One step's differentiable outputs (predictions, L2 penalty) behind a single forward, so that
+    DistributedDataParallel, which hooks `forward`, sees everything a step computes."""
+
+    def __init__(self, model: nn.Module, penalised: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.penalised = penalised and hasattr(model, "forward_with_penalty")
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.penalised:
+            return self.model.forward_with_penalty(x)  # type: ignore[operator]
+        return self.model(x), torch.zeros((), device=x.device)
+
+
+def distributed_rank() -> tuple[int, int]:
+    """(rank, world size) of this process; (0, 1) outside torch.distributed."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 class TrainingDiverged(RecsysError):
@@ -98,9 +122,15 @@ def fit(
     """Train `model` in place for `config.epochs`, evaluating on `valid` after each epoch.
 
     `generator` drives the shuffle (CPU), so the same seed, data and config give the same result.
+    Under torch.distributed (torchrun) every rank draws the same permutation and takes its slice of
+    each batch, and DistributedDataParallel averages the gradients: the same steps as one process
+    with the whole batch, up to floating-point summation order.
     """
     if len(train) == 0:
         raise RecsysError("no training ratings")
+    rank, world_size = distributed_rank()
+    if world_size > 1 and config.sparse:
+        raise RecsysError("--sparse is not supported under torchrun yet; train on one process")
     device = torch.device(config.device)
     model.to(device)
     train, valid = train.to(device), valid.to(device)
@@ -108,7 +138,9 @@ def fit(
     use_sparse_gradients(model, config.sparse)
     optimizers = make_optimizers(model, config)
     schedules = [make_schedule(optimizer, config, config.epochs * n_batches) for optimizer in optimizers]
-    with_penalty = getattr(model, "forward_with_penalty", None) if config.l2 > 0 else None
+    objective: nn.Module = _Objective(model, penalised=config.l2 > 0)
+    if world_size > 1:
+        objective = DistributedDataParallel(objective)
     history: list[EpochStats] = []
     model.train()
     for epoch in range(1, config.epochs + 1):
@@ -119,17 +151,16 @@ def fit(
             range(n_batches),
             desc=f"epoch {epoch}/{config.epochs}",
             leave=False,
-            disable=not progress,
+            disable=not progress or rank != 0,
         )
         for batch in bar:
             index = order[batch * config.batch_size : (batch + 1) * config.batch_size]
+            if world_size > 1:
+                index = index.tensor_split(world_size)[rank]
             x, y = train.x[index], train.y[index]
-            if with_penalty is not None:
-                prediction, penalty = with_penalty(x)
-                mse = torch.mean((prediction - y) ** 2)
-                loss = mse + config.l2 * penalty
-            else:
-                loss = mse = torch.mean((model(x) - y) ** 2)
+            prediction, penalty = objective(x)
+            mse = torch.mean((prediction - y) ** 2)
+            loss = mse + config.l2 * penalty
             for optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -137,6 +168,9 @@ def fit(
                 optimizer.step()
                 schedule.step()
             loss_sum += mse.detach()
+        if world_size > 1:
+            dist.all_reduce(loss_sum)
+            loss_sum /= world_size
         # One check per epoch, not per step: reading the loss is a device sync point.
         train_loss = float(loss_sum) / n_batches
         if not torch.isfinite(torch.tensor(train_loss)):

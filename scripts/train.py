@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from recsys.cli import add_data_flags, dataset_from_flags, run
+from recsys.cli import add_data_flags, dataset_from_flags, run, start_distributed
 from recsys.config import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, UNKNOWN_POLICIES, RunConfig, config_for
 from recsys.errors import RecsysError
 from recsys.experiment import train_and_evaluate
@@ -94,30 +94,33 @@ def print_epoch(stats: EpochStats) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
+    rank, device = start_distributed(args.device)
     dataset = dataset_from_flags(args)
     config = config_for(
         args.model, dataset=dataset.name, split=args.split, test_frac=args.test_frac, test_n=args.test_n,
         unknown=args.unknown, n_factors=args.n_factors, y_range=tuple(args.y_range) if args.y_range else None,
         epochs=args.epochs, lr=args.lr, batch_size=args.bs, l2=args.l2, wd=args.wd,
-        optimizer=args.optimizer, sparse=args.sparse, schedule=args.schedule, seed=args.seed,
-        device=args.device,
+        optimizer=args.optimizer, sparse=args.sparse, schedule=args.schedule, seed=args.seed, device=device,
     )  # fmt: skip
-    out = (
-        args.out
-        or Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{time.strftime('%Y%m%d-%H%M%S')}"
-    )
-    print(f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}")
-    print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"
+    lead = rank == 0  # under torchrun only rank 0 prints and writes the run folder
+    if lead:
+        print(f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}")
+        print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
     result = train_and_evaluate(
-        dataset, config, run_dir=out, progress=not args.no_progress, on_epoch=print_epoch
-    )
-    metrics = result.metrics()
-    print(
-        f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}  on {metrics['n_test']:,} ratings"
-        f" ({metrics['n_test_unknown']} with ids unseen in training: {config.unknown})"
-        f"  in {result.seconds:.1f} s"
-    )
-    print(f"run folder: {out}")
+        dataset, config, run_dir=out if lead else None, progress=not args.no_progress,
+        on_epoch=print_epoch if lead else None,
+    )  # fmt: skip
+    if lead:
+        metrics = result.metrics()
+        print(
+            f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}"
+            f"  on {metrics['n_test']:,} ratings ({metrics['n_test_unknown']} with ids unseen in training:"
+            f" {config.unknown})"
+            f"  in {result.seconds:.1f} s"
+        )
+        print(f"run folder: {out}")
     return 0
 
 

@@ -1,0 +1,34 @@
+"""Data-parallel training under torchrun (gloo, two CPU processes on 127.0.0.1) matches one process."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARGS = ["scripts/train.py", "--dataset", "tiny", "--bs", "256", "--epochs", "3", "--no-progress"]
+# Summation order differs (each rank averages its half, then the halves are averaged), nothing else.
+TOLERANCE = 1e-4
+
+
+def run(command: list[str], out: Path, tmp_path: Path) -> dict[str, float]:
+    env = {k: v for k, v in os.environ.items() if k != "RECSYS_DATA"}
+    env |= {"RECSYS_CACHE": str(tmp_path / "cache"), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+    result = subprocess.run([*command, "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_two_ranks_match_one_process(tmp_path: Path) -> None:
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
+                "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]  # fmt: skip
+    distributed = run([*torchrun, *ARGS], tmp_path / "ddp", tmp_path)
+    single = run([sys.executable, *ARGS], tmp_path / "single", tmp_path)
+    assert distributed["test_rmse"] == pytest.approx(single["test_rmse"], abs=TOLERANCE)
+    for ours, theirs in zip(distributed["history"], single["history"], strict=True):
+        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], abs=TOLERANCE)
+    assert distributed["n_train"] == single["n_train"]  # every rank trains on its shard of all of it
