@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -25,16 +26,26 @@ from recsys.runs import write_json
 LARGE = {"sparse": True, "batch_size": 4096}  # what the README recommends past ~100K users
 
 
-def jobs(folder: Path | None, shapes: list[str]) -> list[dict[str, Any]]:
+def jobs(folder: Path | None, shapes: list[str], scratch: Path) -> list[dict[str, Any]]:
     """Every measurement to run, as the keyword arguments of one worker."""
     found: list[dict[str, Any]] = []
     if folder is not None:
         found += [{"task": "u1", "contender": name} for name in ("recsys-dotbias", "fastai", "surprise-svd")]
         found.append({"task": "load", "name": "ml-100k"})
     for shape in shapes:
+        tensors = str(scratch / f"{shape}.pt")
+        found.append({"task": "generate", "shape": shape, "path": tensors})
         large = shape != "ml-1m"
         for model in ("dot", "dotbias", "embproj", *(() if large else ("linear",))):
-            found.append({"task": "throughput", "shape": shape, "model": model, **(LARGE if large else {})})
+            found.append(
+                {
+                    "task": "throughput",
+                    "shape": shape,
+                    "model": model,
+                    "tensors": tensors,
+                    **(LARGE if large else {}),
+                }
+            )
     return found
 
 
@@ -53,7 +64,9 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     if task == "load":
         assert folder is not None
         return benchmark.bench_load(spec["name"], folder)
-    return benchmark.bench_throughput(spec.pop("shape"), spec.pop("model"), **spec)
+    if task == "generate":
+        return benchmark.generate_shape(spec["shape"], Path(spec["path"]))
+    return benchmark.bench_throughput(spec.pop("shape"), spec.pop("model"), Path(spec.pop("tensors")), **spec)
 
 
 def run_worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
@@ -94,16 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         print("ML-100K not found (--data-dir or $RECSYS_DATA): skipping the u1 comparison", file=sys.stderr)
     if args.out.exists() and not args.out.is_dir():
         raise RecsysError(f"--out {args.out} is a file; name a folder")
-    results = []
-    for spec in jobs(folder, args.shapes):
-        print(f"running {spec}", flush=True)
-        results.append(run_worker(dict(spec), folder))
-        print(f"  {results[-1]}", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        specs = jobs(folder, args.shapes, Path(scratch))
+        results = []
+        for spec in specs:
+            print(f"running {spec}", flush=True)
+            results.append(run_worker(dict(spec), folder))
+            print(f"  {results[-1]}", flush=True)
     tables = {
-        task: pd.DataFrame(
-            [r for r, s in zip(results, jobs(folder, args.shapes), strict=True) if s["task"] == task]
-        )
-        for task in ("u1", "throughput", "load")
+        task: pd.DataFrame([r for r, s in zip(results, specs, strict=True) if s["task"] == task])
+        for task in ("u1", "throughput", "generate", "load")
     }
     if not tables["u1"].empty and "error" not in tables["u1"]:
         tables["u1"] = benchmark.ratio_table(tables["u1"].to_dict(orient="records"), "recsys-dotbias")
@@ -115,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     titles = {
         "u1": "ML-100K u1: recsys vs fastai vs Surprise",
-        "throughput": "Training throughput (one epoch)",
+        "throughput": "Training throughput (one epoch; peak RSS of the training process)",
+        "generate": "Generating the synthetic shapes",
         "load": "Loading and encoding real data",
     }
     for task, table in tables.items():
