@@ -48,7 +48,9 @@ def check_ratings(ratings: pd.DataFrame, source: Path | str, scale: tuple[float,
         )
 
 
-def ratings_frame(user: np.ndarray, item: np.ndarray, rating: np.ndarray, timestamp: np.ndarray):
+def ratings_frame(
+    user: np.ndarray, item: np.ndarray, rating: np.ndarray, timestamp: np.ndarray
+) -> pd.DataFrame:
     """Build a ratings table with the canonical columns and compact dtypes."""
     return pd.DataFrame(
         {

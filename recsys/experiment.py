@@ -5,6 +5,7 @@ Scripts and notebooks call `train_and_evaluate`; it holds no CLI concerns.
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def train_and_evaluate(
     *,
     run_dir: Path | None = None,
     progress: bool = True,
-    on_epoch: Any = None,
+    on_epoch: Callable[[EpochStats], None] | None = None,
 ) -> RunResult:
     """Train `config.model` on `dataset` and score it on the test split.
 
