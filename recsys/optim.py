@@ -27,6 +27,8 @@ class LazyAdam(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: None = None) -> None:  # type: ignore[override]
+        # Tables looked up by the same batch column (user factors and user biases) share one `unique`.
+        seen: list[tuple[Tensor, Tensor, Tensor]] = []
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for parameter in group["params"]:
@@ -41,7 +43,14 @@ class LazyAdam(torch.optim.Optimizer):
                     state["exp_avg_sq"] = torch.zeros_like(parameter)
                 state["step"] += 1
                 grad = parameter.grad
-                rows, inverse = torch.unique(grad._indices()[0], return_inverse=True)
+                indices = grad._indices()[0]
+                match = next(
+                    (m for m in seen if m[0].shape == indices.shape and torch.equal(m[0], indices)), None
+                )
+                if match is None:
+                    match = (indices, *torch.unique(indices, return_inverse=True))
+                    seen.append(match)
+                _, rows, inverse = match
                 summed = grad._values().new_zeros((len(rows), *parameter.shape[1:]))
                 summed.index_add_(0, inverse, grad._values())
                 exp_avg = state["exp_avg"].index_select(0, rows).mul_(beta1).add_(summed, alpha=1 - beta1)
