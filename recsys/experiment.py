@@ -10,15 +10,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from recsys.config import RunConfig
 from recsys.data import RatingsDataset
 from recsys.encoding import EncodedSplit, encode_split
+from recsys.errors import RecsysError
 from recsys.metrics import evaluate_test
 from recsys.models import build_model
-from recsys.runs import CHECKPOINT_FILE, CONFIG_FILE, METRICS_FILE, save_checkpoint, write_json
+from recsys.runs import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    METRICS_FILE,
+    Checkpoint,
+    save_checkpoint,
+    write_json,
+)
 from recsys.splits import make_split
 from recsys.trainer import EpochStats, fit
 
@@ -67,42 +76,70 @@ def train_and_evaluate(
     run_dir: Path | None = None,
     progress: bool = True,
     on_epoch: Callable[[EpochStats], None] | None = None,
+    resume: Checkpoint | None = None,
 ) -> RunResult:
     """Train `config.model` on `dataset` and score it on the test split.
 
     Per-epoch validation is on the test ratings with known ids (monitoring only: nothing is selected
-    by it, the number of epochs is fixed). With `run_dir`, a checkpoint is written after every epoch
-    and config, metrics and final checkpoint at the end.
+    by it, the number of epochs is fixed). With `run_dir`, a checkpoint (with the state to resume
+    from) is written after every epoch, and config, metrics and final checkpoint at the end. With
+    `resume`, training continues from that checkpoint's last completed epoch and ends as the
+    uninterrupted run would have.
     """
+    if resume is not None:
+        config = resume.config
     data, config = prepare(dataset, config)
     generator = torch.Generator().manual_seed(config.seed)
     model = build_model(
         config.model, len(data.users), len(data.items), config.n_factors, config.y_range, generator
     )
+    # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
+    last_training = None
+    if resume is not None:
+        _check_resumable(resume, data)
+        model.load_state_dict(resume.model.state_dict())
+        last_training = resume.training
     if run_dir is not None:
         write_json(run_dir / CONFIG_FILE, config.to_dict())
 
-    def after_epoch(stats: EpochStats) -> None:
+    def after_epoch(stats: EpochStats, training: dict[str, Any]) -> None:
+        nonlocal last_training
+        last_training = training
         if run_dir is not None:
+            metrics = {"epoch": stats.epoch}
             save_checkpoint(
-                run_dir / CHECKPOINT_FILE,
-                model,
-                config,
-                data.users,
-                data.items,
-                {"epoch": stats.epoch},
+                run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, training
             )
         if on_epoch is not None:
             on_epoch(stats)
 
     start = time.perf_counter()
-    history = fit(model, data.train, data.test, config, generator, progress=progress, on_epoch=after_epoch)
+    history = fit(
+        model, data.train, data.test, config, generator, progress=progress, on_checkpoint=after_epoch,
+        resume=last_training,
+    )  # fmt: skip
     seconds = time.perf_counter() - start
     result = RunResult(
         config, model.cpu(), data, history, evaluate_test(model, data, config.unknown), seconds
     )
     if run_dir is not None:
         metrics = result.metrics()
-        save_checkpoint(run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics)
+        save_checkpoint(
+            run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, last_training
+        )
         write_json(run_dir / METRICS_FILE, metrics)
     return result
+
+
+def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit) -> None:
+    """A checkpoint resumes only onto the same users and items, with its training state saved."""
+    same_ids = np.array_equal(checkpoint.users.raw_ids, data.users.raw_ids) and np.array_equal(
+        checkpoint.items.raw_ids, data.items.raw_ids
+    )
+    if not same_ids:
+        raise RecsysError(
+            f"cannot resume: the {checkpoint.config.dataset} split no longer matches the checkpoint's "
+            "users and items (the data changed since the run started)"
+        )
+    if checkpoint.training is None:
+        raise RecsysError("cannot resume: the checkpoint holds no training state to continue from")

@@ -53,6 +53,7 @@ class Checkpoint:
     users: IdMap
     items: IdMap
     metrics: dict[str, Any]
+    training: dict[str, Any] | None = None  # optimizer, schedule and RNG state to resume from
 
 
 def save_checkpoint(
@@ -62,8 +63,9 @@ def save_checkpoint(
     users: IdMap,
     items: IdMap,
     metrics: dict[str, Any],
+    training: dict[str, Any] | None = None,
 ) -> None:
-    """Atomically save weights (on CPU), config, id maps and metrics."""
+    """Atomically save weights (on CPU), config, id maps, metrics and the state to resume from."""
     payload = {
         "format": CHECKPOINT_FORMAT,
         "config": config.to_dict(),
@@ -71,6 +73,7 @@ def save_checkpoint(
         "user_ids": torch.from_numpy(users.raw_ids),
         "item_ids": torch.from_numpy(items.raw_ids),
         "metrics": json.dumps(metrics),
+        "training": training,
     }
     _atomic_write(path, lambda file: torch.save(payload, file))
 
@@ -95,4 +98,4 @@ def load_checkpoint(path: Path) -> Checkpoint:
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise RecsysError(f"{path}: damaged or incompatible checkpoint ({reason})") from None
-    return Checkpoint(model, config, users, items, metrics)
+    return Checkpoint(model, config, users, items, metrics, payload.get("training"))

@@ -11,6 +11,7 @@ from recsys.cli import add_data_flags, dataset_from_flags, run, start_distribute
 from recsys.config import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, UNKNOWN_POLICIES, RunConfig, config_for
 from recsys.errors import RecsysError
 from recsys.experiment import train_and_evaluate
+from recsys.runs import CHECKPOINT_FILE, load_checkpoint
 from recsys.splits import SPLIT_KINDS
 from recsys.trainer import EpochStats
 
@@ -73,6 +74,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add("--seed", type=int, default=DEFAULTS.seed, help="seed for split, initialisation and shuffle")
     add("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda")
+    add(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="continue an interrupted run from its last completed epoch (its own config and data flags)",
+    )
     add("--out", type=Path, default=None, help="run folder (default: runs/<model>-<dataset>-<split>-<time>)")
     return parser.parse_args(argv)  # fmt: skip
 
@@ -81,6 +89,8 @@ def check_args(args: argparse.Namespace) -> None:
     """Reject what depends on this machine; RunConfig checks the values themselves."""
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise RecsysError(f"--device {args.device}: no CUDA device is available here; use --device cpu")
+    if args.resume is not None and args.out is not None:
+        raise RecsysError("--resume continues in its own run folder; drop --out")
     if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         raise RecsysError(f"--out {args.out} already exists and is not an empty folder; choose a new one")
 
@@ -95,22 +105,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
     rank, device = start_distributed(args.device)
+    resume = load_checkpoint(args.resume / CHECKPOINT_FILE) if args.resume is not None else None
+    if resume is not None:
+        args.dataset = resume.config.dataset
     dataset = dataset_from_flags(args)
-    config = config_for(
+    config = resume.config if resume is not None else config_for(
         args.model, dataset=dataset.name, split=args.split, test_frac=args.test_frac, test_n=args.test_n,
         unknown=args.unknown, n_factors=args.n_factors, y_range=tuple(args.y_range) if args.y_range else None,
         epochs=args.epochs, lr=args.lr, batch_size=args.bs, l2=args.l2, wd=args.wd,
         optimizer=args.optimizer, sparse=args.sparse, schedule=args.schedule, seed=args.seed, device=device,
     )  # fmt: skip
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = args.out or Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"
+    out = args.resume or args.out or Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"
     lead = rank == 0  # under torchrun only rank 0 prints and writes the run folder
     if lead:
         print(f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}")
         print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
     result = train_and_evaluate(
         dataset, config, run_dir=out if lead else None, progress=not args.no_progress,
-        on_epoch=print_epoch if lead else None,
+        on_epoch=print_epoch if lead else None, resume=resume,
     )  # fmt: skip
     if lead:
         metrics = result.metrics()

@@ -1,0 +1,146 @@
+"""Using a trained run: top items for a user, a cold start for a new one, similar items, and why.
+
+Every function takes raw ids and titles and returns raw ids and titles; the dataset supplies the
+titles and what each user already rated, which a checkpoint does not hold.
+"""
+
+import difflib
+
+import numpy as np
+import pandas as pd
+import torch
+
+from recsys.biases import learned_biases
+from recsys.data import RatingsDataset
+from recsys.errors import RecsysError
+from recsys.factors import cosine_neighbours, item_vectors
+from recsys.metrics import predict
+from recsys.models import DotProductBias, sigmoid_range
+from recsys.runs import Checkpoint
+
+
+def _check_top(top: int) -> None:
+    """Reject a list length no table can have."""
+    if top < 1:
+        raise RecsysError(f"--top must be at least 1, got {top}")
+
+
+def _titled(dataset: RatingsDataset, raw_items: np.ndarray, column: str, values: np.ndarray) -> pd.DataFrame:
+    """A table of raw item ids, their titles (empty when the item table lacks one) and `values`."""
+    titles = dataset.items.drop_duplicates("item").set_index("item")["title"]
+    return pd.DataFrame(
+        {"item": raw_items, "title": titles.reindex(raw_items).fillna("").to_numpy(), column: values}
+    )
+
+
+def knows_user(checkpoint: Checkpoint, user: int) -> bool:
+    """Whether raw user id `user` was in the model's training data (else only a cold start can serve them)."""
+    return bool(checkpoint.users.known(np.array([user]))[0])
+
+
+def user_index(checkpoint: Checkpoint, user: int) -> int:
+    """The inner index of raw user id `user`; an unknown user is an error saying what is known."""
+    users = checkpoint.users
+    if not knows_user(checkpoint, user):
+        raise RecsysError(
+            f"user {user} is not in this model's training data ({len(users)} users, ids "
+            f"{users.raw_ids.min()}..{users.raw_ids.max()}); use --cold-start to recommend to a new user"
+        )
+    return int(users.encode(np.array([user]), "user")[0])
+
+
+def item_index(checkpoint: Checkpoint, item: int) -> int:
+    """The inner index of raw item id `item`; an unknown item is an error naming it."""
+    return int(checkpoint.items.encode(np.array([item]), "item")[0])
+
+
+def recommend(checkpoint: Checkpoint, dataset: RatingsDataset, user: int, top: int = 10) -> pd.DataFrame:
+    """The `top` items `user` has not rated, by predicted rating: columns item, title, predicted."""
+    _check_top(top)
+    index = user_index(checkpoint, user)
+    n_items = len(checkpoint.items)
+    pairs = torch.stack([torch.full((n_items,), index), torch.arange(n_items)], dim=1)
+    predicted = predict(checkpoint.model, pairs).cpu().numpy()
+    rated = dataset.ratings.loc[dataset.ratings["user"] == user, "item"].to_numpy()
+    rated_inner = checkpoint.items.encode(rated[checkpoint.items.known(rated)], "item")
+    candidates = np.setdiff1d(np.arange(n_items), rated_inner)
+    best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]
+    return _titled(dataset, checkpoint.items.decode(best), "predicted", predicted[best])
+
+
+def cold_start(checkpoint: Checkpoint, dataset: RatingsDataset, top: int = 10) -> pd.DataFrame:
+    """The `top` items for a user the model has never seen, with no factors to go on.
+
+    Ranked by learned item bias when the model has biases (the score column is `item_bias` or
+    `implied_item_bias`), otherwise by popularity in `dataset` (`n_ratings`).
+    """
+    _check_top(top)
+    biases = learned_biases(checkpoint.model)
+    if biases is not None:
+        column, scores = ("item_bias" if biases.kind == "explicit" else "implied_item_bias"), biases.item
+    else:
+        counts = dataset.ratings["item"].value_counts()
+        column, scores = "n_ratings", counts.reindex(checkpoint.items.raw_ids, fill_value=0).to_numpy()
+    best = np.argsort(-scores, kind="stable")[:top]
+    return _titled(dataset, checkpoint.items.decode(best), column, scores[best])
+
+
+def close_titles(title: str, titles: list[str], n: int = 5) -> list[str]:
+    """Up to `n` of `titles` most like `title`, any case (difflib's ratio, at least 0.6).
+
+    Ties keep the order of `titles`: `difflib.get_close_matches` breaks them reverse-alphabetically,
+    which ranks "Item 91" above "Item 10" as a match for "Item 1O".
+    """
+    folded = title.casefold()
+    ratios = [difflib.SequenceMatcher(None, folded, name.casefold()).ratio() for name in titles]
+    order = sorted(range(len(titles)), key=lambda i: -ratios[i])
+    return [titles[i] for i in order[:n] if ratios[i] >= 0.6]
+
+
+def find_title(checkpoint: Checkpoint, dataset: RatingsDataset, title: str) -> int:
+    """The inner index of the item titled `title` (case-insensitive; the lowest id among duplicates).
+
+    An unknown title is an error suggesting up to five close matches.
+    """
+    titles = dataset.items.loc[checkpoint.items.known(dataset.items["item"].to_numpy())]
+    matches = titles.loc[titles["title"].str.casefold() == title.casefold(), "item"].to_numpy()
+    if len(matches) == 0:
+        close = close_titles(title, titles["title"].tolist())
+        hint = f"; did you mean: {'; '.join(close)}" if close else ""
+        raise RecsysError(f"no item titled {title!r} in this model's training data{hint}")
+    return item_index(checkpoint, int(matches.min()))
+
+
+def similar_items(checkpoint: Checkpoint, dataset: RatingsDataset, title: str, top: int = 10) -> pd.DataFrame:
+    """The `top` items nearest to `title` by cosine similarity of item factors: item, title, cosine."""
+    _check_top(top)
+    vectors = item_vectors(checkpoint.model)
+    if vectors is None:
+        raise RecsysError(f"model {checkpoint.config.model!r} has no item factors to compare")
+    neighbours, similarity = cosine_neighbours(vectors, find_title(checkpoint, dataset, title), top)
+    return _titled(dataset, checkpoint.items.decode(neighbours), "cosine", similarity)
+
+
+def explain(checkpoint: Checkpoint, user: int, item: int) -> dict[str, float]:
+    """A dotbias prediction in parts: user_bias + item_bias + factors = score, squashed to prediction."""
+    model = checkpoint.model
+    if not isinstance(model, DotProductBias):
+        raise RecsysError(
+            f"model {checkpoint.config.model!r} has no bias terms to explain; train with --model dotbias"
+        )
+    users = torch.tensor([user_index(checkpoint, user)])
+    items = torch.tensor([item_index(checkpoint, item)])
+    with torch.no_grad():
+        # The same operations in the same order as DotProductBias.terms, so the sum is bit-identical.
+        factors = (model.user_factors(users) * model.item_factors(items)).sum(dim=-1)
+        user_bias, item_bias = model.user_bias(users).squeeze(-1), model.item_bias(items).squeeze(-1)
+        score = factors + user_bias + item_bias
+        prediction = sigmoid_range(score, model.y_range)
+    assert torch.equal(prediction, predict(model, torch.stack([users, items], dim=1))), "parts disagree"
+    return {
+        "user_bias": float(user_bias),
+        "item_bias": float(item_bias),
+        "factors": float(factors),
+        "score": float(score),
+        "prediction": float(prediction),
+    }

@@ -1,0 +1,198 @@
+"""recsys.recommend and scripts/recommend.py on small models trained once on data/tiny."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from recsys.biases import learned_biases
+from recsys.config import config_for
+from recsys.data import RatingsDataset
+from recsys.datasets import load_dataset
+from recsys.errors import RecsysError
+from recsys.experiment import train_and_evaluate
+from recsys.factors import item_vectors
+from recsys.metrics import predict
+from recsys.recommend import cold_start, explain, recommend, similar_items
+from recsys.runs import CHECKPOINT_FILE, Checkpoint, load_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def train_run(model: str, run_dir: Path) -> Checkpoint:
+    """Train `model` briefly on tiny into `run_dir` and load its checkpoint back."""
+    config = config_for(model, dataset="tiny", epochs=3, batch_size=128)
+    train_and_evaluate(load_dataset("tiny"), config, run_dir=run_dir, progress=False)
+    return load_checkpoint(run_dir / CHECKPOINT_FILE)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("run")
+    train_run("dotbias", folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def checkpoint(run_dir: Path) -> Checkpoint:
+    return load_checkpoint(run_dir / CHECKPOINT_FILE)
+
+
+@pytest.fixture(scope="module")
+def dot(tmp_path_factory: pytest.TempPathFactory) -> Checkpoint:
+    """A model with factors but no biases."""
+    return train_run("dot", tmp_path_factory.mktemp("dot"))
+
+
+@pytest.fixture(scope="module")
+def dataset() -> RatingsDataset:
+    return load_dataset("tiny")
+
+
+def model_predictions(checkpoint: Checkpoint, user: int, items: np.ndarray) -> np.ndarray:
+    """The model's own predictions for raw `user` and raw `items`."""
+    users = checkpoint.users.encode(np.full(len(items), user), "user")
+    pairs = torch.from_numpy(np.stack([users, checkpoint.items.encode(items, "item")], axis=1))
+    return predict(checkpoint.model, pairs).numpy()
+
+
+def test_recommend_excludes_rated_items_and_ranks_by_the_models_predictions(
+    checkpoint: Checkpoint, dataset: RatingsDataset
+) -> None:
+    user = int(dataset.ratings["user"].value_counts().index[0])  # the heaviest rater: most to exclude
+    table = recommend(checkpoint, dataset, user, top=len(checkpoint.items))
+    rated = set(dataset.ratings.loc[dataset.ratings["user"] == user, "item"])
+    assert list(table.columns) == ["item", "title", "predicted"]
+    assert not rated & set(table["item"])
+    assert set(table["item"]) == set(checkpoint.items.raw_ids) - rated  # everything else is a candidate
+    assert table["predicted"].is_monotonic_decreasing
+    np.testing.assert_array_equal(table["predicted"], model_predictions(checkpoint, user, table["item"]))
+    assert table["title"].str.startswith("Synthetic item").all()
+
+
+def test_recommend_respects_top(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+    user = int(checkpoint.users.raw_ids[0])
+    assert len(recommend(checkpoint, dataset, user, top=3)) == 3
+    with pytest.raises(RecsysError, match="--top must be at least 1"):
+        recommend(checkpoint, dataset, user, top=0)
+
+
+def test_recommend_to_an_unknown_user_is_an_error_naming_it(
+    checkpoint: Checkpoint, dataset: RatingsDataset
+) -> None:
+    with pytest.raises(RecsysError, match=r"user 999999 is not in this model's training data.*--cold-start"):
+        recommend(checkpoint, dataset, 999999)
+
+
+def test_cold_start_ranks_by_item_bias(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+    table = cold_start(checkpoint, dataset, top=5)
+    biases = learned_biases(checkpoint.model)
+    assert biases is not None
+    assert list(table.columns) == ["item", "title", "item_bias"]
+    np.testing.assert_array_equal(table["item"], checkpoint.items.decode(np.argsort(-biases.item)[:5]))
+    np.testing.assert_array_equal(table["item_bias"], np.sort(biases.item)[::-1][:5])
+
+
+def test_cold_start_without_biases_ranks_by_popularity(dot: Checkpoint, dataset: RatingsDataset) -> None:
+    table = cold_start(dot, dataset, top=5)
+    counts = dataset.ratings["item"].value_counts()
+    assert list(table.columns) == ["item", "title", "n_ratings"]
+    assert table["n_ratings"].is_monotonic_decreasing
+    assert table["n_ratings"].iloc[0] == counts.max()
+    np.testing.assert_array_equal(table["n_ratings"], counts.reindex(table["item"]))
+
+
+def test_similar_items_are_the_nearest_by_cosine(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+    query_item = int(checkpoint.items.raw_ids[9])
+    title = dataset.items.set_index("item").at[query_item, "title"]
+    table = similar_items(checkpoint, dataset, title.upper(), top=4)
+    assert list(table.columns) == ["item", "title", "cosine"]
+    assert len(table) == 4 and query_item not in set(table["item"])
+    assert table["cosine"].is_monotonic_decreasing
+    vectors = item_vectors(checkpoint.model)
+    assert vectors is not None
+    query = vectors[checkpoint.items.encode(np.array([query_item]))[0]]
+    brute = np.array([v @ query / (np.linalg.norm(v) * np.linalg.norm(query)) for v in vectors])
+    brute[checkpoint.items.encode(np.array([query_item]))[0]] = -np.inf
+    assert table["item"].iloc[0] == checkpoint.items.decode(np.array([np.argmax(brute)]))[0]
+    assert table["cosine"].iloc[0] == pytest.approx(brute.max())
+
+
+def test_an_unknown_title_suggests_close_matches(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+    with pytest.raises(RecsysError, match="no item titled 'Synthetic item 1O'") as raised:
+        similar_items(checkpoint, dataset, "Synthetic item 1O")
+    suggestions = str(raised.value).split("did you mean: ")[1].split("; ")
+    assert "Synthetic item 10" in suggestions and len(suggestions) <= 5
+
+
+def test_explain_parts_sum_to_the_models_prediction(checkpoint: Checkpoint) -> None:
+    user, item = int(checkpoint.users.raw_ids[3]), int(checkpoint.items.raw_ids[7])
+    parts = explain(checkpoint, user, item)
+    assert parts["user_bias"] + parts["item_bias"] + parts["factors"] == pytest.approx(parts["score"])
+    assert parts["prediction"] == model_predictions(checkpoint, user, np.array([item]))[0]
+    low, high = checkpoint.config.y_range or (0.0, 0.0)
+    assert parts["prediction"] == pytest.approx(low + (high - low) / (1 + np.exp(-parts["score"])))
+
+
+def test_explain_needs_a_model_with_biases(dot: Checkpoint) -> None:
+    with pytest.raises(RecsysError, match="'dot' has no bias terms to explain"):
+        explain(dot, int(dot.users.raw_ids[0]), int(dot.items.raw_ids[0]))
+
+
+def run_script(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    """scripts/recommend.py from the repository root, without $RECSYS_DATA."""
+    env = {k: v for k, v in os.environ.items() if k != "RECSYS_DATA"}
+    env["RECSYS_CACHE"] = str(cache)
+    return subprocess.run(
+        [sys.executable, "scripts/recommend.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_script_prints_recommendations(run_dir: Path, checkpoint: Checkpoint, tmp_path: Path) -> None:
+    user = str(checkpoint.users.raw_ids[0])
+    result = run_script(str(run_dir), "--user", user, "--top", "3", cache=tmp_path)
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.strip().splitlines()
+    assert header.split() == ["item", "title", "predicted"]
+    assert len(rows) == 3
+
+
+def test_script_unknown_user_is_one_error_line(run_dir: Path, tmp_path: Path) -> None:
+    result = run_script(str(run_dir), "--user", "999999", cache=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: user 999999")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_script_cold_start_serves_an_unknown_user(run_dir: Path, tmp_path: Path) -> None:
+    result = run_script(str(run_dir), "--user", "999999", "--cold-start", "--top", "2", cache=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:3] == ["item", "title", "item_bias"]
+    assert len(result.stdout.strip().splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--user", "1", "--similar", "x"], ["--user", "1", "--explain"], ["--similar", "x", "--cold-start"]],
+)
+def test_script_needs_exactly_one_query(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # In-process: the flag checks need no model, and a subprocess each would cost a torch import.
+    spec = importlib.util.spec_from_file_location("recommend_script", ROOT / "scripts" / "recommend.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with pytest.raises(SystemExit) as raised:
+        script.parse_args(["runs/any", *args])
+    assert raised.value.code == 2
+    assert "usage:" in capsys.readouterr().err
