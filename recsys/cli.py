@@ -3,6 +3,7 @@
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,7 +71,9 @@ def start_distributed(device: str) -> tuple[int, str]:
 
 
 def run(main: Callable[[], int]) -> None:
-    """Run a script's main: a user's mistake (RecsysError) is one `error:` line and exit code 2."""
+    """Run a script's main: a user's mistake (RecsysError) is one `error:` line and exit code 2, and
+    a warning one `warning:` line."""
+    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"
     try:
         code = main()
     except RecsysError as error:

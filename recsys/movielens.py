@@ -7,6 +7,7 @@ otherwise a verified download from GroupLens into the cache.
 
 import os
 import shutil
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,7 +124,28 @@ def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.Data
         bad = np.flatnonzero(values != np.round(values))
         if bad.size:
             raise DataError(f"{path}: {column} id {values[bad[0]]} in row {bad[0] + 1} is not an integer")
-    return ratings_frame(*(numeric[c].to_numpy() for c in RATING_COLUMNS))
+    return keep_latest_duplicates(ratings_frame(*(numeric[c].to_numpy() for c in RATING_COLUMNS)), path)
+
+
+def keep_latest_duplicates(ratings: pd.DataFrame, source: Path) -> pd.DataFrame:
+    """Keep one rating per (user, item), the latest by timestamp, and warn with the count dropped.
+
+    MovieLens has none; a hand-made file may, and two answers for one pair would both be trained on
+    and tested against.
+    """
+    duplicated = ratings.duplicated(["user", "item"], keep=False).to_numpy()
+    if not duplicated.any():
+        return ratings
+    order = np.argsort(ratings["timestamp"].to_numpy(), kind="stable")
+    latest = ~ratings.iloc[order].duplicated(["user", "item"], keep="last").to_numpy()
+    keep = np.zeros(len(ratings), dtype=bool)
+    keep[order[latest]] = True
+    warnings.warn(
+        f"{source}: {len(ratings) - keep.sum()} duplicate (user, item) ratings dropped; "
+        "kept the latest of each by timestamp",
+        stacklevel=3,
+    )
+    return ratings[keep].reset_index(drop=True)
 
 
 def read_items(folder: Path, layout: str) -> pd.DataFrame:

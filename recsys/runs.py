@@ -24,9 +24,16 @@ CONFIG_FILE, METRICS_FILE, CHECKPOINT_FILE = "config.json", "metrics.json", "che
 
 
 def _atomic_write(path: Path, write: Any) -> None:
-    """Write via `write(file)` to a temporary file beside `path`, fsync, then rename into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write via `write(file)` to a temporary file beside `path`, fsync, then rename into place.
+
+    A crash at any moment leaves either the previous file or the new one, never a torn one; a
+    folder that cannot be written is a one-line RecsysError, not a traceback.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise RecsysError(f"cannot write {path}: {error.strerror or error}") from None
     try:
         os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide run files from other readers
         with os.fdopen(handle, "wb") as file:
@@ -34,8 +41,10 @@ def _atomic_write(path: Path, write: Any) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise RecsysError(f"cannot write {path}: {error.strerror or error}") from None
         raise
 
 
