@@ -82,10 +82,13 @@ def _read(path: Path, **read_csv_args) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     try:
-        return pd.read_csv(path, **read_csv_args)
+        with warnings.catch_warnings():
+            # pandas only warns when a row's field count does not match the header: make it an error.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            return pd.read_csv(path, **read_csv_args)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: file is empty") from None
-    except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as error:
+    except (pd.errors.ParserError, pd.errors.ParserWarning, ValueError, UnicodeDecodeError) as error:
         message = str(error).strip().splitlines()[-1]
         raise DataError(f"{path}: cannot parse ({message})") from None
 
@@ -110,20 +113,27 @@ def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.Data
             raise DataError(f"{path}: expected user::item::rating::timestamp on every line")
         raw = raw[[0, 2, 4, 6]].set_axis(RATING_COLUMNS, axis=1)
     elif layout == "csv":
-        raw = _read(path, sep=",", header=0)
         expected = ["userId", "movieId", "rating", "timestamp"]
-        if list(raw.columns) != expected:
-            raise DataError(f"{path}: expected header {','.join(expected)}, got {list(raw.columns)}")
+        if path.is_file():
+            with path.open(encoding="utf-8", errors="replace") as file:
+                header = file.readline().strip().split(",")
+            if header != [""] and header != expected:
+                raise DataError(f"{path}: expected header {','.join(expected)}, got {header}")
+        # index_col=False: a row with an extra field must not silently become the index.
+        raw = _read(path, sep=",", header=0, index_col=False)
         raw.columns = pd.Index(RATING_COLUMNS)
     else:
         raise ValueError(f"unknown layout {layout!r}")
     numeric = raw[RATING_COLUMNS].apply(pd.to_numeric, errors="coerce")
     check_ratings(numeric, path, scale)
-    for column in ("user", "item"):
-        values = numeric[column].to_numpy()
-        bad = np.flatnonzero(values != np.round(values))
+    for column, what in (("user", "user id"), ("item", "item id"), ("timestamp", "timestamp")):
+        values = numeric[column].to_numpy(dtype=np.float64)
+        # Whole, non-negative and exactly representable: inf or 1e30 must not wrap around in int64.
+        bad = np.flatnonzero((values != np.round(values)) | (values < 0) | ~(values < 2**53))
         if bad.size:
-            raise DataError(f"{path}: {column} id {values[bad[0]]} in row {bad[0] + 1} is not an integer")
+            raise DataError(
+                f"{path}: {what} {values[bad[0]]} in row {bad[0] + 1} is not a non-negative integer"
+            )
     return keep_latest_duplicates(ratings_frame(*(numeric[c].to_numpy() for c in RATING_COLUMNS)), path)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recsys.errors import RecsysError
+from recsys.errors import DataError, RecsysError
 from recsys.movielens import read_ratings
 from recsys.runs import write_json
 
@@ -49,3 +49,27 @@ def test_train_into_an_unwritable_folder_exits_2(tmp_path: Path) -> None:
     assert (
         result.stderr.startswith("error: cannot write /proc/recsys-run") and "Traceback" not in result.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("inf\t2\t3\t4", "user id inf in row 1"),
+        ("-5\t2\t3\t4", "user id -5.0 in row 1"),
+        ("9223372036854775808\t2\t3\t4", "user id 9.2"),
+        ("1\t2\t3\t1.9", "timestamp 1.9 in row 1"),
+        ("1\t2\t3\t1e30", "timestamp 1e\\+30 in row 1"),
+    ],
+)
+def test_ids_and_timestamps_must_be_non_negative_integers(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "u.data"
+    path.write_text(line + "\n")
+    with pytest.raises(DataError, match=message):
+        read_ratings(path, "100k", (1, 5))
+
+
+def test_csv_row_with_an_extra_field_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ratings.csv"
+    path.write_text("userId,movieId,rating,timestamp\n9,2,3,4,5\n")
+    with pytest.raises(DataError, match=r"ratings\.csv"):
+        read_ratings(path, "csv", (0.5, 5))

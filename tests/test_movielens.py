@@ -292,8 +292,8 @@ BAD_CASES: dict[str, str | None] = {
     "non-numeric rating": "non-numeric value in rating row 2",
     "rating above scale": r"rating 6(\.0)? in row 2 is outside the scale",
     "rating below scale": r"rating 0(\.0)? in row 2 is outside the scale",
-    "non-integer user": "user id 1.5 in row 2 is not an integer",
-    "non-integer item": "item id 10.5 in row 2 is not an integer",
+    "non-integer user": "user id 1.5 in row 2 is not a non-negative integer",
+    "non-integer item": "item id 10.5 in row 2 is not a non-negative integer",
     "missing field": "row 2",
     "extra field": None,  # any message, as long as it is a DataError naming the file
 }

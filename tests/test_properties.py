@@ -1,0 +1,281 @@
+"""Property-based tests (hypothesis): ratings files round-trip, malformed files fail as DataError,
+and every split is a reproducible partition of its input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from recsys.data import RATING_COLUMNS, ratings_frame
+from recsys.errors import DataError, RecsysError
+from recsys.movielens import RATINGS_FILE, read_ratings
+from recsys.splits import Split, random_split, time_split, user_last_split, user_split
+
+# No example database: it would leave a .hypothesis/ folder in the repository.
+SETTINGS = settings(
+    max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+CSV_HEADER = "userId,movieId,rating,timestamp"
+# The rating scales the MovieLens variants use, per layout.
+SCALES = {"100k": [(1.0, 5.0)], "dat": [(1.0, 5.0), (0.5, 5.0)], "csv": [(0.5, 5.0)]}
+LAYOUT_SCALES = [(layout, scale) for layout, scales in SCALES.items() for scale in scales]
+DTYPES = {"user": np.int64, "item": np.int64, "rating": np.float32, "timestamp": np.int64}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for the whole module: each example overwrites its file there."""
+    return tmp_path_factory.mktemp("properties")
+
+
+# --- 1. well-formed files round-trip -------------------------------------------------------------
+
+ids = st.integers(1, 10_000)
+timestamps = st.integers(0, 2_000_000_000)
+whole_stars = st.integers(1, 5).map(float)
+half_stars = st.integers(1, 10).map(lambda n: n / 2)
+
+
+def rows_of(
+    ratings: st.SearchStrategy[float], unique: bool = True
+) -> st.SearchStrategy[list[tuple[int, int, float, int]]]:
+    """Rows with distinct (user, item) pairs unless `unique` is False (read_ratings keeps one per pair)."""
+    rows = st.tuples(ids, ids, ratings, timestamps)
+    if unique:
+        return st.lists(rows, min_size=1, max_size=50, unique_by=lambda r: (r[0], r[1]))
+    # Few ids, so pairs repeat often.
+    rows = st.tuples(st.integers(1, 3), st.integers(1, 3), ratings, st.integers(0, 5))
+    return st.lists(rows, min_size=1, max_size=30)
+
+
+def write_rows(rows: list[tuple[int, int, float, int]], layout: str) -> str:
+    if layout == "100k":
+        lines = [f"{u}\t{i}\t{r:g}\t{t}" for u, i, r, t in rows]
+    elif layout == "dat":
+        lines = [f"{u}::{i}::{r:g}::{t}" for u, i, r, t in rows]
+    else:  # csv writes ratings as MovieLens does, with one decimal ("4.0", "3.5")
+        lines = [CSV_HEADER, *(f"{u},{i},{r:.1f},{t}" for u, i, r, t in rows)]
+    return "\n".join(lines) + "\n"
+
+
+def check_round_trip(workdir: Path, rows: list, layout: str, scale: tuple[float, float]) -> None:
+    path = workdir / RATINGS_FILE[layout]
+    path.write_text(write_rows(rows, layout), encoding="utf-8")
+    got = read_ratings(path, layout, scale)
+    assert_rows(got, rows)
+
+
+def assert_rows(got: pd.DataFrame, rows: list) -> None:
+    assert list(got.columns) == RATING_COLUMNS
+    assert {c: got[c].dtype for c in RATING_COLUMNS} == {c: np.dtype(t) for c, t in DTYPES.items()}
+    assert len(got) == len(rows)
+    np.testing.assert_array_equal(got["user"].to_numpy(), np.array([r[0] for r in rows], dtype=np.int64))
+    np.testing.assert_array_equal(got["item"].to_numpy(), np.array([r[1] for r in rows], dtype=np.int64))
+    np.testing.assert_array_equal(got["rating"].to_numpy(), np.array([r[2] for r in rows], dtype=np.float32))
+    np.testing.assert_array_equal(got["timestamp"].to_numpy(), np.array([r[3] for r in rows], dtype=np.int64))
+
+
+@SETTINGS
+@given(rows=rows_of(whole_stars))
+def test_round_trip_100k(workdir: Path, rows: list) -> None:
+    check_round_trip(workdir, rows, "100k", (1.0, 5.0))
+
+
+@SETTINGS
+@given(rows=rows_of(whole_stars))
+def test_round_trip_dat(workdir: Path, rows: list) -> None:
+    check_round_trip(workdir, rows, "dat", (1.0, 5.0))
+
+
+@SETTINGS
+@given(rows=rows_of(half_stars))
+def test_round_trip_csv(workdir: Path, rows: list) -> None:
+    check_round_trip(workdir, rows, "csv", (0.5, 5.0))
+
+
+def latest_per_pair(rows: list) -> list:
+    """The rows read_ratings keeps: per (user, item) the latest by timestamp, the later line on a
+    tie, in file order."""
+    best: dict[tuple[int, int], tuple[int, int]] = {}
+    for position, (u, i, _, t) in enumerate(rows):
+        best[(u, i)] = max(best.get((u, i), (t, position)), (t, position))
+    kept = {position for _, position in best.values()}
+    return [row for position, row in enumerate(rows) if position in kept]
+
+
+@SETTINGS
+@pytest.mark.parametrize("layout", ["100k", "dat", "csv"])
+@given(rows=rows_of(half_stars, unique=False))
+def test_duplicate_pairs_keep_latest(workdir: Path, layout: str, rows: list) -> None:
+    if layout != "csv":  # whole stars only outside csv
+        rows = [(u, i, float(max(1, round(r))), t) for u, i, r, t in rows]
+    path = workdir / RATINGS_FILE[layout]
+    path.write_text(write_rows(rows, layout), encoding="utf-8")
+    expected = latest_per_pair(rows)
+    if len(expected) < len(rows):
+        with pytest.warns(UserWarning, match="duplicate"):
+            got = read_ratings(path, layout, SCALES[layout][0])
+    else:
+        got = read_ratings(path, layout, SCALES[layout][0])
+    assert_rows(got, expected)
+    assert got.index.equals(pd.RangeIndex(len(expected)))
+
+
+# --- 2. malformed files: a valid table or DataError, nothing else --------------------------------
+
+# Field values that parsers tend to trip over, mixed with arbitrary short text.
+TOKENS = [
+    "1", "5", "0", "-1", "3", "3.5", "0.5", "4.0", "nan", "NaN", "inf", "-inf", "Infinity", "",
+    " ", "1e400", "1e30", "-0", "99999999999999999999", "9223372036854775808", "abc", "True",
+    "False", "None", "NULL", "1,5", '"', '"1"', "#", "\x00", "0x10", "1_000", "\u0661", "\uff11",
+    "\ufeff1", "é", "userId", "movieId",
+]  # fmt: skip
+SEPARATORS = ["\t", "::", ",", ":", " ", ";", "|", "\t\t", ":::", ""]
+LINE_ENDS = ["\n", "\r\n", "\r"]
+
+fields = st.one_of(st.sampled_from(TOKENS), st.text(max_size=6))
+structured_text = st.builds(
+    lambda rows, sep, end: end.join(sep.join(row) for row in rows),
+    st.lists(st.lists(fields, min_size=0, max_size=8), min_size=0, max_size=6),
+    st.sampled_from(SEPARATORS),
+    st.sampled_from(LINE_ENDS),
+)
+free_text = st.lists(st.text(max_size=40), max_size=6).map("\n".join)
+encoded_text = st.builds(
+    lambda text, encoding: text.encode(encoding, errors="replace"),
+    st.one_of(structured_text, free_text),
+    st.sampled_from(["utf-8", "latin-1", "utf-16"]),
+)
+file_bytes = st.one_of(encoded_text, st.binary(max_size=300))
+
+
+def check_valid_or_data_error(workdir: Path, layout: str, scale: tuple[float, float], body: bytes) -> None:
+    path = workdir / RATINGS_FILE[layout]
+    path.write_bytes(body)
+    try:
+        got = read_ratings(path, layout, scale)
+    except DataError:
+        return
+    # Anything other than DataError propagates and fails the test. A table that comes back is valid:
+    assert list(got.columns) == RATING_COLUMNS
+    assert {c: got[c].dtype for c in RATING_COLUMNS} == {c: np.dtype(t) for c, t in DTYPES.items()}
+    assert len(got) > 0
+    rating = got["rating"].to_numpy()
+    assert not np.isnan(rating).any()
+    assert ((rating >= scale[0]) & (rating <= scale[1])).all()
+
+
+@SETTINGS
+@pytest.mark.parametrize(("layout", "scale"), LAYOUT_SCALES)
+@given(body=file_bytes, with_header=st.booleans())
+def test_malformed_is_data_error(
+    workdir: Path, layout: str, scale: tuple[float, float], body: bytes, with_header: bool
+) -> None:
+    # A csv file without its exact header fails at the header; prepending it reaches the rows.
+    if layout == "csv" and with_header:
+        body = CSV_HEADER.encode() + b"\n" + body
+    check_valid_or_data_error(workdir, layout, scale, body)
+
+
+@pytest.mark.parametrize(("layout", "scale"), LAYOUT_SCALES)
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"\n", b"\n\n\n", b"nan\tnan\tnan\tnan\n", b"1::1::nan::1\n", b"1,1,inf,1\n", b"\xff\xfe\x00"],
+)
+def test_malformed_examples(workdir: Path, layout: str, scale: tuple[float, float], body: bytes) -> None:
+    check_valid_or_data_error(workdir, layout, scale, body)
+    if layout == "csv":
+        check_valid_or_data_error(workdir, layout, scale, CSV_HEADER.encode() + b"\n" + body)
+
+
+# --- 3. splits are reproducible partitions --------------------------------------------------------
+
+
+@st.composite
+def ratings_frames(draw: st.DrawFn) -> pd.DataFrame:
+    """A small ratings table with few users (so users share rows), repeated timestamps, and a
+    shuffled, non-contiguous index, so a split that loses or renumbers the index shows up."""
+    n = draw(st.integers(1, 40))
+    column = lambda lo, hi: np.array(draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)))  # noqa: E731
+    frame = ratings_frame(column(1, 6), column(1, 20), column(1, 5), column(0, 10))
+    index = draw(st.lists(st.integers(-1_000, 1_000), min_size=n, max_size=n, unique=True))
+    frame.index = pd.Index(index)
+    return frame
+
+
+fractions = st.floats(0.0, 1.0, exclude_min=True, exclude_max=True)
+seeds = st.integers(0, 2**32 - 1)
+
+
+def assert_partition(ratings: pd.DataFrame, split: Split) -> None:
+    train, test = split.train.index, split.test.index
+    assert train.intersection(test).empty
+    assert len(train) + len(test) == len(ratings)
+    assert set(train) | set(test) == set(ratings.index)
+    pd.testing.assert_frame_equal(split.train, ratings.loc[train])
+    pd.testing.assert_frame_equal(split.test, ratings.loc[test])
+
+
+def assert_same(a: Split, b: Split) -> None:
+    pd.testing.assert_frame_equal(a.train, b.train)
+    pd.testing.assert_frame_equal(a.test, b.test)
+
+
+@SETTINGS
+@given(ratings=ratings_frames(), frac=fractions, seed=seeds)
+def test_random_split_partition(ratings: pd.DataFrame, frac: float, seed: int) -> None:
+    split = random_split(ratings, frac, seed)
+    assert_partition(ratings, split)
+    assert len(split.test) == round(len(ratings) * frac)
+    assert_same(split, random_split(ratings, frac, seed))
+
+
+@SETTINGS
+@given(ratings=ratings_frames(), frac=fractions, seed=seeds)
+def test_user_split_partition(ratings: pd.DataFrame, frac: float, seed: int) -> None:
+    split = user_split(ratings, frac, seed)
+    assert_partition(ratings, split)
+    assert set(split.train["user"]) == set(ratings["user"])  # every user keeps a training row
+    assert_same(split, user_split(ratings, frac, seed))
+
+
+@SETTINGS
+@given(ratings=ratings_frames(), test_n=st.integers(1, 5))
+def test_user_last_split_partition(ratings: pd.DataFrame, test_n: int) -> None:
+    split = user_last_split(ratings, test_n)
+    assert_partition(ratings, split)
+    assert set(split.train["user"]) == set(ratings["user"])
+    assert (split.test.groupby("user").size() <= test_n).all()
+    assert_same(split, user_last_split(ratings, test_n))
+
+
+@SETTINGS
+@given(ratings=ratings_frames(), frac=fractions)
+def test_time_split_partition(ratings: pd.DataFrame, frac: float) -> None:
+    split = time_split(ratings, frac)
+    assert_partition(ratings, split)
+    if len(split.train) and len(split.test):
+        assert split.train["timestamp"].max() <= split.test["timestamp"].min()
+    assert_same(split, time_split(ratings, frac))
+
+
+@SETTINGS
+@given(
+    ratings=ratings_frames(),
+    frac=st.one_of(st.floats(max_value=0.0), st.floats(min_value=1.0), st.just(float("nan"))),
+    seed=seeds,
+)
+def test_fraction_outside_unit_interval_is_rejected(ratings: pd.DataFrame, frac: float, seed: int) -> None:
+    for split in (
+        lambda: random_split(ratings, frac, seed),
+        lambda: user_split(ratings, frac, seed),
+        lambda: time_split(ratings, frac),
+    ):
+        with pytest.raises(RecsysError):
+            split()
