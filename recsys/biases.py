@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from recsys.factors import id_vectors
 from recsys.models import DotProductBias, EmbeddingProjection, LinearDotProduct
 
 
@@ -38,13 +39,12 @@ def learned_biases(model: nn.Module) -> LearnedBiases | None:
     if isinstance(model, LinearDotProduct):
         if model.user_linear.bias is None or model.item_linear.bias is None:
             return None
-        # Column j of a Linear weight is what one-hot id j maps to, before the shared offset.
-        user_vectors, item_vectors = model.user_linear.weight.t(), model.item_linear.weight.t()
         user_offset, item_offset = model.user_linear.bias, model.item_linear.bias
     elif isinstance(model, EmbeddingProjection):
-        user_vectors = model.user_factors.weight @ model.user_projection.weight.t()
-        item_vectors = model.item_factors.weight @ model.item_projection.weight.t()
         user_offset, item_offset = model.user_projection.bias, model.item_projection.bias
     else:
         return None
+    vectors = id_vectors(model)
+    assert vectors is not None  # both model kinds have factors
+    user_vectors, item_vectors = vectors
     return LearnedBiases(_numpy(user_vectors @ item_offset), _numpy(item_vectors @ user_offset), "implied")

@@ -148,8 +148,7 @@ def _side_table(comparison: Comparison, side: str) -> pd.DataFrame:
 def item_table(comparison: Comparison) -> pd.DataFrame:
     """One row per item: raw id, title, rating count and mean, and every model's bias."""
     table = _side_table(comparison, "item")
-    titles = comparison.dataset.items.set_index("item")["title"]
-    table.insert(1, "title", titles.reindex(table["item"]).fillna("(no title)").to_numpy())
+    table.insert(1, "title", comparison.dataset.titles(table["item"].to_numpy()))
     return table
 
 

@@ -26,6 +26,11 @@ class RatingsDataset:
     rating_scale: tuple[float, float]
     folder: Path | None = None
 
+    def titles(self, items: np.ndarray) -> np.ndarray:
+        """Titles of raw item ids, "" for an id the item table does not name."""
+        named = self.items.drop_duplicates("item").set_index("item")["title"]
+        return named.reindex(items).fillna("").to_numpy()
+
     @property
     def default_y_range(self) -> tuple[float, float]:
         """fastai's convention, (0, 1.1 * max): (0, 5.5) for ratings 1-5 or 0.5-5."""

@@ -7,18 +7,26 @@ from torch import nn
 from recsys.models import DotProduct, EmbeddingProjection, LinearDotProduct
 
 
+def id_vectors(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Each user's and item's factor vector as the model computes it, before any offset shared by all
+    ids (the Linear and projection biases); None for a model without factors. Detached views."""
+    if isinstance(model, EmbeddingProjection):
+        return (
+            (model.user_factors.weight @ model.user_projection.weight.t()).detach(),
+            (model.item_factors.weight @ model.item_projection.weight.t()).detach(),
+        )
+    if isinstance(model, DotProduct):
+        return model.user_factors.weight.detach(), model.item_factors.weight.detach()
+    if isinstance(model, LinearDotProduct):
+        # Column j of a Linear weight is what one-hot id j maps to.
+        return model.user_linear.weight.t().detach(), model.item_linear.weight.t().detach()
+    return None
+
+
 def item_vectors(model: nn.Module) -> np.ndarray | None:
-    """Each item's factor vector (n_items, n_factors) as the model uses it, or None if it has none."""
-    with torch.no_grad():
-        if isinstance(model, EmbeddingProjection):
-            vectors = model.item_factors.weight @ model.item_projection.weight.t()
-        elif isinstance(model, DotProduct):
-            vectors = model.item_factors.weight
-        elif isinstance(model, LinearDotProduct):
-            vectors = model.item_linear.weight.t()
-        else:
-            return None
-        return vectors.detach().cpu().double().numpy().copy()
+    """Each item's factor vector (n_items, n_factors) as a float64 copy, or None if it has none."""
+    vectors = id_vectors(model)
+    return None if vectors is None else vectors[1].cpu().double().numpy().copy()
 
 
 def cosine_neighbours(vectors: np.ndarray, index: int, n: int = 5) -> tuple[np.ndarray, np.ndarray]:

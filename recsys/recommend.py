@@ -27,10 +27,7 @@ def _check_top(top: int) -> None:
 
 def _titled(dataset: RatingsDataset, raw_items: np.ndarray, column: str, values: np.ndarray) -> pd.DataFrame:
     """A table of raw item ids, their titles (empty when the item table lacks one) and `values`."""
-    titles = dataset.items.drop_duplicates("item").set_index("item")["title"]
-    return pd.DataFrame(
-        {"item": raw_items, "title": titles.reindex(raw_items).fillna("").to_numpy(), column: values}
-    )
+    return pd.DataFrame({"item": raw_items, "title": dataset.titles(raw_items), column: values})
 
 
 def knows_user(checkpoint: Checkpoint, user: int) -> bool:
