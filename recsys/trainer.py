@@ -69,8 +69,8 @@ def make_optimizers(model: nn.Module, config: RunConfig) -> list[torch.optim.Opt
     """AdamW or SGD with momentum, with `config.wd` as decoupled weight decay.
 
     With `config.sparse`, embedding tables get sparse gradients and LazyAdam (only the rows in the
-    batch are read and written, so a step costs the batch, not the table); any other parameters
-    keep AdamW.
+    batch are read and written, so a step costs the batch, not the table; torch's SparseAdam, which
+    computes the same, off the CPU); any other parameters keep AdamW.
     """
     if config.optimizer == "sgd":
         return [torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9, weight_decay=config.wd)]
@@ -83,7 +83,8 @@ def make_optimizers(model: nn.Module, config: RunConfig) -> list[torch.optim.Opt
     if dense:
         optimizers.append(torch.optim.AdamW(dense, lr=config.lr, weight_decay=config.wd, fused=True))
     if sparse:
-        optimizers.append(LazyAdam(sparse, lr=config.lr))
+        on_cpu = all(p.device.type == "cpu" for p in sparse)
+        optimizers.append((LazyAdam if on_cpu else torch.optim.SparseAdam)(sparse, lr=config.lr))
     return optimizers
 
 

@@ -7,23 +7,37 @@ from torch import nn
 from recsys.optim import LazyAdam
 
 
-def test_lazy_adam_matches_sparse_adam() -> None:
-    generator = torch.Generator().manual_seed(0)
-    ours, theirs = nn.Embedding(40, 3, sparse=True), nn.Embedding(40, 3, sparse=True)
+def _twin_tables(
+    n_rows: int, n_factors: int, generator: torch.Generator
+) -> tuple[nn.Embedding, nn.Embedding]:
+    ours, theirs = nn.Embedding(n_rows, n_factors, sparse=True), nn.Embedding(n_rows, n_factors, sparse=True)
+    with torch.no_grad():
+        ours.weight.normal_(generator=generator)
     theirs.load_state_dict(ours.state_dict())
+    return ours, theirs
+
+
+@pytest.mark.parametrize("n_factors", [1, 3, 50])
+def test_lazy_adam_matches_sparse_adam(n_factors: int) -> None:
+    generator = torch.Generator().manual_seed(0)
+    ours, theirs = _twin_tables(40, n_factors, generator)
     lazy, reference = (
         LazyAdam(ours.parameters(), lr=0.05),
         torch.optim.SparseAdam(theirs.parameters(), lr=0.05),
     )
     untouched = torch.arange(30, 40)  # never in a batch: must not move
     initial = ours.weight.detach().clone()
-    for _ in range(6):
-        rows = torch.randint(0, 30, (25,), generator=generator)  # with duplicates
+    scale = torch.arange(1.0, n_factors + 1)
+    for batch_size in (25, 60, 10, 60, 25, 3):  # with duplicates; the kernel's scratch must grow
+        rows = torch.randint(0, 30, (batch_size,), generator=generator)
         for table, optimizer in ((ours, lazy), (theirs, reference)):
             optimizer.zero_grad()
-            (table(rows) ** 2 * torch.arange(1.0, 4.0)).sum().backward()
+            (table(rows) ** 2 * scale).sum().backward()
             optimizer.step()
-    assert torch.allclose(ours.weight, theirs.weight, atol=1e-6)
+    torch.testing.assert_close(ours.weight, theirs.weight, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(
+        lazy.state_dict()["state"][0]["exp_avg_sq"], reference.state[theirs.weight]["exp_avg_sq"]
+    )
     assert torch.equal(ours.weight[untouched], initial[untouched])
     assert not torch.equal(ours.weight[:30], initial[:30])  # it did train
 
@@ -33,4 +47,12 @@ def test_lazy_adam_refuses_dense_gradients() -> None:
     optimizer = LazyAdam(table.parameters())
     table(torch.tensor([1, 2])).sum().backward()
     with pytest.raises(ValueError, match="sparse"):
+        optimizer.step()
+
+
+def test_lazy_adam_refuses_tables_its_kernel_cannot_update() -> None:
+    table = nn.Embedding(5, 2, sparse=True).double()
+    optimizer = LazyAdam(table.parameters())
+    table(torch.tensor([1, 2])).sum().backward()
+    with pytest.raises(ValueError, match="float32 CPU"):
         optimizer.step()
