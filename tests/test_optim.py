@@ -56,3 +56,29 @@ def test_lazy_adam_refuses_tables_its_kernel_cannot_update() -> None:
     table(torch.tensor([1, 2])).sum().backward()
     with pytest.raises(ValueError, match="float32 CPU"):
         optimizer.step()
+
+
+def test_tables_looked_up_by_the_same_ids_share_a_pass_and_match_sparse_adam() -> None:
+    generator = torch.Generator().manual_seed(1)
+    users, users_reference = _twin_tables(30, 4, generator)
+    bias, bias_reference = _twin_tables(30, 1, generator)
+    items, items_reference = _twin_tables(20, 4, generator)
+    ours = [users.weight, bias.weight, items.weight]
+    lazy = LazyAdam(ours, lr=0.05)
+    reference = torch.optim.SparseAdam(
+        [users_reference.weight, bias_reference.weight, items_reference.weight], lr=0.05
+    )
+    for _ in range(5):
+        user_ids = torch.randint(0, 30, (40,), generator=generator)
+        item_ids = torch.randint(0, 20, (40,), generator=generator)
+        for (u, b, i), optimizer in (
+            ((users, bias, items), lazy),
+            ((users_reference, bias_reference, items_reference), reference),
+        ):
+            optimizer.zero_grad()
+            loss = ((u(user_ids) * i(item_ids)).sum(-1) + b(user_ids).squeeze(-1) - 3).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+    assert [len(tables) for tables in lazy._tables_by_ids(lazy.param_groups[0])] == [2, 1]
+    for table, twin in ((users, users_reference), (bias, bias_reference), (items, items_reference)):
+        torch.testing.assert_close(table.weight, twin.weight, atol=1e-6, rtol=1e-5)
