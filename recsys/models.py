@@ -40,9 +40,25 @@ def embedding_table(n: int, n_factors: int, generator: torch.Generator | None) -
     return embedding
 
 
+class _SumOfSquares(torch.autograd.Function):
+    """Sum of squares of every entry of every tensor given: one dot product forward and one product
+    backward per tensor. Autograd through `pow(2).sum(-1)` per tensor takes ~6 ops each and was a
+    third of a training step's forward and backward (measured at batch 4096)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, *tensors: Tensor) -> Tensor:
+        ctx.save_for_backward(*tensors)
+        flat = [t.reshape(-1) for t in tensors]
+        return torch.stack([torch.dot(f, f) for f in flat]).sum()
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> tuple[Tensor, ...]:
+        return tuple(t * (2 * grad) for t in ctx.saved_tensors)  # type: ignore[attr-defined]
+
+
 def _mean_squared_norm(*rows: Tensor) -> Tensor:
     """Batch mean of the summed squared L2 norms of per-example parameter rows."""
-    return sum(r.pow(2).sum(dim=-1) for r in rows).mean()  # type: ignore[union-attr]
+    return _SumOfSquares.apply(*rows) / len(rows[0])  # type: ignore[no-any-return]
 
 
 def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:

@@ -121,7 +121,8 @@ def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.Data
                 raise DataError(f"{path}: expected header {','.join(expected)}, got {header}")
         # index_col=False: a row with an extra field must not silently become the index.
         raw = _read(path, sep=",", header=0, index_col=False)
-        raw.columns = pd.Index(RATING_COLUMNS)
+        # A blank first line passes the check above; pandas then takes the next line as the header.
+        raw = _expect_fields(raw, path, 4, ",".join(expected)).set_axis(RATING_COLUMNS, axis=1)
     else:
         raise ValueError(f"unknown layout {layout!r}")
     numeric = raw[RATING_COLUMNS].apply(pd.to_numeric, errors="coerce")

@@ -63,6 +63,7 @@ class EpochStats:
     valid_rmse: float
     valid_mae: float
     seconds: float
+    ratings: int  # trained on by this process: its shard under torchrun, all of them otherwise
 
 
 def make_optimizers(model: nn.Module, config: RunConfig) -> list[torch.optim.Optimizer]:
@@ -162,6 +163,7 @@ def fit(
         start = time.perf_counter()
         order = torch.randperm(len(train), generator=generator).to(device)
         loss_sum = torch.zeros((), device=device)
+        ratings = 0
         bar = tqdm(
             range(n_batches),
             desc=f"epoch {epoch}/{config.epochs}",
@@ -172,6 +174,7 @@ def fit(
             index = order[batch * config.batch_size : (batch + 1) * config.batch_size]
             if world_size > 1:
                 index = index.tensor_split(world_size)[rank]
+            ratings += len(index)
             x, y = train.x[index], train.y[index]
             prediction, penalty = objective(x)
             mse = torch.mean((prediction - y) ** 2)
@@ -193,7 +196,8 @@ def fit(
                 f"training loss became {train_loss} in epoch {epoch}; lower --lr (now {config.lr})"
             )
         metrics = evaluate(model, valid) if len(valid) else {"rmse": float("nan"), "mae": float("nan")}
-        stats = EpochStats(epoch, train_loss, metrics["rmse"], metrics["mae"], time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        stats = EpochStats(epoch, train_loss, metrics["rmse"], metrics["mae"], seconds, ratings)
         history.append(stats)
         if on_epoch is not None:
             on_epoch(stats)

@@ -23,6 +23,10 @@ def run(command: list[str], out: Path, tmp_path: Path) -> dict[str, float]:
     return json.loads((out / "metrics.json").read_text())
 
 
+def batch_sizes(n: int, batch_size: int) -> list[int]:
+    return [min(batch_size, n - start) for start in range(0, n, batch_size)]
+
+
 def test_two_ranks_match_one_process(tmp_path: Path) -> None:
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
                 "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]  # fmt: skip
@@ -31,4 +35,8 @@ def test_two_ranks_match_one_process(tmp_path: Path) -> None:
     assert distributed["test_rmse"] == pytest.approx(single["test_rmse"], abs=TOLERANCE)
     for ours, theirs in zip(distributed["history"], single["history"], strict=True):
         assert ours["train_loss"] == pytest.approx(theirs["train_loss"], abs=TOLERANCE)
-    assert distributed["n_train"] == single["n_train"]  # every rank trains on its shard of all of it
+    assert distributed["n_train"] == single["n_train"]
+    # Rank 0 trained on its half of each batch, not on the whole batch (which gives the same weights).
+    for ours, theirs in zip(distributed["history"], single["history"], strict=True):
+        assert theirs["ratings"] == single["n_train"]
+        assert ours["ratings"] == sum(-(-size // 2) for size in batch_sizes(single["n_train"], 256))

@@ -15,9 +15,11 @@ from recsys.models import (
     MODELS,
     DotProduct,
     LinearDotProduct,
+    _mean_squared_norm,
     build_model,
     one_hot_linear,
     sigmoid_range,
+    split_pairs,
 )
 from recsys.splits import make_split
 
@@ -168,6 +170,18 @@ def test_penalty_is_a_differentiable_nonnegative_scalar(name: str) -> None:
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and any(g.abs().sum() > 0 for g in grads)
     assert all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_penalty_is_the_batch_mean_of_squared_row_norms_with_its_true_gradient(name: str) -> None:
+    model = make(name).double()
+    x = batch(12)
+    _, rows = model.terms(*split_pairs(x))
+    expected = sum(row.pow(2).sum(dim=-1) for row in rows).mean()
+    torch.testing.assert_close(model.penalty(x), expected)
+    assert torch.autograd.gradcheck(
+        lambda *r: _mean_squared_norm(*r), [r.detach().requires_grad_() for r in rows]
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from recsys.data import RATING_COLUMNS, ratings_frame
@@ -174,6 +174,7 @@ def check_valid_or_data_error(workdir: Path, layout: str, scale: tuple[float, fl
 @SETTINGS
 @pytest.mark.parametrize(("layout", "scale"), LAYOUT_SCALES)
 @given(body=file_bytes, with_header=st.booleans())
+@example(body=b"\n1", with_header=False)  # found by hypothesis: a blank first line hid a 1-field csv
 def test_malformed_is_data_error(
     workdir: Path, layout: str, scale: tuple[float, float], body: bytes, with_header: bool
 ) -> None:
