@@ -8,6 +8,7 @@ training plus test prediction after the data is in memory; `wall_seconds` (fille
 parent) is the whole process, Python start and imports included.
 """
 
+import os
 import resource
 import time
 from pathlib import Path
@@ -123,7 +124,11 @@ def generate_shape(shape: str, path: Path) -> dict[str, Any]:
     """
     start = time.perf_counter()
     train = encoded_tensors(synthetic_shape(shape))
-    torch.save({"x": train.x, "y": train.y}, path)
+    with path.open("wb") as file:
+        torch.save({"x": train.x, "y": train.y}, file)
+        # On disk before this process ends, so writing it back does not slow the training runs.
+        file.flush()
+        os.fsync(file.fileno())
     return {"shape": shape, "ratings": len(train), "generate_seconds": time.perf_counter() - start}
 
 
