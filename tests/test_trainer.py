@@ -473,6 +473,14 @@ def test_sparse_gradients_train_with_lazy_adam(name: str, tiny_encoded: EncodedS
     assert not any(m.sparse for m in model.modules() if isinstance(m, nn.Embedding))  # left dense
 
 
+def test_sparse_tables_off_the_cpu_get_torchs_sparse_adam() -> None:
+    # LazyAdam's compiled kernel reads CPU memory; on a GPU the same update is SparseAdam's.
+    model = build_model("dotbias", 5, 4, 3, Y_RANGE).to("meta")
+    use_sparse_gradients(model, True)
+    optimizers = make_optimizers(model, config_for("dotbias", sparse=True))
+    assert [type(optimizer).__name__ for optimizer in optimizers] == ["SparseAdam"]
+
+
 @pytest.mark.parametrize("change", [{"optimizer": "sgd"}, {"wd": 0.1}])
 def test_sparse_needs_adamw_without_weight_decay(change: dict[str, Any]) -> None:
     with pytest.raises(RecsysError, match="--sparse"):
