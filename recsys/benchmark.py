@@ -166,6 +166,18 @@ def bench_load(name: str, folder: Path) -> dict[str, Any]:
             "load_and_encode_seconds": time.perf_counter() - start}  # fmt: skip
 
 
+def median_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per contender from repeated u1 runs: the median of each measure, the fastest and
+    slowest `seconds`, and the number of runs."""
+    frame = pd.DataFrame(rows)
+    grouped = frame.groupby("contender", sort=False)
+    medians = grouped.median(numeric_only=True)
+    medians["seconds_min"] = grouped["seconds"].min()
+    medians["seconds_max"] = grouped["seconds"].max()
+    medians["runs"] = grouped.size()
+    return medians.reset_index()
+
+
 def ratio_table(rows: list[dict[str, Any]], reference: str) -> pd.DataFrame:
     """The u1 rows with time ratios against `reference` (how many times slower than it)."""
     frame = pd.DataFrame(rows)

@@ -26,11 +26,13 @@ from recsys.runs import write_json
 LARGE = {"sparse": True, "batch_size": 4096}  # what the README recommends past ~100K users
 
 
-def jobs(folder: Path | None, shapes: list[str], scratch: Path) -> list[dict[str, Any]]:
-    """Every measurement to run, as the keyword arguments of one worker."""
+def jobs(folder: Path | None, shapes: list[str], scratch: Path, repeats: int) -> list[dict[str, Any]]:
+    """Every measurement to run, as the keyword arguments of one worker. The u1 contenders take
+    turns, `repeats` rounds, so that a slow spell of the machine does not fall on one of them."""
     found: list[dict[str, Any]] = []
     if folder is not None:
-        found += [{"task": "u1", "contender": name} for name in ("recsys-dotbias", "fastai", "surprise-svd")]
+        contenders = ("recsys-dotbias", "fastai", "surprise-svd")
+        found += [{"task": "u1", "contender": name} for _ in range(repeats) for name in contenders]
         found.append({"task": "load", "name": "ml-100k"})
     for shape in shapes:
         tensors = str(scratch / f"{shape}.pt")
@@ -93,9 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", nargs="*", choices=list(benchmark.SHAPES), default=list(benchmark.SHAPES),
                         help="synthetic shapes for the throughput runs")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="folder for bench.md/json")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="rounds of the u1 comparison; the table gives each one's median")  # fmt: skip
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ml100k", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        raise RecsysError(f"--repeats must be at least 1, got {args.repeats}")
     if args.worker is not None:
         result = worker(json.loads(args.worker), args.ml100k)
         print(json.dumps({**result, "peak_rss_mb": benchmark.peak_rss_mb()}))
@@ -108,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise RecsysError(f"--out {args.out} is a file; name a folder")
     with tempfile.TemporaryDirectory() as scratch:
-        specs = jobs(folder, args.shapes, Path(scratch))
+        specs = jobs(folder, args.shapes, Path(scratch), args.repeats)
         results = []
         for spec in specs:
             print(f"running {spec}", flush=True)
@@ -119,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         for task in ("u1", "throughput", "generate", "load")
     }
     if not tables["u1"].empty and "error" not in tables["u1"]:
-        tables["u1"] = benchmark.ratio_table(tables["u1"].to_dict(orient="records"), "recsys-dotbias")
+        medians = benchmark.median_runs(tables["u1"].to_dict(orient="records"))
+        tables["u1"] = benchmark.ratio_table(medians.to_dict(orient="records"), "recsys-dotbias")
     lines = [
         "# Benchmarks",
         "",
