@@ -19,7 +19,8 @@ from recsys.encoding import IdMap
 from recsys.errors import RecsysError
 from recsys.models import build_model
 
-CHECKPOINT_FORMAT = 1
+# 2: each epoch of the training history records `ratings`, which resuming needs.
+CHECKPOINT_FORMAT = 2
 CONFIG_FILE, METRICS_FILE, CHECKPOINT_FILE = "config.json", "metrics.json", "checkpoint.pt"
 
 

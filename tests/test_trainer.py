@@ -22,7 +22,7 @@ from recsys.errors import RecsysError
 from recsys.experiment import train_and_evaluate
 from recsys.metrics import evaluate, evaluate_test, mae, predict, rmse
 from recsys.models import MODELS, build_model
-from recsys.runs import load_checkpoint, save_checkpoint
+from recsys.runs import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint
 from recsys.splits import make_split
 from recsys.trainer import (
     EpochStats,
@@ -361,7 +361,7 @@ class RunsCommand:
 
 def valid_payload() -> dict[str, Any]:
     return {
-        "format": 1,
+        "format": CHECKPOINT_FORMAT,
         "config": config_for("dot", n_factors=2).to_dict(),
         "state_dict": {"user_factors.weight": torch.zeros(3, 2), "item_factors.weight": torch.zeros(4, 2)},
         "user_ids": torch.arange(3),
@@ -407,7 +407,7 @@ def test_missing_checkpoint_is_an_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "change",
     [
-        {"format": 2},
+        {"format": CHECKPOINT_FORMAT - 1},  # an older recsys wrote it
         {"state_dict": {"user_factors.weight": torch.zeros(3, 5), "item_factors.weight": torch.zeros(4, 5)}},
         {"user_ids": torch.arange(7)},
         {"config": {**config_for("dot", n_factors=2).to_dict(), "bogus": 1}},
@@ -433,7 +433,7 @@ def test_garbage_file_is_an_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "payload",
-    [{"format": 1}, {**valid_payload(), "metrics": "not json"}],
+    [{"format": CHECKPOINT_FORMAT}, {**valid_payload(), "metrics": "not json"}],
     ids=["missing-keys", "bad-metrics"],
 )
 def test_malformed_checkpoint_payload_is_a_recsys_error(payload: dict[str, Any], tmp_path: Path) -> None:
