@@ -16,7 +16,15 @@ import torch
 from numba import njit
 from torch import Tensor
 
+from recsys.prefetch import prefetch_row
+
 Arrays = tuple[np.ndarray, ...]
+
+
+# How far ahead to prefetch, in row updates (8 was fastest of 4, 8, 16 and 32 at ML-25M shape) and
+# in the batch's ids while summing repeats (their slots).
+_PREFETCH_AHEAD = 8
+_PREFETCH_AHEAD_IDS = 16
 
 
 # error_model="numpy": no Python zero-division check per `/`, which is what lets LLVM vectorise the
@@ -45,6 +53,8 @@ def _lazy_adam_rows(
     n_rows = 0
     for j in range(indices.shape[0]):
         row = indices[j]
+        if j + _PREFETCH_AHEAD_IDS < indices.shape[0]:
+            prefetch_row(slot, indices[j + _PREFETCH_AHEAD_IDS])
         if slot[row] < 0:
             slot[row] = n_rows
             rows[n_rows] = row
@@ -59,6 +69,12 @@ def _lazy_adam_rows(
     # SparseAdam's arithmetic, so the two agree to float32 rounding.
     take1, take2, epsilon = np.float32(1 - beta1), np.float32(1 - beta2), np.float32(eps)
     for position in range(n_rows):
+        if position + _PREFETCH_AHEAD < n_rows:
+            ahead = rows[position + _PREFETCH_AHEAD]
+            for t in range(len(weights)):
+                prefetch_row(weights[t], ahead)
+                prefetch_row(exp_avgs[t], ahead)
+                prefetch_row(exp_avg_sqs[t], ahead)
         row = rows[position]
         slot[row] = -1
         for t in range(len(weights)):
