@@ -2,7 +2,9 @@
 
 A row update in LazyAdam is a long loop body (weight and both moments, ~50 wide), so the CPU's
 out-of-order window holds the cache misses of about one row at a time. Asking for the rows a few
-updates ahead overlaps those misses: the ML-25M-shaped update ran ~40% faster with it.
+updates ahead overlaps those misses. Run alone on ML-25M-shaped batches, the update ran ~40% faster
+with it; with the scratch slots prefetched as well, LazyAdam's share of a training step fell from
+~1.9 to ~0.65 ms.
 """
 
 from collections.abc import Callable

@@ -1,5 +1,9 @@
 """LazyAdam computes what torch's SparseAdam computes, only faster."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -82,3 +86,24 @@ def test_tables_looked_up_by_the_same_ids_share_a_pass_and_match_sparse_adam() -
     assert [len(tables) for tables in lazy._tables_by_ids(lazy.param_groups[0])] == [2, 1]
     for table, twin in ((users, users_reference), (bias, bias_reference), (items, items_reference)):
         torch.testing.assert_close(table.weight, twin.weight, atol=1e-6, rtol=1e-5)
+
+
+def test_lazy_adam_trains_where_numba_has_nowhere_to_cache() -> None:
+    # ZipCacheLocator alone finds no place for a plain file, as in a read-only install with no
+    # writable home: numba then refuses cache=True, and LazyAdam must compile without a cache.
+    script = (
+        "import torch\n"
+        "from recsys.optim import LazyAdam\n"
+        "table = torch.nn.Embedding(4, 2, sparse=True)\n"
+        "before = table.weight.detach().clone()\n"
+        "optimizer = LazyAdam(table.parameters(), lr=0.1)\n"
+        "table(torch.tensor([0, 2, 2])).sum().backward()\n"
+        "optimizer.step()\n"
+        "print((table.weight != before).any(dim=1).tolist())\n"
+    )
+    environment = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "ZipCacheLocator"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[True, False, True, False]"
