@@ -27,11 +27,13 @@ def batch_sizes(n: int, batch_size: int) -> list[int]:
     return [min(batch_size, n - start) for start in range(0, n, batch_size)]
 
 
-def test_two_ranks_match_one_process(tmp_path: Path) -> None:
+# Dense gradients (AdamW), and sparse ones (LazyAdam), which gloo all-reduces as sparse tensors.
+@pytest.mark.parametrize("flags", [[], ["--sparse"]], ids=["dense", "sparse"])
+def test_two_ranks_match_one_process(flags: list[str], tmp_path: Path) -> None:
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
                 "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]  # fmt: skip
-    distributed = run([*torchrun, *ARGS], tmp_path / "ddp", tmp_path)
-    single = run([sys.executable, *ARGS], tmp_path / "single", tmp_path)
+    distributed = run([*torchrun, *ARGS, *flags], tmp_path / "ddp", tmp_path)
+    single = run([sys.executable, *ARGS, *flags], tmp_path / "single", tmp_path)
     assert distributed["test_rmse"] == pytest.approx(single["test_rmse"], abs=TOLERANCE)
     for ours, theirs in zip(distributed["history"], single["history"], strict=True):
         assert ours["train_loss"] == pytest.approx(theirs["train_loss"], abs=TOLERANCE)

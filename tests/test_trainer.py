@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from recsys import trainer
 from recsys.config import RunConfig, config_for
 from recsys.data import RatingsDataset
 from recsys.encoding import EncodedSplit, IdMap, RatingTensors, encode_split
@@ -92,6 +93,18 @@ def test_fit_without_training_ratings_is_an_error(tiny_encoded: EncodedSplit) ->
     model = build_model("dot", 3, 3, 2, Y_RANGE)
     with pytest.raises(RecsysError, match="no training ratings"):
         fit(model, empty, tiny_encoded.test, config_for("dot"), torch.Generator(), progress=False)
+
+
+def test_sparse_under_torchrun_without_gloo_is_an_error(
+    tiny_encoded: EncodedSplit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nccl (GPUs) has no sparse all-reduce; the two-process gloo run is in test_distributed.py.
+    monkeypatch.setattr(trainer, "distributed_rank", lambda: (0, 2))
+    monkeypatch.setattr(trainer.dist, "get_backend", lambda: "nccl")
+    model = build_model("dot", len(tiny_encoded.users), len(tiny_encoded.items), 2, Y_RANGE)
+    config = config_for("dot", dataset="tiny", sparse=True)
+    with pytest.raises(RecsysError, match="--sparse under torchrun needs the gloo backend"):
+        fit(model, tiny_encoded.train, tiny_encoded.test, config, torch.Generator(), progress=False)
 
 
 def test_huge_learning_rate_raises_training_diverged(tiny_encoded: EncodedSplit) -> None:
