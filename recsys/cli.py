@@ -4,7 +4,8 @@ import argparse
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -55,19 +56,28 @@ def dataset_from_flags(args: argparse.Namespace) -> RatingsDataset:
     return dataset
 
 
-def start_distributed(device: str) -> tuple[int, str]:
-    """Join the process group when started by torchrun; return this process's rank and device.
+@contextmanager
+def distributed_session(device: str) -> Iterator[tuple[int, str]]:
+    """Within it, this process's rank and device, in the process group when started by torchrun.
 
     gloo on CPU, nccl on CUDA with one GPU per local rank; a plain `python` start is rank 0 alone.
+    On the way out the ranks wait for each other and the group is destroyed: a rank that simply
+    exits while another still works (rank 0 writing the run folder) tears its connections down under
+    it, and torchrun then reports a failed run.
     """
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return 0, device
+        yield 0, device
+        return
     if device.startswith("cuda"):
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local_rank)
         device = f"cuda:{local_rank}"
     torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
-    return torch.distributed.get_rank(), device
+    try:
+        yield torch.distributed.get_rank(), device
+        torch.distributed.barrier()  # not after an error: the other ranks may never get here
+    finally:
+        torch.distributed.destroy_process_group()
 
 
 def run(main: Callable[[], int]) -> None:

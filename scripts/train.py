@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from recsys.cli import add_data_flags, dataset_from_flags, run, start_distributed
+from recsys.cli import add_data_flags, dataset_from_flags, distributed_session, run
 from recsys.config import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, UNKNOWN_POLICIES, RunConfig, config_for
 from recsys.errors import RecsysError
 from recsys.experiment import train_and_evaluate
@@ -104,7 +104,13 @@ def print_epoch(stats: EpochStats) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
-    rank, device = start_distributed(args.device)
+    with distributed_session(args.device) as (rank, device):
+        train(args, rank, device)
+    return 0
+
+
+def train(args: argparse.Namespace, rank: int, device: str) -> None:
+    """Train and evaluate as the flags say; rank 0 prints and writes the run folder."""
     resume = load_checkpoint(args.resume / CHECKPOINT_FILE) if args.resume is not None else None
     if resume is not None:
         args.dataset = resume.config.dataset
@@ -134,7 +140,6 @@ def main(argv: list[str] | None = None) -> int:
             f"  in {result.seconds:.1f} s"
         )
         print(f"run folder: {out}")
-    return 0
 
 
 if __name__ == "__main__":

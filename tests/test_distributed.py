@@ -19,7 +19,8 @@ def run(command: list[str], out: Path, tmp_path: Path) -> dict[str, float]:
     env |= {"RECSYS_CACHE": str(tmp_path / "cache"), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
     result = subprocess.run([*command, "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=300)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
+    # The ranks' own errors come first, torchrun's summary of them last.
+    assert result.returncode == 0, result.stderr[:3000] + "\n...\n" + result.stderr[-1500:]
     return json.loads((out / "metrics.json").read_text())
 
 
