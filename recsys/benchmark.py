@@ -48,11 +48,12 @@ def _u1(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return split.train, split.test[known]
 
 
-def bench_recsys(folder: Path, model: str = "dotbias") -> dict[str, Any]:
+def bench_recsys(folder: Path, model: str = "dotbias", device: str = "cpu") -> dict[str, Any]:
     """recsys' default run of `model` on u1."""
     dataset = load_movielens("ml-100k", folder)
     start = time.perf_counter()
-    result = train_and_evaluate(dataset, config_for(model, dataset="ml-100k", split="u1"), progress=False)
+    config = config_for(model, dataset="ml-100k", split="u1", device=device)
+    result = train_and_evaluate(dataset, config, progress=False)
     seconds = time.perf_counter() - start
     epochs = result.config.epochs
     return {
@@ -150,6 +151,7 @@ def bench_throughput(shape: str, model: str, tensors: Path, **overrides: Any) ->
         "model": model,
         "batch_size": config.batch_size,
         "sparse": config.sparse,
+        "device": config.device,
         "epoch_seconds": seconds,
         "ratings_per_second": len(train) / seconds,
         "final_valid_rmse": history[-1].valid_rmse,

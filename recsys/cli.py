@@ -56,6 +56,12 @@ def dataset_from_flags(args: argparse.Namespace) -> RatingsDataset:
     return dataset
 
 
+def check_device(device: str) -> None:
+    """Refuse a CUDA device on a machine without one, naming the flag."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RecsysError(f"--device {device}: no CUDA device is available here; use --device cpu")
+
+
 @contextmanager
 def distributed_session(device: str) -> Iterator[tuple[int, str]]:
     """Within it, this process's rank and device, in the process group when started by torchrun.

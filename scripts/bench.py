@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from recsys import benchmark
-from recsys.cli import run
+from recsys.cli import check_device, run
 from recsys.errors import RecsysError
 from recsys.report import markdown_table
 from recsys.runs import write_json
@@ -26,13 +26,20 @@ from recsys.runs import write_json
 LARGE = {"sparse": True, "batch_size": 4096}  # what the README recommends past ~100K users
 
 
-def jobs(folder: Path | None, shapes: list[str], scratch: Path, repeats: int) -> list[dict[str, Any]]:
+def jobs(
+    folder: Path | None, shapes: list[str], scratch: Path, repeats: int, device: str = "cpu"
+) -> list[dict[str, Any]]:
     """Every measurement to run, as the keyword arguments of one worker. The u1 contenders take
-    turns, `repeats` rounds, so that a slow spell of the machine does not fall on one of them."""
+    turns, `repeats` rounds, so that a slow spell of the machine does not fall on one of them.
+    recsys trains on `device`; fastai picks its own (a GPU where there is one), Surprise the CPU."""
     found: list[dict[str, Any]] = []
     if folder is not None:
         contenders = ("recsys-dotbias", "fastai", "surprise-svd")
-        found += [{"task": "u1", "contender": name} for _ in range(repeats) for name in contenders]
+        found += [
+            {"task": "u1", "contender": name, **({"device": device} if name.startswith("recsys") else {})}
+            for _ in range(repeats)
+            for name in contenders
+        ]
         found.append({"task": "load", "name": "ml-100k"})
     for shape in shapes:
         tensors = str(scratch / f"{shape}.pt")
@@ -45,6 +52,7 @@ def jobs(folder: Path | None, shapes: list[str], scratch: Path, repeats: int) ->
                     "shape": shape,
                     "model": model,
                     "tensors": tensors,
+                    "device": device,
                     **(LARGE if large else {}),
                 }
             )
@@ -56,13 +64,13 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     task = spec.pop("task")
     if task == "u1":
         assert folder is not None
-        contender = spec["contender"]
+        contender = spec.pop("contender")
         measure = {
             "recsys-dotbias": benchmark.bench_recsys,
             "fastai": benchmark.bench_fastai,
             "surprise-svd": benchmark.bench_surprise,
         }[contender]
-        return {"contender": contender, **measure(folder)}
+        return {"contender": contender, **measure(folder, **spec)}
     if task == "load":
         assert folder is not None
         return benchmark.bench_load(spec["name"], folder)
@@ -97,11 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="folder for bench.md/json")
     parser.add_argument("--repeats", type=int, default=3,
                         help="rounds of the u1 comparison; the table gives each one's median")  # fmt: skip
+    parser.add_argument("--device", default="cpu",
+                        help="where recsys trains: cpu or cuda (fastai picks its own device)")  # fmt: skip
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ml100k", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeats < 1:
         raise RecsysError(f"--repeats must be at least 1, got {args.repeats}")
+    check_device(args.device)
     if args.worker is not None:
         result = worker(json.loads(args.worker), args.ml100k)
         print(json.dumps({**result, "peak_rss_mb": benchmark.peak_rss_mb()}))
@@ -114,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise RecsysError(f"--out {args.out} is a file; name a folder")
     with tempfile.TemporaryDirectory() as scratch:
-        specs = jobs(folder, args.shapes, Path(scratch), args.repeats)
+        specs = jobs(folder, args.shapes, Path(scratch), args.repeats, args.device)
         results = []
         for spec in specs:
             print(f"running {spec}", flush=True)

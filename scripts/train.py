@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from recsys.cli import add_data_flags, dataset_from_flags, distributed_session, run
+from recsys.cli import add_data_flags, check_device, dataset_from_flags, distributed_session, run
 from recsys.config import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, UNKNOWN_POLICIES, RunConfig, config_for
 from recsys.errors import RecsysError
 from recsys.experiment import train_and_evaluate
@@ -87,8 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_args(args: argparse.Namespace) -> None:
     """Reject what depends on this machine; RunConfig checks the values themselves."""
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise RecsysError(f"--device {args.device}: no CUDA device is available here; use --device cpu")
+    check_device(args.device)
     if args.resume is not None and args.out is not None:
         raise RecsysError("--resume continues in its own run folder; drop --out")
     if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):

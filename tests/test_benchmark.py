@@ -1,6 +1,13 @@
 """The benchmark's bookkeeping (its timings are measured by scripts/bench.py, never asserted here)."""
 
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import pytest
+import torch
 
 from recsys.benchmark import SHAPES, median_runs, ratio_table, synthetic_shape
 
@@ -40,3 +47,38 @@ def test_median_runs_gives_each_contender_its_median_and_range() -> None:
     )
     assert table.at["fastai", "rmse"] == pytest.approx(0.94)
     assert table["runs"].tolist() == [3, 2]
+
+
+def _bench_script() -> ModuleType:
+    path = Path(__file__).resolve().parent.parent / "scripts" / "bench.py"
+    spec = importlib.util.spec_from_file_location("bench_script", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_trains_recsys_on_the_device_asked_for(tmp_path: Path) -> None:
+    specs = _bench_script().jobs(tmp_path, ["ml-1m"], tmp_path, repeats=2, device="cuda")
+    u1 = [spec for spec in specs if spec["task"] == "u1"]
+    assert [spec["contender"] for spec in u1] == ["recsys-dotbias", "fastai", "surprise-svd"] * 2
+    # fastai picks its own device and Surprise has none to pick.
+    assert [spec.get("device") for spec in u1] == ["cuda", None, None] * 2
+    throughput = [spec for spec in specs if spec["task"] == "throughput"]
+    assert len(throughput) == 4 and all(spec["device"] == "cuda" for spec in throughput)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_bench_without_cuda_refuses_device_cuda_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "scripts/bench.py", "--device", "cuda", "--out", str(tmp_path / "bench")],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --device cuda: no CUDA device is available here; use --device cpu"
+    ]
+    assert not (tmp_path / "bench").exists()
