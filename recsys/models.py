@@ -40,6 +40,19 @@ def embedding_table(n: int, n_factors: int, generator: torch.Generator | None) -
     return embedding
 
 
+def lookup(table: nn.Embedding, ids: Tensor) -> Tensor:
+    """The rows `ids` (1-d) of `table`, as `table(ids)` gives them.
+
+    For dense gradients on the CPU through `index_select`, whose backward (`index_add_`) took
+    23-58 us per ML-100K table at batch 2048 against 87-133 us for nn.Embedding's own backward: a
+    fifth of a u1 training run. A table set to sparse gradients, or on a GPU (where `index_add_`
+    is not deterministic), keeps the module call.
+    """
+    if table.sparse or ids.device.type != "cpu":
+        return table(ids)
+    return table.weight.index_select(0, ids)
+
+
 class _SumOfSquares(torch.autograd.Function):
     """Sum of squares of every entry of every tensor given: one dot product forward and one product
     backward per tensor. Autograd through `pow(2).sum(-1)` per tensor takes ~6 ops each and was a
@@ -119,7 +132,7 @@ class DotProduct(_DotModel):
         self.item_factors = embedding_table(n_items, n_factors, generator)
 
     def vectors(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
-        return self.user_factors(users), self.item_factors(items)
+        return lookup(self.user_factors, users), lookup(self.item_factors, items)
 
 
 class DotProductBias(DotProduct):
@@ -145,7 +158,7 @@ class DotProductBias(DotProduct):
         # Biases are penalised too, as in Surprise's SVD, so a movie rated twice cannot claim an
         # extreme bias.
         score, rows = super().terms(users, items)
-        user_bias, item_bias = self.user_bias(users), self.item_bias(items)
+        user_bias, item_bias = lookup(self.user_bias, users), lookup(self.item_bias, items)
         return score + user_bias.squeeze(-1) + item_bias.squeeze(-1), [*rows, user_bias, item_bias]
 
 

@@ -17,6 +17,7 @@ from recsys.models import (
     LinearDotProduct,
     _mean_squared_norm,
     build_model,
+    lookup,
     one_hot_linear,
     sigmoid_range,
     split_pairs,
@@ -408,3 +409,19 @@ def test_fastai_learner_trains_every_model(name: str, tiny_encoded: EncodedSplit
     assert 0 < train_loss < 10
     assert len(learn.recorder.losses) == len(dls.train)
     assert all(math.isfinite(float(loss)) for loss in learn.recorder.losses)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_lookup_gives_the_embeddings_rows_and_gradient(sparse: bool) -> None:
+    generator = torch.Generator().manual_seed(0)
+    ours, theirs = nn.Embedding(7, 3, sparse=sparse), nn.Embedding(7, 3, sparse=sparse)
+    theirs.load_state_dict(ours.state_dict())
+    ids = torch.tensor([4, 0, 4, 6, 4])  # repeats: their gradients must add up
+    upstream = torch.randn(5, 3, generator=generator)
+    rows = lookup(ours, ids)
+    assert torch.equal(rows, theirs(ids))
+    rows.backward(upstream)
+    theirs(ids).backward(upstream)
+    assert ours.weight.grad is not None and theirs.weight.grad is not None
+    assert ours.weight.grad.is_sparse == sparse
+    torch.testing.assert_close(ours.weight.grad.to_dense(), theirs.weight.grad.to_dense())
