@@ -5,6 +5,9 @@ out-of-order window holds the cache misses of about one row at a time. Asking fo
 updates ahead overlaps those misses. Run alone on ML-25M-shaped batches, the update ran ~40% faster
 with it; with the scratch slots prefetched as well, LazyAdam's share of a training step fell from
 ~1.9 to ~0.65 ms.
+
+numba's disk cache of a kernel is keyed on the kernel's own source file only: after editing this
+file, delete recsys/__pycache__/*.nbi and *.nbc, or the old compiled kernel is loaded.
 """
 
 from collections.abc import Callable
