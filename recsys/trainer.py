@@ -138,10 +138,9 @@ def fit(
     if len(train) == 0:
         raise RecsysError("no training ratings")
     rank, world_size = distributed_rank()
-    if world_size > 1 and config.sparse and dist.get_backend() != "gloo":
-        # DistributedDataParallel all-reduces sparse gradients through gloo only (nccl has no sparse
-        # all-reduce).
-        raise RecsysError(f"--sparse under torchrun needs the gloo backend (CPU), not {dist.get_backend()}")
+    # DistributedDataParallel all-reduces sparse gradients through gloo only (nccl has none).
+    if world_size > 1 and config.sparse and (backend := dist.get_backend()) != "gloo":
+        raise RecsysError(f"--sparse under torchrun needs the gloo backend (CPU), not {backend}")
     device = torch.device(config.device)
     model.to(device)
     train, valid = train.to(device), valid.to(device)
