@@ -1,4 +1,8 @@
-"""What the command-line scripts share: the data flags and turning user errors into one line."""
+"""What the command-line scripts share: the data flags and turning user errors into one line.
+
+Importing it is cheap (no torch, pandas or numba at module level), so a script can parse and check
+its flags, and answer `--help` or a mistake, before it loads the libraries that do the work.
+"""
 
 import argparse
 import os
@@ -7,13 +11,13 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from recsys.data import RatingsDataset
-from recsys.datasets import DATASETS, resolve_dataset
 from recsys.errors import RecsysError
-from recsys.trainer import distributed_rank
+from recsys.names import DATASETS
+
+if TYPE_CHECKING:
+    from recsys.data import RatingsDataset
 
 
 def add_data_flags(parser: argparse.ArgumentParser) -> None:
@@ -35,11 +39,16 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def dataset_from_flags(args: argparse.Namespace) -> RatingsDataset:
+def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
     """Load the dataset the flags name, printing the note when it falls back to synthetic data.
 
     Under torchrun, rank 0 loads (and if need be downloads) first and the others then read its cache.
     """
+    import torch
+
+    from recsys.datasets import resolve_dataset
+    from recsys.trainer import distributed_rank
+
     rank, world_size = distributed_rank()
     if world_size > 1 and rank != 0:
         torch.distributed.barrier()
@@ -58,6 +67,8 @@ def dataset_from_flags(args: argparse.Namespace) -> RatingsDataset:
 
 def check_device(device: str) -> None:
     """Refuse a CUDA device on a machine without one, naming the flag."""
+    import torch
+
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RecsysError(f"--device {device}: no CUDA device is available here; use --device cpu")
 
@@ -74,6 +85,8 @@ def distributed_session(device: str) -> Iterator[tuple[int, str]]:
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         yield 0, device
         return
+    import torch
+
     if device.startswith("cuda"):
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local_rank)

@@ -7,6 +7,7 @@ synthetic data) the planted truth; `bias_correlations` turns "the biases make se
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -77,7 +78,7 @@ def compare_models(
     unknown: str = "drop",
     truth: PlantedTruth | None = None,
     progress: bool = False,
-    **overrides: object,
+    **overrides: Any,
 ) -> Comparison:
     """Train each of `models` with its defaults (plus `overrides`) on the same split and score it."""
     scores: list[ModelScore] = []

@@ -5,11 +5,13 @@ knowledge. The CLI builds it; library functions take it, never an argparse names
 """
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from recsys.errors import RecsysError
 
+ENGINES = ("compiled", "autograd")
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("one-cycle", "constant")
 UNKNOWN_POLICIES = ("drop", "mean")
@@ -41,6 +43,9 @@ class RunConfig:
     schedule: str = "one-cycle"  # one-cycle | constant
     seed: int = 0  # one seed for the split, the initialisation and the shuffle
     device: str = "cpu"  # cpu | cuda
+    # compiled: per-rating AdaGrad, whole epochs in numba (dot and dotbias on the CPU; recsys.compiled);
+    # autograd: batches through torch's autograd and optimizers (every model, GPUs, torchrun, fastai)
+    engine: str = "autograd"
 
     def __post_init__(self) -> None:
         """Reject values no run can use, naming the flag that sets them."""
@@ -62,6 +67,7 @@ class RunConfig:
             ("--optimizer", self.optimizer, OPTIMIZERS),
             ("--schedule", self.schedule, SCHEDULES),
             ("--unknown", self.unknown, UNKNOWN_POLICIES),
+            ("--engine", self.engine, ENGINES),
         ):
             if name not in allowed:
                 raise RecsysError(f"unknown {flag} {name!r}; choose one of: {', '.join(allowed)}")
@@ -71,6 +77,24 @@ class RunConfig:
             )
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise RecsysError(f"--device must be cpu or cuda (cuda:N), got {self.device!r}")
+        if self.engine == "compiled":
+            self._check_compiled()
+
+    def _check_compiled(self) -> None:
+        """The compiled engine trains dot and dotbias on the CPU; refuse the flags it has no use for."""
+        if self.model not in COMPILED_DEFAULTS:
+            raise RecsysError(
+                f"--engine compiled trains {' and '.join(COMPILED_DEFAULTS)}, not {self.model}; "
+                "use --engine autograd"
+            )
+        if self.device != "cpu":
+            raise RecsysError("--engine compiled runs on the CPU; use --engine autograd with --device cuda")
+        default = RunConfig()
+        for flag, field in AUTOGRAD_ONLY.items():
+            if getattr(self, field) != getattr(default, field):
+                raise RecsysError(
+                    f"{flag} applies to --engine autograd only (the compiled engine has no {flag})"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -101,9 +125,57 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def config_for(model: str, **overrides: Any) -> RunConfig:
-    """The config for `model` with its tuned defaults, then `overrides` (None values ignored)."""
+# The compiled engine's defaults (u1 sweeps over lr, l2 and epochs inside u1.base; see README). It
+# has no batches, optimizer choice or schedule: RunConfig fields that only the autograd engine reads.
+COMPILED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "dot": {"lr": 0.12, "epochs": 8, "l2": 0.1},
+    "dotbias": {"lr": 0.08, "epochs": 8, "l2": 0.09},
+}
+AUTOGRAD_ONLY = {
+    "--bs": "batch_size",
+    "--optimizer": "optimizer",
+    "--schedule": "schedule",
+    "--sparse": "sparse",
+    "--wd": "wd",
+}
+
+
+def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> RunConfig:
+    """The config for `model` with its tuned defaults, then `overrides` (None values ignored).
+
+    `engine` None chooses: compiled where the model has it, on the CPU, unless an override sets a
+    field only the autograd engine reads (a batch size, optimizer, schedule, --sparse or --wd).
+    """
     if model not in MODEL_DEFAULTS:
         raise RecsysError(f"unknown model {model!r}; choose one of: {', '.join(MODEL_DEFAULTS)}")
-    values = {**MODEL_DEFAULTS[model], **{k: v for k, v in overrides.items() if v is not None}}
-    return RunConfig(model=model, **values)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if engine is None:
+        autograd_only = set(AUTOGRAD_ONLY.values()) & set(given)
+        on_cpu = given.get("device", "cpu") == "cpu"
+        engine = "compiled" if model in COMPILED_DEFAULTS and on_cpu and not autograd_only else "autograd"
+    compiled = engine == "compiled" and model in COMPILED_DEFAULTS
+    defaults = COMPILED_DEFAULTS[model] if compiled else MODEL_DEFAULTS[model]
+    return RunConfig(model=model, engine=engine, **{**defaults, **given})
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and `taskset` narrow)."""
+    return len(os.sched_getaffinity(0))
+
+
+def default_threads() -> int:
+    """Threads for one process: every core it may use, shared out among torchrun's local ranks."""
+    return max(1, available_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
+def check_threads(threads: int) -> int:
+    """`threads` if this process may use that many cores; a one-line error naming --threads if not.
+
+    Threads are not part of RunConfig: the compiled engine gives the same result on any number.
+    """
+    cores = available_cores()
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise RecsysError(f"--threads must be at least 1, got {threads!r}")
+    if threads > cores:
+        raise RecsysError(f"--threads {threads}: this process may use {cores} core(s); pass at most {cores}")
+    return threads

@@ -5,10 +5,10 @@ from pathlib import Path
 from recsys.data import RatingsDataset
 from recsys.errors import DataError
 from recsys.movielens import VARIANTS, load_movielens, read_folder
+from recsys.names import DATASETS
 from recsys.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
 
 TINY_FOLDER = Path(__file__).resolve().parent.parent / "data" / "tiny"
-DATASETS = (*VARIANTS, "tiny", "synthetic")
 DEFAULT_DATASET = "ml-100k"
 
 

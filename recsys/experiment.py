@@ -77,6 +77,7 @@ def train_and_evaluate(
     progress: bool = True,
     on_epoch: Callable[[EpochStats], None] | None = None,
     resume: Checkpoint | None = None,
+    threads: int | None = None,
 ) -> RunResult:
     """Train `config.model` on `dataset` and score it on the test split.
 
@@ -84,7 +85,8 @@ def train_and_evaluate(
     by it, the number of epochs is fixed). With `run_dir`, a checkpoint (with the state to resume
     from) is written after every epoch, and config, metrics and final checkpoint at the end. With
     `resume`, training continues from that checkpoint's last completed epoch and ends as the
-    uninterrupted run would have.
+    uninterrupted run would have. `threads`: CPU threads of the compiled engine (None: all this
+    process may use); the result does not depend on it.
     """
     if resume is not None:
         config = resume.config
@@ -115,8 +117,8 @@ def train_and_evaluate(
 
     start = time.perf_counter()
     history = fit(
-        model, data.train, data.test, config, generator, progress=progress, on_checkpoint=after_epoch,
-        resume=last_training,
+        model, data.train, data.test, config, generator, threads=threads, progress=progress,
+        on_checkpoint=after_epoch, resume=last_training,
     )  # fmt: skip
     seconds = time.perf_counter() - start
     result = RunResult(

@@ -5,6 +5,7 @@ the contract tests and fastai's `Learner` can all drive any of them.
 """
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -81,6 +82,16 @@ def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:
     return x[:, 0], x[:, 1]
 
 
+class Factorisation(NamedTuple):
+    """A model's tables when its rating is squash(user_factors[u] . item_factors[i] + user_bias[u] +
+    item_bias[i]): what an engine that updates them in place (recsys.compiled) needs."""
+
+    user_factors: Tensor
+    item_factors: Tensor
+    user_bias: Tensor | None
+    item_bias: Tensor | None
+
+
 class _DotModel(nn.Module):
     """rating = sigmoid_range(user_vector . item_vector + extra, y_range); subclasses say how
     vectors are made and what is added."""
@@ -115,6 +126,10 @@ class _DotModel(nn.Module):
         """L2 penalty of the per-id rows this batch uses (the trainer's regulariser)."""
         return self.forward_with_penalty(x)[1]
 
+    def factorisation(self) -> Factorisation | None:
+        """The tables of a plain biased or unbiased dot product; None for a model of another form."""
+        return None
+
 
 class DotProduct(_DotModel):
     """rating = user_factors[u] . item_factors[i], optionally squashed into `y_range`."""
@@ -133,6 +148,9 @@ class DotProduct(_DotModel):
 
     def vectors(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
         return lookup(self.user_factors, users), lookup(self.item_factors, items)
+
+    def factorisation(self) -> Factorisation | None:
+        return Factorisation(self.user_factors.weight, self.item_factors.weight, None, None)
 
 
 class DotProductBias(DotProduct):
@@ -160,6 +178,11 @@ class DotProductBias(DotProduct):
         score, rows = super().terms(users, items)
         user_bias, item_bias = lookup(self.user_bias, users), lookup(self.item_bias, items)
         return score + user_bias.squeeze(-1) + item_bias.squeeze(-1), [*rows, user_bias, item_bias]
+
+    def factorisation(self) -> Factorisation | None:
+        return Factorisation(
+            self.user_factors.weight, self.item_factors.weight, self.user_bias.weight, self.item_bias.weight
+        )
 
 
 def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
@@ -253,6 +276,9 @@ class EmbeddingProjection(DotProduct):
     def vectors(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
         user_vectors, item_vectors = super().vectors(users, items)
         return self.user_projection(user_vectors), self.item_projection(item_vectors)
+
+    def factorisation(self) -> Factorisation | None:
+        return None  # the projections sit between the tables and the dot product
 
 
 ModelBuilder = Callable[..., nn.Module]

@@ -11,13 +11,13 @@ kernel took ~1.9 ms without prefetching and ~0.65 ms with it.
 CPU float32 tables only: on CUDA the trainer uses SparseAdam.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import torch
-from numba import njit
 from torch import Tensor
 
+from recsys.jit import compiled
 from recsys.prefetch import prefetch_row
 
 Arrays = tuple[np.ndarray, ...]
@@ -29,24 +29,8 @@ _PREFETCH_AHEAD = 8
 _PREFETCH_AHEAD_IDS = 16
 
 
-def _compiled(function: Callable[..., None]) -> Callable[..., None]:
-    """`function` compiled by numba, cached on disk where numba finds a writable place (beside the
-    package, else ~/.cache) so later processes skip the ~1 s compile; where it finds none (a read-only
-    install with no writable home) numba refuses to cache at all, so compile in each process instead.
-
-    error_model="numpy": no Python zero-division check per `/`, which is what lets LLVM vectorise the
-    update loop (3x faster).
-    """
-    try:
-        return njit(cache=True, error_model="numpy")(function)
-    except RuntimeError as error:
-        if "no locator available" not in str(error):
-            raise
-        return njit(error_model="numpy")(function)
-
-
 # float32 arithmetic, as torch's SparseAdam.
-@_compiled
+@compiled()
 def _lazy_adam_rows(
     tables: tuple[Arrays, Arrays, Arrays],
     gradients: tuple[np.ndarray, Arrays],

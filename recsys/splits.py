@@ -11,9 +11,7 @@ import pandas as pd
 from recsys.data import RatingsDataset
 from recsys.errors import RecsysError
 from recsys.movielens import read_ratings
-
-PREDEFINED_FOLDS = ("u1", "u2", "u3", "u4", "u5", "ua", "ub")
-SPLIT_KINDS = ("random", "user", "user-last", "time", *PREDEFINED_FOLDS)
+from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
 
 
 @dataclass(frozen=True)

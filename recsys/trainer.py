@@ -1,4 +1,9 @@
-"""The one trainer every model shares: batches by tensor indexing, AdamW or SGD, one-cycle.
+"""The one trainer every model shares, with two engines that fit the same objective.
+
+autograd: batches by tensor indexing through torch's autograd, AdamW or SGD, one-cycle; every model,
+any device, torchrun and fastai's way of working. compiled: whole epochs of per-rating AdaGrad in
+numba for the plain factorisation models (dot, dotbias) on the CPU threads (recsys.compiled); the
+loop around the epochs (validation, history, checkpoints, resume) is the same for both.
 
 Regularisation: by default an L2 penalty on the rows of the per-id tables that each batch uses
 (`model.forward_with_penalty`), added to the loss. Decoupled weight decay shrinks every row of every
@@ -9,19 +14,19 @@ we tried. fastai's decoupled weight decay is available as `wd` as well.
 """
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch._dynamo  # torch.optim imports it (~1 s) on first use: pay that at import time
 from torch import distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from recsys.config import RunConfig
+from recsys.config import RunConfig, check_threads, default_threads
 from recsys.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.metrics import evaluate
@@ -113,6 +118,111 @@ def make_schedule(
     raise AssertionError(f"RunConfig let schedule {config.schedule!r} through")
 
 
+class _AutogradEpochs:
+    """Epochs of batches through autograd and torch's optimizers: every model, any device, torchrun."""
+
+    def __init__(self, model: nn.Module, train: RatingTensors, config: RunConfig) -> None:
+        self.rank, self.world_size = distributed_rank()
+        # DistributedDataParallel all-reduces sparse gradients through gloo only (nccl has none).
+        if self.world_size > 1 and config.sparse and (backend := dist.get_backend()) != "gloo":
+            raise RecsysError(f"--sparse under torchrun needs the gloo backend (CPU), not {backend}")
+        self.model, self.train, self.config = model, train, config
+        self.n_batches = -(-len(train) // config.batch_size)
+        use_sparse_gradients(model, config.sparse)
+        self.optimizers = make_optimizers(model, config)
+        self.schedules = [
+            make_schedule(optimizer, config, config.epochs * self.n_batches) for optimizer in self.optimizers
+        ]
+        objective: nn.Module = _Objective(model, penalised=config.l2 > 0)
+        self.objective = DistributedDataParallel(objective) if self.world_size > 1 else objective
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
+            "schedules": [schedule.state_dict() for schedule in self.schedules],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
+            optimizer.load_state_dict(saved)
+        for schedule, saved in zip(self.schedules, state["schedules"], strict=True):
+            schedule.load_state_dict(saved)
+
+    def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
+        """One pass over the shuffled batches: (mean batch MSE, ratings this process trained on)."""
+        config, train, device = self.config, self.train, self.train.x.device
+        order = torch.randperm(len(train), generator=generator).to(device)
+        loss_sum = torch.zeros((), device=device)
+        ratings = 0
+        bar = tqdm(
+            range(self.n_batches),
+            desc=f"epoch {epoch}/{config.epochs}",
+            leave=False,
+            disable=not progress or self.rank != 0,
+        )
+        for batch in bar:
+            index = order[batch * config.batch_size : (batch + 1) * config.batch_size]
+            if self.world_size > 1:
+                index = index.tensor_split(self.world_size)[self.rank]
+            ratings += len(index)
+            x, y = train.x.index_select(0, index), train.y.index_select(0, index)  # faster than x[index]
+            prediction, penalty = self.objective(x)
+            mse = torch.mean((prediction - y) ** 2)
+            loss = mse + config.l2 * penalty
+            for optimizer in self.optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            for optimizer, schedule in zip(self.optimizers, self.schedules, strict=True):
+                optimizer.step()
+                schedule.step()
+            loss_sum += mse.detach()
+        if self.world_size > 1:
+            dist.all_reduce(loss_sum)
+            loss_sum /= self.world_size
+        # Read once per epoch, not per step: reading the loss is a device sync point.
+        return float(loss_sum) / self.n_batches, ratings
+
+    def close(self) -> None:
+        use_sparse_gradients(self.model, False)  # the model leaves as it came: dense, for any other loop
+
+
+class _CompiledEpochs:
+    """Epochs of per-rating AdaGrad in one compiled call per block (recsys.compiled), on threads."""
+
+    def __init__(self, model: nn.Module, train: RatingTensors, config: RunConfig, threads: int) -> None:
+        factorisation = getattr(model, "factorisation", None)
+        tables = factorisation() if callable(factorisation) else None
+        if tables is None:
+            raise RecsysError(f"--engine compiled cannot train {config.model}; use --engine autograd")
+        if distributed_rank()[1] > 1:
+            raise RecsysError("--engine compiled trains in one process; under torchrun use --engine autograd")
+        from recsys.compiled import CompiledEpochs  # numba: imported only by runs that use it
+
+        x = train.x.cpu()
+        self.epochs = CompiledEpochs(
+            tables, x[:, 0], x[:, 1], train.y.cpu(), getattr(model, "y_range", None), config.l2, config.seed,
+            threads,
+        )  # fmt: skip
+        self.config = config
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"accumulators": self.epochs.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epochs.load_state_dict(state["accumulators"])
+
+    def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
+        """One pass over the ratings at a learning rate falling linearly from `lr` over the epochs:
+        (mean squared error of the ratings as they were met, ratings trained on)."""
+        lr = self.config.lr * (1 - (epoch - 1) / self.config.epochs)
+        with torch.no_grad():
+            loss = self.epochs.run_epoch(lr, generator)
+        return loss, len(self.epochs.ratings[2])
+
+    def close(self) -> None:
+        pass
+
+
 def fit(
     model: nn.Module,
     train: RatingTensors,
@@ -120,97 +230,64 @@ def fit(
     config: RunConfig,
     generator: torch.Generator,
     *,
+    threads: int | None = None,
     progress: bool = True,
     on_epoch: Callable[[EpochStats], None] | None = None,
     on_checkpoint: Callable[[EpochStats, dict[str, Any]], None] | None = None,
     resume: dict[str, Any] | None = None,
 ) -> list[EpochStats]:
-    """Train `model` in place for `config.epochs`, evaluating on `valid` after each epoch.
+    """Train `model` in place for `config.epochs` with `config.engine`, evaluating on `valid` after each.
 
-    `generator` drives the shuffle (CPU), so the same seed, data and config give the same result.
-    `on_epoch` gets each epoch's stats; `on_checkpoint` also the training state (optimizers,
-    schedules, shuffle RNG, history) that `resume` takes back to continue after that epoch exactly
-    as if never stopped.
+    `generator` drives the shuffle (CPU), so the same seed, data and config give the same result (on
+    the compiled engine, with any number of `threads`: None, the cores this process may use).
+    `on_epoch` gets each epoch's stats; `on_checkpoint` also the training state (optimizer state,
+    shuffle RNG, history) that `resume` takes back to continue after that epoch exactly as if never
+    stopped.
     Under torch.distributed (torchrun) every rank draws the same permutation and takes its slice of
     each batch, and DistributedDataParallel averages the gradients: the same steps as one process
     with the whole batch, up to floating-point summation order.
     """
     if len(train) == 0:
         raise RecsysError("no training ratings")
-    rank, world_size = distributed_rank()
-    # DistributedDataParallel all-reduces sparse gradients through gloo only (nccl has none).
-    if world_size > 1 and config.sparse and (backend := dist.get_backend()) != "gloo":
-        raise RecsysError(f"--sparse under torchrun needs the gloo backend (CPU), not {backend}")
+    threads = check_threads(default_threads() if threads is None else threads)
     device = torch.device(config.device)
     model.to(device)
     train, valid = train.to(device), valid.to(device)
-    n_batches = -(-len(train) // config.batch_size)
-    use_sparse_gradients(model, config.sparse)
-    optimizers = make_optimizers(model, config)
-    schedules = [make_schedule(optimizer, config, config.epochs * n_batches) for optimizer in optimizers]
-    objective: nn.Module = _Objective(model, penalised=config.l2 > 0)
-    if world_size > 1:
-        objective = DistributedDataParallel(objective)
+    epochs: _AutogradEpochs | _CompiledEpochs = (
+        _CompiledEpochs(model, train, config, threads)
+        if config.engine == "compiled"
+        else _AutogradEpochs(model, train, config)
+    )
     history: list[EpochStats] = []
     if resume is not None:
-        for optimizer, state in zip(optimizers, resume["optimizers"], strict=True):
-            optimizer.load_state_dict(state)
-        for schedule, state in zip(schedules, resume["schedules"], strict=True):
-            schedule.load_state_dict(state)
+        epochs.load_state_dict(resume)
         generator.set_state(resume["generator"])
         history = [EpochStats(**stats) for stats in resume["history"]]
     model.train()
-    for epoch in range(len(history) + 1, config.epochs + 1):
-        start = time.perf_counter()
-        order = torch.randperm(len(train), generator=generator).to(device)
-        loss_sum = torch.zeros((), device=device)
-        ratings = 0
-        bar = tqdm(
-            range(n_batches),
-            desc=f"epoch {epoch}/{config.epochs}",
-            leave=False,
-            disable=not progress or rank != 0,
-        )
-        for batch in bar:
-            index = order[batch * config.batch_size : (batch + 1) * config.batch_size]
-            if world_size > 1:
-                index = index.tensor_split(world_size)[rank]
-            ratings += len(index)
-            x, y = train.x.index_select(0, index), train.y.index_select(0, index)  # faster than x[index]
-            prediction, penalty = objective(x)
-            mse = torch.mean((prediction - y) ** 2)
-            loss = mse + config.l2 * penalty
-            for optimizer in optimizers:
-                optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            for optimizer, schedule in zip(optimizers, schedules, strict=True):
-                optimizer.step()
-                schedule.step()
-            loss_sum += mse.detach()
-        if world_size > 1:
-            dist.all_reduce(loss_sum)
-            loss_sum /= world_size
-        # One check per epoch, not per step: reading the loss is a device sync point.
-        train_loss = float(loss_sum) / n_batches
-        if not torch.isfinite(torch.tensor(train_loss)):
-            raise TrainingDiverged(
-                f"training loss became {train_loss} in epoch {epoch}; lower --lr (now {config.lr})"
+    try:
+        for epoch in range(len(history) + 1, config.epochs + 1):
+            start = time.perf_counter()
+            train_loss, ratings = epochs.run_epoch(epoch, generator, progress)
+            if not math.isfinite(train_loss):
+                raise TrainingDiverged(
+                    f"training loss became {train_loss} in epoch {epoch}; lower --lr (now {config.lr})"
+                )
+            metrics = evaluate(model, valid) if len(valid) else {"rmse": math.nan, "mae": math.nan}
+            stats = EpochStats(
+                epoch, train_loss, metrics["rmse"], metrics["mae"], time.perf_counter() - start, ratings
             )
-        metrics = evaluate(model, valid) if len(valid) else {"rmse": float("nan"), "mae": float("nan")}
-        seconds = time.perf_counter() - start
-        stats = EpochStats(epoch, train_loss, metrics["rmse"], metrics["mae"], seconds, ratings)
-        history.append(stats)
-        if on_epoch is not None:
-            on_epoch(stats)
-        if on_checkpoint is not None:
-            on_checkpoint(
-                stats,
-                {
-                    "optimizers": [optimizer.state_dict() for optimizer in optimizers],
-                    "schedules": [schedule.state_dict() for schedule in schedules],
-                    "generator": generator.get_state(),
-                    "history": [dataclasses.asdict(entry) for entry in history],
-                },
-            )
-    use_sparse_gradients(model, False)  # a trained model leaves as it came: dense, for any other loop
+            history.append(stats)
+            if on_epoch is not None:
+                on_epoch(stats)
+            if on_checkpoint is not None:
+                on_checkpoint(
+                    stats,
+                    {
+                        **epochs.state_dict(),
+                        "generator": generator.get_state(),
+                        "history": [dataclasses.asdict(entry) for entry in history],
+                    },
+                )
+    finally:
+        epochs.close()
     return history

@@ -1,19 +1,31 @@
-"""Train one rating model and write a run folder: `python scripts/train.py --model dotbias`."""
+"""Train one rating model and write a run folder: `python scripts/train.py --model dotbias`.
+
+The flags are parsed and checked before torch, pandas or numba is imported, so `--help` and a
+mistake answer at once.
+"""
 
 import argparse
 import time
 from pathlib import Path
-
-import torch
-from tqdm.auto import tqdm
+from typing import TYPE_CHECKING
 
 from recsys.cli import add_data_flags, check_device, dataset_from_flags, distributed_session, run
-from recsys.config import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, UNKNOWN_POLICIES, RunConfig, config_for
+from recsys.config import (
+    ENGINES,
+    MODEL_DEFAULTS,
+    OPTIMIZERS,
+    SCHEDULES,
+    UNKNOWN_POLICIES,
+    RunConfig,
+    check_threads,
+    config_for,
+    default_threads,
+)
 from recsys.errors import RecsysError
-from recsys.experiment import train_and_evaluate
-from recsys.runs import CHECKPOINT_FILE, load_checkpoint
-from recsys.splits import SPLIT_KINDS
-from recsys.trainer import EpochStats
+from recsys.names import SPLIT_KINDS
+
+if TYPE_CHECKING:
+    from recsys.trainer import EpochStats
 
 DEFAULTS = RunConfig()
 
@@ -73,7 +85,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="sparse embedding gradients with LazyAdam; much faster for 100K+ users or items",
     )
     add("--seed", type=int, default=DEFAULTS.seed, help="seed for split, initialisation and shuffle")
-    add("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda")
+    add(
+        "--engine",
+        choices=("auto", *ENGINES),
+        default="auto",
+        help="compiled: per-rating AdaGrad in numba (dot, dotbias; CPU); autograd: batches through "
+        "torch (every model, GPUs, torchrun); auto: compiled where the model has it on the CPU and "
+        "no autograd-only flag (--bs, --optimizer, --schedule, --sparse, --wd) is given",
+    )
+    add(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads (compiled engine and torch's own); the compiled engine's result does not "
+        "depend on it (default: the cores this process may use)",
+    )
+    add("--device", default=None, help="cpu or cuda (default: cuda where available for the autograd engine)")
     add(
         "--resume",
         type=Path,
@@ -85,16 +112,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)  # fmt: skip
 
 
+def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> RunConfig:
+    """The run's config from the flags (unset training flags take the model's tuned defaults)."""
+    return config_for(
+        args.model, engine=None if args.engine == "auto" else args.engine, dataset=dataset, split=args.split,
+        test_frac=args.test_frac, test_n=args.test_n, unknown=args.unknown, n_factors=args.n_factors,
+        y_range=tuple(args.y_range) if args.y_range else None, epochs=args.epochs, lr=args.lr,
+        batch_size=args.bs, l2=args.l2, wd=args.wd, optimizer=args.optimizer, sparse=args.sparse,
+        schedule=args.schedule, seed=args.seed, device=device,
+    )  # fmt: skip
+
+
 def check_args(args: argparse.Namespace) -> None:
-    """Reject what depends on this machine; RunConfig checks the values themselves."""
-    check_device(args.device)
+    """Reject bad flags before anything is loaded: RunConfig checks the values, this what depends on
+    the machine (threads here; a CUDA device once torch is loaded)."""
+    args.threads = check_threads(default_threads() if args.threads is None else args.threads)
+    if args.resume is None:
+        config_from_args(args, args.dataset or "ml-100k", args.device or "cpu")
     if args.resume is not None and args.out is not None:
         raise RecsysError("--resume continues in its own run folder; drop --out")
     if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         raise RecsysError(f"--out {args.out} already exists and is not an empty folder; choose a new one")
 
 
-def print_epoch(stats: EpochStats) -> None:
+def print_epoch(stats: "EpochStats") -> None:
+    from tqdm.auto import tqdm
+
     tqdm.write(
         f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {stats.valid_rmse:>10.4f}  {stats.seconds:>7.2f}"
     )
@@ -103,6 +146,13 @@ def print_epoch(stats: EpochStats) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
+    import torch  # after the flags are checked: it takes seconds to load
+
+    if args.device is None:
+        autograd = config_from_args(args, args.dataset or "ml-100k", "cpu").engine == "autograd"
+        args.device = "cuda" if autograd and torch.cuda.is_available() else "cpu"
+    check_device(args.device)
+    torch.set_num_threads(args.threads)
     with distributed_session(args.device) as (rank, device):
         train(args, rank, device)
     return 0
@@ -110,25 +160,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def train(args: argparse.Namespace, rank: int, device: str) -> None:
     """Train and evaluate as the flags say; rank 0 prints and writes the run folder."""
+    from recsys.experiment import train_and_evaluate
+    from recsys.runs import CHECKPOINT_FILE, load_checkpoint
+
     resume = load_checkpoint(args.resume / CHECKPOINT_FILE) if args.resume is not None else None
     if resume is not None:
         args.dataset = resume.config.dataset
     dataset = dataset_from_flags(args)
-    config = resume.config if resume is not None else config_for(
-        args.model, dataset=dataset.name, split=args.split, test_frac=args.test_frac, test_n=args.test_n,
-        unknown=args.unknown, n_factors=args.n_factors, y_range=tuple(args.y_range) if args.y_range else None,
-        epochs=args.epochs, lr=args.lr, batch_size=args.bs, l2=args.l2, wd=args.wd,
-        optimizer=args.optimizer, sparse=args.sparse, schedule=args.schedule, seed=args.seed, device=device,
-    )  # fmt: skip
+    config = resume.config if resume is not None else config_from_args(args, dataset.name, device)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.resume or args.out or Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"
     lead = rank == 0  # under torchrun only rank 0 prints and writes the run folder
     if lead:
-        print(f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}")
+        print(
+            f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}, "
+            f"{config.engine} engine, {args.threads} thread{'s' if args.threads > 1 else ''}"
+        )
         print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
     result = train_and_evaluate(
         dataset, config, run_dir=out if lead else None, progress=not args.no_progress,
-        on_epoch=print_epoch if lead else None, resume=resume,
+        on_epoch=print_epoch if lead else None, resume=resume, threads=args.threads,
     )  # fmt: skip
     if lead:
         metrics = result.metrics()

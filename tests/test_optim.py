@@ -93,6 +93,7 @@ def test_lazy_adam_trains_where_numba_has_nowhere_to_cache() -> None:
     # writable home: numba then refuses cache=True, and LazyAdam must compile without a cache.
     script = (
         "import torch\n"
+        "import recsys.compiled  # the compiled engine's kernels share the same compilation\n"
         "from recsys.optim import LazyAdam\n"
         "table = torch.nn.Embedding(4, 2, sparse=True)\n"
         "before = table.weight.detach().clone()\n"

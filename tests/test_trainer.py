@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from recsys import trainer
-from recsys.config import RunConfig, config_for
+from recsys.config import AUTOGRAD_ONLY, ENGINES, RunConfig, config_for
 from recsys.data import RatingsDataset
 from recsys.encoding import EncodedSplit, IdMap, RatingTensors, encode_split
 from recsys.errors import RecsysError
@@ -183,16 +183,22 @@ def test_run_config_round_trips_and_rejects_unknown_keys() -> None:
 
 # --- determinism and hyperparameters -------------------------------------------------------------
 
-BASE = config_for("dotbias", dataset="tiny", epochs=3)
+BASES = {engine: config_for("dotbias", engine=engine, dataset="tiny", epochs=3) for engine in ENGINES}
+BASE = BASES["autograd"]
 
 
 @pytest.fixture(scope="module")
-def base_run(tiny: RatingsDataset) -> Any:
-    return train_and_evaluate(tiny, BASE, progress=False)
+def base_runs(tiny: RatingsDataset) -> dict[str, Any]:
+    return {engine: train_and_evaluate(tiny, config, progress=False) for engine, config in BASES.items()}
+
+
+@pytest.fixture(params=ENGINES)
+def base_run(request: pytest.FixtureRequest, base_runs: dict[str, Any]) -> Any:
+    return base_runs[request.param]
 
 
 def test_same_seed_is_bit_identical(tiny: RatingsDataset, base_run: Any) -> None:
-    again = train_and_evaluate(tiny, BASE, progress=False)
+    again = train_and_evaluate(tiny, base_run.config, progress=False)
     assert again.test["rmse"] == base_run.test["rmse"]
     assert again.test["mae"] == base_run.test["mae"]
     assert [s.train_loss for s in again.history] == [s.train_loss for s in base_run.history]
@@ -202,7 +208,7 @@ def test_same_seed_is_bit_identical(tiny: RatingsDataset, base_run: Any) -> None
 
 
 def test_run_result_resolves_y_range_and_summarises(base_run: Any) -> None:
-    assert BASE.y_range is None
+    assert BASES[base_run.config.engine].y_range is None
     assert base_run.config.y_range == Y_RANGE
     assert base_run.model.y_range == Y_RANGE
     metrics = base_run.metrics()
@@ -229,14 +235,23 @@ CHANGES = [
     ("split", "user"),
     ("sparse", True),
 ]
+ENGINE_CHANGES = [
+    (engine, field, value)
+    for engine in ENGINES
+    for field, value in CHANGES
+    if engine == "autograd" or field not in AUTOGRAD_ONLY.values()
+]
 
 
-@pytest.mark.parametrize(("field", "value"), CHANGES, ids=[c[0] for c in CHANGES])
+@pytest.mark.parametrize(
+    ("engine", "field", "value"), ENGINE_CHANGES, ids=[f"{e}-{f}" for e, f, _ in ENGINE_CHANGES]
+)
 def test_every_hyperparameter_changes_the_result(
-    field: str, value: Any, tiny: RatingsDataset, base_run: Any
+    engine: str, field: str, value: Any, tiny: RatingsDataset, base_runs: dict[str, Any]
 ) -> None:
-    assert getattr(BASE, field) != value
-    changed = dataclasses.replace(BASE, **{field: value})
+    base, base_run = BASES[engine], base_runs[engine]
+    assert getattr(base, field) != value
+    changed = dataclasses.replace(base, **{field: value})
     result = train_and_evaluate(tiny, changed, progress=False)
     assert math.isfinite(result.test["rmse"])
     assert result.test["rmse"] != base_run.test["rmse"]
