@@ -1,23 +1,36 @@
-"""Benchmarks measured in one run on one machine: recsys against fastai and Surprise on ML-100K u1,
-training throughput on MovieLens-shaped synthetic data (generated in one process, trained on in
-another, so the training's peak RSS is its own), and load times.
+"""Benchmarks measured in one run on one machine: recsys against fastai, Surprise, cornac and LIBMF
+on ML-100K u1, training throughput on MovieLens-shaped synthetic data (generated in one process,
+trained on in another, so the training's peak RSS is its own), load times, and a few of those again
+while other processes keep the cores busy.
 
 Each measurement runs in its own process (`scripts/bench.py` starts them), so peak RSS is that
 measurement's own and no library's import or cache leaks into another's timing. `seconds` is
-training plus test prediction after the data is in memory; `wall_seconds` (filled in by the
-parent) is the whole process, Python start and imports included.
+training plus test prediction after the data is in memory, and `cpu_seconds` the CPU time (user and
+system, every thread) spent in the same span, so multi-threaded work shows its whole cost;
+`wall_seconds` (filled in by the parent) is the whole process, Python start and imports included.
+LIBMF fits run in a child process with a time limit: its scheduler has been seen to deadlock.
 """
 
+import multiprocessing
 import os
 import resource
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from functools import partial
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import numpy as np
 import pandas as pd
 import torch
 
-from recsys.config import config_for
+from recsys.compiled import load_kernels
+from recsys.config import available_cores, config_for
 from recsys.data import RatingsDataset
 from recsys.encoding import RatingTensors, encode_split
 from recsys.experiment import train_and_evaluate
@@ -35,10 +48,119 @@ SHAPES: dict[str, tuple[int, int, int]] = {
     "ml-25m": (162_541, 59_047, 25_000_095),
 }
 
+# cornac.models.MF: its defaults (k 10, 20 epochs of SGD, learning_rate 0.01, lambda_reg 0.02, biases
+# on; its docstring's 100 epochs and 0.001 disagree with its signature, which is what runs), and a
+# tuned setting. Both are seeded, which per cornac's documentation makes it train on one thread.
+CORNAC_MF: dict[str, dict[str, Any]] = {
+    "cornac-mf": {},
+    "cornac-mf-tuned": {"k": 100, "max_iter": 100, "learning_rate": 0.005, "lambda_reg": 0.1},
+}
+# LIBMF through pip's `libmf`: its defaults (k 8, 20 iterations, eta 0.1, and L1 0.04 on P and Q with
+# no L2: the wrapper's own, where the C library's are L2 0.1 and no L1), and the best of a small sweep
+# on u1 over k (50, 100), iterations (20-100), eta (0.02-0.1) and L2 (0.05-0.15), L1 off. LIBMF has
+# no bias terms.
+LIBMF: dict[str, dict[str, Any]] = {
+    "libmf": {},
+    "libmf-tuned": {
+        "k": 100,
+        "eta": 0.05,
+        "lambda_p1": 0.0,
+        "lambda_q1": 0.0,
+        "lambda_p2": 0.1,
+        "lambda_q2": 0.1,
+    },
+}
+
+# At the synthetic shapes every contender learns as many factors as recsys' default, so an epoch is the
+# same arithmetic everywhere.
+SHAPE_FACTORS = 50
+
+Result = TypeVar("Result")
+Load = Callable[[], tuple[RatingTensors, RatingTensors]]
+
+
+@dataclass
+class Clocks:
+    """Wall and CPU seconds of one measured span, filled in when it ends."""
+
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+def cpu_seconds() -> float:
+    """User plus system CPU time so far of every thread of this process and of the children it reaped."""
+    usages = (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
+
+
+@contextmanager
+def measured() -> Iterator[Clocks]:
+    """Time the block on both clocks, so that work spread over threads or children shows its cost."""
+    clocks = Clocks()
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    yield clocks
+    clocks.seconds = time.perf_counter() - wall
+    clocks.cpu_seconds = cpu_seconds() - cpu
+
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory so far (Linux reports kilobytes)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak resident memory of this process or of the largest child it reaped (a LIBMF fit runs in
+    one), whichever is larger; Linux reports kilobytes."""
+    usages = (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    return max(usage.ru_maxrss for usage in usages) / 1024
+
+
+def _answer(sender: Connection, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """Run in the child: send back `function(*args)`, or what went wrong."""
+    try:
+        reply = (True, function(*args))
+    except Exception as error:
+        reply = (False, f"{type(error).__name__}: {error}")
+    sender.send(reply)
+
+
+def call_in_subprocess(function: Callable[..., Result], *args: Any, timeout: float) -> Result:
+    """`function(*args)` in a fresh (spawned) process, killed once `timeout` seconds have passed since
+    its start, so that a hang in native code is a TimeoutError here instead of a hung caller. As with
+    any spawn, the calling script needs its `if __name__ == "__main__"` guard (the child imports it)."""
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_answer, args=(sender, function, args), daemon=True)
+    name = getattr(function, "__name__", repr(function))
+    process.start()
+    sender.close()  # the child holds the other copy: its exit ends the pipe
+    try:
+        if not receiver.poll(timeout):
+            raise TimeoutError(f"{name} still running after {timeout:g} s in its subprocess: killed")
+        try:
+            succeeded, value = receiver.recv()
+        except EOFError:
+            process.join()
+            raise RuntimeError(f"{name} ended (exit code {process.exitcode}) without an answer") from None
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join()
+        receiver.close()
+    if not succeeded:
+        raise RuntimeError(f"{name} failed in its subprocess: {value}")
+    return value
+
+
+@contextmanager
+def busy_processes(count: int) -> Iterator[list["subprocess.Popen[bytes]"]]:
+    """`count` processes each spinning a CPU-bound Python loop while the block runs (contention from
+    other work on the machine); killed when the block ends, however it ends."""
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(count):
+            processes.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        yield processes
+    finally:
+        for process in processes:
+            process.kill()
+        for process in processes:
+            process.wait()
 
 
 def _u1(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -48,18 +170,45 @@ def _u1(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return split.train, split.test[known]
 
 
-def bench_recsys(folder: Path, model: str = "dotbias", device: str = "cpu") -> dict[str, Any]:
-    """recsys' default run of `model` on u1."""
+def u1_tensors(folder: Path) -> tuple[RatingTensors, RatingTensors]:
+    """u1 encoded as recsys trains on it: the same test ratings as `_u1`, ids as compact indices."""
+    encoded = encode_split(fold_split(load_movielens("ml-100k", folder), "u1"))
+    return encoded.train, encoded.test
+
+
+def load_shape(tensors: Path) -> tuple[RatingTensors, RatingTensors]:
+    """The ratings `generate_shape` saved, and their first 1000 as the set evaluated after training."""
+    saved = torch.load(tensors, weights_only=True)
+    train = RatingTensors(saved["x"], saved["y"])
+    return train, RatingTensors(train.x[:1000], train.y[:1000])
+
+
+def _warm_up_torch_optim() -> None:
+    """One AdamW step on a dummy parameter: torch.optim imports torch._dynamo (about a second) on
+    first use, an import the clock must not count, as it counts no contender's imports."""
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    parameter.grad = torch.zeros(1)
+    torch.optim.AdamW([parameter], fused=True).step()
+
+
+def bench_recsys(
+    folder: Path, model: str = "dotbias", device: str = "cpu", engine: str | None = None
+) -> dict[str, Any]:
+    """recsys' default run of `model` on u1 (on `engine`; None: the one it chooses)."""
     dataset = load_movielens("ml-100k", folder)
-    start = time.perf_counter()
-    config = config_for(model, dataset="ml-100k", split="u1", device=device)
-    result = train_and_evaluate(dataset, config, progress=False)
-    seconds = time.perf_counter() - start
+    config = config_for(model, engine=engine, dataset="ml-100k", split="u1", device=device)
+    # Each engine's one-off start-up (as the other contenders' imports) before the clock.
+    if config.engine == "compiled":
+        load_kernels()
+    else:
+        _warm_up_torch_optim()
+    with measured() as clocks:
+        result = train_and_evaluate(dataset, config, progress=False)
     epochs = result.config.epochs
     return {
         "rmse": result.test["rmse"],
-        "seconds": seconds,
-        "samples_per_second": epochs * len(result.data.train) / seconds,
+        **asdict(clocks),
+        "samples_per_second": epochs * len(result.data.train) / clocks.seconds,
     }
 
 
@@ -70,22 +219,21 @@ def bench_fastai(folder: Path) -> dict[str, Any]:
 
     train, test = _u1(folder)
     frame = pd.concat([train, test], ignore_index=True)[["user", "item", "rating"]]
-    start = time.perf_counter()
-    # What CollabDataLoaders.from_df builds, with the u1 test ratings as the validation set.
-    splits = (list(range(len(train))), list(range(len(train), len(frame))))
-    tabular = TabularCollab(
-        frame, [Categorify], ["user", "item"], y_names=["rating"], y_block=TransformBlock(), splits=splits
-    )
-    dls = tabular.dataloaders(bs=64)
-    learner = collab_learner(dls, n_factors=50, y_range=(0, 5.5))
-    with learner.no_bar(), learner.no_logging():
-        learner.fit_one_cycle(5, 5e-3, wd=0.1)
-        predictions, targets = learner.get_preds()
-    seconds = time.perf_counter() - start
+    with measured() as clocks:
+        # What CollabDataLoaders.from_df builds, with the u1 test ratings as the validation set.
+        splits = (list(range(len(train))), list(range(len(train), len(frame))))
+        tabular = TabularCollab(
+            frame, [Categorify], ["user", "item"], y_names=["rating"], y_block=TransformBlock(), splits=splits
+        )
+        dls = tabular.dataloaders(bs=64)
+        learner = collab_learner(dls, n_factors=50, y_range=(0, 5.5))
+        with learner.no_bar(), learner.no_logging():
+            learner.fit_one_cycle(5, 5e-3, wd=0.1)
+            predictions, targets = learner.get_preds()
     return {
         "rmse": rmse(predictions.squeeze(-1), targets.squeeze(-1)),
-        "seconds": seconds,
-        "samples_per_second": 5 * len(train) / seconds,
+        **asdict(clocks),
+        "samples_per_second": 5 * len(train) / clocks.seconds,
     }
 
 
@@ -94,17 +242,109 @@ def bench_surprise(folder: Path) -> dict[str, Any]:
     from surprise import SVD, Dataset, Reader
 
     train, test = _u1(folder)
-    start = time.perf_counter()
-    trainset = Dataset.load_from_df(train[["user", "item", "rating"]], Reader(rating_scale=(1, 5)))
-    algorithm = SVD(random_state=0)
-    algorithm.fit(trainset.build_full_trainset())
-    predictions = [algorithm.predict(u, i).est for u, i in zip(test["user"], test["item"], strict=True)]
-    seconds = time.perf_counter() - start
+    with measured() as clocks:
+        trainset = Dataset.load_from_df(train[["user", "item", "rating"]], Reader(rating_scale=(1, 5)))
+        algorithm = SVD(random_state=0)
+        algorithm.fit(trainset.build_full_trainset())
+        predictions = [algorithm.predict(u, i).est for u, i in zip(test["user"], test["item"], strict=True)]
     return {
         "rmse": rmse(torch.tensor(predictions), torch.tensor(test["rating"].to_numpy())),
-        "seconds": seconds,
-        "samples_per_second": 20 * len(train) / seconds,
+        **asdict(clocks),
+        "samples_per_second": 20 * len(train) / clocks.seconds,
     }
+
+
+def _u1_row(result: dict[str, Any]) -> dict[str, Any]:
+    """A peer's u1 row from its timed fit: training samples per second in place of the rating count."""
+    ratings = result.pop("ratings")
+    return {**result, "samples_per_second": result["iterations"] * ratings / result["seconds"]}
+
+
+def cornac_fit_rate(
+    build: Callable[[], Any], pairs: list[tuple[Any, Any]], targets: torch.Tensor, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """Build a cornac Dataset, fit cornac's MF (`settings` over its defaults) and rate `pairs` of raw
+    ids with `rate` (clipped to the training ratings' range, as cornac's own RMSE does), all timed."""
+    import cornac
+
+    model = cornac.models.MF(**settings, seed=0)
+    with measured() as clocks:
+        data = build()
+        model.fit(data)
+        predictions = [model.rate(data.uid_map[user], data.iid_map[item]).item() for user, item in pairs]
+    return {
+        "rmse": rmse(torch.tensor(predictions), targets),
+        **asdict(clocks),
+        "threads": model.num_threads,
+        "iterations": model.max_iter,
+        "ratings": data.num_ratings,
+    }
+
+
+def cornac_dataset(train: RatingTensors) -> Any:
+    """A cornac Dataset of already-encoded ratings (its ids are their own indices): `from_uir`, a
+    Python loop over every rating, takes minutes at the large shapes."""
+    from cornac.data import Dataset
+
+    n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
+    columns = (np.ascontiguousarray(train.x[:, 0].numpy()), np.ascontiguousarray(train.x[:, 1].numpy()))
+    return Dataset(
+        num_users=n_users,
+        num_items=n_items,
+        uid_map={index: index for index in range(n_users)},
+        iid_map={index: index for index in range(n_items)},
+        uir_tuple=(*columns, train.y.numpy()),
+        seed=0,
+    )
+
+
+def bench_cornac(folder: Path, contender: str) -> dict[str, Any]:
+    """cornac's MF with the `contender` settings on u1, through its own `Dataset.from_uir`."""
+    from cornac.data import Dataset
+
+    train, test = _u1(folder)
+    rows = list(train[["user", "item", "rating"]].itertuples(index=False, name=None))
+    result = cornac_fit_rate(
+        partial(Dataset.from_uir, rows, seed=0),
+        list(zip(test["user"], test["item"], strict=True)),
+        torch.tensor(test["rating"].to_numpy()),
+        CORNAC_MF[contender],
+    )
+    return _u1_row(result)
+
+
+def libmf_fit_predict(load: Load, settings: dict[str, Any]) -> dict[str, Any]:
+    """Fit LIBMF (`settings` over pip libmf's defaults, on every available core) on `load()`'s training
+    ratings and predict its test pairs; run it through `call_in_subprocess`, as LIBMF can hang."""
+    from libmf import mf
+
+    train, test = load()
+    # Ids travel as float32, exact below 2**24 (ML-25M has 163K users).
+    assert int(train.x.max()) < 2**24
+    options = {name: default for name, _, default in mf.get_default_options()}
+    options |= {"nr_threads": available_cores(), "quiet": True, **settings}
+    ratings = np.empty((len(train), 3), dtype=np.float32)  # fit reads row-major [user, item, rating]
+    ratings[:, :2], ratings[:, 2] = train.x.numpy(), train.y.numpy()
+    pairs = np.asfortranarray(test.x.numpy(), dtype=np.float32)  # predict reads column-major
+    model = mf.MF(**options)
+    with measured() as clocks:
+        model.fit(ratings)
+        predictions = model.predict(pairs)
+    return {
+        "rmse": rmse(torch.from_numpy(predictions), test.y),
+        **asdict(clocks),
+        "threads": options["nr_threads"],
+        "iterations": options["nr_iters"],
+        "ratings": len(train),
+    }
+
+
+def bench_libmf(folder: Path, contender: str, timeout: float = 120.0) -> dict[str, Any]:
+    """LIBMF with the `contender` settings on u1 (ids encoded before the clocks start, as it needs)."""
+    result = call_in_subprocess(
+        libmf_fit_predict, partial(u1_tensors, folder), LIBMF[contender], timeout=timeout
+    )
+    return _u1_row(result)
 
 
 def synthetic_shape(shape: str) -> RatingsDataset:
@@ -123,56 +363,151 @@ def generate_shape(shape: str, path: Path) -> dict[str, Any]:
 
     A separate process from the training run, so the training run's peak RSS is its own.
     """
-    start = time.perf_counter()
-    train = encoded_tensors(synthetic_shape(shape))
-    with path.open("wb") as file:
-        torch.save({"x": train.x, "y": train.y}, file)
-        # On disk before this process ends, so writing it back does not slow the training runs.
-        file.flush()
-        os.fsync(file.fileno())
-    return {"shape": shape, "ratings": len(train), "generate_seconds": time.perf_counter() - start}
+    with measured() as clocks:
+        train = encoded_tensors(synthetic_shape(shape))
+        with path.open("wb") as file:
+            torch.save({"x": train.x, "y": train.y}, file)
+            # On disk before this process ends, so writing it back does not slow the training runs.
+            file.flush()
+            os.fsync(file.fileno())
+    return {"shape": shape, "ratings": len(train), "generate_seconds": clocks.seconds}
 
 
-def bench_throughput(shape: str, model: str, tensors: Path, **overrides: Any) -> dict[str, Any]:
-    """One epoch of `model` (its defaults plus `overrides`) on the tensors `generate_shape` saved."""
-    saved = torch.load(tensors, weights_only=True)
-    train = RatingTensors(saved["x"], saved["y"])
+def _per_epoch(result: dict[str, Any]) -> dict[str, Any]:
+    """A throughput row from a timed fit of `iterations` epochs over `ratings` ratings."""
+    return {
+        **result,
+        "epoch_seconds": result["seconds"] / result["iterations"],
+        "ratings_per_second": result["iterations"] * result["ratings"] / result["seconds"],
+    }
+
+
+def bench_throughput(
+    shape: str, model: str, tensors: Path, threads: int | None = None, **overrides: Any
+) -> dict[str, Any]:
+    """One epoch of `model` (its defaults plus `overrides`) on the tensors `generate_shape` saved;
+    `threads` goes to `fit` only when given (None: fit's own default, every available core)."""
+    train, valid = load_shape(tensors)
     n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
-    config = config_for(model, epochs=1, y_range=(0.0, 5.5), **overrides)
+    config = config_for(model, y_range=(0.0, 5.5), **{"epochs": 1, **overrides})
     network = build_model(
         model, n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
     )
-    valid = RatingTensors(train.x[:1000], train.y[:1000])
-    start = time.perf_counter()
-    history = fit(network, train, valid, config, torch.Generator().manual_seed(0), progress=False)
-    seconds = time.perf_counter() - start
+    thread_option: dict[str, Any] = {} if threads is None else {"threads": threads}
+    with measured() as clocks:
+        history = fit(
+            network, train, valid, config, torch.Generator().manual_seed(0), progress=False, **thread_option
+        )
     return {
         "shape": shape,
-        "model": model,
+        "contender": f"recsys-{model}",
+        "engine": config.engine,
         "batch_size": config.batch_size,
         "sparse": config.sparse,
         "device": config.device,
-        "epoch_seconds": seconds,
-        "ratings_per_second": len(train) / seconds,
+        "threads": threads,
+        **_per_epoch({**asdict(clocks), "iterations": config.epochs, "ratings": len(train)}),
+        # The epochs alone, without fit's setup (building the optimizers, or the compiled engine's
+        # sorting of the ratings into blocks), each with its validation.
+        "trained_epoch_seconds": sum(stats.seconds for stats in history) / len(history),
         "final_valid_rmse": history[-1].valid_rmse,
     }
 
 
+def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
+    """dotbias with `engine`'s defaults (autograd: the `--sparse --bs 4096` settings recommended for
+    large data before the compiled engine) on 99% of the shape's ratings: the validation RMSE on the
+    held-out 1% after each epoch, and the seconds since `fit` started (setup included) at each."""
+    saved = torch.load(tensors, weights_only=True)
+    order = torch.randperm(len(saved["y"]), generator=torch.Generator().manual_seed(0))
+    held_out = len(order) // 100
+    valid = RatingTensors(saved["x"][order[:held_out]], saved["y"][order[:held_out]])
+    train = RatingTensors(saved["x"][order[held_out:]], saved["y"][order[held_out:]])
+    del saved, order
+    n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
+    large = {"sparse": True, "batch_size": 4096} if engine == "autograd" else {}
+    config = config_for("dotbias", engine=engine, y_range=(0.0, 5.5), **large)
+    network = build_model(
+        "dotbias", n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
+    )
+    elapsed: list[float] = []
+    with measured() as clocks:
+        start = time.perf_counter()
+        history = fit(
+            network, train, valid, config, torch.Generator().manual_seed(0), progress=False,
+            on_epoch=lambda _: elapsed.append(time.perf_counter() - start),
+        )  # fmt: skip
+    return {
+        "shape": shape,
+        "engine": engine,
+        **asdict(clocks),
+        "valid_rmse": [stats.valid_rmse for stats in history],
+        "elapsed": elapsed,
+    }
+
+
+def time_to_reach(rows: list[dict[str, Any]], reference: str) -> pd.DataFrame:
+    """Per engine: its final validation RMSE and seconds, and the seconds it took to reach the
+    `reference` engine's final validation RMSE (blank if it never did)."""
+    target = next(row for row in rows if row["engine"] == reference)["valid_rmse"][-1]
+    table = []
+    for row in rows:
+        reached = [t for t, rmse in zip(row["elapsed"], row["valid_rmse"], strict=True) if rmse <= target]
+        table.append(
+            {
+                "shape": row["shape"],
+                "engine": row["engine"],
+                "epochs": len(row["valid_rmse"]),
+                "final_valid_rmse": row["valid_rmse"][-1],
+                "seconds": row["seconds"],
+                "cpu_seconds": row["cpu_seconds"],
+                f"seconds_to_{reference}_final": reached[0] if reached else None,
+            }
+        )
+    frame = pd.DataFrame(table)
+    reference_seconds = frame.loc[frame["engine"] == reference, "seconds"].iloc[0]
+    frame["ratio"] = frame[f"seconds_to_{reference}_final"] / reference_seconds
+    return frame
+
+
+def bench_peer_throughput(
+    shape: str, contender: str, tensors: Path, iterations: int, timeout: float = 600.0
+) -> dict[str, Any]:
+    """`iterations` epochs of LIBMF or cornac (the `contender` settings) on the tensors `generate_shape`
+    saved, then predicting the first 1000 (as recsys' epoch evaluates them); LIBMF in a child process."""
+    if contender in LIBMF:
+        settings = {**LIBMF[contender], "k": SHAPE_FACTORS, "nr_iters": iterations}
+        result = call_in_subprocess(
+            libmf_fit_predict, partial(load_shape, tensors), settings, timeout=timeout
+        )
+    else:
+        train, valid = load_shape(tensors)
+        settings = {**CORNAC_MF[contender], "k": SHAPE_FACTORS, "max_iter": iterations}
+        result = cornac_fit_rate(partial(cornac_dataset, train), valid.x.tolist(), valid.y, settings)
+    result["final_valid_rmse"] = result.pop("rmse")
+    return {"shape": shape, "contender": contender, "factors": SHAPE_FACTORS, **_per_epoch(result)}
+
+
 def bench_load(name: str, folder: Path) -> dict[str, Any]:
     """Seconds to parse and encode a real dataset found locally."""
-    start = time.perf_counter()
-    dataset = load_movielens(name, folder)
-    loaded = time.perf_counter() - start
-    encode_split(make_split(dataset, "random"))
-    return {"dataset": name, "ratings": len(dataset.ratings), "load_seconds": loaded,
-            "load_and_encode_seconds": time.perf_counter() - start}  # fmt: skip
+    with measured() as total:
+        with measured() as loading:
+            dataset = load_movielens(name, folder)
+        encode_split(make_split(dataset, "random"))
+    return {"dataset": name, "ratings": len(dataset.ratings), "load_seconds": loading.seconds,
+            "load_and_encode_seconds": total.seconds}  # fmt: skip
+
+
+def _groups(frame: pd.DataFrame, keys: list[str]) -> list[str]:
+    """`keys` and, where the rows have it, the `contended` mark: quiet and loaded runs stay apart."""
+    return [*keys, *(["contended"] if "contended" in frame else [])]
 
 
 def median_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per contender from repeated u1 runs: the median of each measure, the fastest and
-    slowest `seconds`, and the number of runs."""
+    """One row per contender (quiet and contended apart) from repeated u1 runs: the median of each
+    measure, the fastest and slowest `seconds`, and the number of runs."""
     frame = pd.DataFrame(rows)
-    grouped = frame.groupby("contender", sort=False)
+    grouped = frame.groupby(_groups(frame, ["contender"]), sort=False)
     medians = grouped.median(numeric_only=True)
     medians["seconds_min"] = grouped["seconds"].min()
     medians["seconds_max"] = grouped["seconds"].max()
@@ -181,9 +516,30 @@ def median_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def ratio_table(rows: list[dict[str, Any]], reference: str) -> pd.DataFrame:
-    """The u1 rows with time ratios against `reference` (how many times slower than it)."""
+    """The u1 rows with time ratios against `reference` run quiet (how many times slower than it)."""
     frame = pd.DataFrame(rows)
-    base = frame.set_index("contender").loc[reference]
+    chosen = frame["contender"] == reference
+    if "contended" in frame:
+        chosen &= frame["contended"] == "no"
+    base = frame[chosen].iloc[0]
     frame["seconds_ratio"] = frame["seconds"] / base["seconds"]
     frame["wall_ratio"] = frame["wall_seconds"] / base["wall_seconds"]
     return frame
+
+
+def contention_table(rows: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
+    """For each measurement (rows alike in `keys`) run both quiet and contended: the median seconds and
+    CPU seconds of each, and `ratio`, contended seconds over quiet."""
+    frame = pd.DataFrame(rows)
+    if "contended" not in frame or not (frame["contended"] == "yes").any():
+        return pd.DataFrame()
+    medians = frame.groupby([*keys, "contended"], sort=False, dropna=False)[
+        ["seconds", "cpu_seconds"]
+    ].median()
+    table = medians.unstack("contended").dropna()
+    table.columns = [
+        f"{measure}_{'contended' if mark == 'yes' else 'quiet'}" for measure, mark in table.columns
+    ]
+    table["ratio"] = table["seconds_contended"] / table["seconds_quiet"]
+    order = ["seconds_quiet", "seconds_contended", "ratio", "cpu_seconds_quiet", "cpu_seconds_contended"]
+    return table[order].reset_index()

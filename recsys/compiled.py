@@ -220,6 +220,17 @@ def _sorted_by_block(
     return (sorted_users, sorted_items, sorted_values), offsets
 
 
+def load_kernels() -> None:
+    """Load the kernels now (from numba's disk cache, else by compiling them) instead of on first use,
+    which costs about half a second in a fresh process: numba sets itself up then."""
+    model = Factorisation(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 1), torch.zeros(1, 1))
+    # Strided columns of an (n, 2) tensor, as the trainer passes them (one row would be contiguous).
+    x = torch.zeros(2, 2, dtype=torch.int64)
+    epochs = CompiledEpochs(model, x[:, 0], x[:, 1], torch.ones(2), (0.0, 1.0), 0.0, seed=0, threads=1)
+    epochs.run_epoch(0.0, torch.Generator())
+    epochs.evaluate(x[:, 0], x[:, 1], torch.ones(2))
+
+
 def _padded(table: np.ndarray) -> np.ndarray:
     """A copy of `table` whose rows start on 64-byte cache lines and are padded with zeros to whole
     lines: a row then spans the fewest lines and the vectorised loops have no remainder (at 50
@@ -233,14 +244,15 @@ def _padded(table: np.ndarray) -> np.ndarray:
     return padded
 
 
-def _as_array(table: Tensor | None) -> np.ndarray:
-    """A writable float32 numpy view of a CPU table (biases flattened to 1-d); empty for None."""
+def _as_array(table: Tensor | None, *, bias: bool = False) -> np.ndarray:
+    """A writable float32 numpy view of a CPU table (a bias table's one column flattened to 1-d);
+    empty for None."""
     if table is None:
         return np.empty(0, np.float32)
     if table.dtype != torch.float32 or table.device.type != "cpu" or not table.is_contiguous():
         raise ValueError("the compiled path trains contiguous float32 CPU tables")
     array = table.detach().numpy()
-    return array.reshape(len(array)) if array.ndim == 2 and array.shape[1] == 1 else array
+    return array.reshape(len(array)) if bias else array
 
 
 class CompiledEpochs:
@@ -262,7 +274,7 @@ class CompiledEpochs:
         self.n_factors = self.factor_tables[0].shape[1]
         self.tables = (
             _padded(self.factor_tables[0]), _padded(self.factor_tables[1]),
-            _as_array(tables.user_bias), _as_array(tables.item_bias),
+            _as_array(tables.user_bias, bias=True), _as_array(tables.item_bias, bias=True),
         )  # fmt: skip
         user_sums, item_sums, user_bias_sums, item_bias_sums = (
             np.full(len(t), ACCUMULATOR_START, np.float32) if t.size else np.empty(0, np.float32)
@@ -325,7 +337,15 @@ class CompiledEpochs:
 
     def _settings(self, lr: float) -> tuple[float, float, float, float, bool, float]:
         low, high = self.y_range if self.y_range is not None else (0.0, 1.0)
-        return (lr, self.l2, low, high, self.y_range is not None, float(self.n_factors))
+        # Floats throughout, whatever the caller's types: numba compiles one kernel per argument type.
+        return (
+            float(lr),
+            float(self.l2),
+            float(low),
+            float(high),
+            self.y_range is not None,
+            float(self.n_factors),
+        )
 
     def evaluate(self, users: Tensor, items: Tensor, values: Tensor) -> dict[str, float]:
         """RMSE and MAE of the current tables on these ratings (what `metrics.evaluate` gives)."""

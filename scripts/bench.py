@@ -1,8 +1,12 @@
-"""Benchmarks in one run: recsys vs fastai and Surprise on ML-100K u1, throughput on synthetic
-ML-1M/10M/25M shapes, load times. Writes bench.md and bench.json: `python scripts/bench.py`.
+"""Benchmarks in one run: recsys vs fastai, Surprise, cornac and LIBMF on ML-100K u1, throughput on
+synthetic ML-1M/10M/25M shapes (LIBMF and cornac epochs beside recsys'), load times, and a few rows
+again under contention. Writes bench.md and bench.json: `python scripts/bench.py`.
 
 Every measurement runs in a fresh process (this script re-invoked with --worker) so that its peak
 RSS and timing are its own. Needs the real ML-100K (--data-dir or $RECSYS_DATA) for the u1 rows.
+The contended rows run last, while two processes spin a CPU-bound loop each (--no-contended skips
+them): recsys dotbias on u1, and one epoch of each contender at the ML-10M shape (else the first
+shape asked for), recsys' on its compiled engine at 2 threads.
 """
 
 import argparse
@@ -12,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,38 +29,96 @@ from recsys.report import markdown_table
 from recsys.runs import write_json
 
 LARGE = {"sparse": True, "batch_size": 4096}  # what the README recommends past ~100K users
+REFERENCE = "recsys-dotbias"  # the u1 contender the others' time ratios divide by
+# The autograd engine with its own defaults: recsys' u1 run before the compiled engine.
+AUTOGRAD = "recsys-dotbias-autograd"
+U1_CONTENDERS = (REFERENCE, AUTOGRAD, "fastai", "surprise-svd", *benchmark.CORNAC_MF, *benchmark.LIBMF)
+# Peer epochs at every shape, each timed as one fit of 1 and of 5 iterations (the second spreads a
+# fit's setup over its epochs), with the tuned settings: those whose u1 RMSE competes with recsys'.
+PEER_EPOCHS = ("libmf-tuned", "cornac-mf-tuned")
+PEER_ITERATIONS = (1, 5)
+# recsys dotbias epochs at set thread counts, with its defaults: the compiled engine, the one that
+# takes threads (LARGE's sparse tables and batch size choose the autograd engine).
+THREAD_COUNTS = (1, 2)
+THREAD_EPOCHS = 5  # as the peers' longer fits: the setup (blocking the ratings) spread over them
+CONTENDED_SHAPE = "ml-10m"
+# Where the time to reach the autograd engine's accuracy is measured.
+CONVERGENCE_SHAPE = "ml-10m"
+BUSY_PROCESSES = 2
+TASKS = ("u1", "throughput", "convergence", "generate", "load")
+# Columns shown first, in this order, where a table has them; the rest follow.
+FIRST_COLUMNS = ("task", "contender", "model", "dataset", "shape", "engine", "contended", "threads",
+                 "iterations", "rmse", "final_valid_rmse", "seconds", "epoch_seconds",
+                 "trained_epoch_seconds", "cpu_seconds", "wall_seconds", "peak_rss_mb")  # fmt: skip
+# Counts, and measures whose fractions are noise, shown rounded to whole numbers.
+WHOLE_NUMBERS = ("threads", "iterations", "batch_size", "runs", "ratings", "peak_rss_mb",
+                 "ratings_per_second", "samples_per_second")  # fmt: skip
+
+
+def throughput_jobs(shape: str, tensors: str, device: str) -> list[dict[str, Any]]:
+    """The throughput measurements at one shape: recsys' models, dotbias on its default engine at set
+    thread counts, and the peers' epochs."""
+    large = shape != "ml-1m"
+    common = {"task": "throughput", "shape": shape, "tensors": tensors}
+    recsys = {**common, "device": device, **(LARGE if large else {})}
+    models = ("dot", "dotbias", "embproj", *(() if large else ("linear",)))
+    found = [{**recsys, "model": model} for model in models]
+    found += [
+        {**common, "device": device, "model": "dotbias", "threads": threads, "epochs": THREAD_EPOCHS}
+        for threads in THREAD_COUNTS
+    ]
+    peers = [(contender, iterations) for contender in PEER_EPOCHS for iterations in PEER_ITERATIONS]
+    return found + [
+        {**common, "contender": contender, "iterations": iterations} for contender, iterations in peers
+    ]
+
+
+def contended_jobs(specs: list[dict[str, Any]], shape: str | None) -> list[dict[str, Any]]:
+    """Copies, marked contended, of the few measurements to re-run under load: every u1 round of
+    recsys dotbias, and one epoch at `shape` of recsys dotbias (at the most threads) and of each peer."""
+
+    def chosen(spec: dict[str, Any]) -> bool:
+        if spec["task"] == "u1":
+            return bool(spec["contender"] == REFERENCE)
+        if spec["task"] != "throughput" or spec["shape"] != shape:
+            return False
+        return spec.get("threads") == max(THREAD_COUNTS) or spec.get("iterations") == 1
+
+    return [{**spec, "contended": True} for spec in specs if chosen(spec)]
 
 
 def jobs(
-    folder: Path | None, shapes: list[str], scratch: Path, repeats: int, device: str = "cpu"
+    folder: Path | None,
+    shapes: list[str],
+    scratch: Path,
+    repeats: int,
+    device: str = "cpu",
+    contended: bool = True,
 ) -> list[dict[str, Any]]:
-    """Every measurement to run, as the keyword arguments of one worker. The u1 contenders take
-    turns, `repeats` rounds, so that a slow spell of the machine does not fall on one of them.
-    recsys trains on `device`; fastai picks its own (a GPU where there is one), Surprise the CPU."""
+    """Every measurement to run, as the keyword arguments of one worker; the contended ones last. The
+    u1 contenders take turns, `repeats` rounds, so that a slow spell of the machine does not fall on
+    one of them. recsys trains on `device`; fastai picks its own (a GPU where there is one), the
+    others the CPU."""
     found: list[dict[str, Any]] = []
     if folder is not None:
-        contenders = ("recsys-dotbias", "fastai", "surprise-svd")
         found += [
             {"task": "u1", "contender": name, **({"device": device} if name.startswith("recsys") else {})}
             for _ in range(repeats)
-            for name in contenders
+            for name in U1_CONTENDERS
         ]
         found.append({"task": "load", "name": "ml-100k"})
     for shape in shapes:
         tensors = str(scratch / f"{shape}.pt")
         found.append({"task": "generate", "shape": shape, "path": tensors})
-        large = shape != "ml-1m"
-        for model in ("dot", "dotbias", "embproj", *(() if large else ("linear",))):
-            found.append(
-                {
-                    "task": "throughput",
-                    "shape": shape,
-                    "model": model,
-                    "tensors": tensors,
-                    "device": device,
-                    **(LARGE if large else {}),
-                }
-            )
+        found += throughput_jobs(shape, tensors, device)
+        if shape == CONVERGENCE_SHAPE and device == "cpu":
+            found += [
+                {"task": "convergence", "shape": shape, "tensors": tensors, "engine": engine}
+                for engine in ("autograd", "compiled")
+            ]
+    if contended:
+        loaded_shape = CONTENDED_SHAPE if CONTENDED_SHAPE in shapes else next(iter(shapes), None)
+        found += contended_jobs(found, loaded_shape)
     return found
 
 
@@ -65,8 +128,13 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     if task == "u1":
         assert folder is not None
         contender = spec.pop("contender")
+        if contender in benchmark.CORNAC_MF:
+            return {"contender": contender, **benchmark.bench_cornac(folder, contender)}
+        if contender in benchmark.LIBMF:
+            return {"contender": contender, **benchmark.bench_libmf(folder, contender)}
         measure = {
-            "recsys-dotbias": benchmark.bench_recsys,
+            REFERENCE: benchmark.bench_recsys,
+            AUTOGRAD: partial(benchmark.bench_recsys, engine="autograd"),
             "fastai": benchmark.bench_fastai,
             "surprise-svd": benchmark.bench_surprise,
         }[contender]
@@ -76,21 +144,102 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
         return benchmark.bench_load(spec["name"], folder)
     if task == "generate":
         return benchmark.generate_shape(spec["shape"], Path(spec["path"]))
-    return benchmark.bench_throughput(spec.pop("shape"), spec.pop("model"), Path(spec.pop("tensors")), **spec)
+    if task == "convergence":
+        return benchmark.bench_convergence(spec["shape"], Path(spec["tensors"]), spec["engine"])
+    shape, tensors = spec.pop("shape"), Path(spec.pop("tensors"))
+    if "contender" in spec:
+        return benchmark.bench_peer_throughput(shape, spec.pop("contender"), tensors, **spec)
+    return benchmark.bench_throughput(shape, spec.pop("model"), tensors, **spec)
 
 
 def run_worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
-    """Start a fresh process for `spec`; add its wall time and peak RSS, or the error it reported."""
+    """Start a fresh process for `spec`; add its wall time, peak RSS and contended mark, or the error
+    it reported."""
+    contended = "yes" if spec.pop("contended", False) else "no"
     command = [sys.executable, __file__, "--worker", json.dumps(spec)]
     if folder is not None:
         command += ["--ml100k", str(folder)]
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    with benchmark.measured() as clocks:
+        result = subprocess.run(command, capture_output=True, text=True)
+    marks = {"contended": contended, "wall_seconds": clocks.seconds}
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines() or ["no output"]
-        return {**spec, "error": lines[-1], "wall_seconds": wall}
-    return {**json.loads(result.stdout.strip().splitlines()[-1]), "wall_seconds": wall}
+        return {**spec, **marks, "error": lines[-1]}
+    return {**json.loads(result.stdout.strip().splitlines()[-1]), **marks}
+
+
+def run_all(specs: list[dict[str, Any]], folder: Path | None) -> list[dict[str, Any]]:
+    """Each spec's result, in order; the contended ones (which `jobs` puts last) while the busy
+    processes run, which are stopped however the run ends."""
+    quiet = [spec for spec in specs if not spec.get("contended")]
+    assert specs == quiet + [spec for spec in specs if spec.get("contended")], "contended specs come last"
+
+    def logged(spec: dict[str, Any]) -> dict[str, Any]:
+        print(f"running {spec}", flush=True)
+        result = run_worker(dict(spec), folder)
+        print(f"  {result}", flush=True)
+        return result
+
+    results = [logged(spec) for spec in quiet]
+    if len(quiet) < len(specs):
+        with benchmark.busy_processes(BUSY_PROCESSES):
+            results += [logged(spec) for spec in specs[len(quiet) :]]
+    return results
+
+
+def readable(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with its key columns first, the `contended` mark only where some row ran contended, and
+    counts as whole numbers (a row without one, where a missing value made the column float, blank)."""
+    if "contended" in table and not (table["contended"] == "yes").any():
+        table = table.drop(columns="contended")
+    first = [column for column in FIRST_COLUMNS if column in table]
+    table = table[first + [column for column in table if column not in first]].copy()
+    for column in WHOLE_NUMBERS:
+        if column in table:
+            whole = [value if pd.isna(value) else round(value) for value in table[column]]
+            table[column] = pd.Series(whole, index=table.index, dtype=object)
+    return table
+
+
+TITLES = {
+    "u1": "ML-100K u1: recsys vs fastai, Surprise, cornac and LIBMF (medians over the rounds)",
+    "u1-contention": "ML-100K u1 under contention (two busy processes): contended/quiet",
+    "throughput": "Training throughput: one fit of `iterations` epochs, `epoch_seconds` its seconds per "
+    "epoch (threads blank: fit's default, all cores; peak RSS: the training process or its LIBMF child)",
+    "throughput-contention": "Throughput under contention (two busy processes): contended/quiet",
+    "convergence": "Time to accuracy: dotbias on 99% of the shape, validation RMSE on the other 1%; "
+    "seconds until each engine reached the autograd engine's final validation RMSE",
+    "generate": "Generating the synthetic shapes",
+    "load": "Loading and encoding real data",
+    "errors": "Failed measurements",
+}
+
+
+def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """bench.md's tables: u1 medians with time ratios, throughput, the contended/quiet ratios of both,
+    generation and load times, and every measurement that failed."""
+    rows: dict[str, list[dict[str, Any]]] = {task: [] for task in TASKS}
+    failed = []
+    for spec, result in zip(specs, results, strict=True):
+        if "error" in result:
+            failed.append(
+                {"task": spec["task"], **{k: v for k, v in result.items() if k not in ("tensors", "path")}}
+            )
+        else:
+            rows[spec["task"]].append(result)
+    found = {task: pd.DataFrame(rows[task]) for task in ("throughput", "generate", "load")}
+    if rows["u1"]:
+        medians = benchmark.median_runs(rows["u1"]).to_dict(orient="records")
+        quiet_reference = any(row["contender"] == REFERENCE and row["contended"] == "no" for row in medians)
+        found["u1"] = benchmark.ratio_table(medians, REFERENCE) if quiet_reference else pd.DataFrame(medians)
+    found["u1-contention"] = benchmark.contention_table(rows["u1"], ["contender"])
+    found["throughput-contention"] = benchmark.contention_table(
+        rows["throughput"], ["contender", "shape", "iterations", "threads"]
+    )
+    if len(rows["convergence"]) == 2:
+        found["convergence"] = benchmark.time_to_reach(rows["convergence"], "autograd")
+    found["errors"] = pd.DataFrame(failed)
+    return {name: found[name] for name in TITLES if name in found and not found[name].empty}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="rounds of the u1 comparison; the table gives each one's median")  # fmt: skip
     parser.add_argument("--device", default="cpu",
                         help="where recsys trains: cpu or cuda (fastai picks its own device)")  # fmt: skip
+    parser.add_argument("--contended", action=argparse.BooleanOptionalAction, default=True,
+                        help="re-run a few rows while two busy processes load the CPU")  # fmt: skip
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ml100k", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -125,37 +276,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise RecsysError(f"--out {args.out} is a file; name a folder")
     with tempfile.TemporaryDirectory() as scratch:
-        specs = jobs(folder, args.shapes, Path(scratch), args.repeats, args.device)
-        results = []
-        for spec in specs:
-            print(f"running {spec}", flush=True)
-            results.append(run_worker(dict(spec), folder))
-            print(f"  {results[-1]}", flush=True)
-    tables = {
-        task: pd.DataFrame([r for r, s in zip(results, specs, strict=True) if s["task"] == task])
-        for task in ("u1", "throughput", "generate", "load")
-    }
-    if not tables["u1"].empty and "error" not in tables["u1"]:
-        medians = benchmark.median_runs(tables["u1"].to_dict(orient="records"))
-        tables["u1"] = benchmark.ratio_table(medians.to_dict(orient="records"), "recsys-dotbias")
+        specs = jobs(folder, args.shapes, Path(scratch), args.repeats, args.device, args.contended)
+        results = run_all(specs, folder)
+    found = tables(specs, results)
     lines = [
         "# Benchmarks",
         "",
-        f"Run on {time.strftime('%Y-%m-%d')}, one process per row; see recsys/benchmark.py.",
+        f"Run on {time.strftime('%Y-%m-%d')} on {benchmark.available_cores()} cores, one process per row; "
+        "see recsys/benchmark.py. `seconds`: training and prediction with the data in memory; "
+        "`cpu_seconds`: CPU time (all threads) in the same span; `wall_seconds`: the whole process.",
         "",
     ]
-    titles = {
-        "u1": "ML-100K u1: recsys vs fastai vs Surprise",
-        "throughput": "Training throughput (one epoch; peak RSS of the training process)",
-        "generate": "Generating the synthetic shapes",
-        "load": "Loading and encoding real data",
-    }
-    for task, table in tables.items():
-        if not table.empty:
-            lines += [f"## {titles[task]}", "", markdown_table(table), ""]
+    for name, table in found.items():
+        lines += [f"## {TITLES[name]}", "", markdown_table(readable(table)), ""]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.md").write_text("\n".join(lines))
-    write_json(args.out / "bench.json", {task: t.to_dict(orient="records") for task, t in tables.items()})
+    # Missing values (a column a row does not have) as null: JSON has no NaN.
+    records = {
+        name: t.astype(object).where(t.notna(), None).to_dict(orient="records") for name, t in found.items()
+    }
+    write_json(args.out / "bench.json", records)
     print("\n".join(lines))
     return 0
 

@@ -1,15 +1,31 @@
 """The benchmark's bookkeeping (its timings are measured by scripts/bench.py, never asserted here)."""
 
 import importlib.util
+import math
+import multiprocessing
 import subprocess
 import sys
+import time
+from functools import partial
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 
-from recsys.benchmark import SHAPES, median_runs, ratio_table, synthetic_shape
+from recsys import benchmark
+from recsys.benchmark import (
+    SHAPES,
+    busy_processes,
+    call_in_subprocess,
+    contention_table,
+    measured,
+    median_runs,
+    ratio_table,
+    synthetic_shape,
+)
 
 
 def test_ratio_table_divides_by_the_reference() -> None:
@@ -21,6 +37,18 @@ def test_ratio_table_divides_by_the_reference() -> None:
     assert table.at["fastai", "seconds_ratio"] == pytest.approx(40.0)
     assert table.at["fastai", "wall_ratio"] == pytest.approx(7.5)
     assert table.at["recsys-dotbias", "seconds_ratio"] == 1.0
+
+
+def test_ratio_table_divides_by_the_quiet_reference_run() -> None:
+    rows = [
+        {"contender": "recsys-dotbias", "contended": "yes", "seconds": 1.0, "wall_seconds": 8.0},
+        {"contender": "recsys-dotbias", "contended": "no", "seconds": 0.5, "wall_seconds": 4.0},
+        {"contender": "libmf", "contended": "no", "seconds": 0.25, "wall_seconds": 6.0},
+    ]
+    table = ratio_table(rows, "recsys-dotbias").set_index(["contender", "contended"])
+    assert table.at[("libmf", "no"), "seconds_ratio"] == pytest.approx(0.5)
+    assert table.at[("recsys-dotbias", "yes"), "seconds_ratio"] == pytest.approx(2.0)
+    assert table.at[("libmf", "no"), "wall_ratio"] == pytest.approx(1.5)
 
 
 def test_synthetic_shape_has_the_shape(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,6 +77,70 @@ def test_median_runs_gives_each_contender_its_median_and_range() -> None:
     assert table["runs"].tolist() == [3, 2]
 
 
+def test_median_runs_keeps_contended_runs_apart_with_their_cpu_seconds() -> None:
+    rows = [
+        {"contender": "libmf", "contended": mark, "seconds": s, "cpu_seconds": c, "wall_seconds": 5.0}
+        for mark, s, c in (("no", 0.2, 0.4), ("no", 0.4, 0.8), ("no", 0.3, 0.6), ("yes", 0.9, 0.5))
+    ]
+    table = median_runs(rows).set_index(["contender", "contended"])
+    assert table.at[("libmf", "no"), "cpu_seconds"] == pytest.approx(0.6)
+    assert table.at[("libmf", "no"), "runs"] == 3
+    assert table.at[("libmf", "yes"), "seconds"] == pytest.approx(0.9)
+    assert table.at[("libmf", "yes"), "runs"] == 1
+
+
+def test_contention_table_gives_contended_over_quiet_for_each_measurement() -> None:
+    rows = [
+        {"contender": "recsys-dotbias", "contended": "no", "seconds": s, "cpu_seconds": 2 * s}
+        for s in (1.0, 3.0, 2.0)
+    ] + [
+        {"contender": "recsys-dotbias", "contended": "yes", "seconds": 5.0, "cpu_seconds": 3.0},
+        {"contender": "fastai", "contended": "no", "seconds": 20.0, "cpu_seconds": 30.0},
+    ]
+    table = contention_table(rows, ["contender"])
+    # fastai never ran contended: nothing to compare.
+    assert table["contender"].tolist() == ["recsys-dotbias"]
+    row = table.iloc[0]
+    assert (row["seconds_quiet"], row["seconds_contended"]) == (2.0, 5.0)
+    assert row["ratio"] == pytest.approx(2.5)
+    assert (row["cpu_seconds_quiet"], row["cpu_seconds_contended"]) == (4.0, 3.0)
+
+
+def test_contention_table_is_empty_without_contended_rows() -> None:
+    rows = [{"contender": "libmf", "contended": "no", "seconds": 1.0, "cpu_seconds": 1.0}]
+    assert contention_table(rows, ["contender"]).empty
+
+
+def test_measured_counts_the_cpu_of_a_child_it_waited_for() -> None:
+    spin = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.3: pass"
+    with measured() as clocks:
+        subprocess.run([sys.executable, "-c", spin], check=True)
+    # This process only waited: the CPU time is the child's.
+    assert clocks.cpu_seconds >= 0.3
+    assert clocks.seconds >= 0.3
+
+
+def test_call_in_subprocess_reports_the_childs_error() -> None:
+    with pytest.raises(RuntimeError, match="sqrt failed in its subprocess: ValueError: math domain error"):
+        call_in_subprocess(math.sqrt, -1.0, timeout=60)
+
+
+def test_call_in_subprocess_kills_a_hung_call_at_its_timeout() -> None:
+    start = time.perf_counter()
+    with pytest.raises(TimeoutError, match="sleep still running after 1 s"):
+        call_in_subprocess(time.sleep, 600, timeout=1)
+    assert time.perf_counter() - start < 30
+    assert multiprocessing.active_children() == []
+
+
+def test_busy_processes_spin_in_the_block_and_are_killed_on_error() -> None:
+    with pytest.raises(KeyError), busy_processes(2) as processes:
+        assert len(processes) == 2
+        assert all(process.poll() is None for process in processes)
+        raise KeyError("a measurement failed")
+    assert all(process.returncode is not None for process in processes)
+
+
 def _bench_script() -> ModuleType:
     path = Path(__file__).resolve().parent.parent / "scripts" / "bench.py"
     spec = importlib.util.spec_from_file_location("bench_script", path)
@@ -58,14 +150,145 @@ def _bench_script() -> ModuleType:
     return module
 
 
-def test_bench_trains_recsys_on_the_device_asked_for(tmp_path: Path) -> None:
-    specs = _bench_script().jobs(tmp_path, ["ml-1m"], tmp_path, repeats=2, device="cuda")
+def test_bench_u1_contenders_take_turns_and_recsys_trains_on_the_device_asked_for(tmp_path: Path) -> None:
+    specs = _bench_script().jobs(tmp_path, ["ml-1m"], tmp_path, repeats=2, device="cuda", contended=False)
     u1 = [spec for spec in specs if spec["task"] == "u1"]
-    assert [spec["contender"] for spec in u1] == ["recsys-dotbias", "fastai", "surprise-svd"] * 2
-    # fastai picks its own device and Surprise has none to pick.
-    assert [spec.get("device") for spec in u1] == ["cuda", None, None] * 2
-    throughput = [spec for spec in specs if spec["task"] == "throughput"]
-    assert len(throughput) == 4 and all(spec["device"] == "cuda" for spec in throughput)
+    contenders = [
+        "recsys-dotbias",
+        "recsys-dotbias-autograd",
+        "fastai",
+        "surprise-svd",
+        "cornac-mf",
+        "cornac-mf-tuned",
+        "libmf",
+        "libmf-tuned",
+    ]
+    assert [spec["contender"] for spec in u1] == contenders * 2
+    # fastai picks its own device and the others have none to pick.
+    assert [spec.get("device") for spec in u1] == (["cuda", "cuda"] + [None] * 6) * 2
+    recsys = [spec for spec in specs if spec["task"] == "throughput" and "model" in spec]
+    assert len(recsys) == 6 and all(spec["device"] == "cuda" for spec in recsys)
+    assert not any(spec.get("contended") for spec in specs)
+
+
+def test_bench_times_the_peers_epochs_and_recsys_threads_at_ml10m(tmp_path: Path) -> None:
+    specs = _bench_script().jobs(None, ["ml-10m"], tmp_path, repeats=1, contended=False)
+    peers = [
+        (s["contender"], s["iterations"]) for s in specs if s["task"] == "throughput" and "contender" in s
+    ]
+    assert peers == [("libmf-tuned", 1), ("libmf-tuned", 5), ("cornac-mf-tuned", 1), ("cornac-mf-tuned", 5)]
+    threaded = [spec for spec in specs if "threads" in spec]
+    assert [(spec["model"], spec["threads"]) for spec in threaded] == [("dotbias", 1), ("dotbias", 2)]
+    # Threads act on the compiled engine only, which LARGE's sparse tables and batch size turn off.
+    assert not any("sparse" in spec or "batch_size" in spec for spec in threaded)
+    assert sum(spec.get("sparse", False) for spec in specs) == 3
+
+
+def test_bench_marks_the_few_contended_jobs_and_runs_them_last(tmp_path: Path) -> None:
+    specs = _bench_script().jobs(tmp_path, ["ml-1m", "ml-10m"], tmp_path, repeats=2)
+    marked = [spec for spec in specs if spec.get("contended")]
+    assert specs[-len(marked) :] == marked
+    assert [spec["contender"] for spec in marked if spec["task"] == "u1"] == ["recsys-dotbias"] * 2
+    epochs = [spec for spec in marked if spec["task"] == "throughput"]
+    assert all(spec["shape"] == "ml-10m" for spec in epochs)
+    assert [(spec.get("model"), spec.get("contender"), spec.get("iterations")) for spec in epochs] == [
+        ("dotbias", None, None),
+        (None, "libmf-tuned", 1),
+        (None, "cornac-mf-tuned", 1),
+    ]
+    assert epochs[0]["threads"] == 2 and "sparse" not in epochs[0]
+
+
+def test_bench_contends_at_the_first_shape_without_ml10m(tmp_path: Path) -> None:
+    specs = _bench_script().jobs(None, ["ml-1m"], tmp_path, repeats=1)
+    assert {spec["shape"] for spec in specs if spec.get("contended")} == {"ml-1m"}
+
+
+def test_bench_tables_list_failures_apart_and_keep_the_rest() -> None:
+    threaded: dict[str, Any] = {"task": "throughput", "shape": "ml-10m", "model": "dotbias", "threads": 2}
+    specs = [{"task": "u1", "contender": "recsys-dotbias"}, {"task": "u1", "contender": "libmf"}, threaded]
+    results = [
+        {"contender": "recsys-dotbias", "contended": "no", "rmse": 0.92, "seconds": 0.2,
+         "cpu_seconds": 0.3, "wall_seconds": 4.0},
+        {"contender": "libmf", "contended": "no", "rmse": 0.91, "seconds": 0.1, "cpu_seconds": 0.2,
+         "threads": 2, "iterations": 20, "wall_seconds": 9.0},
+        {**threaded, "tensors": "x.pt", "contended": "no", "wall_seconds": 5.0,
+         "error": "TypeError: fit() got an unexpected keyword 'threads'"},
+    ]  # fmt: skip
+    tables = _bench_script().tables(specs, results)
+    assert set(tables) == {"u1", "errors"}
+    assert tables["u1"].set_index("contender").at["libmf", "seconds_ratio"] == pytest.approx(0.5)
+    errors = tables["errors"]
+    assert errors[["task", "threads"]].values.tolist() == [["throughput", 2]]
+    assert "tensors" not in errors
+
+
+def test_readable_puts_key_columns_first_and_prints_counts_whole() -> None:
+    table = pd.DataFrame({"seconds": [1.5, 2.5], "threads": [2.0, float("nan")], "contender": ["a", "b"]})
+    shown = _bench_script().readable(table)
+    assert shown.columns.tolist() == ["contender", "threads", "seconds"]
+    assert shown["threads"].iloc[0] == 2 and isinstance(shown["threads"].iloc[0], int)
+    assert pd.isna(shown["threads"].iloc[1])
+
+
+def test_bench_throughput_passes_threads_to_fit_only_when_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "small.pt"
+    torch.save({"x": torch.tensor([[0, 0], [1, 1], [1, 0]]), "y": torch.tensor([1.0, 5.0, 3.0])}, path)
+    calls: list[dict[str, Any]] = []
+
+    def fake_fit(*args: Any, **kwargs: Any) -> list[SimpleNamespace]:
+        calls.append(kwargs)
+        return [SimpleNamespace(valid_rmse=0.5, seconds=0.1)]
+
+    monkeypatch.setattr(benchmark, "fit", fake_fit)
+    assert benchmark.bench_throughput("small", "dotbias", path)["threads"] is None
+    assert benchmark.bench_throughput("small", "dotbias", path, threads=1)["threads"] == 1
+    assert ["threads" in kwargs for kwargs in calls] == [False, True]
+    assert calls[1]["threads"] == 1
+
+
+@pytest.fixture
+def user_effect(tmp_path: Path) -> Path:
+    """Saved tensors as `generate_shape` writes them: 30 users x 20 items, every rating 1 for an even
+    user and 5 for an odd one, so that predictions for misread pairs are far off."""
+    users, items = torch.meshgrid(torch.arange(30), torch.arange(20), indexing="ij")
+    x = torch.stack([users.flatten(), items.flatten()], dim=1)
+    path = tmp_path / "user-effect.pt"
+    torch.save({"x": x, "y": torch.where(x[:, 0] % 2 == 0, 1.0, 5.0)}, path)
+    return path
+
+
+def test_libmf_fits_in_a_child_and_predicts_the_pairs_asked_for(user_effect: Path) -> None:
+    pytest.importorskip("libmf")
+    # One thread: on data this small (most of its 26x26 blocks empty) LIBMF's two-thread scheduler
+    # deadlocks within a few fits; the bench's real data has not.
+    result = call_in_subprocess(
+        benchmark.libmf_fit_predict,
+        partial(benchmark.load_shape, user_effect),
+        {"nr_threads": 1},
+        timeout=120,
+    )
+    assert result["rmse"] < 0.5
+    assert (result["threads"], result["iterations"], result["ratings"]) == (1, 20, 600)
+
+
+def test_cornac_epochs_predict_the_pairs_asked_for(user_effect: Path) -> None:
+    pytest.importorskip("cornac")
+    row = benchmark.bench_peer_throughput("small", "cornac-mf", user_effect, iterations=50)
+    assert row["final_valid_rmse"] < 0.5
+    assert (row["threads"], row["iterations"]) == (1, 50)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("contender", ["cornac-mf-tuned", "libmf-tuned"])
+def test_tuned_peers_beat_their_defaults_on_u1(ml100k_folder: Path, contender: str) -> None:
+    pytest.importorskip(contender.split("-")[0])
+    measure = benchmark.bench_libmf if contender.startswith("libmf") else benchmark.bench_cornac
+    default, tuned = (measure(ml100k_folder, name) for name in (contender.removesuffix("-tuned"), contender))
+    assert tuned["rmse"] < 0.93 < default["rmse"]
+    assert tuned["cpu_seconds"] > 0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
@@ -82,3 +305,33 @@ def test_bench_without_cuda_refuses_device_cuda_in_one_line(tmp_path: Path) -> N
         "error: --device cuda: no CUDA device is available here; use --device cpu"
     ]
     assert not (tmp_path / "bench").exists()
+
+
+def test_time_to_reach_finds_when_each_engine_matched_the_reference() -> None:
+    rows = [
+        {"shape": "s", "engine": "autograd", "seconds": 10.0, "cpu_seconds": 12.0,
+         "valid_rmse": [0.9, 0.8, 0.7], "elapsed": [4.0, 7.0, 10.0]},
+        {"shape": "s", "engine": "compiled", "seconds": 3.0, "cpu_seconds": 5.0,
+         "valid_rmse": [0.75, 0.69, 0.65], "elapsed": [1.0, 2.0, 3.0]},
+        {"shape": "s", "engine": "never", "seconds": 3.0, "cpu_seconds": 5.0,
+         "valid_rmse": [0.8, 0.71], "elapsed": [1.0, 2.0]},
+    ]  # fmt: skip
+    table = benchmark.time_to_reach(rows, "autograd").set_index("engine")
+    assert table.at["autograd", "seconds_to_autograd_final"] == 10.0
+    assert table.at["compiled", "seconds_to_autograd_final"] == 2.0
+    assert table.at["compiled", "ratio"] == pytest.approx(0.2)
+    assert pd.isna(table.at["never", "seconds_to_autograd_final"])
+    assert table.at["compiled", "final_valid_rmse"] == 0.65
+
+
+def test_bench_measures_time_to_accuracy_at_the_ml_10m_shape_only(tmp_path: Path) -> None:
+    script = _bench_script()
+    specs = script.jobs(None, ["ml-1m", "ml-10m"], tmp_path, repeats=1, contended=False)
+    convergence = [spec for spec in specs if spec["task"] == "convergence"]
+    assert [(spec["shape"], spec["engine"]) for spec in convergence] == [
+        ("ml-10m", "autograd"),
+        ("ml-10m", "compiled"),
+    ]
+    threads = [spec for spec in specs if spec.get("threads")]
+    assert {spec["threads"] for spec in threads} == {1, 2}
+    assert all(spec["epochs"] == script.THREAD_EPOCHS for spec in threads)

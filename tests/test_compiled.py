@@ -27,12 +27,15 @@ def one_rating_step(model: DotProduct, user: int, item: int, rating: float, lr: 
     epochs.run_epoch(lr, torch.Generator())
 
 
+@pytest.mark.parametrize("n_factors", [1, 5])
 @pytest.mark.parametrize("model_class", [DotProduct, DotProductBias])
-def test_a_step_is_adagrad_on_the_autograd_gradient_of_the_objective(model_class: type) -> None:
+def test_a_step_is_adagrad_on_the_autograd_gradient_of_the_objective(
+    model_class: type, n_factors: int
+) -> None:
     """The kernel's update is AdaGrad (accumulators starting at 1) on the gradient autograd gives for
     (prediction - rating)^2 + l2 * (squared norms of the rows used)."""
     torch.manual_seed(0)
-    model = model_class(3, 4, 5, y_range=(0.0, 5.5), generator=torch.Generator().manual_seed(1))
+    model = model_class(3, 4, n_factors, y_range=(0.0, 5.5), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.normal_(0.0, 0.3)
@@ -202,3 +205,12 @@ def test_training_that_diverges_is_stopped(tiny: RatingsDataset) -> None:
     config = dataclasses.replace(config_for("dot", dataset="tiny", epochs=2), lr=1e30, y_range=None)
     with pytest.raises(RecsysError, match="training loss became"):
         train_and_evaluate(tiny, config, progress=False)
+
+
+def test_load_kernels_readies_the_signatures_training_uses(tiny: RatingsDataset) -> None:
+    compiled.load_kernels()
+    loaded = {kernel: len(kernel.signatures) for kernel in (compiled._train_blocks, compiled._errors)}
+    assert all(count >= 1 for count in loaded.values())
+    train_and_evaluate(tiny, config_for("dotbias", dataset="tiny", epochs=1), progress=False)
+    # Training found the kernels it needed already loaded: no new specialisation.
+    assert {kernel: len(kernel.signatures) for kernel in loaded} == loaded
