@@ -5,6 +5,7 @@ mistake answer at once.
 """
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,8 +115,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> RunConfig:
     """The run's config from the flags (unset training flags take the model's tuned defaults)."""
+    engine = None if args.engine == "auto" else args.engine
+    if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        engine = "autograd"  # the compiled engine trains in one process
     return config_for(
-        args.model, engine=None if args.engine == "auto" else args.engine, dataset=dataset, split=args.split,
+        args.model, engine=engine, dataset=dataset, split=args.split,
         test_frac=args.test_frac, test_n=args.test_n, unknown=args.unknown, n_factors=args.n_factors,
         y_range=tuple(args.y_range) if args.y_range else None, epochs=args.epochs, lr=args.lr,
         batch_size=args.bs, l2=args.l2, wd=args.wd, optimizer=args.optimizer, sparse=args.sparse,

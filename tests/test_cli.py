@@ -7,6 +7,7 @@ together by a module fixture and the tests only read their results.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -349,3 +351,32 @@ def test_synthetic_item_popularity_is_long_tailed() -> None:
 def test_synthetic_rejects_too_many_ratings() -> None:
     with pytest.raises(ValueError, match="n_ratings"):
         make_synthetic(SyntheticConfig(n_users=10, n_items=10, n_ratings=51))
+
+
+def _train_script() -> object:
+    spec = importlib.util.spec_from_file_location("train_script", ROOT / TRAIN)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_auto_engine_is_autograd_under_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:
+    script: Any = _train_script()
+    args = script.parse_args(["--model", "dotbias"])
+    assert script.config_from_args(args, "tiny", "cpu").engine == "compiled"
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert script.config_from_args(args, "tiny", "cpu").engine == "autograd"
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["--threads", "0"], ["--lr", "-1"], ["--engine", "compiled", "--model", "linear"]]
+)
+def test_help_and_flag_errors_answer_before_torch_is_imported(args: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", TRAIN, *args], cwd=ROOT, capture_output=True, text=True
+    )
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+    assert "recsys.config" in imported  # the import log was read
+    assert not {"torch", "pandas", "numba"} & imported
+    assert result.returncode == (0 if args == ["--help"] else 2)
