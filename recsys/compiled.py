@@ -233,8 +233,7 @@ def load_kernels() -> None:
 
 def _padded(table: np.ndarray) -> np.ndarray:
     """A copy of `table` whose rows start on 64-byte cache lines and are padded with zeros to whole
-    lines: a row then spans the fewest lines and the vectorised loops have no remainder (at 50
-    factors an epoch took ~20% less CPU time padded to 64)."""
+    lines: a row then spans the fewest lines and the vectorised loops have no remainder."""
     rows, width = table.shape
     padded_width = -(-width // _FLOATS_PER_LINE) * _FLOATS_PER_LINE
     buffer = np.zeros(rows * padded_width + _FLOATS_PER_LINE, np.float32)
@@ -290,8 +289,8 @@ class CompiledEpochs:
             _groups(item_array, len(self.tables[1]), self.grid),
         )
         # Private copies in block order (32-bit ids: the kernel reads 12 bytes a rating, not 20),
-        # shuffled within their blocks once: reshuffling every epoch cost about a quarter of an
-        # epoch for ~0.001 of u1 RMSE.
+        # shuffled within their blocks once: reshuffling every epoch cost more time than the
+        # accuracy it bought (README, Training).
         self.ratings, self.offsets = _sorted_by_block(
             (user_array, item_array, values.numpy()), groups, self.grid
         )
