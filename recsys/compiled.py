@@ -355,21 +355,51 @@ class CompiledEpochs:
         return {"rmse": math.sqrt(squared / len(values)), "mae": absolute / len(values)}
 
     def _run_strata(self, strata: list[list[int]], train: Callable[[Sequence[int]], None]) -> None:
-        """Each stratum's blocks on the threads, taken one at a time by whichever thread is free (a
-        thread slowed by other processes takes fewer), the next stratum once all are done."""
-        lock = threading.Lock()
+        """The strata's blocks on the threads, each taken by whichever thread is free (a thread
+        slowed by other processes takes fewer), without a barrier between strata: a block starts
+        once its user group and its item group have finished every earlier stratum. Each row then
+        sees the same updates in the same order as with strata run one after another, so the
+        result is the same; a thread that finishes early starts on the next stratum."""
+        grid = self.grid
+        ready = threading.Condition()
+        # Strata finished so far by each user group and by each item group.
+        users_done, items_done = [0] * grid, [0] * grid
+        taken = [[False] * grid for _ in strata]  # by stratum, then user group
+        first_open = [0]  # the earliest stratum with a block not yet taken
+        failed = [False]  # a block raised: the others stop taking blocks instead of waiting on it
 
-        def worker(stratum: list[int], position: list[int]) -> None:
-            while True:
-                with lock:
-                    taken = position[0]
-                    position[0] += 1
-                if taken >= len(stratum):
-                    return
-                train([stratum[taken]])
+        def take() -> tuple[int, int] | None:
+            with ready:
+                while True:
+                    if failed[0]:
+                        return None
+                    while first_open[0] < len(strata) and all(taken[first_open[0]]):
+                        first_open[0] += 1
+                    if first_open[0] == len(strata):
+                        return None
+                    for k in range(first_open[0], len(strata)):
+                        for group in range(grid):
+                            item_group = strata[k][group] % grid
+                            if not taken[k][group] and users_done[group] == k == items_done[item_group]:
+                                taken[k][group] = True
+                                return k, group
+                    ready.wait()
+
+        def worker() -> None:
+            while (next_block := take()) is not None:
+                k, group = next_block
+                try:
+                    train([strata[k][group]])
+                except BaseException:
+                    with ready:
+                        failed[0] = True
+                        ready.notify_all()
+                    raise
+                with ready:
+                    users_done[group] += 1
+                    items_done[strata[k][group] % grid] += 1
+                    ready.notify_all()
 
         with ThreadPoolExecutor(self.threads) as pool:
-            for stratum in strata:
-                position = [0]
-                for future in [pool.submit(worker, stratum, position) for _ in range(self.threads)]:
-                    future.result()
+            for future in [pool.submit(worker) for _ in range(self.threads)]:
+                future.result()

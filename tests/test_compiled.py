@@ -1,6 +1,8 @@
 """The compiled engine: its arithmetic, its blocks, its threads, and agreement with the autograd one."""
 
 import dataclasses
+import threading
+from typing import Any
 
 import pytest
 import torch
@@ -214,3 +216,38 @@ def test_load_kernels_readies_the_signatures_training_uses(tiny: RatingsDataset)
     train_and_evaluate(tiny, config_for("dotbias", dataset="tiny", epochs=1), progress=False)
     # Training found the kernels it needed already loaded: no new specialisation.
     assert {kernel: len(kernel.signatures) for kernel in loaded} == loaded
+
+
+def test_a_failing_block_stops_the_other_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compiled, "RATINGS_PER_BLOCK", 100)
+    generator = torch.Generator().manual_seed(0)
+    model = DotProductBias(50, 30, 2, generator=generator)
+    tables = model.factorisation()
+    assert tables is not None
+    users, items = torch.randint(0, 50, (2_000,), generator=generator), torch.randint(0, 30, (2_000,))
+    epochs = CompiledEpochs(tables, users, items, torch.ones(2_000), None, 0.1, seed=0, threads=2)
+    assert epochs.grid == 4 and epochs.threads == 2
+    kernel = compiled._train_blocks
+    # The first stratum's block for user group 0: every later block of that group waits on it.
+    first_shift = int(torch.randperm(4, generator=torch.Generator())[0])
+    doomed = first_shift  # user group 0, item group first_shift
+
+    def failing(*args: Any) -> None:
+        if args[4][0] == doomed:
+            raise RuntimeError(f"block {doomed} failed")
+        kernel(*args)
+
+    monkeypatch.setattr(compiled, "_train_blocks", failing)
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            epochs.run_epoch(0.1, torch.Generator())
+        except RuntimeError as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "the other thread waited forever on the failed block"
+    assert [str(error) for error in outcome] == [f"block {doomed} failed"]
