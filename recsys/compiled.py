@@ -11,7 +11,9 @@ Parallelism without locks or races: users and items are cut into `grid` groups e
 consecutive indices holding about equal numbers of ratings (runs, so that two threads never write
 neighbouring entries of one cache line), which cuts the ratings into grid x grid blocks. A stratum
 is `grid` blocks that share no user and no item (LIBMF's and DSGD's scheme); its blocks run on any
-number of threads at once, strata one after another, in an order drawn each epoch. Each block's
+number of threads at once, the strata in an order drawn each epoch, each block once its user and
+item groups have finished the strata before it (the same order of updates per row as running the
+strata one after another, without waiting at a barrier between them). Each block's
 ratings are shuffled once, by a generator keyed on the seed and the block, so the result depends on
 the data, the seed and the grid, never on the number of threads or how the blocks were shared out.
 The grid is chosen from the number of ratings alone: small data trains as one block (a full shuffle,
