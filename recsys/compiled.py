@@ -304,12 +304,14 @@ class CompiledEpochs:
 
     def state_dict(self) -> dict[str, Tensor]:
         """AdaGrad's accumulators, to resume from (the ratings' order is re-derived)."""
-        names = ("user_factors", "item_factors", "user_bias", "item_bias")
-        return {name: torch.from_numpy(a.copy()) for name, a in zip(names, self.accumulators, strict=True)}
+        return {
+            name: torch.from_numpy(array.copy())
+            for name, array in zip(Factorisation._fields, self.accumulators, strict=True)
+        }
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        for array, saved in zip(self.accumulators, state.values(), strict=True):
-            array[:] = saved.numpy()
+        for name, array in zip(Factorisation._fields, self.accumulators, strict=True):
+            array[:] = state[name].numpy()
 
     def run_epoch(self, lr: float, generator: torch.Generator) -> float:
         """One epoch at learning rate `lr`; the mean squared error of the ratings as they were met.
