@@ -142,7 +142,11 @@ def _errors(
     settings: tuple[float, float, float, float, bool, float],
 ) -> tuple[float, float]:
     """Summed squared and absolute errors of the model's predictions for `ratings` (the forward of
-    the model the tables belong to, without a trip through torch)."""
+    the model the tables belong to, without a trip through torch).
+
+    The score is written out here as in `_train_blocks` on purpose: a shared helper, even one numba
+    inlines, made the training kernel's epoch ~35% slower.
+    """
     user_factors, item_factors, user_bias, item_bias = tables
     users, items, values = ratings
     _, _, low, high, squash, _ = settings

@@ -125,7 +125,8 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-# The compiled engine's defaults (u1 sweeps over lr, l2 and epochs inside u1.base; see README). It
+# The compiled engine's defaults (small sweeps over lr, l2 and epochs scored on folds u2..u5 only, so
+# u1 is held out; see README). It
 # has no batches, optimizer choice or schedule: RunConfig fields that only the autograd engine reads.
 COMPILED_DEFAULTS: dict[str, dict[str, Any]] = {
     "dot": {"lr": 0.12, "epochs": 8, "l2": 0.1},
