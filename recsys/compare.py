@@ -5,7 +5,7 @@ line up the learned biases with the damped baseline, simple statistics of the da
 synthetic data) the planted truth; `bias_correlations` turns "the biases make sense" into numbers.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,10 +187,15 @@ def extreme_items(table: pd.DataFrame, model: str, n: int = 10) -> tuple[pd.Data
     return ordered.head(n).reset_index(drop=True), ordered.tail(n)[::-1].reset_index(drop=True)
 
 
-def lookup_cost_frame(sizes: Sequence[int], steps: int = 10) -> pd.DataFrame:
-    """Embedding lookup versus one-hot Linear per table size, one row per (size, variant)."""
+def lookup_cost_frame(
+    sizes: Sequence[int], steps: int = 10, *, progress: Callable[[str], None] | None = None
+) -> pd.DataFrame:
+    """Embedding lookup versus one-hot Linear per table size, one row per (size, variant).
+
+    `progress`, when given, is called with one line as each size's measurement starts.
+    """
     rows = []
-    for row in lookup_cost_table(tuple(sizes), steps=steps):
+    for row in lookup_cost_table(tuple(sizes), steps=steps, progress=progress):
         for variant in LOOKUP_VARIANTS:
             rows.append(
                 {
@@ -205,13 +210,21 @@ def lookup_cost_frame(sizes: Sequence[int], steps: int = 10) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def norm_bias_frame(train: RatingTensors, epochs: int = 2) -> pd.DataFrame:
-    """What reaches and moves a bias right before a BatchNorm, a LayerNorm or no norm (the control)."""
+def norm_bias_frame(
+    train: RatingTensors, epochs: int = 2, *, progress: Callable[[str], None] | None = None
+) -> pd.DataFrame:
+    """What reaches and moves a bias right before a BatchNorm, a LayerNorm or no norm (the control).
+
+    `progress`, when given, is called with one line as each (norm, dtype) training starts.
+    """
+    runs = [(norm, dtype) for dtype in (torch.float32, torch.float64) for norm in NORMS]
     rows = []
-    for dtype in (torch.float32, torch.float64):
-        for norm in NORMS:
-            measured = bias_before_norm(train, norm, epochs=epochs, dtype=dtype)
-            rows.append({"norm": norm, "dtype": str(dtype).removeprefix("torch."), **measured})
+    for number, (norm, dtype) in enumerate(runs, start=1):
+        dtype_name = str(dtype).removeprefix("torch.")
+        if progress is not None:
+            progress(f"measuring bias before a norm: {norm}, {dtype_name} ({number}/{len(runs)})")
+        measured = bias_before_norm(train, norm, epochs=epochs, dtype=dtype)
+        rows.append({"norm": norm, "dtype": dtype_name, **measured})
     return pd.DataFrame(rows)
 
 
@@ -232,10 +245,15 @@ NORM_BIAS_NOTE = (
 
 
 def measurement_sections(
-    comparison: Comparison, cost_sizes: Sequence[int]
+    comparison: Comparison, cost_sizes: Sequence[int], *, progress: Callable[[str], None] | None = None
 ) -> dict[str, tuple[str, pd.DataFrame]]:
-    """The report's measured sections: what a lookup saves over a one-hot Linear, a bias before a norm."""
+    """The report's measured sections: what a lookup saves over a one-hot Linear, a bias before a norm.
+
+    `progress`, when given, is called with one line as each measurement starts.
+    """
+    lookup = lookup_cost_frame(cost_sizes, progress=progress)
+    norm = norm_bias_frame(comparison.data.train, progress=progress)
     return {
-        "Embedding versus Linear, measured": (LOOKUP_NOTE, lookup_cost_frame(cost_sizes)),
-        "A bias right before a normalisation layer": (NORM_BIAS_NOTE, norm_bias_frame(comparison.data.train)),
+        "Embedding versus Linear, measured": (LOOKUP_NOTE, lookup),
+        "A bias right before a normalisation layer": (NORM_BIAS_NOTE, norm),
     }

@@ -13,8 +13,11 @@ step of four variants on CPU and measures the memory each step allocates:
 """
 
 import math
+import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -67,9 +70,40 @@ def _step(optimizer: torch.optim.Optimizer, forward: Callable[[Tensor], Tensor],
     optimizer.step()
 
 
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Within it, whatever native code writes to file descriptor 2 goes to /dev/null.
+
+    The profiler (kineto) writes `USDT:... profiler_start`/`profiler_stop` lines (and, at some log
+    levels, `STAGE:` lines) straight to fd 2 from C++, so `sys.stderr` and `warnings` cannot catch
+    them, and its KINETO_LOG_LEVEL is read only at the profiler's first start in the process. fd 2
+    is shared by the whole process: keep the block short, and anything else written to it meanwhile
+    is lost too.
+    """
+    sys.stderr.flush()  # what Python already wrote still reaches the real stderr
+    try:
+        saved: int | None = os.dup(2)
+    except OSError:  # no fd 2 (a closed stderr): nothing to silence
+        saved = None
+    if saved is None:
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _peak_allocated_bytes(step: Callable[[], None]) -> int:
     """Peak of (bytes allocated - bytes freed) on CPU during `step`, from the profiler's memory events."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+    # `step` already ran untimed and timed before, so a warning it raises has been seen by now.
+    with (
+        _native_stderr_silenced(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler,
+    ):
         step()
     events = [e for e in profiler.profiler.kineto_results.events() if e.name() == "[memory]"]
     in_use = peak = 0
@@ -158,7 +192,18 @@ def lookup_versus_linear(
 
 
 def lookup_cost_table(
-    sizes: tuple[int, ...] = (1_000, 10_000, 100_000), **kwargs: Any
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
+    *,
+    progress: Callable[[str], None] | None = None,
+    **kwargs: Any,
 ) -> list[dict[str, float]]:
-    """One row of `lookup_versus_linear(n_users, **kwargs)` per size, with `n_users`, to show the trend."""
-    return [{"n_users": float(n_users), **lookup_versus_linear(n_users, **kwargs)} for n_users in sizes]
+    """One row of `lookup_versus_linear(n_users, **kwargs)` per size, with `n_users`, to show the trend.
+
+    `progress`, when given, is called with one line as each size's measurement starts.
+    """
+    rows = []
+    for number, n_users in enumerate(sizes, start=1):
+        if progress is not None:
+            progress(f"measuring lookup cost: {n_users:,} users ({number}/{len(sizes)})")
+        rows.append({"n_users": float(n_users), **lookup_versus_linear(n_users, **kwargs)})
+    return rows

@@ -11,6 +11,7 @@ import pandas as pd
 # notebooks all draw the same way.
 from matplotlib.figure import Figure
 
+from recsys.biases import learned_biases
 from recsys.compare import (
     BASELINE_COLUMN,
     BASELINES,
@@ -201,10 +202,23 @@ def write_report(
         md.append(
             f"{', '.join(f'`{n}`' for n in no_bias)} has no per-user or per-item bias, explicit or implied."
         )
-    md.append(
-        "`dotbias` learns one bias per id; `linear` and `embproj` only have a shared offset vector per side, "
-        "whose dot product with the other side's factors is an *implied* bias (see the mission notes)."
-    )
+    kinds = {
+        name: biases.kind
+        for name in biased
+        if (biases := learned_biases(comparison.models[name])) is not None
+    }
+    explicit = [f"`{name}`" for name, kind in kinds.items() if kind == "explicit"]
+    implied = [f"`{name}`" for name, kind in kinds.items() if kind == "implied"]
+    if explicit:
+        md.append(f"Explicit biases ({', '.join(explicit)}): one free bias per user and per item, learned.")
+    if implied:
+        md.append(
+            f"Implied biases ({', '.join(implied)}): no bias of their own, but each side has one offset "
+            "vector shared by every id (b_u for users, b_i for items); with u and i the user's and the "
+            "item's factor vectors the score expands as (u + b_u)·(i + b_i) = u·i + b_u·i + u·b_i + b_u·b_i, "
+            "so b_u·i acts as item i's bias and u·b_i as user u's, tied to the factors rather than free. "
+            "Those are the biases shown for these models below."
+        )
     md += ["", "Item biases correlated with the damped baseline, mean rating and popularity:", ""]
     md += [markdown_table(item_corr), "", "User biases:", "", markdown_table(user_corr), ""]
     if len(biased) > 1:

@@ -5,6 +5,7 @@ analysis is read from the first fold.
 """
 
 import argparse
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -19,40 +20,62 @@ from recsys.report import fold_summary, write_report
 from recsys.splits import PREDEFINED_FOLDS, SPLIT_KINDS
 
 FOLDS = PREDEFINED_FOLDS[:5]  # u1..u5: together they test every rating once
+COST_SIZES = (1_000, 10_000, 100_000)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    # Defaults are written into the help by hand: argparse's own would print "None" for the flags
+    # whose default is worked out later.
+    parser = argparse.ArgumentParser(description=__doc__)
     add_data_flags(parser)
     parser.add_argument(
-        "--split", choices=[*SPLIT_KINDS, "folds"], default="u1", help="split, or folds (u1..u5)"
+        "--split",
+        choices=[*SPLIT_KINDS, "folds"],
+        default="u1",
+        help="split, or folds (u1..u5) [default: u1]",
     )
     parser.add_argument(
-        "--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="models to train"
+        "--models",
+        nargs="+",
+        choices=list(MODELS),
+        default=list(MODELS),
+        help=f"models to train [default: {' '.join(MODELS)}]",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed for splits, initialisation and shuffle")
-    parser.add_argument("--unknown", choices=UNKNOWN_POLICIES, default="drop", help="unseen-id policy")
     parser.add_argument(
-        "--epochs", type=int, default=None, help="override every model's epochs (quick looks)"
+        "--seed", type=int, default=0, help="seed for splits, initialisation and shuffle [default: 0]"
+    )
+    parser.add_argument(
+        "--unknown", choices=UNKNOWN_POLICIES, default="drop", help="unseen-id policy [default: drop]"
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="override every model's epochs (quick looks) [default: each model's tuned epochs]",
     )
     parser.add_argument(
         "--cost-sizes",
         type=int,
         nargs="+",
-        default=[1_000, 10_000, 100_000],
-        help="table sizes (users) for the embedding-versus-Linear cost measurements",
+        default=list(COST_SIZES),
+        help="table sizes (users) for the embedding-versus-Linear cost measurements "
+        f"[default: {' '.join(map(str, COST_SIZES))}]",
     )
     parser.add_argument(
         "--no-measurements",
         action="store_true",
-        help="skip the embedding-versus-Linear and bias-before-norm measurements",
+        help="skip the embedding-versus-Linear and bias-before-norm measurements, "
+        "saving the minutes they take after training",
     )
     parser.add_argument(
-        "--out", type=Path, default=None, help="report folder (default: reports/<dataset>-<split>)"
+        "--out", type=Path, default=None, help="report folder [default: reports/<dataset>-<split>]"
     )
     return parser.parse_args(argv)
+
+
+def say(line: str) -> None:
+    """A progress line on stderr, so stdout keeps only the results."""
+    print(line, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         fold_scores = pd.concat(
             [c.score_table().assign(fold=c.split) for c in comparisons], ignore_index=True
         )
-    sections = {} if args.no_measurements else measurement_sections(comparisons[0], args.cost_sizes)
+    sections = (
+        {} if args.no_measurements else measurement_sections(comparisons[0], args.cost_sizes, progress=say)
+    )
     report = write_report(comparisons[0], out, fold_scores=fold_scores, extra_sections=sections)
     table = fold_summary(fold_scores) if fold_scores is not None else comparisons[0].score_table()
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))

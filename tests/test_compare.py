@@ -1,9 +1,11 @@
 """Baselines, bias read-outs, the comparison tables and the report folder."""
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -20,6 +22,7 @@ from recsys.compare import (
     extreme_items,
     item_table,
     models_with_biases,
+    norm_bias_frame,
     user_table,
 )
 from recsys.data import RatingsDataset
@@ -31,6 +34,15 @@ from recsys.report import write_report
 from recsys.synthetic import make_synthetic
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _compare_script() -> ModuleType:
+    """scripts/compare.py as a module, to call its parse_args and main in-process."""
+    spec = importlib.util.spec_from_file_location("compare_script", ROOT / "scripts" / "compare.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
 
 
 @pytest.fixture(scope="module")
@@ -181,21 +193,46 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
         assert f"({name})" in report.read_text()
     text = report.read_text()
     assert "`dot` has no per-user or per-item bias" in text
+    assert "Explicit biases (`dotbias`)" in text and "Implied biases (`linear`, `embproj`)" in text
+    # The report speaks to its reader alone: no pointers to documents the reader does not have.
+    assert "mission" not in text.lower() and "issue" not in text.lower()
     assert "| dotbias | planted |" in text
     results = json.loads((tmp_path / "results.json").read_text())
     assert [row["model"] for row in results["scores"]] == tiny_comparison.score_table()["model"].tolist()
     assert len(results["fold_summary"]) == 6 and results["fold_summary"][0]["rmse_std"] == 0.0
 
 
-def test_compare_script_on_tiny(tmp_path: Path) -> None:
+def test_norm_bias_frame_reports_each_run_as_it_starts(tiny_comparison: Comparison) -> None:
+    lines: list[str] = []
+    frame = norm_bias_frame(tiny_comparison.data.train, epochs=0, progress=lines.append)
+    runs = [(norm, dtype) for dtype in ("float32", "float64") for norm in ("layer", "batch", "none")]
+    assert lines == [
+        f"measuring bias before a norm: {norm}, {dtype} ({number}/6)"
+        for number, (norm, dtype) in enumerate(runs, start=1)
+    ]
+    assert list(zip(frame["norm"], frame["dtype"], strict=True)) == runs
+
+
+def test_compare_script_on_tiny(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    # In-process, so capfd sees the progress lines and also what native code writes to fd 2 (the
+    # profiler's USDT lines); the folds test below runs the script as a user does.
     out = tmp_path / "report"
-    result = subprocess.run(
-        [sys.executable, "scripts/compare.py", "--dataset", "tiny", "--split", "random", "--epochs", "2",
-         "--models", "dot", "dotbias", "--cost-sizes", "100", "300", "--no-progress", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    code = _compare_script().main(
+        ["--dataset", "tiny", "--split", "random", "--epochs", "1", "--models", "dot", "dotbias",
+         "--cost-sizes", "100", "300", "--no-progress", "--out", str(out)]
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "damped-bias" in result.stdout and "dotbias" in result.stdout
+    assert code == 0
+    captured = capfd.readouterr()
+    assert "damped-bias" in captured.out and "dotbias" in captured.out
+    assert captured.out.splitlines()[-1] == f"report: {out / 'report.md'}"
+    assert "USDT" not in captured.err and "STAGE:" not in captured.err
+    progress = [line for line in captured.err.splitlines() if line.startswith("measuring")]
+    assert progress[:2] == [
+        "measuring lookup cost: 100 users (1/2)",
+        "measuring lookup cost: 300 users (2/2)",
+    ]
+    assert progress[2] == "measuring bias before a norm: layer, float32 (1/6)"
+    assert progress[7] == "measuring bias before a norm: none, float64 (6/6)"
     assert (out / "report.md").is_file() and (out / "results.json").is_file()
     text = (out / "report.md").read_text()
     assert (
@@ -208,6 +245,29 @@ def test_compare_script_on_tiny(tmp_path: Path) -> None:
     norms = results["A bias right before a normalisation layer"]
     batch = next(row for row in norms if row["norm"] == "batch" and row["dtype"] == "float64")
     assert batch["max_abs_bias_grad"] < 1e-9 < batch["max_abs_weight_grad"]
+
+
+def test_compare_script_without_measurements_says_nothing_of_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _compare_script().main(
+        ["--dataset", "tiny", "--split", "random", "--epochs", "1", "--models", "dot", "--no-measurements",
+         "--no-progress", "--out", str(tmp_path / "report")]
+    )  # fmt: skip
+    assert code == 0
+    assert "measuring" not in capsys.readouterr().err
+    assert "## Embedding versus Linear" not in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_compare_script_help_shows_only_real_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        _compare_script().parse_args(["--help"])
+    assert raised.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal's width
+    assert "None" not in text
+    for default in ("[default: u1]", "[default: 0]", "[default: drop]", "[default: 1000 10000 100000]"):
+        assert default in text
+    assert "saving the minutes" in text
 
 
 def test_compare_script_rejects_folds_on_tiny(tmp_path: Path) -> None:

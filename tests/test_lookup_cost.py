@@ -4,6 +4,7 @@ No timing comparisons between variants: those are benchmark results, not propert
 """
 
 import math
+import os
 
 import pytest
 
@@ -68,6 +69,21 @@ def test_skipping_the_dense_one_hot_reports_nan() -> None:
     # The comparison still holds through the sparse one-hot product.
     assert row["max_abs_diff"] <= 1e-6
     assert row["sparse_one_hot_gradient_entries"] == 300 * N_FACTORS
+
+
+def test_progress_reports_each_size_as_it_starts() -> None:
+    lines: list[str] = []
+    lookup_cost_table((50, 1500), n_factors=N_FACTORS, batch_size=BATCH_SIZE, steps=1, progress=lines.append)
+    assert lines == ["measuring lookup cost: 50 users (1/2)", "measuring lookup cost: 1,500 users (2/2)"]
+
+
+def test_the_profiler_writes_nothing_to_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    # kineto writes "USDT:... profiler_start" (and at some log levels "STAGE:") lines to fd 2 from C++.
+    lookup_versus_linear(50, n_factors=N_FACTORS, batch_size=BATCH_SIZE, steps=1)
+    os.write(2, b"stderr is back\n")
+    err = capfd.readouterr().err
+    assert "USDT" not in err and "STAGE:" not in err
+    assert err.endswith("stderr is back\n")
 
 
 def test_invalid_sizes_are_errors() -> None:
