@@ -27,9 +27,12 @@ class RatingsDataset:
     folder: Path | None = None
 
     def titles(self, items: np.ndarray) -> np.ndarray:
-        """Titles of raw item ids, "" for an id the item table does not name."""
+        """Titles of raw item ids; an id the item table does not name shows as "[item <id>]", not blank."""
         named = self.items.drop_duplicates("item").set_index("item")["title"]
-        return named.reindex(items).fillna("").to_numpy()
+        titles = named.reindex(items).to_numpy(dtype=object, copy=True)
+        missing = pd.isna(titles)
+        titles[missing] = [f"[item {item}]" for item in items[missing]]
+        return titles
 
     @property
     def default_y_range(self) -> tuple[float, float]:

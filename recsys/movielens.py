@@ -1,27 +1,36 @@
 """MovieLens: the variants, their file layouts, and where a copy is found or fetched.
 
-Lookup order for a variant: an explicit folder or zip (`data_dir`), the data root named by
-$RECSYS_DATA, the user cache ($RECSYS_CACHE, else $XDG_CACHE_HOME/recsys, else ~/.cache/recsys);
-otherwise a verified download from GroupLens into the cache.
+Lookup order for a variant: an explicit folder or zip (`data_dir`; a zip is unpacked into the
+cache under archives/<start of its sha256>/), the data root named by $RECSYS_DATA, the user cache
+($RECSYS_CACHE, else $XDG_CACHE_HOME/recsys, else ~/.cache/recsys); otherwise a verified download
+from GroupLens into the cache.
 """
 
+import codecs
+import contextlib
+import errno
+import hashlib
+import itertools
 import os
 import shutil
+import tempfile
 import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from recsys.data import ITEM_COLUMNS, RATING_COLUMNS, RatingsDataset, check_ratings, ratings_frame
 from recsys.download import download, extract_zip
-from recsys.errors import DataError
+from recsys.errors import DataError, DownloadError
 
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens"
 DATA_ROOT_ENV = "RECSYS_DATA"
 CACHE_ENV = "RECSYS_CACHE"
+OFFLINE_HINT = f"offline, pass --data-dir or set ${DATA_ROOT_ENV} to a local copy"
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,7 @@ VARIANTS: dict[str, Variant] = {
 }  # fmt: skip
 
 RATINGS_FILE = {"100k": "u.data", "dat": "ratings.dat", "csv": "ratings.csv"}
+ITEMS_FILE = {"100k": "u.item", "dat": "movies.dat", "csv": "movies.csv"}
 
 
 def cache_root() -> Path:
@@ -77,10 +87,58 @@ def cache_root() -> Path:
     return Path(base) / "recsys"
 
 
-def _read(path: Path, **read_csv_args) -> pd.DataFrame:
-    """pandas.read_csv with missing files and malformed rows turned into one-line DataErrors."""
+# The first bytes of the compressed and archive formats a dataset file most often arrives in.
+PACKED_MAGIC = {
+    b"\x1f\x8b": "gzip-compressed",
+    b"BZh": "bzip2-compressed",
+    b"\xfd7zXZ\x00": "xz-compressed",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed",
+    b"PK\x03\x04": "a zip archive",
+    b"PK\x05\x06": "a zip archive",  # an empty one
+}
+SNIFF_BYTES = 1 << 16
+# How item files are read: all text, no NA values, so a title such as "1984" or "NA" stays itself.
+AS_TEXT: dict[str, Any] = {"dtype": str, "keep_default_na": False}
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """`text` quoted, escaped and cut short, so file content in a message stays one printable line."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def _check_text(path: Path, encoding: str) -> None:
+    """Reject a missing, compressed or binary file before parsing, so its bytes never reach a message."""
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    with path.open("rb") as file:
+        head = file.read(SNIFF_BYTES)
+    for magic, packed in PACKED_MAGIC.items():
+        if head.startswith(magic):
+            raise DataError(f"{path}: is {packed}; expected a plain-text file (unpack it first)")
+    if b"\0" in head:
+        raise DataError(f"{path}: is not a text file (it holds NUL bytes)")
+    try:
+        # Incremental: a character cut in two at the end of `head` is not an error.
+        codecs.getincrementaldecoder(encoding)().decode(head)
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: is not a text file (byte {error.start + 1} is not {encoding})") from None
+
+
+def _check_header(path: Path, expected: list[str]) -> None:
+    """Reject a csv file whose first line is not `expected` before pandas takes it for data."""
+    _check_text(path, "utf-8")
+    with path.open(encoding="utf-8", errors="replace") as file:
+        header = file.readline(200).strip()  # bounded: a file without newlines is not read whole
+    # A blank first line passes; pandas then takes the next line as the header, and the field count
+    # (or "file is empty") catches it.
+    if header and header.split(",") != expected:
+        raise DataError(f"{path}: expected header {','.join(expected)}, got {_shown(header)}")
+
+
+def _read(path: Path, **read_csv_args: Any) -> pd.DataFrame:
+    """pandas.read_csv with missing, binary and malformed files turned into one-line DataErrors."""
+    encoding = read_csv_args.get("encoding", "utf-8")
+    _check_text(path, encoding)
     try:
         with warnings.catch_warnings():
             # pandas only warns when a row's field count does not match the header: make it an error.
@@ -88,7 +146,9 @@ def _read(path: Path, **read_csv_args) -> pd.DataFrame:
             return pd.read_csv(path, **read_csv_args)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: file is empty") from None
-    except (pd.errors.ParserError, pd.errors.ParserWarning, ValueError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError:  # past the bytes _check_text looked at
+        raise DataError(f"{path}: is not a text file (not {encoding} throughout)") from None
+    except (pd.errors.ParserError, pd.errors.ParserWarning, ValueError) as error:
         message = str(error).strip().splitlines()[-1]
         raise DataError(f"{path}: cannot parse ({message})") from None
 
@@ -98,6 +158,18 @@ def _expect_fields(raw: pd.DataFrame, path: Path, n_fields: int, layout: str) ->
     if raw.shape[1] != n_fields:
         raise DataError(f"{path}: expected {layout} on every line, found {raw.shape[1]} fields")
     return raw
+
+
+def _whole_numbers(column: pd.Series, path: Path, what: str) -> np.ndarray:
+    """`column` as int64, or a DataError naming the first entry that is not a non-negative integer."""
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    # Whole, non-negative and exactly representable: inf or 1e30 must not wrap around in int64.
+    bad = np.flatnonzero(~(values == np.round(values)) | (values < 0) | ~(values < 2**53))
+    if bad.size:
+        row = int(bad[0])
+        shown = _shown(str(column.iloc[row])) if np.isnan(values[row]) else values[row]
+        raise DataError(f"{path}: {what} {shown} in row {row + 1} is not a non-negative integer")
+    return values.astype(np.int64)
 
 
 def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.DataFrame:
@@ -114,28 +186,19 @@ def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.Data
         raw = raw[[0, 2, 4, 6]].set_axis(RATING_COLUMNS, axis=1)
     elif layout == "csv":
         expected = ["userId", "movieId", "rating", "timestamp"]
-        if path.is_file():
-            with path.open(encoding="utf-8", errors="replace") as file:
-                header = file.readline().strip().split(",")
-            if header != [""] and header != expected:
-                raise DataError(f"{path}: expected header {','.join(expected)}, got {header}")
+        _check_header(path, expected)
         # index_col=False: a row with an extra field must not silently become the index.
         raw = _read(path, sep=",", header=0, index_col=False)
-        # A blank first line passes the check above; pandas then takes the next line as the header.
         raw = _expect_fields(raw, path, 4, ",".join(expected)).set_axis(RATING_COLUMNS, axis=1)
     else:
         raise ValueError(f"unknown layout {layout!r}")
     numeric = raw[RATING_COLUMNS].apply(pd.to_numeric, errors="coerce")
     check_ratings(numeric, path, scale)
-    for column, what in (("user", "user id"), ("item", "item id"), ("timestamp", "timestamp")):
-        values = numeric[column].to_numpy(dtype=np.float64)
-        # Whole, non-negative and exactly representable: inf or 1e30 must not wrap around in int64.
-        bad = np.flatnonzero((values != np.round(values)) | (values < 0) | ~(values < 2**53))
-        if bad.size:
-            raise DataError(
-                f"{path}: {what} {values[bad[0]]} in row {bad[0] + 1} is not a non-negative integer"
-            )
-    return keep_latest_duplicates(ratings_frame(*(numeric[c].to_numpy() for c in RATING_COLUMNS)), path)
+    user, item, timestamp = (
+        _whole_numbers(numeric[column], path, what)
+        for column, what in (("user", "user id"), ("item", "item id"), ("timestamp", "timestamp"))
+    )
+    return keep_latest_duplicates(ratings_frame(user, item, numeric["rating"].to_numpy(), timestamp), path)
 
 
 def keep_latest_duplicates(ratings: pd.DataFrame, source: Path) -> pd.DataFrame:
@@ -161,31 +224,75 @@ def keep_latest_duplicates(ratings: pd.DataFrame, source: Path) -> pd.DataFrame:
 
 def read_items(folder: Path, layout: str) -> pd.DataFrame:
     """Parse item titles and genres ('|'-joined) for `layout` from `folder`."""
+    path = folder / ITEMS_FILE[layout]
     if layout == "100k":
-        genre_names = _read(folder / "u.genre", sep="|", header=None, encoding="latin-1")[0].tolist()
-        raw = _read(folder / "u.item", sep="|", header=None, encoding="latin-1")
-        flags = raw.iloc[:, 5 : 5 + len(genre_names)].to_numpy(dtype=bool)
-        genres = ["|".join(g for g, on in zip(genre_names, row, strict=True) if on) for row in flags]
-        items = pd.DataFrame({"item": raw[0], "title": raw[1], "genres": genres})
+        items = _read_100k_items(path, _read_genres(folder / "u.genre"))
     elif layout == "dat":
-        path = folder / "movies.dat"
-        if not path.is_file():
-            raise DataError(f"{path}: file not found")
-        rows = [line.rstrip("\n").split("::", 2) for line in path.open(encoding="latin-1")]
-        if any(len(row) != 3 for row in rows):
-            raise DataError(f"{path}: expected MovieID::Title::Genres on every line")
-        items = pd.DataFrame(rows, columns=ITEM_COLUMNS)
+        items = _read_dat_items(path)
     else:
-        items = _read(folder / "movies.csv", header=0)
-        items.columns = pd.Index(ITEM_COLUMNS)
-    items["item"] = items["item"].astype(np.int64)
+        _check_header(path, ["movieId", "title", "genres"])
+        raw = _read(path, header=0, index_col=False, **AS_TEXT)
+        items = _expect_fields(raw, path, 3, "movieId,title,genres").set_axis(ITEM_COLUMNS, axis=1)
+    items["item"] = _whole_numbers(items["item"], path, "item id")
     return items
 
 
+def _read_genres(path: Path) -> list[str]:
+    """The genre names of u.genre, checked to be listed in the order of u.item's flag columns."""
+    raw = _read(path, sep="|", header=None, encoding="latin-1", **AS_TEXT)
+    raw = _expect_fields(raw, path, 2, "name|index")
+    for row, index in enumerate(raw[1]):
+        if index != str(row):
+            raise DataError(f"{path}: genre index {_shown(index)} in row {row + 1} should be {row}")
+    return raw[0].tolist()
+
+
+def _read_100k_items(path: Path, genre_names: list[str]) -> pd.DataFrame:
+    """Items of u.item, whose columns after the fifth are 0/1 flags for the genres of u.genre, in order."""
+    raw = _read(path, sep="|", header=None, encoding="latin-1", **AS_TEXT)
+    layout = (
+        f"item|title|release date|video release date|url|{len(genre_names)} genre flags "
+        f"(one per line of {path.with_name('u.genre')})"
+    )
+    raw = _expect_fields(raw, path, 5 + len(genre_names), layout)
+    flags = raw.iloc[:, 5:].apply(pd.to_numeric, errors="coerce").to_numpy()
+    bad = np.argwhere(~np.isin(flags, (0, 1)))
+    if len(bad):
+        row, column = bad[0]
+        raise DataError(
+            f"{path}: genre flag {_shown(raw.iat[row, 5 + column])} in row {row + 1} is not 0 or 1"
+        )
+    genres = ["|".join(g for g, on in zip(genre_names, row, strict=True) if on) for row in flags == 1]
+    return pd.DataFrame({"item": raw[0], "title": raw[1], "genres": genres})
+
+
+def _read_dat_items(path: Path) -> pd.DataFrame:
+    """Items of movies.dat, split by hand: a title may hold the ':' pandas would split on."""
+    _check_text(path, "latin-1")
+    with path.open(encoding="latin-1") as file:
+        rows = [line.rstrip("\n").split("::", 2) for line in file]
+    if not rows:
+        raise DataError(f"{path}: file is empty")
+    for number, row in enumerate(rows, start=1):
+        if len(row) != 3:
+            raise DataError(
+                f"{path}: expected MovieID::Title::Genres on every line; line {number} has {len(row)} fields"
+            )
+    return pd.DataFrame(rows, columns=ITEM_COLUMNS)
+
+
 def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]) -> RatingsDataset:
-    """Read an unpacked dataset folder of `layout`."""
+    """Read an unpacked dataset folder of `layout`; warn when rated items lack an entry."""
     ratings = read_ratings(folder / RATINGS_FILE[layout], layout, scale)
-    return RatingsDataset(name, ratings, read_items(folder, layout), scale, folder)
+    items = read_items(folder, layout)
+    unnamed = np.setdiff1d(ratings["item"].to_numpy(), items["item"].to_numpy())
+    if unnamed.size:
+        warnings.warn(
+            f"{folder / ITEMS_FILE[layout]}: no entry for {unnamed.size} rated item "
+            f"id{'s' if unnamed.size > 1 else ''}, e.g. {unnamed[0]} (titles shown as their raw id)",
+            stacklevel=2,
+        )
+    return RatingsDataset(name, ratings, items, scale, folder)
 
 
 def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
@@ -193,7 +300,7 @@ def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
     ratings_file = RATINGS_FILE[variant.layout]
     if data_dir is not None:
         if data_dir.is_file() and zipfile.is_zipfile(data_dir):
-            return _unpack(data_dir, variant, cache_root())
+            return _unpack_given_archive(data_dir, variant)
         for candidate in (data_dir, data_dir / variant.folder):
             if (candidate / ratings_file).is_file():
                 return candidate
@@ -208,22 +315,67 @@ def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
     return None
 
 
+def _unpack_given_archive(archive: Path, variant: Variant) -> Path:
+    """Unpack a zip the user named into a cache folder keyed on its content, and say which copy is read.
+
+    Unlike a download it has no pinned digest: keyed on the name alone, a second, different zip of the
+    same dataset would silently be served the copy of the first.
+    """
+    with archive.open("rb") as file:
+        digest = hashlib.file_digest(file, "sha256").hexdigest()
+    folder = _unpack(archive, variant, cache_root() / "archives" / digest[:16])
+    warnings.warn(f"{variant.name}: read {folder} (unpacked from {archive})", stacklevel=4)
+    return folder
+
+
 def _unpack(archive: Path, variant: Variant, root: Path) -> Path:
-    """Extract `archive` and move its `variant.folder` into `root`; return that folder."""
+    """Extract `archive` and move its `variant.folder` into `root`; return that folder.
+
+    Each call stages in a folder of its own, so processes unpacking the same archive at once do not
+    collide: the first to finish moves its copy into place and the others use it.
+    """
     final = root / variant.folder
-    if (final / RATINGS_FILE[variant.layout]).is_file():
+    marker = RATINGS_FILE[variant.layout]
+    if (final / marker).is_file():
         return final
-    staging = root / f".{variant.name}.unpacking"
-    shutil.rmtree(staging, ignore_errors=True)  # left over from an interrupted earlier run
-    extract_zip(archive, staging)
-    if not (staging / variant.folder / RATINGS_FILE[variant.layout]).is_file():
+    staging = _private_folder(root, f".{variant.folder}.", ".unpacking")
+    try:
+        unpacked = extract_zip(archive, staging / "archive") / variant.folder
+        if not (unpacked / marker).is_file():
+            raise DataError(f"{archive}: no {variant.folder}/{marker} inside")
+        _move_into_place(unpacked, final, marker, staging)
+    finally:
         shutil.rmtree(staging, ignore_errors=True)
-        raise DataError(f"{archive}: no {variant.folder}/{RATINGS_FILE[variant.layout]} inside")
-    if final.exists():  # an incomplete copy (it lacks the ratings file): replace it
-        shutil.rmtree(final)
-    os.replace(staging / variant.folder, final)
-    shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+def _private_folder(root: Path, prefix: str, suffix: str) -> Path:
+    """A new folder in `root` (created if need be) for this process alone; an unwritable cache is a
+    one-line error naming the variable that moves it."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=root, prefix=prefix, suffix=suffix))
+    except OSError as error:
+        raise DataError(
+            f"cannot write the dataset cache {root}: {error.strerror or error}; "
+            f"set ${CACHE_ENV} to a writable folder"
+        ) from None
+
+
+def _move_into_place(unpacked: Path, final: Path, marker: str, staging: Path) -> None:
+    """Rename `unpacked` to `final`, unless another process has put a complete copy there first."""
+    for attempt in itertools.count():
+        try:
+            os.rename(unpacked, final)
+            return
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        if (final / marker).is_file():
+            return  # another process won the race with the same content: its copy serves
+        # An incomplete copy, interrupted or hand-made: move it aside (into our staging) and retry.
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(final, staging / f"stale{attempt}")
 
 
 def load_movielens(
@@ -242,14 +394,19 @@ def load_movielens(
     folder = _find_local(variant, data_dir)
     if folder is None:
         if not allow_download:
-            raise DataError(f"{name} is not available locally; pass --data-dir or set ${DATA_ROOT_ENV}")
+            raise DataError(f"{name} is not available locally; {OFFLINE_HINT}")
         root = cache_root()
-        archive = download(
-            f"{base_url}/{name}.zip", root / f"{name}.zip", size=variant.size,
-            sha256=variant.sha256, md5=variant.md5, allow_http=allow_http, progress=progress,
-        )  # fmt: skip
+        # A folder of its own: two processes fetching at once must not unpack or delete each other's zip.
+        inbox = _private_folder(root, f".{name}.", ".download")
         try:
+            try:
+                archive = download(
+                    f"{base_url}/{name}.zip", inbox / f"{name}.zip", size=variant.size,
+                    sha256=variant.sha256, md5=variant.md5, allow_http=allow_http, progress=progress,
+                )  # fmt: skip
+            except DownloadError as error:
+                raise DownloadError(f"{error}; {OFFLINE_HINT}") from error
             folder = _unpack(archive, variant, root)
-        finally:  # a zip that does not unpack must not stay cached either
-            archive.unlink()
+        finally:  # the zip is not kept: its unpacked folder is the cache
+            shutil.rmtree(inbox, ignore_errors=True)
     return read_folder(name, folder, variant.layout, variant.rating_scale)

@@ -6,10 +6,20 @@ the variant under test. Only the last tests read the real ml-100k, and they skip
 
 from __future__ import annotations
 
+import bz2
 import dataclasses
+import gzip
 import hashlib
 import io
+import lzma
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +32,8 @@ from recsys.data import RatingsDataset
 from recsys.datasets import DATASETS, load_dataset, resolve_dataset
 from recsys.errors import DataError, DownloadError
 from recsys.movielens import RATINGS_FILE, VARIANTS, load_movielens, read_folder
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------------------------------------
 # Writers of small made-up datasets in each layout
@@ -194,7 +206,8 @@ def test_large_ids_and_timestamps_keep_int64(tmp_path: Path) -> None:
     rows = [(3_000_000_000, 2_500_000_000, 3.5, 4_000_000_000)]
     folder = write_dataset(tmp_path / "big", "csv", rows)
 
-    ratings = read_folder("x", folder, "csv", (0.5, 5)).ratings
+    with pytest.warns(UserWarning, match="no entry for 1 rated item id, e.g. 2500000000"):
+        ratings = read_folder("x", folder, "csv", (0.5, 5)).ratings
 
     check_dtypes(ratings)
     assert ratings.iloc[0].tolist() == [3_000_000_000, 2_500_000_000, 3.5, 4_000_000_000]
@@ -351,9 +364,185 @@ def test_malformed_movies_dat_line(tmp_path: Path) -> None:
     with (folder / "movies.dat").open("a", encoding="latin-1") as f:
         f.write("40::Title without genres (2000)\n")
 
-    with pytest.raises(DataError, match="MovieID::Title::Genres") as err:
+    with pytest.raises(DataError, match="MovieID::Title::Genres on every line; line 4 has 2 fields") as err:
         read_folder("x", folder, "dat", (0.5, 5))
     assert str(folder / "movies.dat") in str(err.value)
+
+
+FLAGS = "|".join(["0"] * 19)
+GENRE_LINES = [f"{name}|{i}" for i, name in enumerate(GENRES_100K)]
+
+# case: (layout, file, its lines, what the message must say)
+BAD_ITEM_FILES: dict[str, tuple[str, str, list[str], str]] = {
+    "u.item with 10 genre flags": (
+        "100k", "u.item", [f"10|A (1995)|01-Jan-1995||http://x|{'|'.join(['0'] * 10)}"],
+        r"expected item\|title\|release date\|video release date\|url\|19 genre flags "
+        r"\(one per line of .*u\.genre\) on every line, found 15 fields",
+    ),
+    "u.item short line": ("100k", "u.item", [f"10|A|d||u|{FLAGS}", "20|B"], "genre flag '' in row 2"),
+    "u.item flag not 0 or 1": (
+        "100k", "u.item", [f"10|A|d||u|{FLAGS[:-1]}2"], "genre flag '2' in row 1 is not 0 or 1"
+    ),
+    "u.item non-integer id": (
+        "100k", "u.item", [f"10|A|d||u|{FLAGS}", f"x1|B|d||u|{FLAGS}"],
+        "item id 'x1' in row 2 is not a non-negative integer",
+    ),
+    "u.item negative id": ("100k", "u.item", [f"-10|A|d||u|{FLAGS}"], "item id -10.0 in row 1"),
+    "u.genre without indexes": ("100k", "u.genre", GENRES_100K, r"expected name\|index on every line"),
+    "u.genre with an extra field": ("100k", "u.genre", [f"{g}|x" for g in GENRE_LINES], "found 3 fields"),
+    "u.genre out of order": (
+        "100k", "u.genre", [GENRE_LINES[1], GENRE_LINES[0], *GENRE_LINES[2:]],
+        "genre index '1' in row 1 should be 0",
+    ),
+    "u.genre one genre short": ("100k", "u.genre", GENRE_LINES[:-1], "18 genre flags.*found 24 fields"),
+    "movies.dat non-integer id": (
+        "dat", "movies.dat", ["10::A::Drama", "1O::B::Drama"], "item id '1O' in row 2 is not",
+    ),
+    "movies.dat empty": ("dat", "movies.dat", [], "file is empty"),
+    "movies.csv without genres": (
+        "csv", "movies.csv", ["movieId,title", "10,A"],
+        "expected header movieId,title,genres, got 'movieId,title'",
+    ),
+    "movies.csv non-integer id": (
+        "csv", "movies.csv", ["movieId,title,genres", "10,A,Drama", "ten,B,Drama"], "item id 'ten' in row 2"
+    ),
+    "movies.csv extra field": ("csv", "movies.csv", ["movieId,title,genres", "10,A,Drama,x"], "cannot parse"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(BAD_ITEM_FILES))
+def test_bad_items_file_is_a_data_error_naming_it(tmp_path: Path, case: str) -> None:
+    layout, name, lines, message = BAD_ITEM_FILES[case]
+    folder = write_dataset(tmp_path / "ds", layout, [GOOD])
+    path = folder / name
+    path.write_bytes("".join(line + "\n" for line in lines).encode("latin-1"))
+
+    with pytest.raises(DataError, match=message) as err:
+        read_folder("x", folder, layout, LAYOUT_SCALE[layout])
+
+    assert str(path) in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_titles_survive_as_text(tmp_path: Path) -> None:
+    # Titles pandas would read as numbers or as missing values stay the text they are.
+    folder = write_dataset(tmp_path / "ds", "csv", [GOOD])
+    (folder / "movies.csv").write_text("movieId,title,genres\n10,1984,Drama\n20,NA,\n30,,None\n")
+
+    items = read_folder("x", folder, "csv", (0.5, 5)).items
+
+    assert items["title"].tolist() == ["1984", "NA", ""]
+    assert items["genres"].tolist() == ["Drama", "", "None"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Compressed or binary files: named for what they are, never echoed
+# ---------------------------------------------------------------------------------------------
+
+PACKED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
+    "gzip": (gzip.compress, "gzip-compressed"),
+    "bzip2": (bz2.compress, "bzip2-compressed"),
+    "xz": (lzma.compress, "xz-compressed"),
+    "zstd": (lambda data: b"\x28\xb5\x2f\xfd" + data, "zstd-compressed"),  # only the magic is checked
+    "zip": (lambda data: zip_bytes({"ratings": data}), "a zip archive"),
+}
+DATA_FILES = [(layout, RATINGS_FILE[layout]) for layout in ("100k", "dat", "csv")] + [
+    ("100k", "u.item"), ("100k", "u.genre"), ("dat", "movies.dat"), ("csv", "movies.csv"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("layout", "name"), DATA_FILES)
+@pytest.mark.parametrize("packer", list(PACKED))
+def test_compressed_file_says_so(tmp_path: Path, layout: str, name: str, packer: str) -> None:
+    folder = write_dataset(tmp_path / "ds", layout, [GOOD])
+    path = folder / name
+    pack, what = PACKED[packer]
+    path.write_bytes(pack(path.read_bytes()))
+
+    with pytest.raises(DataError) as err:
+        read_folder("x", folder, layout, LAYOUT_SCALE[layout])
+
+    assert str(err.value) == f"{path}: is {what}; expected a plain-text file (unpack it first)"
+
+
+@pytest.mark.parametrize(("layout", "name"), DATA_FILES)
+@pytest.mark.parametrize(
+    "body",
+    [b"1\t10\t4\x00\x00\x00\n", b"\xff\xfe1\x00,\x001\x00\n\x00", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"],
+    ids=["nul", "utf-16", "png"],
+)
+def test_binary_file_is_not_a_text_file(tmp_path: Path, layout: str, name: str, body: bytes) -> None:
+    folder = write_dataset(tmp_path / "ds", layout, [GOOD])
+    path = folder / name
+    path.write_bytes(body)
+
+    with pytest.raises(DataError) as err:
+        read_folder("x", folder, layout, LAYOUT_SCALE[layout])
+
+    assert str(err.value) == f"{path}: is not a text file (it holds NUL bytes)"
+
+
+@pytest.mark.parametrize("layout", ["100k", "dat", "csv"])
+@pytest.mark.parametrize("at", ["start", "past the first 64 KiB"])
+def test_undecodable_ratings_file_is_not_a_text_file(tmp_path: Path, layout: str, at: str) -> None:
+    folder = write_dataset(tmp_path / "ds", layout, [GOOD])
+    path = folder / RATINGS_FILE[layout]
+    good = ratings_text(layout, [GOOD]).encode()
+    padding = ratings_text(layout, [GOOD] * 5_000).encode().removeprefix(good) if at != "start" else b""
+    path.write_bytes(good + padding + b"2" + SEPARATOR[layout].encode() + b"1\xe9\xff0\n")
+
+    with pytest.raises(DataError, match="is not a text file") as err:
+        read_folder("x", folder, layout, LAYOUT_SCALE[layout])
+
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and "utf-8" in message
+    assert message.isprintable()
+
+
+def test_wrong_csv_header_is_echoed_short_and_printable(tmp_path: Path) -> None:
+    folder = write_dataset(tmp_path / "ds", "csv", [GOOD])
+    path = folder / "ratings.csv"
+    path.write_text("\x1b[2J\x07user" + "x" * 500 + "\n1,10,4,1000000001\n")
+
+    with pytest.raises(DataError, match="expected header userId,movieId,rating,timestamp, got") as err:
+        read_folder("x", folder, "csv", (0.5, 5))
+
+    message = str(err.value)
+    assert message.isprintable() and "\x1b" not in message
+    assert len(message) < len(str(path)) + 150
+    assert r"'\x1b[2J\x07userxxx" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# Rated items the item file does not name
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["100k", "dat", "csv"])
+def test_rated_items_without_an_entry_warn_and_show_their_id(tmp_path: Path, layout: str) -> None:
+    rows = [*WHOLE_RATINGS, (3, 40, 2, 1_000_000_003), (3, 50, 2, 1_000_000_004), (4, 40, 1, 1_000_000_005)]
+    folder = write_dataset(tmp_path / "ds", layout, rows)
+    items_file = {"100k": "u.item", "dat": "movies.dat", "csv": "movies.csv"}[layout]
+
+    with pytest.warns(UserWarning) as record:
+        ds = read_folder("x", folder, layout, (1, 5))
+
+    assert [str(w.message) for w in record] == [
+        f"{folder / items_file}: no entry for 2 rated item ids, e.g. 40 (titles shown as their raw id)"
+    ]
+    titles = ds.titles(np.array([40, 10, 50, 40])).tolist()
+    assert titles == ["[item 40]", ds.items["title"].iloc[0], "[item 50]", "[item 40]"]
+
+
+def test_every_rated_item_named_no_warning(tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+    read_folder("x", write_dataset(tmp_path / "ds", "csv", HALF_RATINGS), "csv", (0.5, 5))
+    assert not recwarn.list
+
+
+def test_titles_of_unknown_ids_on_an_empty_item_table() -> None:
+    no_items = pd.DataFrame(columns=["item", "title", "genres"])
+    ds = RatingsDataset("x", expected_ratings(WHOLE_RATINGS), no_items, (1.0, 5.0))
+    assert ds.titles(np.array([7, 8])).tolist() == ["[item 7]", "[item 8]"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,60 +632,173 @@ def test_unset_cache_env_uses_xdg_cache_home(tmp_path: Path, monkeypatch: pytest
 # ---------------------------------------------------------------------------------------------
 
 
+def archive_of(folder: Path, rows: list[tuple], prefix: str = "ml-100k") -> Path:
+    """A zip of an ml-100k dataset holding `rows`, written as `folder`/ml-100k.zip."""
+    source = write_dataset(folder / "src" / "ml-100k", "100k", rows)
+    archive = folder / "ml-100k.zip"
+    archive.write_bytes(folder_as_zip(source, prefix))
+    return archive
+
+
+def unpacked_at(cache: Path, archive: Path) -> Path:
+    """Where a user's `archive` is unpacked: a cache folder named by its content."""
+    return cache / "archives" / hashlib.sha256(archive.read_bytes()).hexdigest()[:16] / "ml-100k"
+
+
 def test_local_zip_is_unpacked_into_the_cache(
-    tmp_path: Path, isolated_cache: Path, no_data_root: None
+    tmp_path: Path, isolated_cache: Path, no_data_root: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = write_dataset(tmp_path / "src" / "ml-100k", "100k", WHOLE_RATINGS)
-    archive = tmp_path / "ml-100k.zip"
-    data = folder_as_zip(source, "ml-100k")
-    archive.write_bytes(data)
+    archive = archive_of(tmp_path, WHOLE_RATINGS)
+    data = archive.read_bytes()
     with zipfile.ZipFile(archive) as zf:
         assert sorted(zf.namelist()) == ["ml-100k/u.data", "ml-100k/u.genre", "ml-100k/u.item"]
+    folder = unpacked_at(isolated_cache, archive)
 
-    ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
+    with pytest.warns(UserWarning) as record:
+        ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
 
+    assert [str(w.message) for w in record] == [f"ml-100k: read {folder} (unpacked from {archive})"]
     pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
     assert ds.items["title"].iloc[0] == "Café Lumière (1993)"
-    assert ds.folder == isolated_cache / "ml-100k"
-    assert listing(isolated_cache) == ["ml-100k"]  # no staging folder left behind
-    assert listing(isolated_cache / "ml-100k") == ["u.data", "u.genre", "u.item"]
+    assert ds.folder == folder
+    assert listing(isolated_cache) == ["archives"]
+    assert listing(folder.parent) == ["ml-100k"]  # no staging folder left behind
+    assert listing(folder) == ["u.data", "u.genre", "u.item"]
     assert archive.read_bytes() == data  # the user's zip is left as it was
 
-    # Unpacked once, it is found in the cache afterwards without the zip.
-    archive.unlink()
-    again = load_movielens("ml-100k", allow_download=False)
-    assert again.folder == isolated_cache / "ml-100k"
+    # The same zip again reads the copy unpacked before.
+    monkeypatch.setattr(movielens, "extract_zip", None)
+    with pytest.warns(UserWarning, match="unpacked from"):
+        again = load_movielens("ml-100k", data_dir=archive, allow_download=False)
+    assert again.folder == folder
     pd.testing.assert_frame_equal(again.ratings, ds.ratings)
+
+    # Without --data-dir the copy is not taken for the dataset: another zip may have been meant.
+    with pytest.raises(DataError, match="not available locally"):
+        load_movielens("ml-100k", allow_download=False)
+
+
+def test_a_different_zip_of_the_same_dataset_is_read(
+    tmp_path: Path, isolated_cache: Path, no_data_root: None
+) -> None:
+    first = archive_of(tmp_path / "first", [(101, 10, 3, 1_000_000_000)])
+    second = archive_of(tmp_path / "second", [(202, 10, 3, 1_000_000_000)])
+
+    with pytest.warns(UserWarning, match="unpacked from"):
+        assert only_user(data_dir=first) == 101
+        assert only_user(data_dir=second) == 202
+        assert only_user(data_dir=first) == 101
+
+    assert sorted(listing(isolated_cache / "archives")) == sorted(
+        unpacked_at(isolated_cache, a).parent.name for a in (first, second)
+    )
 
 
 def test_local_zip_without_the_variant_folder(
     tmp_path: Path, isolated_cache: Path, no_data_root: None
 ) -> None:
-    source = write_dataset(tmp_path / "src" / "ml-100k", "100k", WHOLE_RATINGS)
-    archive = tmp_path / "ml-100k.zip"
-    archive.write_bytes(folder_as_zip(source, "something-else"))
+    archive = archive_of(tmp_path, WHOLE_RATINGS, prefix="something-else")
 
     with pytest.raises(DataError, match=r"no ml-100k/u\.data inside") as err:
         load_movielens("ml-100k", data_dir=archive)
     assert str(archive) in str(err.value)
-    assert listing(isolated_cache) == []
+    assert listing(unpacked_at(isolated_cache, archive).parent) == []
 
 
 def test_local_zip_over_a_stale_cache_folder(
     tmp_path: Path, isolated_cache: Path, no_data_root: None
 ) -> None:
+    archive = archive_of(tmp_path, WHOLE_RATINGS)
     # An earlier, interrupted or hand-made copy: the folder is there but u.data is not.
-    (isolated_cache / "ml-100k").mkdir()
-    (isolated_cache / "ml-100k" / "notes.txt").write_text("left over\n")
-    source = write_dataset(tmp_path / "src" / "ml-100k", "100k", WHOLE_RATINGS)
-    archive = tmp_path / "ml-100k.zip"
-    archive.write_bytes(folder_as_zip(source, "ml-100k"))
+    stale = unpacked_at(isolated_cache, archive)
+    stale.mkdir(parents=True)
+    (stale / "notes.txt").write_text("left over\n")
 
     # The incomplete copy is replaced by the archive's folder.
-    ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
+    with pytest.warns(UserWarning, match="unpacked from"):
+        ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
     pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
-    assert not (isolated_cache / "ml-100k" / "notes.txt").exists()
-    assert not (isolated_cache / ".ml-100k.unpacking").exists()
+    assert listing(stale) == ["u.data", "u.genre", "u.item"]
+    assert listing(stale.parent) == ["ml-100k"]
+
+
+def test_unpack_that_loses_the_race_reads_the_winners_copy(
+    tmp_path: Path, isolated_cache: Path, no_data_root: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = archive_of(tmp_path, WHOLE_RATINGS)
+    final = unpacked_at(isolated_cache, archive)
+    extract_zip = movielens.extract_zip
+
+    def extract_while_another_process_finishes(source: Path, target: Path) -> Path:
+        unpacked = extract_zip(source, target)
+        shutil.copytree(unpacked / "ml-100k", final)
+        (final / "winner").touch()
+        return unpacked
+
+    monkeypatch.setattr(movielens, "extract_zip", extract_while_another_process_finishes)
+    with pytest.warns(UserWarning, match="unpacked from"):
+        ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
+
+    assert ds.folder == final and (final / "winner").exists()
+    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
+    assert listing(final.parent) == ["ml-100k"]  # this process's own copy is gone
+
+
+# Waits for a go file, so that both processes unpack at the same moment, then prints what it read.
+CHILD = """
+import sys, time
+from pathlib import Path
+from recsys.movielens import load_movielens
+ready, go, archive = map(Path, sys.argv[1:])
+ready.touch()
+while not go.exists():
+    time.sleep(0.001)
+ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
+print(ds.folder, ds.ratings.to_numpy().tolist(), ds.items.to_numpy().tolist())
+"""
+
+
+def run_together(archive: Path, cache: Path, work: Path, n: int = 2) -> list[tuple[int, str, str]]:
+    """Start `n` processes that load `archive` into `cache` at one moment; their codes and output."""
+    env = {**os.environ, "RECSYS_CACHE": str(cache), "PYTHONWARNINGS": "ignore"}
+    ready = [work / f"ready{i}" for i in range(n)]
+    go = work / "go"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(r), str(go), str(archive)],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for r in ready
+    ]  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+            if any(child.poll() is not None for child in children):
+                break  # one died while starting: its output says why
+            time.sleep(0.005)
+        go.touch()
+        outputs = [child.communicate(timeout=120) for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    return [(child.returncode, out, err) for child, (out, err) in zip(children, outputs, strict=True)]
+
+
+@pytest.mark.slow
+def test_two_processes_unpack_one_zip_at_once(tmp_path: Path, no_data_root: None) -> None:
+    archive = archive_of(tmp_path, [(u, 10 * (1 + u % 3), 1 + u % 5, 1_000_000_000 + u) for u in range(3000)])
+    for round in range(6):
+        work = tmp_path / f"round{round}"
+        work.mkdir()
+        results = run_together(archive, work / "cache", work)
+
+        for code, _, err in results:
+            assert code == 0, err
+        assert results[0][1] == results[1][1]
+        assert results[0][1].startswith(str(unpacked_at(work / "cache", archive)) + " ")
+        assert listing(unpacked_at(work / "cache", archive).parent) == ["ml-100k"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -605,6 +907,44 @@ def test_no_download_when_not_allowed(
     assert served.requests == []
 
 
+OFFLINE_HINT = "; offline, pass --data-dir or set $RECSYS_DATA to a local copy"
+
+
+def closed_port_url() -> str:
+    """An http url on 127.0.0.1 where nothing listens, so connecting is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("failure", ["404", "cannot reach", "wrong sha256"])
+def test_download_failure_names_the_offline_way_out(
+    served: Served,
+    latest_small_zip: bytes,
+    isolated_cache: Path,
+    no_data_root: None,
+    monkeypatch: pytest.MonkeyPatch,
+    failure: str,
+) -> None:
+    pin(monkeypatch, latest_small_zip, sha256="0" * 64 if failure == "wrong sha256" else None)
+    base = {"404": f"{served.base}/missing", "cannot reach": closed_port_url()}.get(failure, served.base)
+
+    with pytest.raises(DownloadError) as err:
+        load_movielens("ml-latest-small", base_url=base, allow_http=True, progress=False)
+
+    message = str(err.value)
+    assert failure.removeprefix("wrong ") in message
+    assert message.endswith(OFFLINE_HINT) and "\n" not in message
+    assert listing(isolated_cache) == []
+
+
+def test_not_available_locally_names_the_offline_way_out(no_data_root: None) -> None:
+    with pytest.raises(DataError) as err:
+        load_movielens("ml-100k", allow_download=False)
+    assert str(err.value) == "ml-100k is not available locally" + OFFLINE_HINT
+
+
 # ---------------------------------------------------------------------------------------------
 # recsys.datasets
 # ---------------------------------------------------------------------------------------------
@@ -685,3 +1025,15 @@ def test_real_ml100k_via_data_root(ml100k_folder: Path, monkeypatch: pytest.Monk
     ds = load_dataset("ml-100k", allow_download=False)
     assert ds.folder == ml100k_folder
     assert len(ds.ratings) == 100_000
+
+
+def test_an_unwritable_cache_is_one_line_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache should be\n")
+    monkeypatch.setenv("RECSYS_CACHE", str(blocker / "recsys"))
+    monkeypatch.delenv("RECSYS_DATA", raising=False)
+    with pytest.raises(DataError, match=r"cannot write the dataset cache .*RECSYS_CACHE") as error:
+        load_movielens("ml-100k", base_url="http://127.0.0.1:9", allow_http=True, progress=False)
+    assert "\n" not in str(error.value)

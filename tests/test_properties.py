@@ -1,5 +1,5 @@
-"""Property-based tests (hypothesis): ratings files round-trip, malformed files fail as DataError,
-and every split is a reproducible partition of its input."""
+"""Property-based tests (hypothesis): ratings files round-trip, malformed ratings and item files fail
+as DataError, and every split is a reproducible partition of its input."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from recsys.data import RATING_COLUMNS, ratings_frame
+from recsys.data import ITEM_COLUMNS, RATING_COLUMNS, ratings_frame
 from recsys.errors import DataError, RecsysError
-from recsys.movielens import RATINGS_FILE, read_ratings
+from recsys.movielens import RATINGS_FILE, read_items, read_ratings
 from recsys.splits import Split, random_split, time_split, user_last_split, user_split
 
 # No example database: it would leave a .hypothesis/ folder in the repository.
@@ -155,12 +155,18 @@ encoded_text = st.builds(
 file_bytes = st.one_of(encoded_text, st.binary(max_size=300))
 
 
+def assert_printable_line(message: str) -> None:
+    """A message shows no raw file content: one line, every character printable."""
+    assert message.isprintable(), message
+
+
 def check_valid_or_data_error(workdir: Path, layout: str, scale: tuple[float, float], body: bytes) -> None:
     path = workdir / RATINGS_FILE[layout]
     path.write_bytes(body)
     try:
         got = read_ratings(path, layout, scale)
-    except DataError:
+    except DataError as error:
+        assert_printable_line(str(error))
         return
     # Anything other than DataError propagates and fails the test. A table that comes back is valid:
     assert list(got.columns) == RATING_COLUMNS
@@ -195,7 +201,93 @@ def test_malformed_examples(workdir: Path, layout: str, scale: tuple[float, floa
         check_valid_or_data_error(workdir, layout, scale, CSV_HEADER.encode() + b"\n" + body)
 
 
-# --- 3. splits are reproducible partitions --------------------------------------------------------
+# --- 3. malformed item files: a valid item table or DataError, nothing else ----------------------
+
+FLAGS_100K = ["0"] * 18 + ["1"]
+# Well-formed fields of each item file, one list per line; every strategy below spoils a copy.
+GOOD_ITEM_LINES: dict[str, list[list[str]]] = {
+    "u.genre": [[f"Kind{i}", str(i)] for i in range(19)],
+    "u.item": [
+        ["1", "Made Up (1995)", "01-Jan-1995", "", "http://example.invalid/1", *FLAGS_100K],
+        ["2", "Also Made Up (1996)", "", "", "", *FLAGS_100K[::-1]],
+    ],
+    "movies.dat": [["1", "Made Up: Part 2 (1995)", "Comedy|Drama"], ["2", "Another (1996)", "Drama"]],
+    "movies.csv": [["movieId", "title", "genres"], ["1", '"Made Up, The (1995)"', "Comedy"], ["2", "B", ""]],
+}
+ITEM_SEPARATOR = {"u.genre": "|", "u.item": "|", "movies.dat": "::", "movies.csv": ","}
+ITEM_LAYOUT = {"u.genre": "100k", "u.item": "100k", "movies.dat": "dat", "movies.csv": "csv"}
+
+
+def item_text(name: str, lines: list[list[str]]) -> str:
+    return "".join(ITEM_SEPARATOR[name].join(fields) + "\n" for fields in lines)
+
+
+CHANGES = ["drop field", "add field", "replace field", "drop line", "repeat line"]
+
+
+@st.composite
+def spoiled_lines(draw: st.DrawFn, name: str) -> list[list[str]]:
+    """The good lines of `name` with fields dropped, added or replaced and lines dropped or repeated."""
+    lines = [list(fields) for fields in GOOD_ITEM_LINES[name]]
+    for _ in range(draw(st.integers(1, 4))):
+        if not lines:
+            break
+        row = draw(st.integers(0, len(lines) - 1))
+        column = draw(st.integers(0, len(lines[row])))
+        change = draw(st.sampled_from(CHANGES))
+        if change == "drop field" and column < len(lines[row]):
+            del lines[row][column]
+        elif change == "add field":
+            lines[row].insert(column, draw(fields))
+        elif change == "replace field" and column < len(lines[row]):
+            lines[row][column] = draw(fields)
+        elif change == "drop line":
+            del lines[row]
+        elif change == "repeat line":
+            lines.insert(row, list(lines[row]))
+    return lines
+
+
+def item_file_bytes(name: str) -> st.SearchStrategy[bytes]:
+    """Spoiled, truncated or arbitrary contents for the item file `name`."""
+    spoiled = spoiled_lines(name).map(lambda lines: item_text(name, lines).encode("utf-8"))
+    good = item_text(name, GOOD_ITEM_LINES[name]).encode("utf-8")
+    truncated = st.integers(0, len(good)).map(lambda end: good[:end])
+    return st.one_of(spoiled, truncated, file_bytes)
+
+
+def check_items_or_data_error(folder: Path, name: str, body: bytes) -> None:
+    """Write `body` as `name` beside good companion files; reading must give items or DataError."""
+    for other in {"u.genre": ["u.item"], "u.item": ["u.genre"]}.get(name, []):
+        (folder / other).write_text(item_text(other, GOOD_ITEM_LINES[other]))
+    (folder / name).write_bytes(body)
+    try:
+        items = read_items(folder, ITEM_LAYOUT[name])
+    except DataError as error:
+        assert_printable_line(str(error))
+        return
+    assert list(items.columns) == ITEM_COLUMNS
+    assert items["item"].dtype == np.int64 and (items["item"] >= 0).all()
+    assert all(isinstance(text, str) for text in [*items["title"], *items["genres"]])
+
+
+@SETTINGS
+@pytest.mark.parametrize("name", list(GOOD_ITEM_LINES))
+@given(data=st.data())
+def test_malformed_item_file_is_data_error(workdir: Path, name: str, data: st.DataObject) -> None:
+    check_items_or_data_error(workdir, name, data.draw(item_file_bytes(name)))
+
+
+@pytest.mark.parametrize("name", list(GOOD_ITEM_LINES))
+def test_good_item_files_read(workdir: Path, name: str) -> None:
+    """The unspoiled lines the strategies start from are themselves readable."""
+    for other in GOOD_ITEM_LINES:
+        (workdir / other).write_text(item_text(other, GOOD_ITEM_LINES[other]))
+    items = read_items(workdir, ITEM_LAYOUT[name])
+    assert items["item"].tolist() == [1, 2]
+
+
+# --- 4. splits are reproducible partitions --------------------------------------------------------
 
 
 @st.composite
