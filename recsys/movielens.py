@@ -308,11 +308,24 @@ def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
             f"--data-dir {data_dir}: no {ratings_file} there or in {variant.folder}/ "
             f"(expected an unpacked {variant.name} folder, its parent, or {variant.name}.zip)"
         )
-    roots = [Path(os.environ[DATA_ROOT_ENV])] if os.environ.get(DATA_ROOT_ENV) else []
-    for root in [*roots, cache_root()]:
+    for root in [*_data_roots(), cache_root()]:
         if (root / variant.folder / ratings_file).is_file():
             return root / variant.folder
     return None
+
+
+def _data_roots() -> list[Path]:
+    """The folder $RECSYS_DATA names, if set; a warning when it is not a folder from here (a relative
+    path is read from the working folder, which in a notebook is the notebook's own)."""
+    if not os.environ.get(DATA_ROOT_ENV):
+        return []
+    root = Path(os.environ[DATA_ROOT_ENV])
+    if not root.is_dir():
+        warnings.warn(
+            f"${DATA_ROOT_ENV}={root} is not a folder (seen from {Path.cwd()}); give an absolute path",
+            stacklevel=5,
+        )
+    return [root]
 
 
 def _unpack_given_archive(archive: Path, variant: Variant) -> Path:

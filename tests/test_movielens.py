@@ -1037,3 +1037,13 @@ def test_an_unwritable_cache_is_one_line_naming_the_variable(
     with pytest.raises(DataError, match=r"cannot write the dataset cache .*RECSYS_CACHE") as error:
         load_movielens("ml-100k", base_url="http://127.0.0.1:9", allow_http=True, progress=False)
     assert "\n" not in str(error.value)
+
+
+def test_a_data_root_that_is_not_a_folder_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RECSYS_DATA", "../no-such-data")
+    warned = pytest.warns(UserWarning, match=r"RECSYS_DATA=\.\./no-such-data is not a folder .*absolute")
+    with warned, pytest.raises(DataError, match="not available locally"):
+        load_movielens("ml-100k", allow_download=False)
