@@ -4,7 +4,9 @@ Scripts and notebooks call `train_and_evaluate`; it holds no CLI concerns.
 """
 
 import dataclasses
+import json
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,20 +18,21 @@ from torch import nn
 
 from recsys.config import RunConfig
 from recsys.data import RatingsDataset
-from recsys.encoding import EncodedSplit, encode_split
+from recsys.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.errors import RecsysError
-from recsys.metrics import evaluate_test
+from recsys.memory import check_fits
+from recsys.metrics import evaluate, evaluate_test
 from recsys.models import build_model
-from recsys.runs import (
-    CHECKPOINT_FILE,
-    CONFIG_FILE,
-    METRICS_FILE,
-    Checkpoint,
-    save_checkpoint,
-    write_json,
-)
-from recsys.splits import make_split
+from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE, METRICS_FILE
+from recsys.runs import Checkpoint, save_checkpoint, write_json
+from recsys.splits import Split, make_split
 from recsys.trainer import EpochStats, fit
+
+# An autograd run takes at least this many optimizer steps: on a small file the tuned batch sizes
+# would leave a handful of steps, too few to move the model past predicting the mean.
+MIN_STEPS = 100
+# Training ratings scored after a run to check it beats their mean (a stride through them).
+MEAN_CHECK_SAMPLE = 200_000
 
 
 @dataclass(frozen=True)
@@ -60,13 +63,48 @@ class RunResult:
 
 
 def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, RunConfig]:
-    """Split and encode `dataset`; resolve the y_range from its rating scale when unset."""
+    """Split and encode `dataset`; resolve the y_range from its rating scale when unset, and cap an
+    autograd run's batch size so that it takes at least MIN_STEPS steps.
+
+    A split that leaves nothing to train on, or no test rating the model can be scored on, is an
+    error naming the flag that changes it.
+    """
     split = make_split(
         dataset, config.split, test_frac=config.test_frac, test_n=config.test_n, seed=config.seed
     )
+    if len(split.train) == 0:
+        raise RecsysError(
+            f"split {config.split} of {dataset.name} leaves no training ratings{_split_hint(config)}"
+        )
+    data = encode_split(split)
+    if len(data.test) == 0:
+        raise RecsysError(
+            f"split {config.split} of {dataset.name} leaves no test rating whose user and item are both "
+            f"in training ({_test_counts(split, data)}){_split_hint(config)}"
+        )
     if config.y_range is None:
         config = dataclasses.replace(config, y_range=dataset.default_y_range)
-    return encode_split(split), config
+    largest_batch = max(1, len(data.train) * config.epochs // MIN_STEPS)
+    if config.engine == "autograd" and config.batch_size > largest_batch:
+        config = dataclasses.replace(config, batch_size=largest_batch)
+    return data, config
+
+
+def _test_counts(split: Split, data: EncodedSplit) -> str:
+    """How many test ratings the split made, and how many of them name an id unseen in training."""
+    return f"{len(split.test):,} test ratings, {len(data.unknown_test_ratings):,} of them with unseen ids"
+
+
+def _split_hint(config: RunConfig) -> str:
+    """The flag that gives a split more (or fewer) test ratings."""
+    if config.split == "user-last":
+        return (
+            f"; lower --test-n (now {config.test_n}): users with at most that many ratings stay "
+            "wholly in training"
+        )
+    if config.split in ("random", "user", "time"):
+        return f"; change --test-frac (now {config.test_frac}) or use more data"
+    return ""
 
 
 def train_and_evaluate(
@@ -91,6 +129,7 @@ def train_and_evaluate(
     if resume is not None:
         config = resume.config
     data, config = prepare(dataset, config)
+    check_fits(config, len(data.users), len(data.items))
     generator = torch.Generator().manual_seed(config.seed)
     model = build_model(
         config.model, len(data.users), len(data.items), config.n_factors, config.y_range, generator
@@ -103,6 +142,8 @@ def train_and_evaluate(
         last_training = resume.training
     if run_dir is not None:
         write_json(run_dir / CONFIG_FILE, config.to_dict())
+        folder = str(dataset.folder.resolve()) if dataset.folder is not None else None
+        write_json(run_dir / DATA_FILE, {"dataset": dataset.name, "folder": folder})
 
     def after_epoch(stats: EpochStats, training: dict[str, Any]) -> None:
         nonlocal last_training
@@ -124,6 +165,7 @@ def train_and_evaluate(
     result = RunResult(
         config, model.cpu(), data, history, evaluate_test(model, data, config.unknown), seconds
     )
+    _warn_if_worse_than_mean(result)
     if run_dir is not None:
         metrics = result.metrics()
         save_checkpoint(
@@ -145,3 +187,27 @@ def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit) -> None:
         )
     if checkpoint.training is None:
         raise RecsysError("cannot resume: the checkpoint holds no training state to continue from")
+
+
+def _warn_if_worse_than_mean(result: RunResult) -> None:
+    """Warn when the model fits (a sample of) its training ratings worse than their mean does."""
+    train = result.data.train
+    stride = max(1, len(train) // MEAN_CHECK_SAMPLE)
+    x, y = train.x[::stride].cpu(), train.y[::stride].cpu()
+    model_rmse = evaluate(result.model, RatingTensors(x, y))["rmse"]
+    mean_rmse = float(torch.sqrt(torch.mean((y - result.data.train_mean) ** 2)))
+    if model_rmse > mean_rmse:
+        warnings.warn(
+            f"{result.config.model} fits its training ratings worse than their mean does (RMSE "
+            f"{model_rmse:.4f} against {mean_rmse:.4f}); train longer (--epochs) or lower --l2",
+            stacklevel=3,
+        )
+
+
+def recorded_data_folder(run_dir: Path) -> Path | None:
+    """The folder a run read its data from, if it recorded one that still exists."""
+    try:
+        folder = json.loads((run_dir / DATA_FILE).read_text()).get("folder")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(folder) if isinstance(folder, str) and Path(folder).is_dir() else None

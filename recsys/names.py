@@ -5,3 +5,8 @@ MOVIELENS_VARIANTS = ("ml-100k", "ml-1m", "ml-10m", "ml-20m", "ml-25m", "ml-late
 DATASETS = (*MOVIELENS_VARIANTS, "tiny", "synthetic")
 PREDEFINED_FOLDS = ("u1", "u2", "u3", "u4", "u5", "ua", "ub")
 SPLIT_KINDS = ("random", "user", "user-last", "time", *PREDEFINED_FOLDS)
+
+# The files of a run folder: DATA_FILE records where the data was read, so that resuming and
+# recommending find it again without --data-dir.
+CONFIG_FILE, METRICS_FILE = "config.json", "metrics.json"
+CHECKPOINT_FILE, DATA_FILE = "checkpoint.pt", "data.json"

@@ -11,19 +11,19 @@ import pandas as pd
 
 from recsys.cli import run
 from recsys.datasets import load_dataset
+from recsys.experiment import recorded_data_folder
+from recsys.names import CHECKPOINT_FILE
 from recsys.recommend import cold_start, explain, knows_user, recommend, similar_items
-from recsys.runs import CHECKPOINT_FILE, load_checkpoint
+from recsys.runs import load_checkpoint
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder written by train.py")
     query = parser.add_mutually_exclusive_group(required=True)
     query.add_argument("--user", type=int, help="raw user id: recommend the items they have not rated")
     query.add_argument("--similar", metavar="TITLE", help="exact title (any case): its nearest items")
-    parser.add_argument("--top", type=int, default=10, help="how many items to list")
+    parser.add_argument("--top", type=int, default=10, help="how many items to list [default: 10]")
     parser.add_argument(
         "--cold-start",
         action="store_true",
@@ -34,7 +34,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--item", type=int, help="raw item id for --explain")
     parser.add_argument(
-        "--data-dir", type=Path, default=None, help="local copy of the run's dataset (else the usual lookup)"
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="local copy of the run's dataset [default: where the run read it, else the usual lookup]",
     )
     parser.add_argument("--offline", action="store_true", help="never download")
     args = parser.parse_args(argv)
@@ -51,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.explain:
         print(pd.DataFrame([explain(checkpoint, args.user, args.item)]).to_string(index=False))
         return 0
-    dataset = load_dataset(checkpoint.config.dataset, args.data_dir, allow_download=not args.offline)
+    data_dir = args.data_dir or recorded_data_folder(args.run_dir)
+    dataset = load_dataset(checkpoint.config.dataset, data_dir, allow_download=not args.offline)
     if args.similar is not None:
         table = similar_items(checkpoint, dataset, args.similar, args.top)
     elif args.cold_start and not knows_user(checkpoint, args.user):

@@ -47,7 +47,8 @@ def test_train_into_an_unwritable_folder_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert (
-        result.stderr.startswith("error: cannot write /proc/recsys-run") and "Traceback" not in result.stderr
+        result.stderr.startswith("error: --out /proc/recsys-run: cannot create it")
+        and "Traceback" not in result.stderr
     )
 
 

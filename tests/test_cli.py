@@ -138,7 +138,8 @@ def test_train_tiny_prints_the_epoch_table_and_test_rmse(good: Runs) -> None:
 def test_train_tiny_writes_config_and_metrics(good: Runs) -> None:
     result = ok(good.results["main"])
     out = good.outs["main"]
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.json", "metrics.json"]
+    files = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert files == ["checkpoint.pt", "config.json", "data.json", "metrics.json"]
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == "dotbias"
     assert config["dataset"] == "tiny"
@@ -150,7 +151,6 @@ def test_train_tiny_writes_config_and_metrics(good: Runs) -> None:
     printed = TEST_RMSE.search(result.stdout)
     assert printed is not None
     assert f"{metrics['test_rmse']:.4f}" == printed.group(1)
-    assert metrics["n_test_unknown"] >= 0
     assert metrics["n_train"] + metrics["n_test"] + metrics["n_test_unknown"] == 4000
     # The table shows the recorded history.
     rows = [line.split() for line in result.stdout.splitlines() if re.match(r"\s+[12]\s+\d", line)]
@@ -226,6 +226,9 @@ BAD_CASES = [
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")),
     pytest.param("out-file", ["--dataset", "tiny"], "--out", id="out-is-a-file"),
     pytest.param("device", ["--dataset", "tiny", "--device", "tpu"], "--device", id="device-unknown"),
+    pytest.param("no-test", ["--dataset", "tiny", "--split", "user-last", "--test-n", "1000"],
+                 "no test rating", id="split-without-test-ratings"),
+    pytest.param("huge", ["--dataset", "tiny", "--n-factors", "1000000000000"], "GiB", id="n-factors-absurd"),
 ]  # fmt: skip
 KEPT = b"an earlier run's file\n"
 
@@ -380,3 +383,91 @@ def test_help_and_flag_errors_answer_before_torch_is_imported(args: list[str]) -
     assert "recsys.config" in imported  # the import log was read
     assert not {"torch", "pandas", "numba"} & imported
     assert result.returncode == (0 if args == ["--help"] else 2)
+
+
+def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    script: Any = _train_script()
+    with pytest.raises(SystemExit):
+        script.parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "None" not in text and "(default:" not in text
+    assert "[default: dot 8, dotbias 8, linear 10, embproj 10; with --engine autograd: dotbias 5]" in text
+    assert "dotbias 2048" in text  # the autograd batch size
+
+
+# --- resuming --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def resumed(good: Runs, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """--resume on the finished main run: with flags that conflict, agree, or would extend it."""
+    ok(good.results["main"])
+    run_dir = str(good.outs["main"])
+    cache = empty_folder(tmp_path_factory, "cache")
+    jobs = {
+        "model": Job(["--resume", run_dir, "--model", "dot"], cache),
+        "epochs": Job(["--resume", run_dir, "--epochs", "5"], cache),
+        "seed": Job(["--resume", run_dir, "--seed", "3"], cache),
+        "same": Job(["--resume", run_dir, "--model", "dotbias", "--epochs", "2", "--threads", "1"], cache),
+        "missing": Job(["--resume", str(tmp_path_factory.mktemp("empty"))], cache),
+    }
+    return Runs(run_jobs(jobs), {})
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [("model", "--model dot: --resume continues"), ("epochs", "planned for 2 epochs"),
+     ("seed", "--seed 3"), ("missing", "not a readable recsys run folder")],
+)  # fmt: skip
+def test_resume_refuses_flags_that_would_change_the_run(key: str, expected: str, resumed: Runs) -> None:
+    result = resumed.results[key]
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], result.stderr
+
+
+def test_resuming_a_finished_run_says_so_and_changes_nothing(good: Runs, resumed: Runs) -> None:
+    out = good.outs["main"]
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir() if p.is_file()}
+    result = ok(resumed.results["same"])
+    assert "is finished (2 epochs, test RMSE" in result.stdout and "epoch" not in result.stdout.split(")")[-1]
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir() if p.is_file()} == before
+
+
+def test_a_run_reads_its_data_again_from_where_it_was_read(tmp_path: Path) -> None:
+    """recommend.py without --data-dir uses the copy the run trained on, not the default lookup."""
+    data = tmp_path / "my-tiny"
+    data.mkdir()
+    (data / "ratings.csv").write_bytes((ROOT / "data" / "tiny" / "ratings.csv").read_bytes())
+    movies = (
+        (ROOT / "data" / "tiny" / "movies.csv")
+        .read_text()
+        .replace("1,Synthetic item 1,", "1,Renamed One,", 1)
+    )
+    (data / "movies.csv").write_text(movies)
+    out = tmp_path / "run"
+    jobs = {"train": Job(["--dataset", "tiny", "--data-dir", str(data), "--epochs", "1", "--no-progress",
+                          "--out", str(out)], tmp_path / "cache")}  # fmt: skip
+    ok(run_jobs(jobs)["train"])
+    similar = Job([str(out), "--similar", "Renamed One"], tmp_path / "cache", "scripts/recommend.py")
+    shown = ok(run_jobs({"similar": similar})["similar"])  # the default tiny folder has no such title
+    assert len(shown.stdout.strip().splitlines()) == 11  # a header and the 10 nearest items
+
+
+@pytest.mark.slow
+def test_two_runs_started_together_on_one_out_do_not_mix(tmp_path: Path) -> None:
+    """Exactly one run gets the folder; the other exits 2 and its files are not in it."""
+    for attempt in range(3):
+        out = tmp_path / f"out{attempt}"
+        jobs = {
+            str(seed): Job(["--dataset", "tiny", "--epochs", "1", "--seed", str(seed), "--no-progress",
+                            "--out", str(out)], tmp_path / "cache")
+            for seed in (1, 2)
+        }  # fmt: skip
+        results = run_jobs(jobs)
+        winners = [seed for seed, result in results.items() if result.returncode == 0]
+        assert len(winners) == 1, {seed: r.stderr for seed, r in results.items()}
+        loser = results[next(seed for seed in results if seed not in winners)]
+        assert loser.returncode == 2 and loser.stderr.startswith("error: "), loser.stderr
+        assert json.loads((out / "config.json").read_text())["seed"] == int(winners[0])
+        assert load_checkpoint(out / "checkpoint.pt").config.seed == int(winners[0])

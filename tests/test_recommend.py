@@ -18,8 +18,9 @@ from recsys.errors import RecsysError
 from recsys.experiment import train_and_evaluate
 from recsys.factors import item_vectors
 from recsys.metrics import predict
+from recsys.names import CHECKPOINT_FILE
 from recsys.recommend import cold_start, explain, recommend, similar_items
-from recsys.runs import CHECKPOINT_FILE, Checkpoint, load_checkpoint
+from recsys.runs import Checkpoint, load_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 

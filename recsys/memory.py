@@ -1,0 +1,54 @@
+"""Whether a model's tables fit in memory, answered before they are allocated.
+
+An absurd size (`--n-factors 1000000000000`) would otherwise die inside torch's allocator with a
+traceback, or push the machine into swap, minutes into a run.
+"""
+
+import os
+from pathlib import Path
+
+import torch
+
+from recsys.config import RunConfig
+from recsys.errors import RecsysError
+from recsys.models import build_model
+
+# Copies of every parameter a run holds: the weights, their gradients and Adam's two moments. The
+# compiled engine holds fewer (padded weights and one AdaGrad sum per row), so this bounds both.
+COPIES_PER_PARAMETER = 4
+
+
+def available_memory() -> int:
+    """Bytes this process can still allocate: the kernel's MemAvailable, capped by a cgroup limit."""
+    candidates = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                candidates.append(int(line.split()[1]) * 1024)
+    except OSError:
+        candidates.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            candidates.append(int(limit))
+    except OSError:
+        pass
+    return min(candidates)
+
+
+def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
+    """Bytes the model's parameters and their training state take, counted on the meta device."""
+    with torch.device("meta"):
+        model = build_model(config.model, n_users, n_items, config.n_factors, config.y_range)
+    return COPIES_PER_PARAMETER * sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:
+    """Refuse a model whose training state would not fit in the memory available, with the figures."""
+    needed, available = training_bytes(config, n_users, n_items), available_memory()
+    if needed > available:
+        raise RecsysError(
+            f"--n-factors {config.n_factors}: {config.model} with {n_users:,} users and {n_items:,} items "
+            f"needs about {needed / 2**30:,.1f} GiB for its weights and training state, and "
+            f"{available / 2**30:,.1f} GiB is available; choose fewer factors"
+        )

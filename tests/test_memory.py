@@ -1,0 +1,26 @@
+"""recsys.memory: a model too large for this machine is refused before any table is allocated."""
+
+import pytest
+
+from recsys.config import config_for
+from recsys.errors import RecsysError
+from recsys.memory import COPIES_PER_PARAMETER, available_memory, check_fits, training_bytes
+
+
+def test_training_bytes_counts_every_parameter_without_allocating_it() -> None:
+    config = config_for("dotbias", n_factors=10)
+    # Factors and one bias per user and item, float32, times the copies training holds.
+    assert training_bytes(config, 3, 5) == COPIES_PER_PARAMETER * 4 * (3 + 5) * (10 + 1)
+    huge = config_for("embproj", n_factors=10**7)
+    assert training_bytes(huge, 10, 10) > 10**14  # the factor-by-factor projection counts too
+
+
+def test_available_memory_is_a_positive_figure() -> None:
+    assert 0 < available_memory() < 2**60
+
+
+def test_an_absurd_size_is_refused_with_the_figures() -> None:
+    with pytest.raises(RecsysError, match=r"--n-factors 1000000000000: .* GiB .* available") as error:
+        check_fits(config_for("dotbias", n_factors=10**12), 100, 200)
+    assert "\n" not in str(error.value)
+    check_fits(config_for("dotbias"), 100, 200)
