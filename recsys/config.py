@@ -43,7 +43,7 @@ class RunConfig:
     schedule: str = "one-cycle"  # one-cycle | constant
     seed: int = 0  # one seed for the split, the initialisation and the shuffle
     device: str = "cpu"  # cpu | cuda
-    # compiled: per-rating AdaGrad, whole epochs in numba (dot and dotbias on the CPU; recsys.compiled);
+    # compiled: per-rating AdaGrad, whole epochs in numba (dot and dotbias on the CPU; recsys.train.compiled);
     # autograd: batches through torch's autograd and optimizers (every model, GPUs, torchrun, fastai)
     engine: str = "autograd"
 

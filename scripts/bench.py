@@ -20,13 +20,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import benchmark
 import pandas as pd
 
-from recsys import benchmark
-from recsys.cli import check_device, run
+from recsys.commands.common import check_device, run
 from recsys.errors import RecsysError
-from recsys.report import markdown_table
-from recsys.runs import write_json
+from recsys.files import write_json
+from recsys.workflows.report import markdown_table
 
 LARGE = {"sparse": True, "batch_size": 4096}  # what the README recommends past ~100K users
 REFERENCE = "recsys-dotbias"  # the u1 contender the others' time ratios divide by
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Benchmarks",
         "",
         f"Run on {time.strftime('%Y-%m-%d')} on {benchmark.available_cores()} cores, one process per row; "
-        "see recsys/benchmark.py. `seconds`: training and prediction with the data in memory; "
+        "see scripts/benchmark.py. `seconds`: training and prediction with the data in memory; "
         "`cpu_seconds`: CPU time (all threads) in the same span; `wall_seconds`: the whole process.",
         "",
     ]

@@ -3,8 +3,8 @@
 import argparse
 from pathlib import Path
 
-from recsys.datasets import TINY_FOLDER
-from recsys.synthetic import TINY_CONFIG, make_synthetic
+from recsys.data.catalog import TINY_FOLDER
+from recsys.data.synthetic import TINY_CONFIG, make_synthetic
 
 
 def write_tiny(folder: Path) -> None:

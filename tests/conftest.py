@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from recsys.data import RatingsDataset
-from recsys.datasets import load_dataset
+from recsys.data.catalog import load_dataset
+from recsys.data.dataset import RatingsDataset
 
 ROOT = Path(__file__).resolve().parent.parent
 

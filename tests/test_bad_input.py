@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from recsys.data.movielens import read_ratings
 from recsys.errors import DataError, RecsysError
-from recsys.movielens import read_ratings
-from recsys.runs import write_json
+from recsys.files import write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,12 +11,11 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import benchmark
 import pandas as pd
 import pytest
 import torch
-
-from recsys import benchmark
-from recsys.benchmark import (
+from benchmark import (
     SHAPES,
     busy_processes,
     call_in_subprocess,

@@ -7,7 +7,6 @@ together by a module fixture and the tests only read their results.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import re
@@ -22,12 +21,13 @@ import numpy as np
 import pytest
 import torch
 
-from recsys.datasets import load_dataset
-from recsys.experiment import prepare
-from recsys.metrics import evaluate_test
-from recsys.models import MODELS, DotProductBias
-from recsys.runs import load_checkpoint
-from recsys.synthetic import SyntheticConfig, make_synthetic
+from recsys.commands import train as train_command
+from recsys.data.catalog import load_dataset
+from recsys.data.synthetic import SyntheticConfig, make_synthetic
+from recsys.evaluate.metrics import evaluate_test
+from recsys.models.core import MODELS, DotProductBias
+from recsys.train.checkpoints import load_checkpoint
+from recsys.workflows.experiment import prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = "scripts/train.py"
@@ -357,11 +357,7 @@ def test_synthetic_rejects_too_many_ratings() -> None:
 
 
 def _train_script() -> object:
-    spec = importlib.util.spec_from_file_location("train_script", ROOT / TRAIN)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    return train_command
 
 
 def test_auto_engine_is_autograd_under_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,5 @@
 """Baselines, bias read-outs, the comparison tables and the report folder."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,9 +11,16 @@ import pandas as pd
 import pytest
 import torch
 
-from recsys.baselines import fit_damped_bias, global_mean
-from recsys.biases import learned_biases
-from recsys.compare import (
+from recsys.commands import compare as compare_command
+from recsys.data.catalog import planted_truth
+from recsys.data.dataset import RatingsDataset
+from recsys.data.encoding import RatingTensors
+from recsys.data.synthetic import make_synthetic
+from recsys.evaluate.baselines import fit_damped_bias, global_mean
+from recsys.evaluate.biases import learned_biases
+from recsys.evaluate.factors import cosine_neighbours, item_vectors, principal_components
+from recsys.models.core import DotProduct, DotProductBias, EmbeddingProjection, LinearDotProduct
+from recsys.workflows.compare import (
     BASELINES,
     Comparison,
     bias_correlations,
@@ -25,24 +31,14 @@ from recsys.compare import (
     norm_bias_frame,
     user_table,
 )
-from recsys.data import RatingsDataset
-from recsys.datasets import planted_truth
-from recsys.encoding import RatingTensors
-from recsys.factors import cosine_neighbours, item_vectors, principal_components
-from recsys.models import DotProduct, DotProductBias, EmbeddingProjection, LinearDotProduct
-from recsys.report import write_report
-from recsys.synthetic import make_synthetic
+from recsys.workflows.report import write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _compare_script() -> ModuleType:
-    """scripts/compare.py as a module, to call its parse_args and main in-process."""
-    spec = importlib.util.spec_from_file_location("compare_script", ROOT / "scripts" / "compare.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    """The compare command's module, to call its parse_args and main in-process."""
+    return compare_command
 
 
 @pytest.fixture(scope="module")

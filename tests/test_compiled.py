@@ -8,16 +8,16 @@ import pytest
 import torch
 from scipy.stats import pearsonr
 
-from recsys import compiled
-from recsys.compiled import CompiledEpochs, grid_size
 from recsys.config import available_cores, check_threads, config_for
-from recsys.data import RatingsDataset
-from recsys.datasets import load_dataset, planted_truth
+from recsys.data.catalog import load_dataset, planted_truth
+from recsys.data.dataset import RatingsDataset
+from recsys.data.movielens import load_movielens
 from recsys.errors import RecsysError
-from recsys.experiment import train_and_evaluate
-from recsys.models import DotProduct, DotProductBias, build_model
-from recsys.movielens import load_movielens
-from recsys.trainer import fit
+from recsys.models.core import DotProduct, DotProductBias, build_model
+from recsys.train import compiled
+from recsys.train.compiled import CompiledEpochs, grid_size
+from recsys.train.trainer import fit
+from recsys.workflows.experiment import train_and_evaluate
 
 
 def one_rating_step(model: DotProduct, user: int, item: int, rating: float, lr: float, l2: float) -> None:
@@ -159,7 +159,7 @@ def test_compiled_engine_refuses_models_and_settings_it_does_not_have() -> None:
 
 
 def test_compiled_engine_refuses_torchrun(tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch) -> None:
-    from recsys import trainer
+    from recsys.train import trainer
 
     result = train_and_evaluate(tiny, config_for("dot", dataset="tiny", epochs=1), progress=False)
     model, data = result.model, result.data

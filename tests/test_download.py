@@ -1,4 +1,4 @@
-"""Offline tests for recsys.download against a throwaway HTTP server on 127.0.0.1."""
+"""Offline tests for recsys.data.download against a throwaway HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import SLOW_PATH, Served, zip_bytes
 
-from recsys.download import download, extract_zip
+from recsys.data.download import download, extract_zip
 from recsys.errors import DataError, DownloadError
 
 TINY_LINES = b"1\t10\t4\t881250949\n2\t20\t3\t881250950\n3\t10\t5\t881250951\n"

@@ -1,4 +1,4 @@
-"""Tests for recsys.encoding: id maps fitted on training ratings and encoded splits."""
+"""Tests for recsys.data.encoding: id maps fitted on training ratings and encoded splits."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 import torch
 
-from recsys.data import ratings_frame
-from recsys.encoding import IdMap, encode_split
+from recsys.data.dataset import ratings_frame
+from recsys.data.encoding import IdMap, encode_split
+from recsys.data.splits import Split
 from recsys.errors import RecsysError
-from recsys.splits import Split
 
 
 def test_fit_gives_sorted_unique_ids() -> None:
@@ -124,7 +124,7 @@ def test_all_test_rows_known_leaves_nothing_aside() -> None:
 
 
 def test_encode_split_on_tiny(tiny) -> None:
-    from recsys.splits import make_split
+    from recsys.data.splits import make_split
 
     parts = make_split(tiny, "random", test_frac=0.2, seed=0)
     enc = encode_split(parts)

@@ -1,4 +1,4 @@
-"""recsys.experiment: the checks around one run (splits it cannot score, size-adapted batches, the
+"""recsys.workflows.experiment: the checks around one run (splits it cannot score, size-adapted batches, the
 mean baseline warning, and the record of where the data came from)."""
 
 import json
@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from recsys.config import config_for
-from recsys.data import RatingsDataset, ratings_frame
+from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.errors import RecsysError
-from recsys.experiment import MIN_STEPS, prepare, recorded_data_folder, train_and_evaluate
 from recsys.names import DATA_FILE
+from recsys.workflows.experiment import MIN_STEPS, prepare, recorded_data_folder, train_and_evaluate
 
 
 def _dataset(users: list[int], items: list[int]) -> RatingsDataset:

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from recsys.lookup_cost import MEASURES, VARIANTS, lookup_cost_table, lookup_versus_linear
+from recsys.studies.lookup_cost import MEASURES, VARIANTS, lookup_cost_table, lookup_versus_linear
 
 N_FACTORS, BATCH_SIZE = 8, 64
 

@@ -1,10 +1,10 @@
-"""recsys.memory: a model too large for this machine is refused before any table is allocated."""
+"""recsys.train.memory: a model too large for this machine is refused before any table is allocated."""
 
 import pytest
 
 from recsys.config import config_for
 from recsys.errors import RecsysError
-from recsys.memory import COPIES_PER_PARAMETER, available_memory, check_fits, training_bytes
+from recsys.train.memory import COPIES_PER_PARAMETER, available_memory, check_fits, training_bytes
 
 
 def test_training_bytes_counts_every_parameter_without_allocating_it() -> None:

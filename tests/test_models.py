@@ -8,10 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from recsys.data import RatingsDataset
-from recsys.encoding import EncodedSplit, encode_split
+from recsys.data.dataset import RatingsDataset
+from recsys.data.encoding import EncodedSplit, encode_split
+from recsys.data.splits import make_split
 from recsys.errors import RecsysError
-from recsys.models import (
+from recsys.models.core import (
     MODELS,
     DotProduct,
     LinearDotProduct,
@@ -22,7 +23,6 @@ from recsys.models import (
     sigmoid_range,
     split_pairs,
 )
-from recsys.splits import make_split
 
 N_USERS, N_ITEMS, N_FACTORS = 7, 9, 4
 Y_RANGE = (0.0, 5.5)

@@ -1,4 +1,4 @@
-"""Offline tests for recsys.movielens and recsys.datasets on small made-up files in every layout.
+"""Offline tests for recsys.data.movielens and recsys.data.catalog on small made-up files in every layout.
 
 Nothing here copies the real MovieLens data: each test writes its own few lines in the format of
 the variant under test. Only the last tests read the real ml-100k, and they skip when it is absent.
@@ -27,11 +27,11 @@ import pandas as pd
 import pytest
 from conftest import Served, zip_bytes
 
-import recsys.movielens as movielens
-from recsys.data import RatingsDataset
-from recsys.datasets import DATASETS, load_dataset, resolve_dataset
+import recsys.data.movielens as movielens
+from recsys.data.catalog import DATASETS, load_dataset, resolve_dataset
+from recsys.data.dataset import RatingsDataset
+from recsys.data.movielens import RATINGS_FILE, VARIANTS, load_movielens, read_folder
 from recsys.errors import DataError, DownloadError
-from recsys.movielens import RATINGS_FILE, VARIANTS, load_movielens, read_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -748,7 +748,7 @@ def test_unpack_that_loses_the_race_reads_the_winners_copy(
 CHILD = """
 import sys, time
 from pathlib import Path
-from recsys.movielens import load_movielens
+from recsys.data.movielens import load_movielens
 ready, go, archive = map(Path, sys.argv[1:])
 ready.touch()
 while not go.exists():
@@ -946,7 +946,7 @@ def test_not_available_locally_names_the_offline_way_out(no_data_root: None) -> 
 
 
 # ---------------------------------------------------------------------------------------------
-# recsys.datasets
+# recsys.data.catalog
 # ---------------------------------------------------------------------------------------------
 
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from recsys.encoding import RatingTensors
-from recsys.norm_bias import EmbeddingNN, bias_before_norm
+from recsys.data.encoding import RatingTensors
+from recsys.studies.norm_bias import EmbeddingNN, bias_before_norm
 
 N_USERS, N_ITEMS, N_FACTORS, HIDDEN = 50, 60, 8, 16
 Y_RANGE = (0.0, 5.5)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from recsys.optim import LazyAdam
+from recsys.train.optim import LazyAdam
 
 
 def _twin_tables(
@@ -93,8 +93,8 @@ def test_lazy_adam_trains_where_numba_has_nowhere_to_cache() -> None:
     # writable home: numba then refuses cache=True, and LazyAdam must compile without a cache.
     script = (
         "import torch\n"
-        "import recsys.compiled  # the compiled engine's kernels share the same compilation\n"
-        "from recsys.optim import LazyAdam\n"
+        "import recsys.train.compiled  # the compiled engine's kernels share the same compilation\n"
+        "from recsys.train.optim import LazyAdam\n"
         "table = torch.nn.Embedding(4, 2, sparse=True)\n"
         "before = table.weight.detach().clone()\n"
         "optimizer = LazyAdam(table.parameters(), lr=0.1)\n"

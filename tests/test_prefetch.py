@@ -5,7 +5,7 @@ import pytest
 from numba import njit
 from numba.core.errors import TypingError
 
-from recsys.prefetch import prefetch_row
+from recsys.train.prefetch import prefetch_row
 
 
 @njit

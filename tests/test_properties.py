@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from recsys.data import ITEM_COLUMNS, RATING_COLUMNS, ratings_frame
+from recsys.data.dataset import ITEM_COLUMNS, RATING_COLUMNS, ratings_frame
+from recsys.data.movielens import RATINGS_FILE, read_items, read_ratings
+from recsys.data.splits import Split, random_split, time_split, user_last_split, user_split
 from recsys.errors import DataError, RecsysError
-from recsys.movielens import RATINGS_FILE, read_items, read_ratings
-from recsys.splits import Split, random_split, time_split, user_last_split, user_split
 
 # No example database: it would leave a .hypothesis/ folder in the repository.
 SETTINGS = settings(

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from recsys.config import MODEL_DEFAULTS, config_for
-from recsys.data import RatingsDataset
-from recsys.experiment import train_and_evaluate
-from recsys.metrics import rmse
-from recsys.movielens import load_movielens
+from recsys.data.dataset import RatingsDataset
+from recsys.data.movielens import load_movielens
+from recsys.evaluate.metrics import rmse
+from recsys.workflows.experiment import train_and_evaluate
 
 
 @pytest.mark.parametrize("model", list(MODEL_DEFAULTS))

@@ -1,6 +1,5 @@
-"""recsys.recommend and scripts/recommend.py on small models trained once on data/tiny."""
+"""recsys.workflows.recommend and scripts/recommend.py on small models trained once on data/tiny."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,17 +9,18 @@ import numpy as np
 import pytest
 import torch
 
-from recsys.biases import learned_biases
+from recsys.commands import recommend as recommend_command
 from recsys.config import config_for
-from recsys.data import RatingsDataset
-from recsys.datasets import load_dataset
+from recsys.data.catalog import load_dataset
+from recsys.data.dataset import RatingsDataset
 from recsys.errors import RecsysError
-from recsys.experiment import train_and_evaluate
-from recsys.factors import item_vectors
-from recsys.metrics import predict
+from recsys.evaluate.biases import learned_biases
+from recsys.evaluate.factors import item_vectors
+from recsys.evaluate.metrics import predict
 from recsys.names import CHECKPOINT_FILE
-from recsys.recommend import cold_start, explain, recommend, similar_items
-from recsys.runs import Checkpoint, load_checkpoint
+from recsys.train.checkpoints import Checkpoint, load_checkpoint
+from recsys.workflows.experiment import train_and_evaluate
+from recsys.workflows.recommend import cold_start, explain, recommend, similar_items
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,11 +191,7 @@ def test_script_cold_start_serves_an_unknown_user(run_dir: Path, tmp_path: Path)
 )
 def test_script_needs_exactly_one_query(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     # In-process: the flag checks need no model, and a subprocess each would cost a torch import.
-    spec = importlib.util.spec_from_file_location("recommend_script", ROOT / "scripts" / "recommend.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     with pytest.raises(SystemExit) as raised:
-        script.parse_args(["runs/any", *args])
+        recommend_command.parse_args(["runs/any", *args])
     assert raised.value.code == 2
     assert "usage:" in capsys.readouterr().err

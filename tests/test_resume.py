@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from recsys.config import config_for
-from recsys.data import RatingsDataset
+from recsys.data.dataset import RatingsDataset
 from recsys.errors import RecsysError
-from recsys.experiment import train_and_evaluate
-from recsys.runs import load_checkpoint
-from recsys.trainer import EpochStats
+from recsys.train.checkpoints import load_checkpoint
+from recsys.train.trainer import EpochStats
+from recsys.workflows.experiment import train_and_evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 

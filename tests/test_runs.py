@@ -17,19 +17,18 @@ import torch
 from torch import nn
 
 from recsys.config import config_for
-from recsys.encoding import IdMap
+from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
-from recsys.models import build_model
-from recsys.runs import (
-    CHECKPOINT_FILE,
+from recsys.models.core import build_model
+from recsys.names import CHECKPOINT_FILE
+from recsys.train.checkpoints import (
     CHECKPOINT_FORMAT,
     LEGACY_FORMAT,
-    LOCK_FILE,
-    claim_run_folder,
     load_checkpoint,
     save_checkpoint,
     write_checkpoint_payload,
 )
+from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS, ITEMS = IdMap(np.array([3, 17, 40, 99])), IdMap(np.array([5, 6, 700]))
@@ -355,7 +354,7 @@ def test_failed_resume_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
 CLAIMER = """
 import pathlib, sys, time
 from recsys.errors import RecsysError
-from recsys.runs import claim_run_folder
+from recsys.workflows.run_folder import claim_run_folder
 out, go, name = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
 (go.parent / f"ready-{name}").touch()
 while not go.exists():

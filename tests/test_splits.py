@@ -1,4 +1,4 @@
-"""Tests for recsys.splits on the tiny dataset, a hand-made frame and (when present) real ml-100k."""
+"""Tests for recsys.data.splits on the tiny dataset, a hand-made frame and (when present) real ml-100k."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recsys.data import RatingsDataset, ratings_frame
+from recsys.data.dataset import RatingsDataset, ratings_frame
+from recsys.data.movielens import load_movielens
+from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS, Split, fold_split, make_split
 from recsys.errors import DataError, RecsysError
-from recsys.movielens import load_movielens
-from recsys.splits import PREDEFINED_FOLDS, SPLIT_KINDS, Split, fold_split, make_split
 
 FRAC_KINDS = ("random", "user", "time")
 SEEDED_KINDS = ("random", "user")

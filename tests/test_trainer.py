@@ -15,17 +15,21 @@ import pytest
 import torch
 from torch import nn
 
-from recsys import trainer
 from recsys.config import AUTOGRAD_ONLY, ENGINES, RunConfig, config_for
-from recsys.data import RatingsDataset
-from recsys.encoding import EncodedSplit, IdMap, RatingTensors, encode_split
+from recsys.data.dataset import RatingsDataset
+from recsys.data.encoding import EncodedSplit, IdMap, RatingTensors, encode_split
+from recsys.data.splits import make_split
 from recsys.errors import RecsysError
-from recsys.experiment import train_and_evaluate
-from recsys.metrics import evaluate, evaluate_test, mae, predict, rmse
-from recsys.models import MODELS, build_model
-from recsys.runs import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint, write_checkpoint_payload
-from recsys.splits import make_split
-from recsys.trainer import (
+from recsys.evaluate.metrics import evaluate, evaluate_test, mae, predict, rmse
+from recsys.models.core import MODELS, build_model
+from recsys.train import trainer
+from recsys.train.checkpoints import (
+    CHECKPOINT_FORMAT,
+    load_checkpoint,
+    save_checkpoint,
+    write_checkpoint_payload,
+)
+from recsys.train.trainer import (
     EpochStats,
     TrainingDiverged,
     fit,
@@ -33,6 +37,7 @@ from recsys.trainer import (
     make_schedule,
     use_sparse_gradients,
 )
+from recsys.workflows.experiment import train_and_evaluate
 
 Y_RANGE = (0.0, 5.5)
 

@@ -10,7 +10,7 @@ with the models' signature, so the same evaluation code scores them.
 import torch
 from torch import Tensor, nn
 
-from recsys.encoding import RatingTensors
+from recsys.data.encoding import RatingTensors
 
 DAMPING = 5.0  # LensKit's bias damping in its examples; a few pseudo-ratings at the mean
 

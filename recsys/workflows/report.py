@@ -11,8 +11,10 @@ import pandas as pd
 # notebooks all draw the same way.
 from matplotlib.figure import Figure
 
-from recsys.biases import learned_biases
-from recsys.compare import (
+from recsys.evaluate.biases import learned_biases
+from recsys.evaluate.factors import cosine_neighbours, item_vectors, principal_components
+from recsys.files import write_json
+from recsys.workflows.compare import (
     BASELINE_COLUMN,
     BASELINES,
     Comparison,
@@ -22,8 +24,6 @@ from recsys.compare import (
     models_with_biases,
     user_table,
 )
-from recsys.factors import cosine_neighbours, item_vectors, principal_components
-from recsys.runs import write_json
 
 EXPLICIT_BIAS_MODEL = "dotbias"
 IMPLIED_BIAS_MODEL = "linear"

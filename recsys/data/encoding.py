@@ -12,8 +12,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from recsys.data.splits import Split
 from recsys.errors import RecsysError
-from recsys.splits import Split
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recsys.data import ITEM_COLUMNS, RATING_COLUMNS, RatingsDataset, check_ratings, ratings_frame
-from recsys.download import download, extract_zip
+from recsys.data.dataset import ITEM_COLUMNS, RATING_COLUMNS, RatingsDataset, check_ratings, ratings_frame
+from recsys.data.download import download, extract_zip
 from recsys.errors import DataError, DownloadError
 
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens"

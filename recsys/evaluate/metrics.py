@@ -5,7 +5,7 @@ import torch
 from torch import Tensor, nn
 
 from recsys.config import UNKNOWN_POLICIES
-from recsys.encoding import EncodedSplit, RatingTensors
+from recsys.data.encoding import EncodedSplit, RatingTensors
 
 
 def rmse(predictions: Tensor, targets: Tensor) -> float:

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from recsys.factors import id_vectors
-from recsys.models import DotProductBias, EmbeddingProjection, LinearDotProduct
+from recsys.evaluate.factors import id_vectors
+from recsys.models.core import DotProductBias, EmbeddingProjection, LinearDotProduct
 
 
 @dataclass(frozen=True)

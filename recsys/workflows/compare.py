@@ -14,17 +14,17 @@ import pandas as pd
 import torch
 from torch import nn
 
-from recsys.baselines import fit_damped_bias, global_mean
-from recsys.biases import learned_biases
 from recsys.config import config_for
-from recsys.data import RatingsDataset
-from recsys.encoding import EncodedSplit, RatingTensors
-from recsys.experiment import train_and_evaluate
-from recsys.lookup_cost import lookup_cost_table
-from recsys.metrics import evaluate_test
-from recsys.models import MODELS
-from recsys.norm_bias import NORMS, bias_before_norm
-from recsys.synthetic import PlantedTruth
+from recsys.data.dataset import RatingsDataset
+from recsys.data.encoding import EncodedSplit, RatingTensors
+from recsys.data.synthetic import PlantedTruth
+from recsys.evaluate.baselines import fit_damped_bias, global_mean
+from recsys.evaluate.biases import learned_biases
+from recsys.evaluate.metrics import evaluate_test
+from recsys.models.core import MODELS
+from recsys.studies.lookup_cost import lookup_cost_table
+from recsys.studies.norm_bias import NORMS, bias_before_norm
+from recsys.workflows.experiment import train_and_evaluate
 
 BASELINES = ("global-mean", "damped-bias")
 BASELINE_COLUMN = "damped-bias"

@@ -29,17 +29,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recsys.compiled import load_kernels
 from recsys.config import available_cores, config_for
-from recsys.data import RatingsDataset
-from recsys.encoding import RatingTensors, encode_split
-from recsys.experiment import train_and_evaluate
-from recsys.metrics import rmse
-from recsys.models import build_model
-from recsys.movielens import load_movielens
-from recsys.splits import fold_split, make_split
-from recsys.synthetic import SyntheticConfig, make_synthetic
-from recsys.trainer import fit
+from recsys.data.dataset import RatingsDataset
+from recsys.data.encoding import RatingTensors, encode_split
+from recsys.data.movielens import load_movielens
+from recsys.data.splits import fold_split, make_split
+from recsys.data.synthetic import SyntheticConfig, make_synthetic
+from recsys.evaluate.metrics import rmse
+from recsys.models.core import build_model
+from recsys.train.compiled import load_kernels
+from recsys.train.trainer import fit
+from recsys.workflows.experiment import train_and_evaluate
 
 # (users, items, ratings) of the real datasets whose shape the throughput runs copy.
 SHAPES: dict[str, tuple[int, int, int]] = {

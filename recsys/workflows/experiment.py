@@ -17,16 +17,17 @@ import torch
 from torch import nn
 
 from recsys.config import RunConfig
-from recsys.data import RatingsDataset
-from recsys.encoding import EncodedSplit, RatingTensors, encode_split
+from recsys.data.dataset import RatingsDataset
+from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
+from recsys.data.splits import Split, make_split
 from recsys.errors import RecsysError
-from recsys.memory import check_fits
-from recsys.metrics import evaluate, evaluate_test
-from recsys.models import build_model
+from recsys.evaluate.metrics import evaluate, evaluate_test
+from recsys.files import write_json
+from recsys.models.core import build_model
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE, METRICS_FILE
-from recsys.runs import Checkpoint, save_checkpoint, write_json
-from recsys.splits import Split, make_split
-from recsys.trainer import EpochStats, fit
+from recsys.train.checkpoints import Checkpoint, save_checkpoint
+from recsys.train.memory import check_fits
+from recsys.train.trainer import EpochStats, fit
 
 # An autograd run takes at least this many optimizer steps: on a small file the tuned batch sizes
 # would leave a handful of steps, too few to move the model past predicting the mean.

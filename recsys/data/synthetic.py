@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from recsys.data import RatingsDataset, ratings_frame
+from recsys.data.dataset import RatingsDataset, ratings_frame
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from recsys.jit import compiled
-from recsys.models import Factorisation
-from recsys.prefetch import prefetch_row
+from recsys.models.core import Factorisation
+from recsys.train.jit import compiled
+from recsys.train.prefetch import prefetch_row
 
 # A block's ratings, aimed at: enough that a block's work dwarfs handing it to a thread, few enough
 # that the grid has blocks to share out (and its rows stay in cache).

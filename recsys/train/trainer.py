@@ -2,7 +2,7 @@
 
 autograd: batches by tensor indexing through torch's autograd, AdamW or SGD, one-cycle; every model,
 any device, torchrun and fastai's way of working. compiled: whole epochs of per-rating AdaGrad in
-numba for the plain factorisation models (dot, dotbias) on the CPU threads (recsys.compiled); the
+numba for the plain factorisation models (dot, dotbias) on the CPU threads (recsys.train.compiled); the
 loop around the epochs (validation, history, checkpoints, resume) is the same for both.
 
 Regularisation: by default an L2 penalty on the rows of the per-id tables that each batch uses
@@ -27,10 +27,11 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from recsys.config import RunConfig, check_threads, default_threads
-from recsys.encoding import RatingTensors
+from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
-from recsys.metrics import evaluate
-from recsys.optim import LazyAdam
+from recsys.evaluate.metrics import evaluate
+from recsys.train.distributed import distributed_rank
+from recsys.train.optim import LazyAdam
 
 
 class _Objective(nn.Module):
@@ -46,13 +47,6 @@ class _Objective(nn.Module):
         if self.penalised:
             return self.model.forward_with_penalty(x)  # type: ignore[operator]
         return self.model(x), torch.zeros((), device=x.device)
-
-
-def distributed_rank() -> tuple[int, int]:
-    """(rank, world size) of this process; (0, 1) outside torch.distributed."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 class TrainingDiverged(RecsysError):
@@ -190,7 +184,7 @@ class _AutogradEpochs:
 
 
 class _CompiledEpochs:
-    """Epochs of per-rating AdaGrad in one compiled call per block (recsys.compiled), on threads."""
+    """Epochs of per-rating AdaGrad in one compiled call per block (recsys.train.compiled), on threads."""
 
     def __init__(self, model: nn.Module, train: RatingTensors, config: RunConfig, threads: int) -> None:
         factorisation = getattr(model, "factorisation", None)
@@ -199,7 +193,7 @@ class _CompiledEpochs:
             raise RecsysError(f"--engine compiled cannot train {config.model}; use --engine autograd")
         if distributed_rank()[1] > 1:
             raise RecsysError("--engine compiled trains in one process; under torchrun use --engine autograd")
-        from recsys.compiled import CompiledEpochs  # numba: imported only by runs that use it
+        from recsys.train.compiled import CompiledEpochs  # numba: imported only by runs that use it
 
         x = train.x.cpu()
         self.epochs = CompiledEpochs(

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from recsys.models import DotProduct, EmbeddingProjection, LinearDotProduct
+from recsys.models.core import DotProduct, EmbeddingProjection, LinearDotProduct
 
 
 def id_vectors(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor] | None:

@@ -4,20 +4,13 @@ A checkpoint is a header line naming its payload's size and SHA-256, then the pa
 `torch.save` writes it. The payload holds only tensors and plain data and is read with
 `torch.load(weights_only=True)`, so a tampered file cannot run code; the checksum names a damaged
 file as damaged; the payload rebuilds its model with no outside knowledge.
-
-A run folder belongs to one run at a time: `claim_run_folder` holds a lock file inside it.
 """
 
-import fcntl
 import hashlib
 import io
 import json
-import os
 import pickle
 import re
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +19,10 @@ import torch
 from torch import nn
 
 from recsys.config import RunConfig
-from recsys.encoding import IdMap
+from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
-from recsys.models import build_model
-from recsys.names import CHECKPOINT_FILE
+from recsys.files import atomic_write
+from recsys.models.core import build_model
 
 # 3: a header line with the payload's size and SHA-256 precedes torch.save's bytes.
 # 2: a bare torch.save archive; still read (unchecked), so that existing run folders keep working.
@@ -38,38 +31,7 @@ CHECKPOINT_FORMAT = 3
 LEGACY_FORMAT = 2
 HEADER = re.compile(rb"recsys-checkpoint (\d+) size=(\d+) sha256=([0-9a-f]{64})\n")
 HEADER_START, ARCHIVE_START = b"recsys-checkpoint ", b"PK"  # the latter: torch.save's zip archive
-LOCK_FILE = ".recsys-run.lock"  # internal: held by the run that owns the folder
 REASON_LENGTH = 160  # characters of an underlying error quoted in a one-line message
-
-
-def _atomic_write(path: Path, write: Any) -> None:
-    """Write via `write(file)` to a temporary file beside `path`, fsync, then rename into place.
-
-    A crash at any moment leaves either the previous file or the new one, never a torn one; a
-    folder that cannot be written is a one-line RecsysError, not a traceback.
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as error:
-        raise RecsysError(f"cannot write {path}: {error.strerror or error}") from None
-    try:
-        os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide run files from other readers
-        with os.fdopen(handle, "wb") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException as error:
-        Path(temporary).unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise RecsysError(f"cannot write {path}: {error.strerror or error}") from None
-        raise
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Atomically write `data` as indented JSON."""
-    _atomic_write(path, lambda file: file.write(json.dumps(data, indent=2).encode() + b"\n"))
 
 
 @dataclass(frozen=True)
@@ -113,7 +75,7 @@ def write_checkpoint_payload(path: Path, payload: dict[str, Any]) -> None:
     body = buffer.getbuffer()
     digest = hashlib.sha256(body).hexdigest()
     header = f"recsys-checkpoint {CHECKPOINT_FORMAT} size={len(body)} sha256={digest}\n".encode()
-    _atomic_write(path, lambda file: file.writelines((header, body)))
+    atomic_write(path, lambda file: file.writelines((header, body)))
 
 
 def load_checkpoint(path: Path) -> Checkpoint:
@@ -208,83 +170,3 @@ def _reason(error: Exception) -> str:
     """An underlying error's first sentence as one short line, for a RecsysError to quote."""
     text = " ".join(str(error).split()).split(". ")[0] or type(error).__name__
     return text if len(text) <= REASON_LENGTH else text[: REASON_LENGTH - 3] + "..."
-
-
-@contextmanager
-def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
-    """Hold `path` for one run, so that two runs never mix their files in one folder.
-
-    A fresh run (`resume` False) needs a new or empty folder, made here; a resumed one needs its
-    checkpoint. A second claim while this one is held is an error. A fresh run that fails inside
-    the block takes back the lock file and folder it made, so a failed start leaves nothing behind.
-    """
-    flag = "--resume" if resume else "--out"
-    made_folder = not resume and _make_folder(path, flag)
-    if not path.is_dir():
-        raise RecsysError(f"{flag} {path} is not a folder")
-    lock = path / LOCK_FILE
-    made_lock = not lock.exists()
-    with _locked(lock, f"{flag} {path}"):
-        try:
-            _check_contents(path, flag, resume)
-            yield path
-        except BaseException:
-            if not resume:
-                _take_back(path, made_folder=made_folder, made_lock=made_lock)
-            raise
-
-
-def _make_folder(path: Path, flag: str) -> bool:
-    """Create `path` with its parents; whether this call made it (one of two racing runs does)."""
-    try:
-        path.mkdir(parents=True)
-    except FileExistsError:
-        return False
-    except OSError as error:
-        raise RecsysError(f"{flag} {path}: cannot create it: {error.strerror or error}") from None
-    return True
-
-
-@contextmanager
-def _locked(lock: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive flock on `lock` (created if need be); the OS releases it if the run dies."""
-    try:
-        handle = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as error:
-        raise RecsysError(f"{what}: cannot create {lock.name}: {error.strerror or error}") from None
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RecsysError(f"{what} is in use by another recsys run") from None
-        if not _same_file(handle, lock):  # a failed start took this lock file back as we opened it
-            raise RecsysError(f"{what} is in use by another recsys run")
-        yield
-    finally:
-        os.close(handle)  # releases the lock
-
-
-def _same_file(handle: int, path: Path) -> bool:
-    """Whether `path` still names the open file `handle`."""
-    try:
-        return os.path.samestat(os.fstat(handle), os.stat(path))
-    except FileNotFoundError:
-        return False
-
-
-def _check_contents(path: Path, flag: str, resume: bool) -> None:
-    """A fresh run needs a folder holding nothing but the lock; a resumed one needs a checkpoint."""
-    if resume:
-        if not (path / CHECKPOINT_FILE).is_file():
-            raise RecsysError(f"{flag} {path} has no {CHECKPOINT_FILE} to resume from")
-    elif any(entry.name != LOCK_FILE for entry in path.iterdir()):
-        raise RecsysError(f"{flag} {path} already exists and is not an empty folder; choose a new one")
-
-
-def _take_back(path: Path, *, made_folder: bool, made_lock: bool) -> None:
-    """Remove the lock file and folder this claim made; a folder the run wrote into stays."""
-    if made_lock:
-        (path / LOCK_FILE).unlink(missing_ok=True)
-    if made_folder:
-        with suppress(OSError):  # not empty: the run wrote files, or another run locked it since
-            path.rmdir()

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from recsys.jit import compiled
-from recsys.prefetch import prefetch_row
+from recsys.train.jit import compiled
+from recsys.train.prefetch import prefetch_row
 
 Arrays = tuple[np.ndarray, ...]
 

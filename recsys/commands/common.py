@@ -5,11 +5,9 @@ its flags, and answer `--help` or a mistake, before it loads the libraries that 
 """
 
 import argparse
-import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +15,7 @@ from recsys.errors import RecsysError
 from recsys.names import DATASETS
 
 if TYPE_CHECKING:
-    from recsys.data import RatingsDataset
+    from recsys.data.dataset import RatingsDataset
 
 
 def add_data_flags(parser: argparse.ArgumentParser) -> None:
@@ -46,8 +44,8 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
     """
     import torch
 
-    from recsys.datasets import resolve_dataset
-    from recsys.trainer import distributed_rank
+    from recsys.data.catalog import resolve_dataset
+    from recsys.train.distributed import distributed_rank
 
     rank, world_size = distributed_rank()
     if world_size > 1 and rank != 0:
@@ -71,32 +69,6 @@ def check_device(device: str) -> None:
 
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RecsysError(f"--device {device}: no CUDA device is available here; use --device cpu")
-
-
-@contextmanager
-def distributed_session(device: str) -> Iterator[tuple[int, str]]:
-    """Within it, this process's rank and device, in the process group when started by torchrun.
-
-    gloo on CPU, nccl on CUDA with one GPU per local rank; a plain `python` start is rank 0 alone.
-    On the way out the ranks wait for each other and the group is destroyed: a rank that simply
-    exits while another still works (rank 0 writing the run folder) tears its connections down under
-    it, and torchrun then reports a failed run.
-    """
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        yield 0, device
-        return
-    import torch
-
-    if device.startswith("cuda"):
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local_rank)
-        device = f"cuda:{local_rank}"
-    torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
-    try:
-        yield torch.distributed.get_rank(), device
-        torch.distributed.barrier()  # not after an error: the other ranks may never get here
-    finally:
-        torch.distributed.destroy_process_group()
 
 
 def run(main: Callable[[], int]) -> None:

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recsys.biases import learned_biases
-from recsys.data import RatingsDataset
+from recsys.data.dataset import RatingsDataset
 from recsys.errors import RecsysError
-from recsys.factors import cosine_neighbours, item_vectors
-from recsys.metrics import predict
-from recsys.models import DotProductBias, sigmoid_range
-from recsys.runs import Checkpoint
+from recsys.evaluate.biases import learned_biases
+from recsys.evaluate.factors import cosine_neighbours, item_vectors
+from recsys.evaluate.metrics import predict
+from recsys.models.core import DotProductBias, sigmoid_range
+from recsys.train.checkpoints import Checkpoint
 
 
 def _check_top(top: int) -> None:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from recsys.data import RatingsDataset
+from recsys.data.dataset import RatingsDataset
+from recsys.data.movielens import read_ratings
 from recsys.errors import RecsysError
-from recsys.movielens import read_ratings
 from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
 
 

@@ -2,13 +2,13 @@
 
 from pathlib import Path
 
-from recsys.data import RatingsDataset
+from recsys.data.dataset import RatingsDataset
+from recsys.data.movielens import VARIANTS, load_movielens, read_folder
+from recsys.data.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
 from recsys.errors import DataError
-from recsys.movielens import VARIANTS, load_movielens, read_folder
 from recsys.names import DATASETS
-from recsys.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
 
-TINY_FOLDER = Path(__file__).resolve().parent.parent / "data" / "tiny"
+TINY_FOLDER = Path(__file__).resolve().parents[2] / "data" / "tiny"  # the repository's data/tiny
 DEFAULT_DATASET = "ml-100k"
 
 

@@ -84,7 +84,7 @@ def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:
 
 class Factorisation(NamedTuple):
     """A model's tables when its rating is squash(user_factors[u] . item_factors[i] + user_bias[u] +
-    item_bias[i]): what an engine that updates them in place (recsys.compiled) needs."""
+    item_bias[i]): what an engine that updates them in place (recsys.train.compiled) needs."""
 
     user_factors: Tensor
     item_factors: Tensor

@@ -1,0 +1,1 @@
+"""The console commands (recsys-train, recsys-compare, recsys-recommend)."""

@@ -1,0 +1,114 @@
+"""Train every model on the same split and write a report folder: `python scripts/compare.py --split u1`.
+
+`--split folds` runs ml-100k's five predefined folds u1..u5 and reports mean and spread; the bias
+analysis is read from the first fold.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from recsys.commands.common import add_data_flags, dataset_from_flags, run
+from recsys.config import UNKNOWN_POLICIES
+from recsys.data.catalog import planted_truth
+from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS
+from recsys.errors import RecsysError
+from recsys.models.core import MODELS
+from recsys.workflows.compare import Comparison, compare_models, measurement_sections
+from recsys.workflows.report import fold_summary, write_report
+
+FOLDS = PREDEFINED_FOLDS[:5]  # u1..u5: together they test every rating once
+COST_SIZES = (1_000, 10_000, 100_000)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    # Defaults are written into the help by hand: argparse's own would print "None" for the flags
+    # whose default is worked out later.
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_data_flags(parser)
+    parser.add_argument(
+        "--split",
+        choices=[*SPLIT_KINDS, "folds"],
+        default="u1",
+        help="split, or folds (u1..u5) [default: u1]",
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=list(MODELS),
+        default=list(MODELS),
+        help=f"models to train [default: {' '.join(MODELS)}]",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed for splits, initialisation and shuffle [default: 0]"
+    )
+    parser.add_argument(
+        "--unknown", choices=UNKNOWN_POLICIES, default="drop", help="unseen-id policy [default: drop]"
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="override every model's epochs (quick looks) [default: each model's tuned epochs]",
+    )
+    parser.add_argument(
+        "--cost-sizes",
+        type=int,
+        nargs="+",
+        default=list(COST_SIZES),
+        help="table sizes (users) for the embedding-versus-Linear cost measurements "
+        f"[default: {' '.join(map(str, COST_SIZES))}]",
+    )
+    parser.add_argument(
+        "--no-measurements",
+        action="store_true",
+        help="skip the embedding-versus-Linear and bias-before-norm measurements, "
+        "saving the minutes they take after training",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="report folder [default: reports/<dataset>-<split>]"
+    )
+    return parser.parse_args(argv)
+
+
+def say(line: str) -> None:
+    """A progress line on stderr, so stdout keeps only the results."""
+    print(line, file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    dataset = dataset_from_flags(args)
+    splits = FOLDS if args.split == "folds" else (args.split,)
+    out = args.out or Path("reports") / f"{dataset.name}-{args.split}"
+    if out.exists() and not out.is_dir():
+        raise RecsysError(f"--out {out} is a file; name a folder")
+    comparisons: list[Comparison] = []
+    for split in splits:
+        print(f"training {', '.join(args.models)} on {dataset.name}, split {split}")
+        comparisons.append(
+            compare_models(
+                dataset, split, models=args.models, seed=args.seed, unknown=args.unknown,
+                truth=planted_truth(dataset.name), progress=not args.no_progress, epochs=args.epochs,
+            )
+        )  # fmt: skip
+    fold_scores = None
+    if len(comparisons) > 1:
+        fold_scores = pd.concat(
+            [c.score_table().assign(fold=c.split) for c in comparisons], ignore_index=True
+        )
+    sections = (
+        {} if args.no_measurements else measurement_sections(comparisons[0], args.cost_sizes, progress=say)
+    )
+    report = write_report(comparisons[0], out, fold_scores=fold_scores, extra_sections=sections)
+    table = fold_summary(fold_scores) if fold_scores is not None else comparisons[0].score_table()
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(f"report: {report}")
+    return 0
+
+
+def cli() -> None:
+    """The `recsys-compare` console command."""
+    run(main)

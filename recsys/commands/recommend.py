@@ -1,0 +1,72 @@
+"""Use a trained run: `python scripts/recommend.py RUN_DIR --user 196` (or --similar TITLE, --explain).
+
+The checkpoint holds no ratings or titles, so the dataset named in its config is loaded again.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from recsys.commands.common import run
+from recsys.data.catalog import load_dataset
+from recsys.names import CHECKPOINT_FILE
+from recsys.train.checkpoints import load_checkpoint
+from recsys.workflows.experiment import recorded_data_folder
+from recsys.workflows.recommend import cold_start, explain, knows_user, recommend, similar_items
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder written by train.py")
+    query = parser.add_mutually_exclusive_group(required=True)
+    query.add_argument("--user", type=int, help="raw user id: recommend the items they have not rated")
+    query.add_argument("--similar", metavar="TITLE", help="exact title (any case): its nearest items")
+    parser.add_argument("--top", type=int, default=10, help="how many items to list [default: 10]")
+    parser.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="with --user: a user unseen in training gets items ranked by item bias or popularity",
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="with --user and --item: the prediction's parts"
+    )
+    parser.add_argument("--item", type=int, help="raw item id for --explain")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="local copy of the run's dataset [default: where the run read it, else the usual lookup]",
+    )
+    parser.add_argument("--offline", action="store_true", help="never download")
+    args = parser.parse_args(argv)
+    if args.explain != (args.item is not None) or (args.explain and args.user is None):
+        parser.error("--explain needs --user and --item, and --item is only for --explain")
+    if args.cold_start and args.user is None:
+        parser.error("--cold-start goes with --user")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
+    if args.explain:
+        print(pd.DataFrame([explain(checkpoint, args.user, args.item)]).to_string(index=False))
+        return 0
+    data_dir = args.data_dir or recorded_data_folder(args.run_dir)
+    dataset = load_dataset(checkpoint.config.dataset, data_dir, allow_download=not args.offline)
+    if args.similar is not None:
+        table = similar_items(checkpoint, dataset, args.similar, args.top)
+    elif args.cold_start and not knows_user(checkpoint, args.user):
+        print(f"user {args.user} is new to this model: a cold start", file=sys.stderr)
+        table = cold_start(checkpoint, dataset, args.top)
+    else:
+        table = recommend(checkpoint, dataset, args.user, args.top)
+    print(table.to_string(index=False))
+    return 0
+
+
+def cli() -> None:
+    """The `recsys-recommend` console command."""
+    run(main)

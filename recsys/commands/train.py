@@ -1,0 +1,345 @@
+"""Train one rating model and write a run folder: `python scripts/train.py --model dotbias`.
+
+The flags are parsed and checked before torch, pandas or numba is imported, so `--help` and a
+mistake answer at once.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from recsys.commands.common import add_data_flags, check_device, dataset_from_flags, run
+from recsys.config import (
+    AUTOGRAD_ONLY,
+    COMPILED_DEFAULTS,
+    ENGINES,
+    MODEL_DEFAULTS,
+    OPTIMIZERS,
+    SCHEDULES,
+    UNKNOWN_POLICIES,
+    RunConfig,
+    check_threads,
+    config_for,
+    default_threads,
+)
+from recsys.errors import RecsysError
+from recsys.names import CONFIG_FILE, METRICS_FILE, SPLIT_KINDS
+
+if TYPE_CHECKING:
+    from recsys.train.trainer import EpochStats
+
+DEFAULTS = RunConfig()
+# Each flag that sets a RunConfig field, with the field: a resumed run keeps its own values.
+CONFIG_FLAGS = {
+    "--model": "model", "--dataset": "dataset", "--split": "split", "--test-frac": "test_frac",
+    "--test-n": "test_n", "--unknown": "unknown", "--n-factors": "n_factors", "--y-range": "y_range",
+    "--epochs": "epochs", "--lr": "lr", "--bs": "batch_size", "--l2": "l2", "--wd": "wd",
+    "--optimizer": "optimizer", "--schedule": "schedule", "--sparse": "sparse", "--seed": "seed",
+    "--engine": "engine", "--device": "device",
+}  # fmt: skip
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _listing(values: dict[str, Any]) -> str:
+    """`values` by model as help text, one value when every model has the same."""
+    if len(set(values.values())) == 1:
+        return _shown(next(iter(values.values())))
+    return ", ".join(f"{model} {_shown(value)}" for model, value in values.items())
+
+
+def model_defaults(field: str) -> str:
+    """Every model's default for `field` as the engine `auto` chooses it on the CPU, then the
+    autograd engine's where it differs: the help shows the values a run will use."""
+    autograd = {model: getattr(config_for(model, engine="autograd"), field) for model in MODEL_DEFAULTS}
+    if field in AUTOGRAD_ONLY.values():
+        return f"[default: {_listing(autograd)}; autograd engine only]"
+    chosen = {model: getattr(config_for(model), field) for model in MODEL_DEFAULTS}
+    differing = {model: autograd[model] for model in COMPILED_DEFAULTS if autograd[model] != chosen[model]}
+    named = ", ".join(f"{model} {_shown(value)}" for model, value in differing.items())
+    tail = f"; with --engine autograd: {named}" if differing else ""
+    return f"[default: {_listing(chosen)}{tail}]"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags; those left unset stay None so that a resumed run can tell which were given."""
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        epilog="Training flags left unset take the model's tuned defaults (recsys/config.py).",
+    )
+    add = parser.add_argument
+    add(
+        "--model",
+        default=None,
+        choices=list(MODEL_DEFAULTS),
+        help=f"model family [default: {DEFAULTS.model}]",
+    )
+    add_data_flags(parser)
+    add(
+        "--split",
+        choices=SPLIT_KINDS,
+        default=None,
+        help="random, per-user fraction, each user's last --test-n by time, global time cut, "
+        f"or an ml-100k fold [default: {DEFAULTS.split}]",
+    )
+    add(
+        "--test-frac",
+        type=float,
+        default=None,
+        help=f"test share for random/user/time splits [default: {DEFAULTS.test_frac}]",
+    )
+    add(
+        "--test-n",
+        type=int,
+        default=None,
+        help=f"ratings per user held out by user-last [default: {DEFAULTS.test_n}]",
+    )
+    add(
+        "--unknown",
+        choices=UNKNOWN_POLICIES,
+        default=None,
+        help="test ratings whose id is unseen in training: drop, or predict the training mean "
+        f"[default: {DEFAULTS.unknown}]",
+    )
+    add("--epochs", type=int, default=None, help=f"epochs {model_defaults('epochs')}")
+    add("--lr", type=float, default=None, help=f"peak learning rate {model_defaults('lr')}")
+    add(
+        "--bs",
+        type=int,
+        default=None,
+        help="batch size, lowered where needed so that a run takes at least 100 optimizer steps "
+        f"{model_defaults('batch_size')}",
+    )
+    add(
+        "--l2",
+        type=float,
+        default=None,
+        help=f"L2 penalty on the per-id rows of each batch {model_defaults('l2')}",
+    )
+    add("--wd", type=float, default=None, help=f"decoupled weight decay (fastai's wd) {model_defaults('wd')}")
+    add(
+        "--n-factors",
+        type=int,
+        default=None,
+        help=f"latent factors per user and item {model_defaults('n_factors')}",
+    )
+    add(
+        "--y-range",
+        type=float,
+        nargs=2,
+        metavar=("LOW", "HIGH"),
+        default=None,
+        help="sigmoid output range [default: 0 to 1.1 x the top rating]",
+    )
+    add("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimizer {model_defaults('optimizer')}")
+    add(
+        "--schedule",
+        choices=SCHEDULES,
+        default=None,
+        help=f"learning-rate schedule {model_defaults('schedule')}",
+    )
+    add(
+        "--sparse",
+        action="store_true",
+        default=None,
+        help="sparse embedding gradients with LazyAdam; much faster for 100K+ users or items "
+        "(autograd engine only)",
+    )
+    add(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"seed for split, initialisation and shuffle [default: {DEFAULTS.seed}]",
+    )
+    add(
+        "--engine",
+        choices=("auto", *ENGINES),
+        default=None,
+        help="compiled: per-rating AdaGrad in numba (dot, dotbias; CPU); autograd: batches through "
+        "torch (every model, GPUs, torchrun); auto: compiled where the model has it on the CPU and "
+        "no autograd-only flag (--bs, --optimizer, --schedule, --sparse, --wd) is given [default: auto]",
+    )
+    add(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads (compiled engine and torch's own); the compiled engine's result does not "
+        "depend on it [default: the cores this process may use]",
+    )
+    add("--device", default=None, help="cpu or cuda [default: cuda where available for the autograd engine]")
+    add(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="continue an interrupted run from its last completed epoch, with its own settings and data",
+    )
+    add("--out", type=Path, default=None, help="run folder [default: runs/<model>-<dataset>-<split>-<time>]")
+    return parser.parse_args(argv)  # fmt: skip
+
+
+def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> RunConfig:
+    """The run's config from the flags (unset training flags take the model's tuned defaults)."""
+    engine = None if args.engine in (None, "auto") else args.engine
+    if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        engine = "autograd"  # the compiled engine trains in one process
+    return config_for(
+        args.model or DEFAULTS.model, engine=engine, dataset=dataset, split=args.split,
+        test_frac=args.test_frac, test_n=args.test_n, unknown=args.unknown, n_factors=args.n_factors,
+        y_range=tuple(args.y_range) if args.y_range else None, epochs=args.epochs, lr=args.lr,
+        batch_size=args.bs, l2=args.l2, wd=args.wd, optimizer=args.optimizer, sparse=args.sparse,
+        schedule=args.schedule, seed=args.seed, device=device,
+    )  # fmt: skip
+
+
+def resumed_config(run_dir: Path) -> RunConfig:
+    """The config a run folder was started with, read without torch."""
+    try:
+        return RunConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text()))
+    except (OSError, ValueError, TypeError, AttributeError, RecsysError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise RecsysError(
+            f"--resume {run_dir}: not a readable recsys run folder ({CONFIG_FILE}: {reason})"
+        ) from None
+
+
+def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
+    """A resumed run keeps its own settings: a flag that would change one is an error, not ignored."""
+    for flag, field in CONFIG_FLAGS.items():
+        given = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if given is None or (flag == "--engine" and given == "auto"):
+            continue
+        given = tuple(given) if flag == "--y-range" else given
+        if given == getattr(config, field):
+            continue
+        if flag == "--epochs":
+            raise RecsysError(
+                f"--epochs {given}: {args.resume} was planned for {config.epochs} epochs, and its "
+                "learning rate falls over them; --resume finishes it as planned (for a longer run, "
+                f"start a new one with --epochs {given})"
+            )
+        raise RecsysError(
+            f"{flag} {_shown(given)}: --resume continues {args.resume} with its own settings "
+            f"({field} {_shown(getattr(config, field))}); drop the flag, or start a new run"
+        )
+
+
+def finished_message(run_dir: Path) -> str | None:
+    """What to say instead of resuming a run that completed (its metrics file is written last)."""
+    try:
+        metrics = json.loads((run_dir / METRICS_FILE).read_text())
+        epochs, rmse = len(metrics["history"]), float(metrics["test_rmse"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return (
+        f"{run_dir} is finished ({epochs} epochs, test RMSE {rmse:.4f}); nothing to resume, nothing changed"
+    )
+
+
+def check_args(args: argparse.Namespace) -> RunConfig | None:
+    """Reject bad flags before anything is loaded: RunConfig checks the values, this what depends on
+    the machine (threads here; a CUDA device once torch is loaded). Returns a resumed run's config."""
+    args.threads = check_threads(default_threads() if args.threads is None else args.threads)
+    if args.resume is not None:
+        if args.out is not None:
+            raise RecsysError("--resume continues in its own run folder; drop --out")
+        config = resumed_config(args.resume)
+        check_resume_flags(args, config)
+        return config
+    config_from_args(args, args.dataset or "ml-100k", args.device or "cpu")
+    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise RecsysError(f"--out {args.out} already exists and is not an empty folder; choose a new one")
+    return None
+
+
+def print_epoch(stats: "EpochStats") -> None:
+    from tqdm.auto import tqdm
+
+    tqdm.write(
+        f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {stats.valid_rmse:>10.4f}  {stats.seconds:>7.2f}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    resumed = check_args(args)
+    if args.resume is not None and (finished := finished_message(args.resume)):
+        print(finished)
+        return 0
+    import torch  # after the flags are checked: it takes seconds to load
+
+    from recsys.train.distributed import distributed_session
+
+    if resumed is not None:
+        args.device = resumed.device
+    elif args.device is None:
+        autograd = config_from_args(args, args.dataset or "ml-100k", "cpu").engine == "autograd"
+        args.device = "cuda" if autograd and torch.cuda.is_available() else "cpu"
+    check_device(args.device)
+    torch.set_num_threads(args.threads)
+    with distributed_session(args.device) as (rank, device):
+        train(args, rank, device)
+    return 0
+
+
+def train(args: argparse.Namespace, rank: int, device: str) -> None:
+    """Train and evaluate as the flags say; rank 0 claims, prints to and writes the run folder.
+
+    A named run folder is claimed before the data is loaded; the default one, named after the
+    dataset, once it is.
+    """
+    from recsys.names import CHECKPOINT_FILE
+    from recsys.train.checkpoints import load_checkpoint
+    from recsys.workflows.experiment import recorded_data_folder, train_and_evaluate
+    from recsys.workflows.run_folder import claim_run_folder
+
+    lead = rank == 0  # under torchrun only rank 0 prints and writes the run folder
+    with ExitStack() as claimed:
+        out = args.resume or args.out
+        if lead and out is not None:
+            claimed.enter_context(claim_run_folder(out, resume=args.resume is not None))
+        resume = load_checkpoint(args.resume / CHECKPOINT_FILE) if args.resume is not None else None
+        if resume is not None:
+            args.dataset = resume.config.dataset
+            if args.data_dir is None and (recorded := recorded_data_folder(args.resume)) is not None:
+                args.data_dir = recorded
+                if lead:
+                    print(f"data: {recorded} (where the run read it)", file=sys.stderr)
+        dataset = dataset_from_flags(args)
+        config = resume.config if resume is not None else config_from_args(args, dataset.name, device)
+        if out is None:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            out = Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"
+            if lead:
+                claimed.enter_context(claim_run_folder(out, resume=False))
+        if lead:
+            print(
+                f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}, "
+                f"{config.engine} engine, {args.threads} thread{'s' if args.threads > 1 else ''}"
+            )
+            print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
+        result = train_and_evaluate(
+            dataset, config, run_dir=out if lead else None, progress=not args.no_progress,
+            on_epoch=print_epoch if lead else None, resume=resume, threads=args.threads,
+        )  # fmt: skip
+    if lead:
+        metrics = result.metrics()
+        print(
+            f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}"
+            f"  on {metrics['n_test']:,} ratings ({metrics['n_test_unknown']} with ids unseen in training:"
+            f" {config.unknown})"
+            f"  in {result.seconds:.1f} s"
+        )
+        print(f"run folder: {out}")
+
+
+def cli() -> None:
+    """The `recsys-train` console command."""
+    run(main)

@@ -1,0 +1,1 @@
+"""Scoring and reading trained models: metrics, baselines, biases and factor vectors."""

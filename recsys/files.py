@@ -1,0 +1,40 @@
+"""Files written whole or not at all: a crash leaves the previous file or the new one, never a torn one."""
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from recsys.errors import RecsysError
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
+    """Write via `write(file)` to a temporary file beside `path`, fsync, then rename into place.
+
+    A crash at any moment leaves either the previous file or the new one, never a torn one; a
+    folder that cannot be written is a one-line RecsysError, not a traceback.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise RecsysError(f"cannot write {path}: {error.strerror or error}") from None
+    try:
+        os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide run files from other readers
+        with os.fdopen(handle, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException as error:
+        Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise RecsysError(f"cannot write {path}: {error.strerror or error}") from None
+        raise
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomically write `data` as indented JSON."""
+    atomic_write(path, lambda file: file.write(json.dumps(data, indent=2).encode() + b"\n"))

@@ -1,0 +1,1 @@
+"""Rating models: plain nn.Modules over (batch, 2) [user, item] indices."""

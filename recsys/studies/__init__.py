@@ -1,0 +1,1 @@
+"""Measurements the comparison report shows (lookup cost, a bias before a norm)."""

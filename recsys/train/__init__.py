@@ -1,0 +1,1 @@
+"""Training: the shared trainer, its two engines, optimizers and checkpoints."""

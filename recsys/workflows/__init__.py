@@ -1,0 +1,1 @@
+"""What a user does with the layers below: run, compare, report, recommend."""

@@ -1,0 +1,92 @@
+"""A run folder belongs to one run at a time: `claim_run_folder` holds a lock file inside it."""
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from recsys.errors import RecsysError
+from recsys.names import CHECKPOINT_FILE
+
+LOCK_FILE = ".recsys-run.lock"  # internal: held by the run that owns the folder
+
+
+@contextmanager
+def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
+    """Hold `path` for one run, so that two runs never mix their files in one folder.
+
+    A fresh run (`resume` False) needs a new or empty folder, made here; a resumed one needs its
+    checkpoint. A second claim while this one is held is an error. A fresh run that fails inside
+    the block takes back the lock file and folder it made, so a failed start leaves nothing behind.
+    """
+    flag = "--resume" if resume else "--out"
+    made_folder = not resume and _make_folder(path, flag)
+    if not path.is_dir():
+        raise RecsysError(f"{flag} {path} is not a folder")
+    lock = path / LOCK_FILE
+    made_lock = not lock.exists()
+    with _locked(lock, f"{flag} {path}"):
+        try:
+            _check_contents(path, flag, resume)
+            yield path
+        except BaseException:
+            if not resume:
+                _take_back(path, made_folder=made_folder, made_lock=made_lock)
+            raise
+
+
+def _make_folder(path: Path, flag: str) -> bool:
+    """Create `path` with its parents; whether this call made it (one of two racing runs does)."""
+    try:
+        path.mkdir(parents=True)
+    except FileExistsError:
+        return False
+    except OSError as error:
+        raise RecsysError(f"{flag} {path}: cannot create it: {error.strerror or error}") from None
+    return True
+
+
+@contextmanager
+def _locked(lock: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive flock on `lock` (created if need be); the OS releases it if the run dies."""
+    try:
+        handle = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        raise RecsysError(f"{what}: cannot create {lock.name}: {error.strerror or error}") from None
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RecsysError(f"{what} is in use by another recsys run") from None
+        if not _same_file(handle, lock):  # a failed start took this lock file back as we opened it
+            raise RecsysError(f"{what} is in use by another recsys run")
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def _same_file(handle: int, path: Path) -> bool:
+    """Whether `path` still names the open file `handle`."""
+    try:
+        return os.path.samestat(os.fstat(handle), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def _check_contents(path: Path, flag: str, resume: bool) -> None:
+    """A fresh run needs a folder holding nothing but the lock; a resumed one needs a checkpoint."""
+    if resume:
+        if not (path / CHECKPOINT_FILE).is_file():
+            raise RecsysError(f"{flag} {path} has no {CHECKPOINT_FILE} to resume from")
+    elif any(entry.name != LOCK_FILE for entry in path.iterdir()):
+        raise RecsysError(f"{flag} {path} already exists and is not an empty folder; choose a new one")
+
+
+def _take_back(path: Path, *, made_folder: bool, made_lock: bool) -> None:
+    """Remove the lock file and folder this claim made; a folder the run wrote into stays."""
+    if made_lock:
+        (path / LOCK_FILE).unlink(missing_ok=True)
+    if made_folder:
+        with suppress(OSError):  # not empty: the run wrote files, or another run locked it since
+            path.rmdir()
