@@ -1,6 +1,7 @@
 """The in-memory form every loader returns: a ratings table, an item table and the rating scale."""
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,8 @@ import pandas as pd
 from recsys.errors import DataError
 
 RATING_COLUMNS = ["user", "item", "rating", "timestamp"]
+# A predefined fold: row positions into the dataset's ratings of its training and its test part.
+FoldRows = tuple[np.ndarray, np.ndarray]
 ITEM_COLUMNS = ["item", "title", "genres"]
 
 
@@ -16,8 +19,8 @@ ITEM_COLUMNS = ["item", "title", "genres"]
 class RatingsDataset:
     """Ratings with raw ids (`user`, `item`, `rating`, `timestamp`) and item titles and genres.
 
-    `folder` is where the files were read from (None for generated data); the predefined ml-100k
-    folds are read from it.
+    `folder` is where the files were read from (None for generated data). `folds` are the
+    predefined splits the data comes with (ml-100k's u1..u5, ua, ub), by name: splits select them.
     """
 
     name: str
@@ -25,6 +28,7 @@ class RatingsDataset:
     items: pd.DataFrame
     rating_scale: tuple[float, float]
     folder: Path | None = None
+    folds: Mapping[str, FoldRows] = field(default_factory=dict, compare=False, repr=False)
 
     def titles(self, items: np.ndarray) -> np.ndarray:
         """Titles of raw item ids; an id the item table does not name shows as "[item <id>]", not blank."""

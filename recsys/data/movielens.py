@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recsys.data.dataset import ITEM_COLUMNS, RATING_COLUMNS, RatingsDataset, check_ratings, ratings_frame
+from recsys.data.dataset import (
+    ITEM_COLUMNS,
+    RATING_COLUMNS,
+    FoldRows,
+    RatingsDataset,
+    check_ratings,
+    ratings_frame,
+)
 from recsys.data.download import download, extract_zip
 from recsys.errors import DataError, DownloadError
+from recsys.names import PREDEFINED_FOLDS
 
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens"
 DATA_ROOT_ENV = "RECSYS_DATA"
@@ -281,6 +290,53 @@ def _read_dat_items(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=ITEM_COLUMNS)
 
 
+class PredefinedFolds(Mapping[str, FoldRows]):
+    """ml-100k's folds as row positions into the loaded ratings, each read from its uN.base and uN.test
+    files when first asked for (a run uses one of seven), in the files' order."""
+
+    def __init__(self, folder: Path, ratings: pd.DataFrame, scale: tuple[float, float]) -> None:
+        self._folder, self._ratings, self._scale = folder, ratings, scale
+        self._read: dict[str, FoldRows] = {}
+
+    def __getitem__(self, fold: str) -> FoldRows:
+        if fold not in PREDEFINED_FOLDS:
+            raise KeyError(fold)
+        if fold not in self._read:
+            self._read[fold] = (self._rows(f"{fold}.base"), self._rows(f"{fold}.test"))
+        return self._read[fold]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PREDEFINED_FOLDS)
+
+    def __len__(self) -> int:
+        return len(PREDEFINED_FOLDS)
+
+    def _rows(self, name: str) -> np.ndarray:
+        """Positions in the ratings of the rows file `name` lists; a row u.data lacks is an error."""
+        path = self._folder / name
+        part = read_ratings(path, "100k", self._scale)
+        keys, order = _pair_keys(self._ratings)
+        wanted = _pair_keys(part)[0]
+        found = np.searchsorted(keys, wanted, sorter=order).clip(max=len(keys) - 1)
+        rows = order[found]
+        same = (keys[rows] == wanted) & (
+            self._ratings["rating"].to_numpy()[rows] == part["rating"].to_numpy()
+        )
+        if not same.all():
+            line = int(np.flatnonzero(~same)[0])
+            raise DataError(
+                f"{path}: the rating in row {line + 1} is not in {RATINGS_FILE['100k']} "
+                "(a fold file from another copy of ml-100k?)"
+            )
+        return rows
+
+
+def _pair_keys(ratings: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 key per (user, item) pair (ml-100k's ids are small), and the order that sorts them."""
+    keys = ratings["user"].to_numpy() * (1 << 32) + ratings["item"].to_numpy()
+    return keys, np.argsort(keys, kind="stable")
+
+
 def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]) -> RatingsDataset:
     """Read an unpacked dataset folder of `layout`; warn when rated items lack an entry."""
     ratings = read_ratings(folder / RATINGS_FILE[layout], layout, scale)
@@ -292,7 +348,8 @@ def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]
             f"id{'s' if unnamed.size > 1 else ''}, e.g. {unnamed[0]} (titles shown as their raw id)",
             stacklevel=2,
         )
-    return RatingsDataset(name, ratings, items, scale, folder)
+    folds = PredefinedFolds(folder, ratings, scale) if layout == "100k" else {}
+    return RatingsDataset(name, ratings, items, scale, folder, folds)
 
 
 def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from recsys.data.dataset import RatingsDataset
-from recsys.data.movielens import read_ratings
 from recsys.errors import RecsysError
 from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
 
@@ -85,18 +84,16 @@ def time_split(ratings: pd.DataFrame, test_frac: float) -> Split:
 
 
 def fold_split(dataset: RatingsDataset, fold: str) -> Split:
-    """The predefined ml-100k fold `fold` (u1..u5, ua, ub), read from its .base and .test files."""
-    if dataset.name != "ml-100k" or dataset.folder is None:
-        raise RecsysError(
-            f"--split {fold} is one of ml-100k's predefined folds; the dataset is {dataset.name}"
-        )
+    """The predefined fold `fold` (ml-100k's u1..u5, ua, ub) that `dataset` carries."""
     if fold not in PREDEFINED_FOLDS:
         raise RecsysError(f"unknown fold {fold!r}; choose one of: {', '.join(PREDEFINED_FOLDS)}")
-    parts = [
-        read_ratings(dataset.folder / f"{fold}.{part}", "100k", dataset.rating_scale)
-        for part in ("base", "test")
-    ]
-    return Split(*parts)
+    if fold not in dataset.folds:
+        raise RecsysError(
+            f"--split {fold} is one of ml-100k's predefined folds; the dataset is {dataset.name}, "
+            "which comes without them"
+        )
+    train_rows, test_rows = dataset.folds[fold]
+    return Split(dataset.ratings.iloc[train_rows], dataset.ratings.iloc[test_rows])
 
 
 def make_split(

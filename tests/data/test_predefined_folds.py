@@ -1,0 +1,60 @@
+"""ml-100k's predefined folds travel with the loaded dataset (recsys.data.movielens.PredefinedFolds);
+the split stage only selects them."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recsys.data.movielens import load_movielens
+from recsys.data.splits import make_split
+from recsys.errors import DataError
+from recsys.names import PREDEFINED_FOLDS
+
+ROWS = [(1, 10, 4, 101), (2, 10, 5, 103), (1, 20, 2, 102), (2, 30, 1, 104)]
+
+
+def _tsv(rows: list[tuple[int, int, int, int]]) -> str:
+    return "".join("\t".join(map(str, row)) + "\n" for row in rows)
+
+
+def _folder(tmp_path: Path, base: list[tuple], test: list[tuple]) -> Path:
+    folder = tmp_path / "ml-100k"
+    folder.mkdir()
+    (folder / "u.data").write_text(_tsv(ROWS))
+    (folder / "u.genre").write_text("".join(f"Kind{i}|{i}\n" for i in range(19)))
+    flags = "|".join(["0"] * 19)
+    (folder / "u.item").write_text("".join(f"{i}|Made-up {i}|||x|{flags}\n" for i in (10, 20, 30)))
+    (folder / "u1.base").write_text(_tsv(base))
+    (folder / "u1.test").write_text(_tsv(test))
+    return folder
+
+
+def test_folds_are_row_positions_into_the_ratings_in_file_order(tmp_path: Path) -> None:
+    base, test = [ROWS[2], ROWS[0], ROWS[1]], [ROWS[3]]  # the fold files list rows in their own order
+    dataset = load_movielens("ml-100k", _folder(tmp_path, base, test), allow_download=False)
+    assert list(dataset.folds) == list(PREDEFINED_FOLDS)
+    train_rows, test_rows = dataset.folds["u1"]
+    assert train_rows.tolist() == [2, 0, 1] and test_rows.tolist() == [3]
+    split = make_split(dataset, "u1")
+    assert split.train.index.tolist() == [2, 0, 1]  # the original row index is kept
+    assert np.array_equal(split.train.to_numpy(), np.array(base, dtype=float))
+
+
+def test_a_fold_is_read_only_when_asked_for(tmp_path: Path) -> None:
+    dataset = load_movielens("ml-100k", _folder(tmp_path, ROWS[:3], ROWS[3:]), allow_download=False)
+    make_split(dataset, "u1")  # u2..ub have no files here, and nothing asked for them
+    with pytest.raises(DataError, match=r"u2\.base: file not found"):
+        make_split(dataset, "u2")
+
+
+def test_a_fold_row_missing_from_the_ratings_is_named(tmp_path: Path) -> None:
+    stranger = (2, 20, 3, 105)
+    dataset = load_movielens("ml-100k", _folder(tmp_path, ROWS[:3], [stranger]), allow_download=False)
+    with pytest.raises(DataError, match=r"u1\.test: the rating in row 1 is not in u\.data"):
+        make_split(dataset, "u1")
+    changed = (2, 30, 5, 104)  # the pair is there, with another rating
+    (tmp_path / "b").mkdir()
+    other = load_movielens("ml-100k", _folder(tmp_path / "b", ROWS[:3], [changed]), allow_download=False)
+    with pytest.raises(DataError, match=r"not in u\.data"):
+        make_split(other, "u1")
