@@ -47,12 +47,36 @@ CONVERGENCE_SHAPE = "ml-10m"
 BUSY_PROCESSES = 2
 TASKS = ("u1", "throughput", "convergence", "generate", "load")
 # Columns shown first, in this order, where a table has them; the rest follow.
-FIRST_COLUMNS = ("task", "contender", "model", "dataset", "shape", "engine", "contended", "threads",
-                 "iterations", "rmse", "final_valid_rmse", "seconds", "epoch_seconds",
-                 "trained_epoch_seconds", "cpu_seconds", "wall_seconds", "peak_rss_mb")  # fmt: skip
+FIRST_COLUMNS = (
+    "task",
+    "contender",
+    "model",
+    "dataset",
+    "shape",
+    "engine",
+    "contended",
+    "threads",
+    "iterations",
+    "rmse",
+    "final_valid_rmse",
+    "seconds",
+    "epoch_seconds",
+    "trained_epoch_seconds",
+    "cpu_seconds",
+    "wall_seconds",
+    "peak_rss_mb",
+)
 # Counts, and measures whose fractions are noise, shown rounded to whole numbers.
-WHOLE_NUMBERS = ("threads", "iterations", "batch_size", "runs", "ratings", "peak_rss_mb",
-                 "ratings_per_second", "samples_per_second")  # fmt: skip
+WHOLE_NUMBERS = (
+    "threads",
+    "iterations",
+    "batch_size",
+    "runs",
+    "ratings",
+    "peak_rss_mb",
+    "ratings_per_second",
+    "samples_per_second",
+)
 
 
 def throughput_jobs(shape: str, tensors: str, device: str) -> list[dict[str, Any]]:
@@ -249,15 +273,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--data-dir", type=Path, default=None, help="folder holding ml-100k/ (else $RECSYS_DATA)"
     )
-    parser.add_argument("--shapes", nargs="*", choices=list(benchmark.SHAPES), default=list(benchmark.SHAPES),
-                        help="synthetic shapes for the throughput runs")  # fmt: skip
+    parser.add_argument(
+        "--shapes",
+        nargs="*",
+        choices=list(benchmark.SHAPES),
+        default=list(benchmark.SHAPES),
+        help="synthetic shapes for the throughput runs",
+    )
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="folder for bench.md/json")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="rounds of the u1 comparison; the table gives each one's median")  # fmt: skip
-    parser.add_argument("--device", default="cpu",
-                        help="where recsys trains: cpu or cuda (fastai picks its own device)")  # fmt: skip
-    parser.add_argument("--contended", action=argparse.BooleanOptionalAction, default=True,
-                        help="re-run a few rows while two busy processes load the CPU")  # fmt: skip
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="rounds of the u1 comparison; the table gives each one's median",
+    )
+    parser.add_argument(
+        "--device", default="cpu", help="where recsys trains: cpu or cuda (fastai picks its own device)"
+    )
+    parser.add_argument(
+        "--contended",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="re-run a few rows while two busy processes load the CPU",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ml100k", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

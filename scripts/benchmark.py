@@ -434,9 +434,14 @@ def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
     with measured() as clocks:
         start = time.perf_counter()
         history = fit(
-            network, train, valid, config, torch.Generator().manual_seed(0), progress=False,
+            network,
+            train,
+            valid,
+            config,
+            torch.Generator().manual_seed(0),
+            progress=False,
             on_epoch=lambda _: elapsed.append(time.perf_counter() - start),
-        )  # fmt: skip
+        )
     return {
         "shape": shape,
         "engine": engine,
@@ -494,8 +499,12 @@ def bench_load(name: str, folder: Path) -> dict[str, Any]:
         with measured() as loading:
             dataset = load_movielens(name, folder)
         encode_split(make_split(dataset, "random"))
-    return {"dataset": name, "ratings": len(dataset.ratings), "load_seconds": loading.seconds,
-            "load_and_encode_seconds": total.seconds}  # fmt: skip
+    return {
+        "dataset": name,
+        "ratings": len(dataset.ratings),
+        "load_seconds": loading.seconds,
+        "load_and_encode_seconds": total.seconds,
+    }
 
 
 def _groups(frame: pd.DataFrame, keys: list[str]) -> list[str]:

@@ -90,10 +90,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"training {', '.join(args.models)} on {dataset.name}, split {split}")
         comparisons.append(
             compare_models(
-                dataset, split, models=args.models, seed=args.seed, unknown=args.unknown,
-                truth=planted_truth(dataset.name), progress=not args.no_progress, epochs=args.epochs,
+                dataset,
+                split,
+                models=args.models,
+                seed=args.seed,
+                unknown=args.unknown,
+                truth=planted_truth(dataset.name),
+                progress=not args.no_progress,
+                epochs=args.epochs,
             )
-        )  # fmt: skip
+        )
     fold_scores = None
     if len(comparisons) > 1:
         fold_scores = pd.concat(

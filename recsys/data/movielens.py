@@ -59,30 +59,50 @@ VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in [
         Variant(
-            "ml-100k", "ml-100k", "100k", (1, 5), 4_924_029,
+            "ml-100k",
+            "ml-100k",
+            "100k",
+            (1, 5),
+            4_924_029,
             sha256="50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
         ),
         Variant(
-            "ml-1m", "ml-1m", "dat", (1, 5), 5_917_549,
+            "ml-1m",
+            "ml-1m",
+            "dat",
+            (1, 5),
+            5_917_549,
             sha256="a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
         ),
         # GroupLens publishes only an md5 for 10M and no size we could confirm offline.
         Variant("ml-10m", "ml-10M100K", "dat", (0.5, 5), None, md5="ce571fd55effeba0271552578f2648bd"),
         Variant(
-            "ml-20m", "ml-20m", "csv", (0.5, 5), 198_702_078,
+            "ml-20m",
+            "ml-20m",
+            "csv",
+            (0.5, 5),
+            198_702_078,
             sha256="96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3",
         ),
         Variant(
-            "ml-25m", "ml-25m", "csv", (0.5, 5), 261_978_986,
+            "ml-25m",
+            "ml-25m",
+            "csv",
+            (0.5, 5),
+            261_978_986,
             sha256="8b21cfb7eb1706b4ec0aac894368d90acf26ebdfb6aced3ebd4ad5bd1eb9c6aa",
         ),
         # "latest" changes over time: this pins one release, and a newer one fails closed.
         Variant(
-            "ml-latest-small", "ml-latest-small", "csv", (0.5, 5), 978_202,
+            "ml-latest-small",
+            "ml-latest-small",
+            "csv",
+            (0.5, 5),
+            978_202,
             sha256="696d65a3dfceac7c45750ad32df2c259311949efec81f0f144fdfb91ebc9e436",
         ),
     ]
-}  # fmt: skip
+}
 
 RATINGS_FILE = {"100k": "u.data", "dat": "ratings.dat", "csv": "ratings.csv"}
 ITEMS_FILE = {"100k": "u.item", "dat": "movies.dat", "csv": "movies.csv"}
@@ -471,9 +491,14 @@ def load_movielens(
         try:
             try:
                 archive = download(
-                    f"{base_url}/{name}.zip", inbox / f"{name}.zip", size=variant.size,
-                    sha256=variant.sha256, md5=variant.md5, allow_http=allow_http, progress=progress,
-                )  # fmt: skip
+                    f"{base_url}/{name}.zip",
+                    inbox / f"{name}.zip",
+                    size=variant.size,
+                    sha256=variant.sha256,
+                    md5=variant.md5,
+                    allow_http=allow_http,
+                    progress=progress,
+                )
             except DownloadError as error:
                 raise DownloadError(f"{error}; {OFFLINE_HINT}") from error
             folder = _unpack(archive, variant, root)

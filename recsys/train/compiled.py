@@ -278,9 +278,11 @@ class CompiledEpochs:
         self.factor_tables = (_as_array(tables.user_factors), _as_array(tables.item_factors))
         self.n_factors = self.factor_tables[0].shape[1]
         self.tables = (
-            _padded(self.factor_tables[0]), _padded(self.factor_tables[1]),
-            _as_array(tables.user_bias, bias=True), _as_array(tables.item_bias, bias=True),
-        )  # fmt: skip
+            _padded(self.factor_tables[0]),
+            _padded(self.factor_tables[1]),
+            _as_array(tables.user_bias, bias=True),
+            _as_array(tables.item_bias, bias=True),
+        )
         user_sums, item_sums, user_bias_sums, item_bias_sums = (
             np.full(len(t), ACCUMULATOR_START, np.float32) if t.size else np.empty(0, np.float32)
             for t in self.tables
@@ -328,9 +330,14 @@ class CompiledEpochs:
 
         def train(blocks: Sequence[int]) -> None:
             _train_blocks(
-                self.tables, self.accumulators, self.ratings, self.offsets,
-                np.asarray(blocks, np.int64), squared_errors, settings,
-            )  # fmt: skip
+                self.tables,
+                self.accumulators,
+                self.ratings,
+                self.offsets,
+                np.asarray(blocks, np.int64),
+                squared_errors,
+                settings,
+            )
 
         # Stratum s: the blocks (g, (g + s) mod grid), which share no user and no item.
         strata = [[g * self.grid + (g + s) % self.grid for g in range(self.grid)] for s in shifts]

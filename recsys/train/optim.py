@@ -5,10 +5,10 @@ count per table for bias correction) in one compiled pass (numba) over the batch
 summed through a scratch slot per row instead of a sort, each touched row's weight and moments are
 read and written once, and tables looked up by the same ids (a user's factors and bias) share that
 pass; it prefetches the rows and scratch slots it will touch a few ids ahead, so their cache misses
-overlap. Built from torch ops (unique, index_add_, index_select, index_copy_ per table) the step took
-~3 ms of a 5.6 ms ML-25M step at batch 4096, in scattered reads and writes of 162K-row tables; the
-kernel took ~1.9 ms without prefetching and ~0.65 ms with it.
-CPU float32 tables only: on CUDA the trainer uses SparseAdam.
+overlap. Built from torch ops (unique, index_add_, index_select, index_copy_ per table) the step
+spent over half of an ML-25M training step in scattered reads and writes of the large tables; the
+measured gains are in docs/performance.md. CPU float32 tables only: on CUDA the trainer uses
+SparseAdam.
 """
 
 from collections.abc import Iterable

@@ -2,12 +2,10 @@
 
 A row update in LazyAdam is a long loop body (weight and both moments, ~50 wide), so the CPU's
 out-of-order window holds the cache misses of about one row at a time. Asking for the rows a few
-updates ahead overlaps those misses. Run alone on ML-25M-shaped batches, the update ran ~40% faster
-with it; with the scratch slots prefetched as well, LazyAdam's share of a training step fell from
-~1.9 to ~0.65 ms.
+updates ahead overlaps those misses (figures on ML-25M-shaped batches: docs/performance.md).
 
 numba's disk cache of a kernel is keyed on the kernel's own source file only: after editing this
-file, delete recsys/__pycache__/*.nbi and *.nbc, or the old compiled kernel is loaded.
+file, delete recsys/train/__pycache__/*.nbi and *.nbc, or the old compiled kernel is loaded.
 """
 
 from collections.abc import Callable

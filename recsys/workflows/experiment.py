@@ -159,9 +159,16 @@ def train_and_evaluate(
 
     start = time.perf_counter()
     history = fit(
-        model, data.train, data.test, config, generator, threads=threads, progress=progress,
-        on_checkpoint=after_epoch, resume=last_training,
-    )  # fmt: skip
+        model,
+        data.train,
+        data.test,
+        config,
+        generator,
+        threads=threads,
+        progress=progress,
+        on_checkpoint=after_epoch,
+        resume=last_training,
+    )
     seconds = time.perf_counter() - start
     result = RunResult(
         config, model.cpu(), data, history, evaluate_test(model, data, config.unknown), seconds
