@@ -28,7 +28,7 @@ from recsys.errors import RecsysError
 from recsys.files import write_json
 from recsys.workflows.report import markdown_table
 
-LARGE = {"sparse": True, "batch_size": 4096}  # what the README recommends past ~100K users
+LARGE = {"sparse": True, "batch_size": 4096}  # what docs/training.md recommends past ~100K users
 REFERENCE = "recsys-dotbias"  # the u1 contender the others' time ratios divide by
 # The autograd engine with its own defaults: recsys' u1 run before the compiled engine.
 AUTOGRAD = "recsys-dotbias-autograd"

@@ -298,7 +298,7 @@ class CompiledEpochs:
         )
         # Private copies in block order (32-bit ids: the kernel reads 12 bytes a rating, not 20),
         # shuffled within their blocks once: reshuffling every epoch cost more time than the
-        # accuracy it bought (README, Training).
+        # accuracy it bought (docs/performance.md).
         self.ratings, self.offsets = _sorted_by_block(
             (user_array, item_array, values.numpy()), groups, self.grid
         )
