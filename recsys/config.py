@@ -11,6 +11,11 @@ from typing import Any
 
 from recsys.errors import RecsysError
 
+# Each model's tuned defaults live with the model in its registry (importable without torch); they
+# are named here too because RunConfig checks against them and config_for applies them.
+from recsys.models.registry import COMPILED_DEFAULTS, model_entry
+from recsys.models.registry import MODEL_DEFAULTS as MODEL_DEFAULTS
+
 ENGINES = ("compiled", "autograd")
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("one-cycle", "constant")
@@ -25,7 +30,7 @@ def _is_number(value: object) -> bool:
 class RunConfig:
     """Everything that determines a run's result."""
 
-    model: str = "dotbias"  # dot | dotbias | linear | embproj
+    model: str = "dotbias"  # registered in recsys/models/registry.py: dot | dotbias | linear | embproj
     dataset: str = "ml-100k"  # a MovieLens variant, "tiny" (data/tiny) or "synthetic"
     split: str = "random"  # random | user | user-last | time | u1..u5 | ua | ub
     test_frac: float = 0.2  # share held out by the random, user and time splits
@@ -112,26 +117,8 @@ class RunConfig:
         return cls(**values)
 
 
-# Where a model's best settings differ from the RunConfig defaults (small sweeps on ML-100K u1 over
-# batch size, lr, l2, epochs and n_factors; see README). Flags override them.
-MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    # Batch 1024 for 8 epochs: chosen by the u1 sweeps (README).
-    "dot": {"batch_size": 1024, "lr": 1e-2, "epochs": 8},
-    # Tuned for speed: against batch 1024, lr 1e-2, 6 epochs (0.9151 on u1, folds 0.9068) it gives up
-    # 0.003 (0.9183, folds 0.9105) for 0.6x the time, which puts it ahead of Surprise's SVD.
-    "dotbias": {"batch_size": 2048, "lr": 2e-2, "epochs": 5},
-    "linear": {"lr": 1e-2},  # the shared bias vectors tolerate, and gain from, a larger step
-    "embproj": {"l2": 0.05},  # the penalty acts on projected vectors, so it needs less
-}
-
-
-# The compiled engine's defaults (small sweeps over lr, l2 and epochs scored on folds u2..u5 only, so
-# u1 is held out; see README). It
-# has no batches, optimizer choice or schedule: RunConfig fields that only the autograd engine reads.
-COMPILED_DEFAULTS: dict[str, dict[str, Any]] = {
-    "dot": {"lr": 0.12, "epochs": 8, "l2": 0.1},
-    "dotbias": {"lr": 0.08, "epochs": 8, "l2": 0.09},
-}
+# Fields that only the autograd engine reads, by the flag that sets them: the compiled engine has no
+# batches, optimizer choice, schedule, sparse gradients or weight decay.
 AUTOGRAD_ONLY = {
     "--bs": "batch_size",
     "--optimizer": "optimizer",
@@ -147,15 +134,14 @@ def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> Ru
     `engine` None chooses: compiled where the model has it, on the CPU, unless an override sets a
     field only the autograd engine reads (a batch size, optimizer, schedule, --sparse or --wd).
     """
-    if model not in MODEL_DEFAULTS:
-        raise RecsysError(f"unknown model {model!r}; choose one of: {', '.join(MODEL_DEFAULTS)}")
+    entry = model_entry(model)  # an unknown model is an error listing the registered ones
     given = {k: v for k, v in overrides.items() if v is not None}
+    compiled = entry.compiled_defaults  # None: no compiled path (RunConfig refuses --engine compiled)
     if engine is None:
         autograd_only = set(AUTOGRAD_ONLY.values()) & set(given)
         on_cpu = given.get("device", "cpu") == "cpu"
-        engine = "compiled" if model in COMPILED_DEFAULTS and on_cpu and not autograd_only else "autograd"
-    compiled = engine == "compiled" and model in COMPILED_DEFAULTS
-    defaults = COMPILED_DEFAULTS[model] if compiled else MODEL_DEFAULTS[model]
+        engine = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
+    defaults = compiled if engine == "compiled" and compiled is not None else entry.defaults
     return RunConfig(model=model, engine=engine, **{**defaults, **given})
 
 

@@ -36,7 +36,7 @@ from recsys.data.movielens import load_movielens
 from recsys.data.splits import fold_split, make_split
 from recsys.data.synthetic import SyntheticConfig, make_synthetic
 from recsys.evaluate.metrics import rmse
-from recsys.models.core import build_model
+from recsys.models import build_model
 from recsys.train.compiled import load_kernels
 from recsys.train.trainer import fit
 from recsys.workflows.experiment import train_and_evaluate

@@ -1,6 +1,8 @@
 """Shared fixtures: the committed tiny dataset, real MovieLens 100K when present, and a local server.
 
-Test modules import `Served`, `zip_bytes` and `SLOW_PATH` from here (`from conftest import ...`).
+Test modules, in tests/ and its subfolders, import `ROOT`, `Served`, `zip_bytes` and `SLOW_PATH` from
+here (`from conftest import ...`; pytest's `pythonpath` puts tests/ on sys.path). The subfolders have
+no conftest.py of their own: a second module named `conftest` would shadow this one for those imports.
 """
 
 from __future__ import annotations
@@ -8,19 +10,29 @@ from __future__ import annotations
 import functools
 import io
 import os
+import sys
 import threading
+import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset
 
-ROOT = Path(__file__).resolve().parent.parent
+if TYPE_CHECKING:
+    from recsys.workflows.compare import Comparison
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+
+# Helper modules beside this one (imported by test modules later) whose asserts report like a test's.
+pytest.register_assert_rewrite("movielens_files")
 
 # The local server stalls on this path for SLOW_SECONDS and then answers 504, for timeout tests.
 SLOW_PATH = "/slow.zip"
@@ -31,6 +43,16 @@ SLOW_SECONDS = 2.0
 def tiny() -> RatingsDataset:
     """data/tiny: 4,000 synthetic ratings in MovieLens' CSV layout."""
     return load_dataset("tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_comparison(tiny: RatingsDataset) -> Comparison:
+    """Every model and baseline trained for 3 epochs on tiny's random split, with its planted truth
+    (the comparison recsys.workflows.compare and .report are tested on)."""
+    from recsys.data.catalog import planted_truth
+    from recsys.workflows.compare import compare_models
+
+    return compare_models(tiny, "random", epochs=3, truth=planted_truth("tiny"))
 
 
 @pytest.fixture(scope="session")
@@ -45,12 +67,63 @@ def ml100k_folder() -> Path:
     return folder
 
 
+@pytest.fixture
+def no_data_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset $RECSYS_DATA so the real data (when a run sets it) is never picked up by accident."""
+    monkeypatch.delenv("RECSYS_DATA", raising=False)
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the dataset cache at an empty folder so no test reads or writes the user's cache."""
     cache = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("RECSYS_CACHE", str(cache))
     return cache
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A command run in this process: its exit code and what it printed, as a CompletedProcess has them."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _print_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                   file: object = None, line: str | None = None) -> None:  # fmt: skip
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def run_cli(cli: Callable[[], None], script: str, args: list[str], cache: Path) -> Ran:
+    """`python scripts/<script> ARGS`, run in this process: a command's `cli()` (what scripts/<script>
+    and the console command call) under the sys.argv, working folder, environment (no $RECSYS_DATA,
+    $RECSYS_CACHE at `cache`) and warning display (Python's default filters, printed to stderr) a
+    fresh process would have. A torch import saved per run; an exception that escapes `cli()` fails
+    the test as a traceback would."""
+    import torch
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    threads = torch.get_num_threads()  # cli() sets torch's threads from --threads
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+        patch.delenv("RECSYS_DATA", raising=False)
+        patch.setenv("RECSYS_CACHE", str(cache))
+        patch.chdir(ROOT)
+        patch.setattr(sys, "argv", [f"scripts/{script}", *args])
+        patch.setattr(warnings, "formatwarning", warnings.formatwarning)  # cli() replaces it
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.showwarning = _print_warning
+        try:
+            with redirect_stdout(stdout), redirect_stderr(stderr):
+                cli()
+            code = 0
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+        finally:
+            torch.set_num_threads(threads)
+    return Ran(code, stdout.getvalue(), stderr.getvalue())
 
 
 def zip_bytes(members: dict[str, bytes]) -> bytes:

@@ -25,6 +25,9 @@ from benchmark import (
     ratio_table,
     synthetic_shape,
 )
+from conftest import ROOT, run_cli
+
+from recsys.commands.common import run
 
 
 def test_ratio_table_divides_by_the_reference() -> None:
@@ -119,11 +122,14 @@ def test_measured_counts_the_cpu_of_a_child_it_waited_for() -> None:
     assert clocks.seconds >= 0.3
 
 
+# The spawned child imports this harness, and with it torch: slow.
+@pytest.mark.slow
 def test_call_in_subprocess_reports_the_childs_error() -> None:
     with pytest.raises(RuntimeError, match="sqrt failed in its subprocess: ValueError: math domain error"):
         call_in_subprocess(math.sqrt, -1.0, timeout=60)
 
 
+@pytest.mark.slow
 def test_call_in_subprocess_kills_a_hung_call_at_its_timeout() -> None:
     start = time.perf_counter()
     with pytest.raises(TimeoutError, match="sleep still running after 1 s"):
@@ -141,7 +147,7 @@ def test_busy_processes_spin_in_the_block_and_are_killed_on_error() -> None:
 
 
 def _bench_script() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "scripts" / "bench.py"
+    path = ROOT / "scripts" / "bench.py"
     spec = importlib.util.spec_from_file_location("bench_script", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -259,6 +265,7 @@ def user_effect(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # a spawned child that imports torch
 def test_libmf_fits_in_a_child_and_predicts_the_pairs_asked_for(user_effect: Path) -> None:
     pytest.importorskip("libmf")
     # One thread: on data this small (most of its 26x26 blocks empty) LIBMF's two-thread scheduler
@@ -291,14 +298,18 @@ def test_tuned_peers_beat_their_defaults_on_u1(ml100k_folder: Path, contender: s
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
-def test_bench_without_cuda_refuses_device_cuda_in_one_line(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "scripts/bench.py", "--device", "cuda", "--out", str(tmp_path / "bench")],
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@pytest.mark.parametrize(
+    "in_process", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["in-process", "subprocess"]
+)
+def test_bench_without_cuda_refuses_device_cuda_in_one_line(tmp_path: Path, in_process: bool) -> None:
+    args = ["--device", "cuda", "--out", str(tmp_path / "bench")]
+    if in_process:  # as scripts/bench.py runs its main
+        script = _bench_script()
+        result: Any = run_cli(lambda: run(script.main), "bench.py", args, tmp_path / "cache")
+    else:
+        result = subprocess.run(
+            [sys.executable, "scripts/bench.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: --device cuda: no CUDA device is available here; use --device cpu"

@@ -17,6 +17,7 @@ def test_notebook_is_committed_without_outputs(path: Path) -> None:
     assert all(not cell.outputs and cell.execution_count is None for cell in code_cells)
 
 
+@pytest.mark.slow  # a Jupyter kernel that trains
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs_top_to_bottom(path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RECSYS_NOTEBOOK_DATASET", "tiny")

@@ -15,7 +15,7 @@ from recsys.config import UNKNOWN_POLICIES
 from recsys.data.catalog import planted_truth
 from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS
 from recsys.errors import RecsysError
-from recsys.models.core import MODELS
+from recsys.models import MODELS
 from recsys.workflows.compare import Comparison, compare_models, measurement_sections
 from recsys.workflows.report import fold_summary, write_report
 

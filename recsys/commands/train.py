@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any
 from recsys.commands.common import add_data_flags, check_device, dataset_from_flags, run
 from recsys.config import (
     AUTOGRAD_ONLY,
-    COMPILED_DEFAULTS,
     ENGINES,
-    MODEL_DEFAULTS,
     OPTIMIZERS,
     SCHEDULES,
     UNKNOWN_POLICIES,
@@ -28,6 +26,7 @@ from recsys.config import (
     default_threads,
 )
 from recsys.errors import RecsysError
+from recsys.models.registry import COMPILED_DEFAULTS, model_names
 from recsys.names import CONFIG_FILE, METRICS_FILE, SPLIT_KINDS
 
 if TYPE_CHECKING:
@@ -58,10 +57,10 @@ def _listing(values: dict[str, Any]) -> str:
 def model_defaults(field: str) -> str:
     """Every model's default for `field` as the engine `auto` chooses it on the CPU, then the
     autograd engine's where it differs: the help shows the values a run will use."""
-    autograd = {model: getattr(config_for(model, engine="autograd"), field) for model in MODEL_DEFAULTS}
+    autograd = {model: getattr(config_for(model, engine="autograd"), field) for model in model_names()}
     if field in AUTOGRAD_ONLY.values():
         return f"[default: {_listing(autograd)}; autograd engine only]"
-    chosen = {model: getattr(config_for(model), field) for model in MODEL_DEFAULTS}
+    chosen = {model: getattr(config_for(model), field) for model in model_names()}
     differing = {model: autograd[model] for model in COMPILED_DEFAULTS if autograd[model] != chosen[model]}
     named = ", ".join(f"{model} {_shown(value)}" for model, value in differing.items())
     tail = f"; with --engine autograd: {named}" if differing else ""
@@ -72,13 +71,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The flags; those left unset stay None so that a resumed run can tell which were given."""
     parser = argparse.ArgumentParser(
         description=__doc__,
-        epilog="Training flags left unset take the model's tuned defaults (recsys/config.py).",
+        epilog="Training flags left unset take the model's tuned defaults (recsys/models/registry.py).",
     )
     add = parser.add_argument
     add(
         "--model",
         default=None,
-        choices=list(MODEL_DEFAULTS),
+        choices=model_names(),
         help=f"model family [default: {DEFAULTS.model}]",
     )
     add_data_flags(parser)

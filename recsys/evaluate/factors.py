@@ -4,23 +4,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from recsys.models.core import DotProduct, EmbeddingProjection, LinearDotProduct
+from recsys.models import rating_model
 
 
 def id_vectors(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Each user's and item's factor vector as the model computes it, before any offset shared by all
-    ids (the Linear and projection biases); None for a model without factors. Detached views."""
-    if isinstance(model, EmbeddingProjection):
-        return (
-            (model.user_factors.weight @ model.user_projection.weight.t()).detach(),
-            (model.item_factors.weight @ model.item_projection.weight.t()).detach(),
-        )
-    if isinstance(model, DotProduct):
-        return model.user_factors.weight.detach(), model.item_factors.weight.detach()
-    if isinstance(model, LinearDotProduct):
-        # Column j of a Linear weight is what one-hot id j maps to.
-        return model.user_linear.weight.t().detach(), model.item_linear.weight.t().detach()
-    return None
+    ids (the Linear and projection biases); None for a model without factors. Detached tensors.
+
+    `model` must be a RatingModel (a TypeError otherwise).
+    """
+    return rating_model(model).id_vectors()
 
 
 def item_vectors(model: nn.Module) -> np.ndarray | None:

@@ -9,7 +9,7 @@ step of four variants on CPU and measures the memory each step allocates:
 - `embedding`: `nn.Embedding`, dense gradient (the whole table, zeros outside the batch's rows);
 - `sparse_embedding`: `nn.Embedding(sparse=True)`: a sparse gradient holding only the batch's rows;
 - `dense_one_hot`: a dense float one-hot batch @ `nn.Linear`;
-- `sparse_one_hot`: a sparse COO one-hot batch @ `nn.Linear` (`recsys.models.core.one_hot_linear`).
+- `sparse_one_hot`: a sparse COO one-hot batch @ `nn.Linear` (`recsys.models.layers.one_hot_linear`).
 """
 
 import math
@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 from torch.profiler import ProfilerActivity, profile
 
-from recsys.models.core import INIT_STD, one_hot_linear
+from recsys.models.layers import INIT_STD, one_hot_linear
 
 VARIANTS = ("embedding", "sparse_embedding", "dense_one_hot", "sparse_one_hot")
 ONE_HOT_VARIANTS = ("dense_one_hot", "sparse_one_hot")

@@ -16,7 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from recsys.data.encoding import RatingTensors
-from recsys.models.core import YRange, embedding_table, sigmoid_range, split_pairs
+from recsys.models import YRange
+from recsys.models.layers import embedding_table, sigmoid_range, split_pairs
 
 NORMS = ("layer", "batch", "none")
 
@@ -36,7 +37,7 @@ class EmbeddingNN(nn.Module):
     """rating = sigmoid_range(output(relu(norm(hidden([user_factors[u], item_factors[i]])))), y_range).
 
     fastai's EmbeddingNN with one hidden layer; `hidden` keeps its bias, right before `norm`, so that
-    bias's fate can be watched. Not in `recsys.models.core.MODELS`: with a norm, that bias gets no gradient.
+    bias's fate can be watched. Not in `recsys.models.MODELS`: with a norm, that bias gets no gradient.
     """
 
     def __init__(

@@ -22,7 +22,7 @@ from recsys.config import RunConfig
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
 from recsys.files import atomic_write
-from recsys.models.core import build_model
+from recsys.models import build_model
 
 # 3: a header line with the payload's size and SHA-256 precedes torch.save's bytes.
 # 2: a bare torch.save archive; still read (unchecked), so that existing run folders keep working.

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from recsys.models.core import Factorisation
+from recsys.models import Factorisation
 from recsys.train.jit import compiled
 from recsys.train.prefetch import prefetch_row
 

@@ -11,7 +11,7 @@ import torch
 
 from recsys.config import RunConfig
 from recsys.errors import RecsysError
-from recsys.models.core import build_model
+from recsys.models import build_model
 
 # Copies of every parameter a run holds: the weights, their gradients and Adam's two moments. The
 # compiled engine holds fewer (padded weights and one AdaGrad sum per row), so this bounds both.

@@ -30,6 +30,7 @@ from recsys.config import RunConfig, check_threads, default_threads
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate
+from recsys.models import rating_model
 from recsys.train.distributed import distributed_rank
 from recsys.train.optim import LazyAdam
 
@@ -40,12 +41,14 @@ class _Objective(nn.Module):
 
     def __init__(self, model: nn.Module, penalised: bool) -> None:
         super().__init__()
-        self.model = model
-        self.penalised = penalised and hasattr(model, "forward_with_penalty")
+        # Every RatingModel implements forward_with_penalty (it is abstract), so a positive l2 always
+        # reaches the loss; any other module is refused here rather than trained without its penalty.
+        self.model = rating_model(model)
+        self.penalised = penalised
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.penalised:
-            return self.model.forward_with_penalty(x)  # type: ignore[operator]
+            return self.model.forward_with_penalty(x)
         return self.model(x), torch.zeros((), device=x.device)
 
 
@@ -187,8 +190,8 @@ class _CompiledEpochs:
     """Epochs of per-rating AdaGrad in one compiled call per block (recsys.train.compiled), on threads."""
 
     def __init__(self, model: nn.Module, train: RatingTensors, config: RunConfig, threads: int) -> None:
-        factorisation = getattr(model, "factorisation", None)
-        tables = factorisation() if callable(factorisation) else None
+        rating = rating_model(model)
+        tables = rating.factorisation()
         if tables is None:
             raise RecsysError(f"--engine compiled cannot train {config.model}; use --engine autograd")
         if distributed_rank()[1] > 1:
@@ -197,7 +200,7 @@ class _CompiledEpochs:
 
         x = train.x.cpu()
         self.epochs = CompiledEpochs(
-            tables, x[:, 0], x[:, 1], train.y.cpu(), getattr(model, "y_range", None), config.l2, config.seed,
+            tables, x[:, 0], x[:, 1], train.y.cpu(), rating.y_range, config.l2, config.seed,
             threads,
         )  # fmt: skip
         self.config = config
@@ -250,44 +253,69 @@ def fit(
     if len(train) == 0:
         raise RecsysError("no training ratings")
     threads = check_threads(default_threads() if threads is None else threads)
-    device = torch.device(config.device)
-    model.to(device)
-    train, valid = train.to(device), valid.to(device)
-    epochs: _AutogradEpochs | _CompiledEpochs = (
-        _CompiledEpochs(model, train, config, threads)
-        if config.engine == "compiled"
-        else _AutogradEpochs(model, train, config)
-    )
-    history: list[EpochStats] = []
-    if resume is not None:
-        epochs.load_state_dict(resume)
-        generator.set_state(resume["generator"])
-        history = [EpochStats(**stats) for stats in resume["history"]]
+    model.to(config.device)
+    train, valid = train.to(config.device), valid.to(config.device)
+    epochs = _epochs_for(model, train, config, threads)
+    history = _restore(epochs, generator, resume) if resume is not None else []
     model.train()
     try:
         for epoch in range(len(history) + 1, config.epochs + 1):
-            start = time.perf_counter()
-            train_loss, ratings = epochs.run_epoch(epoch, generator, progress)
-            if not math.isfinite(train_loss):
-                raise TrainingDiverged(
-                    f"training loss became {train_loss} in epoch {epoch}; lower --lr (now {config.lr})"
-                )
-            metrics = epochs.evaluate(valid)
-            stats = EpochStats(
-                epoch, train_loss, metrics["rmse"], metrics["mae"], time.perf_counter() - start, ratings
-            )
+            stats = _train_one_epoch(epochs, epoch, generator, valid, config, progress)
             history.append(stats)
             if on_epoch is not None:
                 on_epoch(stats)
             if on_checkpoint is not None:
-                on_checkpoint(
-                    stats,
-                    {
-                        **epochs.state_dict(),
-                        "generator": generator.get_state(),
-                        "history": [dataclasses.asdict(entry) for entry in history],
-                    },
-                )
+                on_checkpoint(stats, _training_state(epochs, generator, history))
     finally:
-        epochs.close()
+        epochs.close()  # sparse gradients off again, also when training diverged
     return history
+
+
+def _epochs_for(
+    model: nn.Module, train: RatingTensors, config: RunConfig, threads: int
+) -> _AutogradEpochs | _CompiledEpochs:
+    """The epoch runner of `config.engine`."""
+    if config.engine == "compiled":
+        return _CompiledEpochs(model, train, config, threads)
+    return _AutogradEpochs(model, train, config)
+
+
+def _train_one_epoch(
+    epochs: _AutogradEpochs | _CompiledEpochs,
+    epoch: int,
+    generator: torch.Generator,
+    valid: RatingTensors,
+    config: RunConfig,
+    progress: bool,
+) -> EpochStats:
+    """One epoch and its validation; a loss that is no longer finite stops training with advice."""
+    start = time.perf_counter()
+    train_loss, ratings = epochs.run_epoch(epoch, generator, progress)
+    if not math.isfinite(train_loss):
+        raise TrainingDiverged(
+            f"training loss became {train_loss} in epoch {epoch}; lower --lr (now {config.lr})"
+        )
+    metrics = epochs.evaluate(valid)
+    return EpochStats(
+        epoch, train_loss, metrics["rmse"], metrics["mae"], time.perf_counter() - start, ratings
+    )
+
+
+def _training_state(
+    epochs: _AutogradEpochs | _CompiledEpochs, generator: torch.Generator, history: list[EpochStats]
+) -> dict[str, Any]:
+    """What `resume` takes back to continue after the last epoch of `history` exactly."""
+    return {
+        **epochs.state_dict(),
+        "generator": generator.get_state(),
+        "history": [dataclasses.asdict(entry) for entry in history],
+    }
+
+
+def _restore(
+    epochs: _AutogradEpochs | _CompiledEpochs, generator: torch.Generator, state: dict[str, Any]
+) -> list[EpochStats]:
+    """Load a `_training_state` back into the runner and the shuffle RNG; the history so far."""
+    epochs.load_state_dict(state)
+    generator.set_state(state["generator"])
+    return [EpochStats(**stats) for stats in state["history"]]

@@ -21,7 +21,7 @@ from recsys.data.synthetic import PlantedTruth
 from recsys.evaluate.baselines import fit_damped_bias, global_mean
 from recsys.evaluate.biases import learned_biases
 from recsys.evaluate.metrics import evaluate_test
-from recsys.models.core import MODELS
+from recsys.models import model_names
 from recsys.studies.lookup_cost import lookup_cost_table
 from recsys.studies.norm_bias import NORMS, bias_before_norm
 from recsys.workflows.experiment import train_and_evaluate
@@ -73,18 +73,19 @@ def compare_models(
     dataset: RatingsDataset,
     split: str,
     *,
-    models: Sequence[str] = tuple(MODELS),
+    models: Sequence[str] | None = None,
     seed: int = 0,
     unknown: str = "drop",
     truth: PlantedTruth | None = None,
     progress: bool = False,
     **overrides: Any,
 ) -> Comparison:
-    """Train each of `models` with its defaults (plus `overrides`) on the same split and score it."""
+    """Train each of `models` (None: every registered model) with its defaults (plus `overrides`) on
+    the same split and score it."""
     scores: list[ModelScore] = []
     trained: dict[str, nn.Module] = {}
     data: EncodedSplit | None = None
-    for name in models:
+    for name in model_names() if models is None else models:
         config = config_for(name, dataset=dataset.name, split=split, seed=seed, unknown=unknown, **overrides)
         result = train_and_evaluate(dataset, config, progress=progress)
         data = result.data

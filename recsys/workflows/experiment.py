@@ -23,7 +23,7 @@ from recsys.data.splits import Split, make_split
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, evaluate_test
 from recsys.files import write_json
-from recsys.models.core import build_model
+from recsys.models import build_model
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE, METRICS_FILE
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
 from recsys.train.memory import check_fits

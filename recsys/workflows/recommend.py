@@ -15,7 +15,7 @@ from recsys.errors import RecsysError
 from recsys.evaluate.biases import learned_biases
 from recsys.evaluate.factors import cosine_neighbours, item_vectors
 from recsys.evaluate.metrics import predict
-from recsys.models.core import DotProductBias, sigmoid_range
+from recsys.models import rating_model
 from recsys.train.checkpoints import Checkpoint
 
 
@@ -119,25 +119,22 @@ def similar_items(checkpoint: Checkpoint, dataset: RatingsDataset, title: str, t
 
 
 def explain(checkpoint: Checkpoint, user: int, item: int) -> dict[str, float]:
-    """A dotbias prediction in parts: user_bias + item_bias + factors = score, squashed to prediction."""
-    model = checkpoint.model
-    if not isinstance(model, DotProductBias):
-        raise RecsysError(
-            f"model {checkpoint.config.model!r} has no bias terms to explain; train with --model dotbias"
-        )
+    """A prediction in the parts the model names, then their sum and its squash: for dotbias
+    user_bias + item_bias + factors = score, squashed to prediction. A model whose prediction has
+    no parts (`RatingModel.explain` is None) is an error."""
+    model = rating_model(checkpoint.model)
     users = torch.tensor([user_index(checkpoint, user)])
     items = torch.tensor([item_index(checkpoint, item)])
-    with torch.no_grad():
-        # The same operations in the same order as DotProductBias.terms, so the sum is bit-identical.
-        factors = (model.user_factors(users) * model.item_factors(items)).sum(dim=-1)
-        user_bias, item_bias = model.user_bias(users).squeeze(-1), model.item_bias(items).squeeze(-1)
-        score = factors + user_bias + item_bias
-        prediction = sigmoid_range(score, model.y_range)
-    assert torch.equal(prediction, predict(model, torch.stack([users, items], dim=1))), "parts disagree"
+    explanation = model.explain(users, items)
+    if explanation is None:
+        raise RecsysError(
+            f"model {checkpoint.config.model!r} has no bias terms to explain; train a model that has "
+            "them (--model dotbias)"
+        )
+    prediction = predict(model, torch.stack([users, items], dim=1))
+    assert torch.equal(explanation.prediction, prediction), "parts disagree"
     return {
-        "user_bias": float(user_bias),
-        "item_bias": float(item_bias),
-        "factors": float(factors),
-        "score": float(score),
-        "prediction": float(prediction),
+        **{name: float(term) for name, term in explanation.terms.items()},
+        "score": float(explanation.score),
+        "prediction": float(explanation.prediction),
     }

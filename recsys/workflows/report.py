@@ -25,9 +25,6 @@ from recsys.workflows.compare import (
     user_table,
 )
 
-EXPLICIT_BIAS_MODEL = "dotbias"
-IMPLIED_BIAS_MODEL = "linear"
-
 
 def fold_summary(fold_scores: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of RMSE and MAE per model over folds (rows: fold, model, ...)."""
@@ -94,16 +91,18 @@ def plot_rmse(scores: pd.DataFrame, path: Path, title: str) -> str:
     return _save(figure, path)
 
 
-def plot_bias_scatter(items: pd.DataFrame, path: Path) -> str:
-    """dotbias item biases against the linear model's implied ones and against the damped baseline."""
-    others = [c for c in (IMPLIED_BIAS_MODEL, BASELINE_COLUMN, "planted") if c in items]
+def plot_bias_scatter(items: pd.DataFrame, model: str, implied: str | None, path: Path) -> str:
+    """`model`'s item biases against the `implied` model's, the damped baseline's and the planted ones."""
+    others = [c for c in (implied, BASELINE_COLUMN, "planted") if c is not None and c in items]
     figure = Figure(figsize=(5 * len(others), 4.5))
     axes = figure.subplots(1, len(others), squeeze=False)
     for ax, other in zip(axes[0], others, strict=True):
-        ax.scatter(items[other], items[EXPLICIT_BIAS_MODEL], s=6, alpha=0.5)
-        r = items[other].corr(items[EXPLICIT_BIAS_MODEL])
+        ax.scatter(items[other], items[model], s=6, alpha=0.5)
+        r = items[other].corr(items[model])
         ax.set(
-            xlabel=f"{other} item bias", ylabel="dotbias item bias", title=f"dotbias vs {other} (r = {r:.3f})"
+            xlabel=f"{other} item bias",
+            ylabel=f"{model} item bias",
+            title=f"{model} vs {other} (r = {r:.3f})",
         )
     return _save(figure, path)
 
@@ -128,8 +127,11 @@ def plot_bias_distributions(items: pd.DataFrame, columns: list[str], path: Path)
     return _save(figure, path)
 
 
-def plot_item_map(vectors: np.ndarray, items: pd.DataFrame, path: Path, n_titles: int = 40) -> str:
-    """fastbook's map: the most rated items on the first two principal components of their factors."""
+def plot_item_map(
+    vectors: np.ndarray, items: pd.DataFrame, model: str, path: Path, n_titles: int = 40
+) -> str:
+    """fastbook's map: the most rated items on the first two principal components of `model`'s item
+    factors `vectors`."""
     chosen = items.sort_values("n_ratings", ascending=False, kind="stable").index[:n_titles].to_numpy()
     points = principal_components(vectors[chosen])
     figure = Figure(figsize=(10, 8))
@@ -140,7 +142,7 @@ def plot_item_map(vectors: np.ndarray, items: pd.DataFrame, path: Path, n_titles
     axes.set(
         xlabel="first principal component",
         ylabel="second principal component",
-        title=f"Item factors of the {n_titles} most rated items (dotbias)",
+        title=f"Item factors of the {n_titles} most rated items ({model})",
     )
     return _save(figure, path)
 
@@ -175,7 +177,15 @@ def write_report(
     items, users = item_table(comparison), user_table(comparison)
     biased = models_with_biases(comparison)
     item_corr, user_corr = bias_correlations(items, biased), bias_correlations(users, biased)
-    has_dotbias = EXPLICIT_BIAS_MODEL in biased
+    kinds = {
+        name: biases.kind
+        for name in biased
+        if (biases := learned_biases(comparison.models[name])) is not None
+    }
+    explicit = [name for name, kind in kinds.items() if kind == "explicit"]
+    implied = [name for name, kind in kinds.items() if kind == "implied"]
+    # The first model with explicit biases is the one whose extremes, scatter and item map are shown.
+    reference = explicit[0] if explicit else None
     summary = fold_summary(fold_scores) if fold_scores is not None else None
 
     md = [f"# Model comparison on {comparison.dataset.name}", ""]
@@ -202,18 +212,13 @@ def write_report(
         md.append(
             f"{', '.join(f'`{n}`' for n in no_bias)} has no per-user or per-item bias, explicit or implied."
         )
-    kinds = {
-        name: biases.kind
-        for name in biased
-        if (biases := learned_biases(comparison.models[name])) is not None
-    }
-    explicit = [f"`{name}`" for name, kind in kinds.items() if kind == "explicit"]
-    implied = [f"`{name}`" for name, kind in kinds.items() if kind == "implied"]
     if explicit:
-        md.append(f"Explicit biases ({', '.join(explicit)}): one free bias per user and per item, learned.")
+        named = ", ".join(f"`{name}`" for name in explicit)
+        md.append(f"Explicit biases ({named}): one free bias per user and per item, learned.")
     if implied:
+        named = ", ".join(f"`{name}`" for name in implied)
         md.append(
-            f"Implied biases ({', '.join(implied)}): no bias of their own, but each side has one offset "
+            f"Implied biases ({named}): no bias of their own, but each side has one offset "
             "vector shared by every id (b_u for users, b_i for items); with u and i the user's and the "
             "item's factor vectors the score expands as (u + b_u)·(i + b_i) = u·i + b_u·i + u·b_i + b_u·b_i, "
             "so b_u·i acts as item i's bias and u·b_i as user u's, tied to the factors rather than free. "
@@ -228,29 +233,32 @@ def write_report(
             markdown_table(items[biased].corr().reset_index()),
             "",
         ]
-    if has_dotbias:
-        lowest, highest = extreme_items(items, EXPLICIT_BIAS_MODEL)
+    if reference is not None:
+        lowest, highest = extreme_items(items, reference)
         md += ["Lowest item biases (liked less than their factors predict):", "", markdown_table(lowest), ""]
         md += ["Highest item biases:", "", markdown_table(highest), ""]
-        extremes = plot_extremes(lowest, highest, EXPLICIT_BIAS_MODEL, out / "item_bias_extremes.png")
+        extremes = plot_extremes(lowest, highest, reference, out / "item_bias_extremes.png")
         md.append(f"![Extreme biases]({extremes})")
-        md += ["", f"![Bias scatter]({plot_bias_scatter(items, out / 'item_bias_scatter.png')})", ""]
+        scatter = plot_bias_scatter(
+            items, reference, implied[0] if implied else None, out / "item_bias_scatter.png"
+        )
+        md += ["", f"![Bias scatter]({scatter})", ""]
     columns = [*biased, BASELINE_COLUMN] + (["planted"] if "planted" in items else [])
     md += [
         f"![Bias distributions]({plot_bias_distributions(items, columns, out / 'bias_distributions.png')})",
         "",
     ]
 
-    if has_dotbias and (vectors := item_vectors(comparison.models[EXPLICIT_BIAS_MODEL])) is not None:
+    if reference is not None and (vectors := item_vectors(comparison.models[reference])) is not None:
         md += [
             "## Item factors",
             "",
-            f"![Item map]({plot_item_map(vectors, items, out / 'item_map.png')})",
+            f"![Item map]({plot_item_map(vectors, items, reference, out / 'item_map.png')})",
             "",
         ]
         similar = similar_items_table(vectors, items)
         md += [
-            "Most similar items by cosine similarity of dotbias item factors:",
+            f"Most similar items by cosine similarity of {reference} item factors:",
             "",
             markdown_table(similar),
             "",

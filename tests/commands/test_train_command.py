@@ -1,17 +1,22 @@
-"""scripts/train.py and scripts/make_tiny.py as a user runs them, and the synthetic data generator.
+"""recsys.commands.train: `recsys-train` (scripts/train.py) as a user runs it.
 
-Each script run is a subprocess (about 2 s of torch import each), so the runs of a group are started
-together by a module fixture and the tests only read their results.
+Most runs go through the command's `cli()` in this process (conftest.run_cli: the sys.argv,
+environment and output a fresh `python scripts/train.py ...` would have), a fraction of a second
+each rather than a 2 s torch import; a module fixture makes the runs of a group and the tests read
+their results. Where the process itself is under test (what it imports before it answers, two
+processes racing for one folder, a kill mid-run) scripts/train.py runs as a subprocess: those tests
+are slow.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,16 +25,15 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import ROOT, Ran, run_cli
 
 from recsys.commands import train as train_command
 from recsys.data.catalog import load_dataset
-from recsys.data.synthetic import SyntheticConfig, make_synthetic
 from recsys.evaluate.metrics import evaluate_test
-from recsys.models.core import MODELS, DotProductBias
+from recsys.models import MODELS, DotProductBias
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import prepare
 
-ROOT = Path(__file__).resolve().parent.parent
 TRAIN = "scripts/train.py"
 FLAGS = [
     "--model", "--dataset", "--data-dir", "--split", "--epochs", "--lr", "--wd", "--l2", "--bs",
@@ -41,25 +45,29 @@ FLAGS = [
 class Job:
     args: list[str]
     cache: Path  # RECSYS_CACHE for the run: an empty folder
-    script: str = TRAIN
 
 
 @dataclass(frozen=True)
 class Runs:
     """What run_jobs returned for a set of jobs, and the --out folder each job was given."""
 
-    results: dict[str, subprocess.CompletedProcess[str]]
+    results: dict[str, Ran]
     outs: dict[str, Path]
 
 
-def run_jobs(jobs: dict[str, Job]) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Run the scripts concurrently from the repository root, without $RECSYS_DATA."""
+def run_jobs(jobs: dict[str, Job]) -> dict[str, Ran]:
+    """Run the command in this process for each job in turn."""
+    return {name: run_cli(train_command.cli, "train.py", job.args, job.cache) for name, job in jobs.items()}
+
+
+def run_scripts(jobs: dict[str, Job]) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Start scripts/train.py for every job at once, from the repository root, without $RECSYS_DATA."""
 
     def run(job: Job) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if k != "RECSYS_DATA"}
         env["RECSYS_CACHE"] = str(job.cache)
         return subprocess.run(
-            [sys.executable, job.script, *job.args],
+            [sys.executable, TRAIN, *job.args],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -109,7 +117,7 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     return Runs(run_jobs(jobs), outs)
 
 
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+def ok(result: Ran) -> Ran:
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     return result
@@ -275,85 +283,19 @@ def test_bad_input_exits_2_with_a_one_line_error(key: str, args: list[str], expe
         assert not out.exists()  # nothing is written for a run that cannot start
 
 
-# --- make_tiny -----------------------------------------------------------------------------------
-
-
-def test_make_tiny_regenerates_the_committed_files(tmp_path: Path) -> None:
-    out = tmp_path / "tiny"
-    result = ok(
-        run_jobs({"tiny": Job(["--out", str(out)], tmp_path / "cache", "scripts/make_tiny.py")})["tiny"]
+def test_train_into_an_unwritable_folder_exits_2(tmp_path: Path) -> None:
+    result = run_cli(
+        train_command.cli,
+        "train.py",
+        ["--dataset", "tiny", "--epochs", "1", "--no-progress", "--out", "/proc/recsys-run"],
+        tmp_path,
     )
-    assert result.stdout == ""
-    for name in ("ratings.csv", "movies.csv"):
-        assert (out / name).read_bytes() == (ROOT / "data" / "tiny" / name).read_bytes(), name
-
-
-# --- synthetic data ------------------------------------------------------------------------------
-
-SMALL = SyntheticConfig(n_users=60, n_items=150, n_ratings=2_000, n_factors=3, seed=7)
-
-
-def test_synthetic_is_reproducible_for_a_seed() -> None:
-    first, first_truth = make_synthetic(SMALL)
-    second, second_truth = make_synthetic(SMALL)
-    assert first.ratings.equals(second.ratings)
-    assert first.items.equals(second.items)
-    assert np.array_equal(first_truth.user_factors, second_truth.user_factors)
-    assert np.array_equal(first_truth.item_bias, second_truth.item_bias)
-
-
-def test_synthetic_differs_across_seeds() -> None:
-    first, first_truth = make_synthetic(SMALL)
-    other, other_truth = make_synthetic(dataclasses.replace(SMALL, seed=8))
-    assert not first.ratings.equals(other.ratings)
-    assert not np.array_equal(
-        first.ratings[["user", "item"]].to_numpy(), other.ratings[["user", "item"]].to_numpy()
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert (
+        result.stderr.startswith("error: --out /proc/recsys-run: cannot create it")
+        and "Traceback" not in result.stderr
     )
-    assert not np.array_equal(first_truth.user_bias, other_truth.user_bias)
-
-
-def test_synthetic_shape_and_values() -> None:
-    dataset, truth = make_synthetic(SMALL)
-    ratings = dataset.ratings
-    assert dataset.name == "synthetic" and dataset.rating_scale == (1.0, 5.0)
-    assert len(ratings) == SMALL.n_ratings
-    assert not ratings.duplicated(["user", "item"]).any()
-    assert ratings["user"].between(1, SMALL.n_users).all()
-    assert ratings["item"].between(1, SMALL.n_items).all()
-    values = ratings["rating"].to_numpy()
-    assert np.array_equal(values, np.round(values))
-    assert values.min() >= 1 and values.max() <= 5
-    assert set(np.unique(values)) == {1.0, 2.0, 3.0, 4.0, 5.0}
-    assert ratings["timestamp"].is_monotonic_increasing
-    assert truth.user_bias.shape == (SMALL.n_users,)
-    assert truth.item_bias.shape == (SMALL.n_items,)
-    assert truth.user_factors.shape == (SMALL.n_users, SMALL.n_factors)
-    assert truth.item_factors.shape == (SMALL.n_items, SMALL.n_factors)
-    assert truth.global_mean == SMALL.global_mean
-    assert len(dataset.items) == SMALL.n_items
-
-
-def test_synthetic_ratings_follow_the_planted_biases() -> None:
-    dataset, truth = make_synthetic(SyntheticConfig(n_users=100, n_items=200, n_ratings=8_000, seed=3))
-    ratings = dataset.ratings
-    item_means = ratings.groupby("item")["rating"].mean()
-    planted = truth.item_bias[item_means.index.to_numpy() - 1]
-    assert np.corrcoef(item_means.to_numpy(), planted)[0, 1] > 0.5
-
-
-def test_synthetic_item_popularity_is_long_tailed() -> None:
-    dataset, _ = make_synthetic(SMALL)
-    counts = np.sort(dataset.ratings["item"].value_counts().to_numpy())[::-1]
-    top = counts[: SMALL.n_items // 10].sum()
-    assert top / SMALL.n_ratings > 0.25
-    uniform, _ = make_synthetic(dataclasses.replace(SMALL, popularity_exponent=0.0))
-    uniform_counts = np.sort(uniform.ratings["item"].value_counts().to_numpy())[::-1]
-    assert uniform_counts[: SMALL.n_items // 10].sum() / SMALL.n_ratings < 0.2
-
-
-def test_synthetic_rejects_too_many_ratings() -> None:
-    with pytest.raises(ValueError, match="n_ratings"):
-        make_synthetic(SyntheticConfig(n_users=10, n_items=10, n_ratings=51))
 
 
 def _train_script() -> object:
@@ -368,6 +310,7 @@ def test_auto_engine_is_autograd_under_torchrun(monkeypatch: pytest.MonkeyPatch)
     assert script.config_from_args(args, "tiny", "cpu").engine == "autograd"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args", [["--help"], ["--threads", "0"], ["--lr", "-1"], ["--engine", "compiled", "--model", "linear"]]
 )
@@ -430,26 +373,6 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(good: Runs, resumed
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir() if p.is_file()} == before
 
 
-def test_a_run_reads_its_data_again_from_where_it_was_read(tmp_path: Path) -> None:
-    """recommend.py without --data-dir uses the copy the run trained on, not the default lookup."""
-    data = tmp_path / "my-tiny"
-    data.mkdir()
-    (data / "ratings.csv").write_bytes((ROOT / "data" / "tiny" / "ratings.csv").read_bytes())
-    movies = (
-        (ROOT / "data" / "tiny" / "movies.csv")
-        .read_text()
-        .replace("1,Synthetic item 1,", "1,Renamed One,", 1)
-    )
-    (data / "movies.csv").write_text(movies)
-    out = tmp_path / "run"
-    jobs = {"train": Job(["--dataset", "tiny", "--data-dir", str(data), "--epochs", "1", "--no-progress",
-                          "--out", str(out)], tmp_path / "cache")}  # fmt: skip
-    ok(run_jobs(jobs)["train"])
-    similar = Job([str(out), "--similar", "Renamed One"], tmp_path / "cache", "scripts/recommend.py")
-    shown = ok(run_jobs({"similar": similar})["similar"])  # the default tiny folder has no such title
-    assert len(shown.stdout.strip().splitlines()) == 11  # a header and the 10 nearest items
-
-
 @pytest.mark.slow
 def test_two_runs_started_together_on_one_out_do_not_mix(tmp_path: Path) -> None:
     """Exactly one run gets the folder; the other exits 2 and its files are not in it."""
@@ -460,10 +383,54 @@ def test_two_runs_started_together_on_one_out_do_not_mix(tmp_path: Path) -> None
                             "--out", str(out)], tmp_path / "cache")
             for seed in (1, 2)
         }  # fmt: skip
-        results = run_jobs(jobs)
+        results = run_scripts(jobs)
         winners = [seed for seed, result in results.items() if result.returncode == 0]
         assert len(winners) == 1, {seed: r.stderr for seed, r in results.items()}
         loser = results[next(seed for seed in results if seed not in winners)]
         assert loser.returncode == 2 and loser.stderr.startswith("error: "), loser.stderr
         assert json.loads((out / "config.json").read_text())["seed"] == int(winners[0])
         assert load_checkpoint(out / "checkpoint.pt").config.seed == int(winners[0])
+
+
+# Only against a hang: a run of this test takes seconds, or a minute or two on a loaded machine.
+HANG_SECONDS = 1800
+
+
+@pytest.mark.slow
+def test_killed_run_leaves_a_loadable_checkpoint_and_resumes(tmp_path: Path) -> None:
+    """SIGKILL a run once it has written a checkpoint; --resume then finishes it as planned."""
+    run_dir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "RECSYS_DATA"} | {
+        "RECSYS_CACHE": str(tmp_path / "cache")
+    }
+    # One thread: two of torch's threads spin at every barrier while other processes hold the cores.
+    command = [sys.executable, TRAIN, "--dataset", "tiny", "--bs", "64", "--epochs", "150",
+               "--no-progress", "--threads", "1"]  # fmt: skip
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr:
+        process = subprocess.Popen([*command, "--out", str(run_dir)], cwd=ROOT, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
+    try:
+        # On a busy machine the start (imports, the first epoch) takes what it takes: the wait ends
+        # when the checkpoint appears or the run ends without one; HANG_SECONDS only stops a hung run.
+        started = time.monotonic()
+        while not (run_dir / "checkpoint.pt").exists():
+            assert process.poll() is None, f"the run ended before its first checkpoint: {log.read_text()}"
+            assert time.monotonic() - started < HANG_SECONDS, "no checkpoint yet: the run hangs"
+            time.sleep(0.05)
+        time.sleep(0.3)  # mid-run, most likely mid-write of a later epoch's checkpoint
+        assert process.poll() is None, "the run finished before it could be killed"
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+    checkpoint = load_checkpoint(run_dir / "checkpoint.pt")  # the last complete write, never a torn one
+    done = checkpoint.metrics["epoch"]  # a mid-run checkpoint's metrics: {"epoch": epochs done}
+    assert 1 <= done < 150
+    resumed = subprocess.run([*command[:2], "--resume", str(run_dir), "--no-progress", "--threads", "1"],
+                             cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=HANG_SECONDS)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert len(metrics["history"]) == 150

@@ -1,7 +1,8 @@
-"""Offline tests for recsys.data.movielens and recsys.data.catalog on small made-up files in every layout.
+"""Offline tests for recsys.data.movielens on small made-up files in every layout.
 
 Nothing here copies the real MovieLens data: each test writes its own few lines in the format of
-the variant under test. Only the last tests read the real ml-100k, and they skip when it is absent.
+the variant under test (tests/movielens_files.py). Only the last tests read the real ml-100k, and
+they skip when it is absent.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import bz2
 import dataclasses
 import gzip
 import hashlib
-import io
 import lzma
 import os
 import shutil
@@ -25,127 +25,30 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import Served, zip_bytes
+from conftest import ROOT, Served, zip_bytes
+from movielens_files import (
+    CSV_HEADER,
+    GENRES_100K,
+    HALF_RATINGS,
+    SEPARATOR,
+    WHOLE_RATINGS,
+    check_dtypes,
+    expected_ratings,
+    folder_as_zip,
+    listing,
+    ratings_text,
+    rows_for,
+    write_dataset,
+)
 
 import recsys.data.movielens as movielens
-from recsys.data.catalog import DATASETS, load_dataset, resolve_dataset
 from recsys.data.dataset import RatingsDataset
-from recsys.data.movielens import RATINGS_FILE, VARIANTS, load_movielens, read_folder
+from recsys.data.movielens import RATINGS_FILE, VARIANTS, load_movielens, read_folder, read_ratings
 from recsys.errors import DataError, DownloadError
-
-ROOT = Path(__file__).resolve().parent.parent
-
-# ---------------------------------------------------------------------------------------------
-# Writers of small made-up datasets in each layout
-# ---------------------------------------------------------------------------------------------
-
-SEPARATOR = {"100k": "\t", "dat": "::", "csv": ","}
-CSV_HEADER = "userId,movieId,rating,timestamp"
-# Made-up genre names: the parser only needs 'name|index' lines, in order.
-GENRES_100K = [f"Kind{i:02d}" for i in range(19)]
-
-# (item, title, genre flags set) for the 100k layout; titles are made up.
-ITEMS_100K = [
-    (10, "Café Lumière (1993)", {1, 5}),
-    (20, "Quiet Harbour (1996)", set()),
-    (30, "Plain Title, A (1997)", {18}),
-]
-# (item, title, genres) for the dat and csv layouts.
-ITEMS_DAT = [
-    (10, "Space Patrol: The Return (1995)", "Comedy|Drama"),
-    (20, "Crème Brûlée (1998)", "Romance"),
-    (30, "Nothing Listed (2001)", "(no genres listed)"),
-]
-ITEMS_CSV = [
-    (10, "Lighthouse, The (1995)", "Comedy|Drama"),
-    (20, "Plain (1999)", "Thriller"),
-    (30, "Brackets: and, commas (2003)", "(no genres listed)"),
-]
-
-# (user, item, rating, timestamp): whole stars for the 1-5 variants, half stars for the others.
-WHOLE_RATINGS = [(1, 10, 4, 1_000_000_001), (1, 20, 1, 1_000_000_050), (2, 10, 5, 1_000_000_002)]
-HALF_RATINGS = [(1, 10, 4.5, 1_100_000_001), (1, 20, 0.5, 1_100_000_050), (2, 30, 3.0, 1_100_000_002)]
-
-
-def ratings_text(layout: str, rows: list[tuple]) -> str:
-    """A ratings file of `layout` holding `rows` (no trailing checks: callers may pass bad rows)."""
-    sep = SEPARATOR[layout]
-    lines = [sep.join(str(v) for v in row) for row in rows]
-    if layout == "csv":
-        lines.insert(0, CSV_HEADER)
-    return "\n".join(lines) + "\n"
-
-
-def write_items(folder: Path, layout: str) -> None:
-    if layout == "100k":
-        genre_lines = "".join(f"{name}|{i}\n" for i, name in enumerate(GENRES_100K)) + "\n"
-        (folder / "u.genre").write_bytes(genre_lines.encode("latin-1"))
-        lines = []
-        for item, title, on in ITEMS_100K:
-            flags = "|".join("1" if i in on else "0" for i in range(19))
-            lines.append(f"{item}|{title}|01-Jan-1995||http://example.invalid/{item}|{flags}\n")
-        (folder / "u.item").write_bytes("".join(lines).encode("latin-1"))
-    elif layout == "dat":
-        lines = "".join(f"{item}::{title}::{genres}\n" for item, title, genres in ITEMS_DAT)
-        (folder / "movies.dat").write_bytes(lines.encode("latin-1"))
-    else:
-        out = io.StringIO()
-        pd.DataFrame(ITEMS_CSV, columns=["movieId", "title", "genres"]).to_csv(out, index=False)
-        (folder / "movies.csv").write_text(out.getvalue(), encoding="utf-8")
-
-
-def write_dataset(folder: Path, layout: str, rows: list[tuple]) -> Path:
-    """Write a complete dataset of `layout` (ratings `rows` and a few items) into `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / RATINGS_FILE[layout]).write_text(ratings_text(layout, rows), encoding="utf-8")
-    write_items(folder, layout)
-    return folder
-
-
-def rows_for(layout: str, scale: tuple[float, float]) -> list[tuple]:
-    return WHOLE_RATINGS if scale[0] >= 1 else HALF_RATINGS
-
-
-def expected_ratings(rows: list[tuple]) -> pd.DataFrame:
-    user, item, rating, timestamp = (np.array(col) for col in zip(*rows, strict=True))
-    return pd.DataFrame(
-        {
-            "user": user.astype(np.int64),
-            "item": item.astype(np.int64),
-            "rating": rating.astype(np.float32),
-            "timestamp": timestamp.astype(np.int64),
-        }
-    )
-
-
-def folder_as_zip(folder: Path, prefix: str) -> bytes:
-    """Zip every file of `folder` under `prefix/`."""
-    return zip_bytes({f"{prefix}/{p.name}": p.read_bytes() for p in sorted(folder.iterdir())})
-
-
-def listing(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
-
-
-@pytest.fixture
-def no_data_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Unset $RECSYS_DATA so the real data (when a run sets it) is never picked up by accident."""
-    monkeypatch.delenv("RECSYS_DATA", raising=False)
-
 
 # ---------------------------------------------------------------------------------------------
 # Parsers of each layout
 # ---------------------------------------------------------------------------------------------
-
-
-def check_dtypes(ratings: pd.DataFrame) -> None:
-    assert list(ratings.columns) == ["user", "item", "rating", "timestamp"]
-    assert ratings.dtypes.to_dict() == {
-        "user": np.dtype(np.int64),
-        "item": np.dtype(np.int64),
-        "rating": np.dtype(np.float32),
-        "timestamp": np.dtype(np.int64),
-    }
 
 
 def check_read(ds: RatingsDataset, rows: list[tuple], titles: list[str], genres: list[str]) -> None:
@@ -436,6 +339,53 @@ def test_titles_survive_as_text(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# read_ratings: duplicate pairs, ids and timestamps, extra fields
+# ---------------------------------------------------------------------------------------------
+
+
+def test_duplicate_pairs_keep_the_latest_rating_and_warn(tmp_path: Path) -> None:
+    path = tmp_path / "ratings.csv"
+    path.write_text(
+        "userId,movieId,rating,timestamp\n1,2,3.0,20\n1,2,4.0,10\n2,2,5.0,5\n1,2,1.0,15\n2,3,2.0,7\n"
+    )
+    with pytest.warns(UserWarning, match="2 duplicate"):
+        ratings = read_ratings(path, "csv", (0.5, 5.0))
+    # (1, 2) was rated at 20, 10 and 15: the rating at 20 stays; row order is otherwise kept.
+    assert ratings[["user", "item", "rating"]].values.tolist() == [[1, 2, 3.0], [2, 2, 5.0], [2, 3, 2.0]]
+
+
+def test_no_duplicates_no_warning(tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+    path = tmp_path / "u.data"
+    path.write_text("1\t2\t3\t10\n1\t3\t4\t11\n")
+    assert len(read_ratings(path, "100k", (1, 5))) == 2
+    assert not recwarn.list
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("inf\t2\t3\t4", "user id inf in row 1"),
+        ("-5\t2\t3\t4", "user id -5.0 in row 1"),
+        ("9223372036854775808\t2\t3\t4", "user id 9.2"),
+        ("1\t2\t3\t1.9", "timestamp 1.9 in row 1"),
+        ("1\t2\t3\t1e30", "timestamp 1e\\+30 in row 1"),
+    ],
+)
+def test_ids_and_timestamps_must_be_non_negative_integers(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "u.data"
+    path.write_text(line + "\n")
+    with pytest.raises(DataError, match=message):
+        read_ratings(path, "100k", (1, 5))
+
+
+def test_csv_row_with_an_extra_field_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ratings.csv"
+    path.write_text("userId,movieId,rating,timestamp\n9,2,3,4,5\n")
+    with pytest.raises(DataError, match=r"ratings\.csv"):
+        read_ratings(path, "csv", (0.5, 5))
+
+
+# ---------------------------------------------------------------------------------------------
 # Compressed or binary files: named for what they are, never echoed
 # ---------------------------------------------------------------------------------------------
 
@@ -537,12 +487,6 @@ def test_rated_items_without_an_entry_warn_and_show_their_id(tmp_path: Path, lay
 def test_every_rated_item_named_no_warning(tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
     read_folder("x", write_dataset(tmp_path / "ds", "csv", HALF_RATINGS), "csv", (0.5, 5))
     assert not recwarn.list
-
-
-def test_titles_of_unknown_ids_on_an_empty_item_table() -> None:
-    no_items = pd.DataFrame(columns=["item", "title", "genres"])
-    ds = RatingsDataset("x", expected_ratings(WHOLE_RATINGS), no_items, (1.0, 5.0))
-    assert ds.titles(np.array([7, 8])).tolist() == ["[item 7]", "[item 8]"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -945,88 +889,6 @@ def test_not_available_locally_names_the_offline_way_out(no_data_root: None) -> 
     assert str(err.value) == "ml-100k is not available locally" + OFFLINE_HINT
 
 
-# ---------------------------------------------------------------------------------------------
-# recsys.data.catalog
-# ---------------------------------------------------------------------------------------------
-
-
-def test_unknown_dataset_lists_the_names() -> None:
-    with pytest.raises(DataError, match="unknown --dataset 'nope'") as err:
-        load_dataset("nope")
-    for name in DATASETS:
-        assert name in str(err.value)
-    assert {"tiny", "synthetic", *VARIANTS} == set(DATASETS)
-
-
-def test_load_synthetic_and_tiny() -> None:
-    synthetic = load_dataset("synthetic")
-    assert synthetic.name == "synthetic" and synthetic.folder is None
-    assert len(synthetic.ratings) == 100_000
-    check_dtypes(synthetic.ratings)
-
-    tiny = load_dataset("tiny")
-    assert tiny.name == "tiny" and tiny.rating_scale == (1.0, 5.0)
-    assert len(tiny.ratings) == 4_000
-    check_dtypes(tiny.ratings)
-    assert tiny.ratings["rating"].between(1, 5).all()
-    assert set(tiny.ratings["item"]) <= set(tiny.items["item"])
-
-
-def test_load_dataset_passes_data_dir_to_movielens(tmp_path: Path, no_data_root: None) -> None:
-    folder = write_dataset(tmp_path / "ml-20m", "csv", HALF_RATINGS)
-    ds = load_dataset("ml-20m", tmp_path, allow_download=False)
-    assert ds.name == "ml-20m" and ds.folder == folder
-
-
-def test_default_dataset_falls_back_to_synthetic(no_data_root: None, isolated_cache: Path) -> None:
-    ds, note = resolve_dataset(None, allow_download=False)
-
-    assert ds.name == "synthetic"
-    assert note is not None and "ml-100k" in note and "synthetic" in note
-    assert listing(isolated_cache) == []
-
-
-def test_default_dataset_uses_ml100k_from_data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_dataset(tmp_path / "root" / "ml-100k", "100k", WHOLE_RATINGS)
-    monkeypatch.setenv("RECSYS_DATA", str(tmp_path / "root"))
-
-    ds, note = resolve_dataset(None, allow_download=False)
-
-    assert note is None
-    assert ds.name == "ml-100k"
-    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
-
-
-# ---------------------------------------------------------------------------------------------
-# The real ml-100k (skips when absent)
-# ---------------------------------------------------------------------------------------------
-
-
-def test_real_ml100k(ml100k_folder: Path) -> None:
-    ds = load_movielens("ml-100k", data_dir=ml100k_folder, allow_download=False)
-
-    ratings = ds.ratings
-    check_dtypes(ratings)
-    assert len(ratings) == 100_000
-    assert ratings["user"].nunique() == 943
-    assert ratings["item"].nunique() == 1682
-    assert ratings["rating"].between(1, 5).all()
-    assert set(ratings["rating"].unique()) == {1.0, 2.0, 3.0, 4.0, 5.0}
-    assert ratings.iloc[0].tolist() == [196, 242, 3.0, 881250949]
-    assert len(ds.items) == 1682
-    assert ds.items["item"].is_unique
-    assert set(ds.items["item"]) == set(ratings["item"])
-    assert ds.items["title"].notna().all() and (ds.items["title"].str.len() > 0).all()
-    assert ds.folder == ml100k_folder
-
-
-def test_real_ml100k_via_data_root(ml100k_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RECSYS_DATA", str(ml100k_folder.parent))
-    ds = load_dataset("ml-100k", allow_download=False)
-    assert ds.folder == ml100k_folder
-    assert len(ds.ratings) == 100_000
-
-
 def test_an_unwritable_cache_is_one_line_naming_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1047,3 +909,27 @@ def test_a_data_root_that_is_not_a_folder_is_warned_about(
     warned = pytest.warns(UserWarning, match=r"RECSYS_DATA=\.\./no-such-data is not a folder .*absolute")
     with warned, pytest.raises(DataError, match="not available locally"):
         load_movielens("ml-100k", allow_download=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# The real ml-100k (skips when absent)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_real_ml100k(ml100k_folder: Path) -> None:
+    ds = load_movielens("ml-100k", data_dir=ml100k_folder, allow_download=False)
+
+    ratings = ds.ratings
+    check_dtypes(ratings)
+    assert len(ratings) == 100_000
+    assert ratings["user"].nunique() == 943
+    assert ratings["item"].nunique() == 1682
+    assert ratings["rating"].between(1, 5).all()
+    assert set(ratings["rating"].unique()) == {1.0, 2.0, 3.0, 4.0, 5.0}
+    assert ratings.iloc[0].tolist() == [196, 242, 3.0, 881250949]
+    assert len(ds.items) == 1682
+    assert ds.items["item"].is_unique
+    assert set(ds.items["item"]) == set(ratings["item"])
+    assert ds.items["title"].notna().all() and (ds.items["title"].str.len() > 0).all()
+    assert ds.folder == ml100k_folder

@@ -270,6 +270,7 @@ def pairs(frame: pd.DataFrame) -> pd.Index:
     return pd.MultiIndex.from_arrays([frame["user"], frame["item"]])
 
 
+@pytest.mark.slow
 def test_real_u_folds(real_ml100k: RatingsDataset) -> None:
     all_pairs = pairs(real_ml100k.ratings)
     assert all_pairs.is_unique and len(all_pairs) == 100_000
@@ -285,6 +286,7 @@ def test_real_u_folds(real_ml100k: RatingsDataset) -> None:
     assert together.sort_values().equals(all_pairs.sort_values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fold", ["ua", "ub"])
 def test_real_per_user_folds(real_ml100k: RatingsDataset, fold: str) -> None:
     parts = make_split(real_ml100k, fold)

@@ -1,12 +1,11 @@
-"""Run folders and checkpoints: damage is named as damage, and one run at a time owns a folder."""
+"""recsys.train.checkpoints: what is saved loads back, nothing in a file runs code, and damage is named
+as damage."""
 
 import hashlib
 import io
 import os
+import pickle
 import shlex
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ from torch import nn
 from recsys.config import config_for
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
-from recsys.models.core import build_model
+from recsys.evaluate.metrics import predict
+from recsys.models import MODELS, build_model
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import (
     CHECKPOINT_FORMAT,
@@ -28,9 +28,7 @@ from recsys.train.checkpoints import (
     save_checkpoint,
     write_checkpoint_payload,
 )
-from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder
 
-ROOT = Path(__file__).resolve().parent.parent
 USERS, ITEMS = IdMap(np.array([3, 17, 40, 99])), IdMap(np.array([5, 6, 700]))
 CONFIG = config_for("dotbias", n_factors=4, y_range=(0.5, 5.0), dataset="tiny")
 METRICS = {"test_rmse": 0.9, "history": [{"epoch": 1, "ratings": 12}]}
@@ -255,144 +253,117 @@ def test_missing_or_unreadable_checkpoint_is_an_error(
     assert str(caught.value) == f"cannot read {checkpoint}: Permission denied"
 
 
-# --- claiming a run folder ---------------------------------------------------------------------
+# --- payloads: every model, code, inconsistency -------------------------------------------------
 
 
-def claim_error(path: Path, *, resume: bool) -> str:
-    """The error claiming `path` raises; the block must not run."""
-    with pytest.raises(RecsysError) as caught, claim_run_folder(path, resume=resume):
-        pytest.fail(f"claimed {path}")
-    return str(caught.value)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_checkpoint_round_trip(name: str, tmp_path: Path) -> None:
+    users, items = IdMap(np.array([3, 17, 40, 99])), IdMap(np.array([5, 6, 700]))
+    config = config_for(name, n_factors=6, y_range=(0.5, 5.0), dataset="tiny")
+    model = build_model(name, len(users), len(items), 6, config.y_range, torch.Generator().manual_seed(9))
+    with torch.no_grad():  # make every parameter (zero-initialised biases too) distinctive
+        for parameter in model.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(1)) * 0.3)
+    metrics = {"test_rmse": 0.9, "history": [{"epoch": 1}]}
+    path = tmp_path / "sub" / "checkpoint.pt"
+    save_checkpoint(path, model, config, users, items, metrics)
+    assert [p.name for p in path.parent.iterdir()] == ["checkpoint.pt"]  # no temporary file left
+    loaded = load_checkpoint(path)
+    assert type(loaded.model) is type(model)
+    assert loaded.config == config
+    assert np.array_equal(loaded.users.raw_ids, users.raw_ids)
+    assert np.array_equal(loaded.items.raw_ids, items.raw_ids)
+    assert loaded.metrics == metrics
+    x = torch.tensor([[u, i] for u in range(4) for i in range(3)])
+    assert torch.equal(predict(loaded.model, x), predict(model, x))
 
 
-def test_fresh_claim_makes_the_folder_and_holds_it(tmp_path: Path) -> None:
-    out = tmp_path / "runs" / "new"
-    with claim_run_folder(out, resume=False) as claimed:
-        assert claimed == out and out.is_dir()
-        assert [p.name for p in out.iterdir()] == [LOCK_FILE]
-        for resume, flag in ((False, "--out"), (True, "--resume")):
-            assert claim_error(out, resume=resume) == f"{flag} {out} is in use by another recsys run"
-        (out / "config.json").write_text("{}")
-    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, "config.json"]
+class Payload:
+    """An arbitrary class: a checkpoint must never need it to load."""
+
+    def __init__(self) -> None:
+        self.value = 1
 
 
-def test_lock_is_released_when_the_block_ends(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    with claim_run_folder(out, resume=False):
-        (out / CHECKPOINT_FILE).write_bytes(b"")
-    with claim_run_folder(out, resume=True):  # the next run may take it at once
-        pass
-    with pytest.raises(KeyError), claim_run_folder(out, resume=True):
-        raise KeyError
-    with claim_run_folder(out, resume=True):  # an error inside releases it too
-        pass
-
-
-def test_fresh_claim_takes_an_empty_folder(tmp_path: Path) -> None:
-    with claim_run_folder(tmp_path, resume=False):
-        assert [p.name for p in tmp_path.iterdir()] == [LOCK_FILE]
-
-
-def test_fresh_claim_refuses_a_folder_with_files_and_leaves_it_as_it_was(tmp_path: Path) -> None:
-    (tmp_path / "notes.txt").write_text("mine")
-    assert claim_error(tmp_path, resume=False) == (
-        f"--out {tmp_path} already exists and is not an empty folder; choose a new one"
-    )
-    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
-
-
-def test_claim_refuses_a_file(tmp_path: Path) -> None:
-    path = tmp_path / "file"
-    path.write_text("x")
-    for resume, flag in ((False, "--out"), (True, "--resume")):
-        assert claim_error(path, resume=resume) == f"{flag} {path} is not a folder"
-
-
-def test_resume_claim_needs_a_checkpoint_and_makes_nothing(tmp_path: Path) -> None:
-    missing = tmp_path / "missing"
-    assert claim_error(missing, resume=True) == f"--resume {missing} is not a folder"
-    assert not missing.exists()
-    assert (
-        claim_error(tmp_path, resume=True) == f"--resume {tmp_path} has no {CHECKPOINT_FILE} to resume from"
-    )
-    (tmp_path / CHECKPOINT_FILE).write_bytes(b"")
-    with claim_run_folder(tmp_path, resume=True) as claimed:
-        assert claimed == tmp_path
-
-
-def test_failed_fresh_start_in_a_new_folder_leaves_nothing(tmp_path: Path) -> None:
-    out = tmp_path / "new"
-    with pytest.raises(RecsysError, match="no data"), claim_run_folder(out, resume=False):
-        raise RecsysError("no data")
-    assert not out.exists()
-
-
-def test_failed_fresh_start_in_an_empty_folder_leaves_it_empty(tmp_path: Path) -> None:
-    with pytest.raises(KeyboardInterrupt), claim_run_folder(tmp_path, resume=False):
-        raise KeyboardInterrupt
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_failed_run_keeps_the_files_it_wrote(tmp_path: Path) -> None:
-    out = tmp_path / "new"
-    with pytest.raises(RuntimeError), claim_run_folder(out, resume=False):
-        (out / "config.json").write_text("{}")
-        raise RuntimeError
-    assert [p.name for p in out.iterdir()] == ["config.json"]
-
-
-def test_failed_resume_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
-    with claim_run_folder(tmp_path, resume=False):
-        (tmp_path / CHECKPOINT_FILE).write_bytes(b"")
-    before = sorted(p.name for p in tmp_path.iterdir())
-    with pytest.raises(RuntimeError), claim_run_folder(tmp_path, resume=True):
-        raise RuntimeError
-    assert sorted(p.name for p in tmp_path.iterdir()) == before
-
-
-# Claims `out` once `go` exists, holds it for a second, then writes a file named after itself.
-CLAIMER = """
-import pathlib, sys, time
-from recsys.errors import RecsysError
-from recsys.workflows.run_folder import claim_run_folder
-out, go, name = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
-(go.parent / f"ready-{name}").touch()
-while not go.exists():
-    time.sleep(0.001)
-try:
-    with claim_run_folder(out, resume=False):
-        time.sleep(1)
-        (out / name).write_text(name)
-except RecsysError as error:
-    print(f"error: {error}", file=sys.stderr)
-    sys.exit(2)
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("round_", range(3))
-def test_two_processes_claiming_one_folder_at_once(tmp_path: Path, round_: int) -> None:
-    """Released together (each waits for a shared signal after its imports): exactly one wins."""
-    out, go, names = tmp_path / "out", tmp_path / "go", ("first", "second")
-    processes = {
-        name: subprocess.Popen(
-            [sys.executable, "-c", CLAIMER, str(out), str(go), name],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in names
+def valid_payload() -> dict[str, Any]:
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "config": config_for("dot", n_factors=2).to_dict(),
+        "state_dict": {"user_factors.weight": torch.zeros(3, 2), "item_factors.weight": torch.zeros(4, 2)},
+        "user_ids": torch.arange(3),
+        "item_ids": torch.arange(4),
+        "metrics": "{}",
     }
-    deadline = time.monotonic() + 120
-    while not all((tmp_path / f"ready-{name}").exists() for name in names):
-        assert time.monotonic() < deadline and all(p.poll() is None for p in processes.values())
-        time.sleep(0.01)
-    go.touch()
-    errors = {name: process.communicate(timeout=120)[1] for name, process in processes.items()}
-    results = {name: (process.returncode, errors[name]) for name, process in processes.items()}
-    winners = [name for name, (code, _) in results.items() if code == 0]
-    assert len(winners) == 1, results
-    loser_code, loser_error = next(result for name, result in results.items() if name not in winners)
-    assert loser_code == 2 and loser_error.strip() == f"error: --out {out} is in use by another recsys run"
-    assert sorted(p.name for p in out.iterdir()) == sorted([LOCK_FILE, winners[0]])
+
+
+def test_checkpoint_with_an_arbitrary_object_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.pt"
+    torch.save({**valid_payload(), "extra": Payload()}, path)
+    with pytest.raises(RecsysError, match="unsafe to load"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize("writer", ["torch", "pickle"])
+def test_malicious_checkpoint_does_not_run_code(writer: str, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    path = tmp_path / "checkpoint.pt"
+    payload = {**valid_payload(), "metrics": RunsCommand(marker)}
+    if writer == "torch":
+        torch.save(payload, path)
+    else:
+        path.write_bytes(pickle.dumps(payload, protocol=2))
+    with pytest.raises(RecsysError):
+        load_checkpoint(path)
+    assert not marker.exists()
+    # The file really is dangerous: an unsafe load runs the command.
+    if writer == "torch":
+        torch.load(path, weights_only=False)
+    else:
+        pickle.loads(path.read_bytes())
+    assert marker.exists()
+
+
+def test_missing_checkpoint_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(RecsysError, match="not found"):
+        load_checkpoint(tmp_path / "nope.pt")
+    with pytest.raises(RecsysError, match="not found"):
+        load_checkpoint(tmp_path)  # a folder is not a checkpoint
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"format": CHECKPOINT_FORMAT - 1},  # an older recsys wrote it
+        {"state_dict": {"user_factors.weight": torch.zeros(3, 5), "item_factors.weight": torch.zeros(4, 5)}},
+        {"user_ids": torch.arange(7)},
+        {"config": {**config_for("dot", n_factors=2).to_dict(), "bogus": 1}},
+        {"config": {**config_for("dot", n_factors=2).to_dict(), "model": "nope"}},
+    ],
+    ids=["format", "shape", "id-count", "config-key", "model"],
+)
+def test_inconsistent_checkpoint_is_an_error(change: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.pt"
+    write_checkpoint_payload(path, valid_payload())
+    assert type(load_checkpoint(path).model).__name__ == "DotProduct"  # the base payload is valid
+    write_checkpoint_payload(path, {**valid_payload(), **change})
+    with pytest.raises(RecsysError):
+        load_checkpoint(path)
+
+
+def test_garbage_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(RecsysError, match="not a recsys checkpoint"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{"format": CHECKPOINT_FORMAT}, {**valid_payload(), "metrics": "not json"}],
+    ids=["missing-keys", "bad-metrics"],
+)
+def test_malformed_checkpoint_payload_is_a_recsys_error(payload: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.pt"
+    torch.save(payload, path)
+    with pytest.raises(RecsysError):
+        load_checkpoint(path)

@@ -8,12 +8,12 @@ import pytest
 import torch
 from scipy.stats import pearsonr
 
-from recsys.config import available_cores, check_threads, config_for
+from recsys.config import config_for
 from recsys.data.catalog import load_dataset, planted_truth
 from recsys.data.dataset import RatingsDataset
 from recsys.data.movielens import load_movielens
 from recsys.errors import RecsysError
-from recsys.models.core import DotProduct, DotProductBias, build_model
+from recsys.models import DotProduct, DotProductBias, build_model
 from recsys.train import compiled
 from recsys.train.compiled import CompiledEpochs, grid_size
 from recsys.train.trainer import fit
@@ -133,29 +133,6 @@ def test_result_does_not_depend_on_the_threads(tiny: RatingsDataset, monkeypatch
         assert run.test == runs[0].test
         for name, tensor in runs[0].model.state_dict().items():
             assert torch.equal(tensor, run.model.state_dict()[name]), name
-
-
-def test_threads_are_checked() -> None:
-    assert check_threads(1) == 1
-    for bad in (0, -2):
-        with pytest.raises(RecsysError, match="--threads must be at least 1"):
-            check_threads(bad)
-    with pytest.raises(RecsysError, match=f"may use {available_cores()} core"):
-        check_threads(available_cores() + 1)
-
-
-def test_compiled_engine_refuses_models_and_settings_it_does_not_have() -> None:
-    with pytest.raises(RecsysError, match="--engine compiled trains dot and dotbias, not linear"):
-        config_for("linear", engine="compiled")
-    with pytest.raises(RecsysError, match="--bs applies to --engine autograd only"):
-        config_for("dotbias", engine="compiled", batch_size=64)
-    with pytest.raises(RecsysError, match="runs on the CPU"):
-        config_for("dotbias", engine="compiled", device="cuda")
-    # Left to choose, a config takes the compiled engine unless an autograd-only flag is given.
-    assert config_for("dotbias").engine == "compiled"
-    assert config_for("dotbias", batch_size=64).engine == "autograd"
-    assert config_for("dotbias", device="cuda").engine == "autograd"
-    assert config_for("embproj").engine == "autograd"
 
 
 def test_compiled_engine_refuses_torchrun(tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,5 @@
-"""Data-parallel training under torchrun (gloo, two CPU processes on 127.0.0.1) matches one process."""
+"""recsys.train.distributed: a plain start is rank 0 alone, and data-parallel training under torchrun
+(gloo, two CPU processes on 127.0.0.1) matches one process."""
 
 import json
 import os
@@ -7,8 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
+from torch import distributed as dist
 
-ROOT = Path(__file__).resolve().parent.parent
+from recsys.train.distributed import distributed_rank, distributed_session
+
 ARGS = ["scripts/train.py", "--dataset", "tiny", "--bs", "256", "--epochs", "3", "--no-progress"]
 # Summation order differs (each rank averages its half, then the halves are averaged), nothing else.
 TOLERANCE = 1e-4
@@ -29,6 +33,7 @@ def batch_sizes(n: int, batch_size: int) -> list[int]:
 
 
 # Dense gradients (AdamW), and sparse ones (LazyAdam), which gloo all-reduces as sparse tensors.
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [[], ["--sparse"]], ids=["dense", "sparse"])
 def test_two_ranks_match_one_process(flags: list[str], tmp_path: Path) -> None:
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
@@ -43,3 +48,18 @@ def test_two_ranks_match_one_process(flags: list[str], tmp_path: Path) -> None:
         assert ours["train_loss"] == pytest.approx(theirs["train_loss"], abs=TOLERANCE)
         assert theirs["ratings"] == single["n_train"]
         assert ours["ratings"] == rank_share
+
+
+@pytest.mark.parametrize("world_size", [None, "1"])
+def test_a_plain_start_is_rank_0_alone_without_a_process_group(
+    world_size: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if world_size is None:
+        monkeypatch.delenv("WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("WORLD_SIZE", world_size)
+    assert distributed_rank() == (0, 1)
+    with distributed_session("cpu") as (rank, device):
+        assert (rank, device) == (0, "cpu")
+        assert not dist.is_initialized()
+    assert distributed_rank() == (0, 1)

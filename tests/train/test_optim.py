@@ -88,6 +88,7 @@ def test_tables_looked_up_by_the_same_ids_share_a_pass_and_match_sparse_adam() -
         torch.testing.assert_close(table.weight, twin.weight, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.slow  # a python that imports torch, as a subprocess
 def test_lazy_adam_trains_where_numba_has_nowhere_to_cache() -> None:
     # ZipCacheLocator alone finds no place for a plain file, as in a read-only install with no
     # writable home: numba then refuses cache=True, and LazyAdam must compile without a cache.

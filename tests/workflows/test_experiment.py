@@ -1,18 +1,29 @@
-"""recsys.workflows.experiment: the checks around one run (splits it cannot score, size-adapted batches, the
-mean baseline warning, and the record of where the data came from)."""
+"""recsys.workflows.experiment: one run from data to scores (bit-identical for a seed, moved by every
+hyperparameter), the checks around it (splits it cannot score, size-adapted batches, the mean
+baseline warning, the record of where the data came from), its run folder, and resuming it."""
 
+from __future__ import annotations
+
+import dataclasses
 import json
+import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
-from recsys.config import config_for
+from recsys.config import AUTOGRAD_ONLY, ENGINES, config_for
 from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.errors import RecsysError
+from recsys.evaluate.metrics import evaluate_test
 from recsys.names import DATA_FILE
+from recsys.train.checkpoints import load_checkpoint
+from recsys.train.trainer import EpochStats
 from recsys.workflows.experiment import MIN_STEPS, prepare, recorded_data_folder, train_and_evaluate
 
 
@@ -87,3 +98,143 @@ def test_a_missing_or_damaged_data_record_is_no_record(tmp_path: Path) -> None:
     assert recorded_data_folder(tmp_path) is None
     (tmp_path / DATA_FILE).write_text(json.dumps({"dataset": "x", "folder": str(tmp_path / "gone")}))
     assert recorded_data_folder(tmp_path) is None
+
+
+# --- determinism and hyperparameters -------------------------------------------------------------
+
+Y_RANGE = (0.0, 5.5)  # tiny's default: (0, 1.1 x its top rating of 5)
+BASES = {engine: config_for("dotbias", engine=engine, dataset="tiny", epochs=3) for engine in ENGINES}
+BASE = BASES["autograd"]
+
+
+@pytest.fixture(scope="module")
+def base_runs(tiny: RatingsDataset) -> dict[str, Any]:
+    return {engine: train_and_evaluate(tiny, config, progress=False) for engine, config in BASES.items()}
+
+
+@pytest.fixture(params=ENGINES)
+def base_run(request: pytest.FixtureRequest, base_runs: dict[str, Any]) -> Any:
+    return base_runs[request.param]
+
+
+def test_same_seed_is_bit_identical(tiny: RatingsDataset, base_run: Any) -> None:
+    again = train_and_evaluate(tiny, base_run.config, progress=False)
+    assert again.test["rmse"] == base_run.test["rmse"]
+    assert again.test["mae"] == base_run.test["mae"]
+    assert [s.train_loss for s in again.history] == [s.train_loss for s in base_run.history]
+    first, second = base_run.model.state_dict(), again.model.state_dict()
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_run_result_resolves_y_range_and_summarises(base_run: Any) -> None:
+    assert BASES[base_run.config.engine].y_range is None
+    assert base_run.config.y_range == Y_RANGE
+    assert base_run.model.y_range == Y_RANGE
+    metrics = base_run.metrics()
+    assert metrics["test_rmse"] == base_run.test["rmse"]
+    assert metrics["n_train"] + metrics["n_test"] + metrics["n_test_unknown"] == 4000
+    assert metrics["n_train"] == 3200
+    assert len(metrics["history"]) == 3
+    assert 0.5 < base_run.test["rmse"] < 2.0
+
+
+# Each changed value must change the test RMSE of the base run (Surprise's "every parameter matters").
+CHANGES = [
+    ("lr", 5e-3),
+    ("batch_size", 32),  # below the cap that gives a run 100 steps (96 here)
+    ("l2", 0.0),
+    ("wd", 0.1),
+    ("n_factors", 10),
+    ("epochs", 4),
+    ("optimizer", "sgd"),
+    ("schedule", "constant"),
+    ("seed", 1),
+    ("y_range", (1.0, 5.0)),
+    ("test_frac", 0.3),
+    ("split", "user"),
+    ("sparse", True),
+]
+ENGINE_CHANGES = [
+    (engine, field, value)
+    for engine in ENGINES
+    for field, value in CHANGES
+    if engine == "autograd" or field not in AUTOGRAD_ONLY.values()
+]
+
+
+@pytest.mark.parametrize(
+    ("engine", "field", "value"), ENGINE_CHANGES, ids=[f"{e}-{f}" for e, f, _ in ENGINE_CHANGES]
+)
+def test_every_hyperparameter_changes_the_result(
+    engine: str, field: str, value: Any, tiny: RatingsDataset, base_runs: dict[str, Any]
+) -> None:
+    base, base_run = BASES[engine], base_runs[engine]
+    assert getattr(base, field) != value
+    changed = dataclasses.replace(base, **{field: value})
+    result = train_and_evaluate(tiny, changed, progress=False)
+    assert math.isfinite(result.test["rmse"])
+    assert result.test["rmse"] != base_run.test["rmse"]
+
+
+def test_run_dir_gets_config_metrics_and_checkpoint(tiny: RatingsDataset, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = train_and_evaluate(tiny, dataclasses.replace(BASE, epochs=1), run_dir=run_dir, progress=False)
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "checkpoint.pt",
+        "config.json",
+        "data.json",
+        "metrics.json",
+    ]
+    checkpoint = load_checkpoint(run_dir / "checkpoint.pt")
+    assert checkpoint.config == result.config
+    assert checkpoint.metrics["test_rmse"] == result.test["rmse"]
+    assert evaluate_test(checkpoint.model, result.data, "drop")["rmse"] == result.test["rmse"]
+
+
+# --- resuming: checkpoints carry the training state ------------------------------------------------
+
+
+class Interrupted(Exception):
+    """Stands in for a crash after an epoch's checkpoint was written."""
+
+
+def stop_after(epoch: int) -> Callable[[EpochStats], None]:
+    def on_epoch(stats: EpochStats) -> None:
+        if stats.epoch == epoch:
+            raise Interrupted
+
+    return on_epoch
+
+
+CONFIGS = {
+    "adamw": config_for("dotbias", dataset="tiny", epochs=5, batch_size=256),
+    "lazy-adam": config_for("dotbias", dataset="tiny", epochs=5, batch_size=256, sparse=True),
+    "compiled": config_for("dotbias", engine="compiled", dataset="tiny", epochs=5),
+}
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_resumed_run_is_bit_identical(tiny: RatingsDataset, tmp_path: Path, name: str) -> None:
+    config = CONFIGS[name]
+    whole = train_and_evaluate(tiny, config, run_dir=tmp_path / "whole", progress=False)
+    with pytest.raises(Interrupted):
+        train_and_evaluate(tiny, config, run_dir=tmp_path / "cut", progress=False, on_epoch=stop_after(2))
+    checkpoint = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    assert checkpoint.metrics == {"epoch": 2}
+    resumed = train_and_evaluate(tiny, config, run_dir=tmp_path / "cut", progress=False, resume=checkpoint)
+    assert resumed.test["rmse"] == whole.test["rmse"]
+    assert [h.train_loss for h in resumed.history] == [h.train_loss for h in whole.history]
+    for name, tensor in whole.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+
+
+def test_resume_refuses_other_data(tiny: RatingsDataset, tmp_path: Path) -> None:
+    config = config_for("dotbias", dataset="tiny", epochs=2, batch_size=256)
+    train_and_evaluate(tiny, config, run_dir=tmp_path / "run", progress=False)
+    checkpoint = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    other = dataclasses.replace(
+        tiny, ratings=tiny.ratings[tiny.ratings["user"] != tiny.ratings["user"].iloc[0]]
+    )
+    with pytest.raises(RecsysError, match="cannot resume"):
+        train_and_evaluate(other, config, progress=False, resume=checkpoint)

@@ -20,6 +20,7 @@ def test_every_model_beats_the_training_mean_on_tiny(model: str, tiny: RatingsDa
     assert result.test["rmse"] < baseline - 0.05, (result.test["rmse"], baseline)
 
 
+@pytest.mark.slow
 def test_dotbias_defaults_reach_the_u1_bar(ml100k_folder) -> None:
     """The foundation issue's bar: test RMSE <= 0.925 on ML-100K u1 with the defaults."""
     dataset = load_movielens("ml-100k", ml100k_folder)

@@ -1,15 +1,11 @@
-"""recsys.workflows.recommend and scripts/recommend.py on small models trained once on data/tiny."""
+"""recsys.workflows.recommend on small models trained once on data/tiny."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from recsys.commands import recommend as recommend_command
 from recsys.config import config_for
 from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset
@@ -21,8 +17,6 @@ from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
 from recsys.workflows.recommend import cold_start, explain, recommend, similar_items
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def train_run(model: str, run_dir: Path) -> Checkpoint:
@@ -145,53 +139,3 @@ def test_explain_parts_sum_to_the_models_prediction(checkpoint: Checkpoint) -> N
 def test_explain_needs_a_model_with_biases(dot: Checkpoint) -> None:
     with pytest.raises(RecsysError, match="'dot' has no bias terms to explain"):
         explain(dot, int(dot.users.raw_ids[0]), int(dot.items.raw_ids[0]))
-
-
-def run_script(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    """scripts/recommend.py from the repository root, without $RECSYS_DATA."""
-    env = {k: v for k, v in os.environ.items() if k != "RECSYS_DATA"}
-    env["RECSYS_CACHE"] = str(cache)
-    return subprocess.run(
-        [sys.executable, "scripts/recommend.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def test_script_prints_recommendations(run_dir: Path, checkpoint: Checkpoint, tmp_path: Path) -> None:
-    user = str(checkpoint.users.raw_ids[0])
-    result = run_script(str(run_dir), "--user", user, "--top", "3", cache=tmp_path)
-    assert result.returncode == 0, result.stderr
-    header, *rows = result.stdout.strip().splitlines()
-    assert header.split() == ["item", "title", "predicted"]
-    assert len(rows) == 3
-
-
-def test_script_unknown_user_is_one_error_line(run_dir: Path, tmp_path: Path) -> None:
-    result = run_script(str(run_dir), "--user", "999999", cache=tmp_path)
-    assert result.returncode == 2
-    assert result.stderr.startswith("error: user 999999")
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in result.stderr
-
-
-def test_script_cold_start_serves_an_unknown_user(run_dir: Path, tmp_path: Path) -> None:
-    result = run_script(str(run_dir), "--user", "999999", "--cold-start", "--top", "2", cache=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[:3] == ["item", "title", "item_bias"]
-    assert len(result.stdout.strip().splitlines()) == 3
-
-
-@pytest.mark.parametrize(
-    "args",
-    [[], ["--user", "1", "--similar", "x"], ["--user", "1", "--explain"], ["--similar", "x", "--cold-start"]],
-)
-def test_script_needs_exactly_one_query(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    # In-process: the flag checks need no model, and a subprocess each would cost a torch import.
-    with pytest.raises(SystemExit) as raised:
-        recommend_command.parse_args(["runs/any", *args])
-    assert raised.value.code == 2
-    assert "usage:" in capsys.readouterr().err

@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
+import recsys.models
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, encode_split
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError
-from recsys.models.core import (
+from recsys.models import (
+    COMPILED_DEFAULTS,
     MODELS,
     DotProduct,
     LinearDotProduct,
-    _mean_squared_norm,
+    RatingModel,
     build_model,
-    lookup,
-    one_hot_linear,
+    rating_model,
     sigmoid_range,
-    split_pairs,
 )
+from recsys.models.layers import lookup, mean_squared_norm, one_hot_linear, split_pairs
 
 N_USERS, N_ITEMS, N_FACTORS = 7, 9, 4
 Y_RANGE = (0.0, 5.5)
@@ -181,7 +185,7 @@ def test_penalty_is_the_batch_mean_of_squared_row_norms_with_its_true_gradient(n
     expected = sum(row.pow(2).sum(dim=-1) for row in rows).mean()
     torch.testing.assert_close(model.penalty(x), expected)
     assert torch.autograd.gradcheck(
-        lambda *r: _mean_squared_norm(*r), [r.detach().requires_grad_() for r in rows]
+        lambda *r: mean_squared_norm(*r), [r.detach().requires_grad_() for r in rows]
     )
 
 
@@ -260,6 +264,89 @@ def test_y_range_is_stored_and_applied(name: str) -> None:
     plain = make(name, y_range=None)
     ranged = make(name, y_range=(1.0, 3.0))
     assert torch.allclose(ranged(x), torch.sigmoid(plain(x)) * 2.0 + 1.0, atol=1e-6)
+
+
+# --- the interface: what each model says it has --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_registered_model_is_a_rating_model(name: str) -> None:
+    model = make(name)
+    assert isinstance(model, RatingModel) and type(model) is MODELS[name]
+    assert rating_model(model) is model
+    assert model.y_range == Y_RANGE
+
+
+def test_a_plain_module_is_not_a_rating_model() -> None:
+    with pytest.raises(TypeError, match=r"expected a recsys\.models\.RatingModel, got Linear"):
+        rating_model(nn.Linear(2, 1))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_forward_with_penalty_predicts_what_forward_does(name: str) -> None:
+    model = make(name)
+    perturb_zero_parameters(model)
+    x = every_id_batch()
+    prediction, penalty = model.forward_with_penalty(x)
+    assert torch.equal(prediction, model(x))
+    assert torch.equal(penalty, model.penalty(x))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_compiled_defaults_only_for_models_with_factorisation_tables(name: str) -> None:
+    tables = make(name).factorisation()
+    assert (name in COMPILED_DEFAULTS) == (tables is not None)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_id_vectors_are_one_detached_row_per_id(name: str) -> None:
+    model = make(name)
+    vectors = model.id_vectors()
+    if vectors is None:
+        return
+    user_vectors, item_vectors = vectors
+    assert user_vectors.shape == (N_USERS, N_FACTORS) and item_vectors.shape == (N_ITEMS, N_FACTORS)
+    assert not user_vectors.requires_grad and not item_vectors.requires_grad
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_learned_biases_have_one_value_per_id(name: str) -> None:
+    model = make(name)
+    perturb_zero_parameters(model)
+    biases = model.learned_biases()
+    if biases is None:
+        return
+    assert biases.kind in ("explicit", "implied")
+    assert biases.user.shape == (N_USERS,) and biases.item.shape == (N_ITEMS,)
+    assert biases.user.dtype == biases.item.dtype == np.float64
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_explanations_add_up_to_the_prediction(name: str) -> None:
+    model = make(name)
+    perturb_zero_parameters(model)
+    x = every_id_batch()
+    explanation = model.explain(x[:, 0], x[:, 1])
+    if explanation is None:
+        return
+    assert torch.allclose(sum(explanation.terms.values()), explanation.score, atol=1e-6)
+    assert torch.equal(explanation.prediction, model(x))
+    assert not any(t.requires_grad for t in [*explanation.terms.values(), explanation.prediction])
+
+
+@pytest.mark.parametrize("name", recsys.models.__all__)
+def test_every_public_name_of_recsys_models_resolves(name: str) -> None:
+    assert getattr(recsys.models, name) is not None
+    assert name in dir(recsys.models)
+
+
+def test_the_registry_and_config_import_without_torch() -> None:
+    code = (
+        "import sys, recsys.models.registry, recsys.config; "
+        "print(sorted(recsys.models.registry.MODEL_DEFAULTS), 'torch' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == f"{sorted(NAMES)} False"
 
 
 # --- sigmoid_range -------------------------------------------------------------------------------

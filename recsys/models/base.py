@@ -1,0 +1,111 @@
+"""The one interface every rating model implements, and the plain data its accessors return.
+
+A model says what it has: its predictions and their L2 penalty (both abstract, so no model can leave
+the penalty out), its per-id vectors and biases, the tables the compiled engine trains in place, and
+a prediction in parts; each accessor answers None for a model that has no such thing. Code outside
+`recsys.models` asks these questions and never names a concrete model class.
+"""
+
+from abc import ABCMeta, abstractmethod
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import numpy as np
+from torch import Tensor, nn
+
+YRange = tuple[float, float]
+BiasKind = Literal["explicit", "implied"]
+
+
+class Factorisation(NamedTuple):
+    """A model's tables when its rating is squash(user_factors[u] . item_factors[i] + user_bias[u] +
+    item_bias[i]): what an engine that updates them in place (recsys.train.compiled) needs."""
+
+    user_factors: Tensor
+    item_factors: Tensor
+    user_bias: Tensor | None
+    item_bias: Tensor | None
+
+
+@dataclass(frozen=True)
+class LearnedBiases:
+    """Per-user and per-item biases by inner index, as float64 copies.
+
+    `kind` "explicit": one free bias per id, learned; "implied": no bias of the model's own, but a
+    vector shared by every id of one side whose dot product with the other side's factors acts as one.
+    """
+
+    user: np.ndarray
+    item: np.ndarray
+    kind: BiasKind
+
+
+class Explanation(NamedTuple):
+    """A batch of predictions in parts: named `terms` that add up to `score`, and `prediction`, the
+    score squashed into the model's y_range (equal to what `forward` returns)."""
+
+    terms: dict[str, Tensor]
+    score: Tensor
+    prediction: Tensor
+
+
+def to_numpy(tensor: Tensor) -> np.ndarray:
+    """A detached float64 copy on the CPU (the module the tensor belongs to is not moved)."""
+    return tensor.detach().cpu().double().numpy().copy()
+
+
+class RatingModel(nn.Module, metaclass=ABCMeta):
+    """A rating model: `forward(x)` maps a (batch, 2) LongTensor of [user, item] inner indices to
+    (batch,) predicted ratings, so the trainer, the contract tests and fastai's `Learner` drive any model.
+
+    A subclass implements `forward` and `forward_with_penalty`, overrides the accessors for what it
+    has, and takes `(n_users, n_items, n_factors, y_range=None, generator=None)`: the registry
+    (recsys.models.registry) builds every model that way, initialising it from `generator` alone.
+    """
+
+    def __init__(self, y_range: YRange | None) -> None:
+        super().__init__()
+        self.y_range = y_range  # predictions are squashed into (low, high); None leaves them as they are
+
+    @abstractmethod
+    def forward(self, x: Tensor) -> Tensor:
+        """Predicted ratings, shape (batch,), for `x` of shape (batch, 2)."""
+
+    @abstractmethod
+    def forward_with_penalty(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Predictions and the L2 penalty (a scalar) of the per-id parameter rows they used, from one set
+        of lookups: the trainer adds `l2 * penalty` to the loss. A model with nothing to penalise
+        returns a zero, and says so here rather than by leaving the method out."""
+
+    def penalty(self, x: Tensor) -> Tensor:
+        """The L2 penalty of the per-id rows the batch `x` uses."""
+        return self.forward_with_penalty(x)[1]
+
+    def id_vectors(self) -> tuple[Tensor, Tensor] | None:
+        """Every user's and every item's factor vector, (n_users, n_factors) and (n_items, n_factors),
+        detached; None for a model without per-id vectors."""
+        return None
+
+    def learned_biases(self) -> LearnedBiases | None:
+        """The model's per-id biases, explicit or implied; None for a model that has none."""
+        return None
+
+    def factorisation(self) -> Factorisation | None:
+        """The tables of a plain (biased or unbiased) dot product, for the compiled engine; None for a
+        model of another form."""
+        return None
+
+    def explain(self, users: Tensor, items: Tensor) -> Explanation | None:
+        """The predictions for the pairs (users[k], items[k]) in parts, as detached tensors; None for a
+        model whose prediction has no parts worth naming."""
+        return None
+
+
+def rating_model(model: nn.Module) -> RatingModel:
+    """`model` as a RatingModel; any other module is a TypeError naming what came in."""
+    if not isinstance(model, RatingModel):
+        raise TypeError(
+            f"expected a recsys.models.RatingModel, got {type(model).__name__}; build models with "
+            "recsys.models.build_model"
+        )
+    return model

@@ -1,0 +1,100 @@
+"""recsys.commands.common: a user's mistake is one `error:` line and exit code 2; the data flags."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from recsys.commands.common import add_data_flags, check_device, dataset_from_flags, run
+from recsys.errors import DataError, RecsysError
+
+
+@pytest.fixture(autouse=True)
+def restore_formatwarning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run() sets warnings.formatwarning for the process; put it back after each test."""
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
+
+
+def exit_code(main: object) -> int | str | None:
+    with pytest.raises(SystemExit) as exited:
+        run(main)  # type: ignore[arg-type]
+    return exited.value.code
+
+
+def test_run_exits_with_mains_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert exit_code(lambda: 0) == 0
+    assert exit_code(lambda: 3) == 3
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("error", [RecsysError("--epochs must be at least 1"), DataError("no ratings")])
+def test_a_recsys_error_is_one_line_and_exit_code_2(
+    error: RecsysError, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def main() -> int:
+        raise error
+
+    assert exit_code(main) == 2
+    assert capsys.readouterr().err == f"error: {error}\n"
+
+
+def test_an_interrupt_is_exit_code_130(capsys: pytest.CaptureFixture[str]) -> None:
+    def main() -> int:
+        raise KeyboardInterrupt
+
+    assert exit_code(main) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_other_exceptions_are_not_hidden() -> None:
+    def main() -> int:
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError, match="a bug"):
+        run(main)
+
+
+def test_a_warning_is_one_warning_line(capsys: pytest.CaptureFixture[str]) -> None:
+    def main() -> int:
+        print(warnings.formatwarning("slow disk", UserWarning, "x.py", 1), end="")
+        return 0
+
+    assert exit_code(main) == 0
+    assert capsys.readouterr().out == "warning: slow disk\n"
+
+
+def test_data_flags() -> None:
+    parser = argparse.ArgumentParser()
+    add_data_flags(parser)
+    args = parser.parse_args(["--dataset", "tiny", "--data-dir", "d", "--offline", "--no-progress"])
+    assert (args.dataset, args.data_dir, args.offline, args.no_progress) == ("tiny", Path("d"), True, True)
+    unset = parser.parse_args([])
+    assert (unset.dataset, unset.data_dir, unset.offline, unset.no_progress) == (None, None, False, False)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--dataset", "nope"])
+
+
+def test_dataset_from_flags_loads_the_named_dataset(capsys: pytest.CaptureFixture[str]) -> None:
+    args = argparse.Namespace(dataset="tiny", data_dir=None, no_progress=True, offline=True)
+    assert dataset_from_flags(args).name == "tiny"
+    assert capsys.readouterr().err == ""
+
+
+def test_dataset_from_flags_says_when_it_falls_back_to_synthetic(
+    no_data_root: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = argparse.Namespace(dataset=None, data_dir=None, no_progress=True, offline=True)
+    assert dataset_from_flags(args).name == "synthetic"
+    note = capsys.readouterr().err
+    assert note.count("\n") == 1 and "ml-100k is not available" in note and "synthetic" in note
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_check_device_refuses_cuda_without_one() -> None:
+    check_device("cpu")
+    with pytest.raises(RecsysError, match="--device cuda:1: no CUDA device is available here"):
+        check_device("cuda:1")

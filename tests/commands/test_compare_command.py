@@ -1,0 +1,92 @@
+"""recsys.commands.compare: `recsys-compare` (scripts/compare.py) on tiny.
+
+In this process (its `main`, `parse_args` and `cli`), and once as a subprocess, as a user runs it
+(slow: a torch import)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import ROOT, run_cli
+
+from recsys.commands import compare as compare_command
+
+
+def _compare_script() -> ModuleType:
+    """The compare command's module, to call its parse_args and main in-process."""
+    return compare_command
+
+
+@pytest.mark.slow  # trains, then measures lookup cost and bias-before-norm: about 5 s
+def test_compare_script_on_tiny(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    # In-process, so capfd sees the progress lines and also what native code writes to fd 2 (the
+    # profiler's USDT lines); the folds test below runs the script as a user does.
+    out = tmp_path / "report"
+    code = _compare_script().main(
+        ["--dataset", "tiny", "--split", "random", "--epochs", "1", "--models", "dot", "dotbias",
+         "--cost-sizes", "100", "300", "--no-progress", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    captured = capfd.readouterr()
+    assert "damped-bias" in captured.out and "dotbias" in captured.out
+    assert captured.out.splitlines()[-1] == f"report: {out / 'report.md'}"
+    assert "USDT" not in captured.err and "STAGE:" not in captured.err
+    progress = [line for line in captured.err.splitlines() if line.startswith("measuring")]
+    assert progress[:2] == [
+        "measuring lookup cost: 100 users (1/2)",
+        "measuring lookup cost: 300 users (2/2)",
+    ]
+    assert progress[2] == "measuring bias before a norm: layer, float32 (1/6)"
+    assert progress[7] == "measuring bias before a norm: none, float64 (6/6)"
+    assert (out / "report.md").is_file() and (out / "results.json").is_file()
+    text = (out / "report.md").read_text()
+    assert (
+        "## Embedding versus Linear, measured" in text
+        and "## A bias right before a normalisation layer" in text
+    )
+    results = json.loads((out / "results.json").read_text())
+    sizes = {row["n_users"] for row in results["Embedding versus Linear, measured"]}
+    assert sizes == {100, 300}
+    norms = results["A bias right before a normalisation layer"]
+    batch = next(row for row in norms if row["norm"] == "batch" and row["dtype"] == "float64")
+    assert batch["max_abs_bias_grad"] < 1e-9 < batch["max_abs_weight_grad"]
+
+
+def test_compare_script_without_measurements_says_nothing_of_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _compare_script().main(
+        ["--dataset", "tiny", "--split", "random", "--epochs", "1", "--models", "dot", "--no-measurements",
+         "--no-progress", "--out", str(tmp_path / "report")]
+    )  # fmt: skip
+    assert code == 0
+    assert "measuring" not in capsys.readouterr().err
+    assert "## Embedding versus Linear" not in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_compare_script_help_shows_only_real_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        _compare_script().parse_args(["--help"])
+    assert raised.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal's width
+    assert "None" not in text
+    for default in ("[default: u1]", "[default: 0]", "[default: drop]", "[default: 1000 10000 100000]"):
+        assert default in text
+    assert "saving the minutes" in text
+
+
+@pytest.mark.parametrize(
+    "in_process", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["in-process", "subprocess"]
+)
+def test_compare_script_rejects_folds_on_tiny(tmp_path: Path, in_process: bool) -> None:
+    args = ["--dataset", "tiny", "--split", "folds", "--out", str(tmp_path / "r")]
+    if in_process:
+        result = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
+    else:
+        command = [sys.executable, "scripts/compare.py", *args]
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error:") and "Traceback" not in result.stderr

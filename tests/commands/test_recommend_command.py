@@ -1,0 +1,117 @@
+"""recsys.commands.recommend: `recsys-recommend` (scripts/recommend.py) as a user runs it, on a small
+model trained once on data/tiny.
+
+The runs go through the command's `cli()` in this process (conftest.run_cli); one test also runs
+scripts/recommend.py as a subprocess, as a user does (slow: a torch import).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Ran, run_cli
+
+from recsys.commands import recommend as recommend_command
+from recsys.commands import train as train_command
+from recsys.config import config_for
+from recsys.data.catalog import load_dataset
+from recsys.names import CHECKPOINT_FILE
+from recsys.train.checkpoints import Checkpoint, load_checkpoint
+from recsys.workflows.experiment import train_and_evaluate
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dotbias run folder, trained briefly on tiny."""
+    folder = tmp_path_factory.mktemp("run")
+    config = config_for("dotbias", dataset="tiny", epochs=3, batch_size=128)
+    train_and_evaluate(load_dataset("tiny"), config, run_dir=folder, progress=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def checkpoint(run_dir: Path) -> Checkpoint:
+    return load_checkpoint(run_dir / CHECKPOINT_FILE)
+
+
+def run_script(*args: str, cache: Path, subprocess_: bool = False) -> Ran | subprocess.CompletedProcess[str]:
+    """scripts/recommend.py from the repository root, without $RECSYS_DATA: in this process, or as a
+    subprocess."""
+    if not subprocess_:
+        return run_cli(recommend_command.cli, "recommend.py", list(args), cache)
+    env = {k: v for k, v in os.environ.items() if k != "RECSYS_DATA"}
+    env["RECSYS_CACHE"] = str(cache)
+    return subprocess.run(
+        [sys.executable, "scripts/recommend.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "subprocess_", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["in-process", "subprocess"]
+)
+def test_script_prints_recommendations(
+    run_dir: Path, checkpoint: Checkpoint, tmp_path: Path, subprocess_: bool
+) -> None:
+    user = str(checkpoint.users.raw_ids[0])
+    result = run_script(str(run_dir), "--user", user, "--top", "3", cache=tmp_path, subprocess_=subprocess_)
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.strip().splitlines()
+    assert header.split() == ["item", "title", "predicted"]
+    assert len(rows) == 3
+
+
+def test_script_unknown_user_is_one_error_line(run_dir: Path, tmp_path: Path) -> None:
+    result = run_script(str(run_dir), "--user", "999999", cache=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: user 999999")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_script_cold_start_serves_an_unknown_user(run_dir: Path, tmp_path: Path) -> None:
+    result = run_script(str(run_dir), "--user", "999999", "--cold-start", "--top", "2", cache=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:3] == ["item", "title", "item_bias"]
+    assert len(result.stdout.strip().splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--user", "1", "--similar", "x"], ["--user", "1", "--explain"], ["--similar", "x", "--cold-start"]],
+)
+def test_script_needs_exactly_one_query(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # The flag checks need no model.
+    with pytest.raises(SystemExit) as raised:
+        recommend_command.parse_args(["runs/any", *args])
+    assert raised.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_a_run_reads_its_data_again_from_where_it_was_read(tmp_path: Path) -> None:
+    """recommend.py without --data-dir uses the copy the run trained on, not the default lookup."""
+    data = tmp_path / "my-tiny"
+    data.mkdir()
+    (data / "ratings.csv").write_bytes((ROOT / "data" / "tiny" / "ratings.csv").read_bytes())
+    movies = (
+        (ROOT / "data" / "tiny" / "movies.csv")
+        .read_text()
+        .replace("1,Synthetic item 1,", "1,Renamed One,", 1)
+    )
+    (data / "movies.csv").write_text(movies)
+    out = tmp_path / "run"
+    train = run_cli(train_command.cli, "train.py", ["--dataset", "tiny", "--data-dir", str(data), "--epochs",
+                    "1", "--no-progress", "--out", str(out)], tmp_path / "cache")  # fmt: skip
+    assert train.returncode == 0 and "Traceback" not in train.stderr, train.stderr
+    shown = run_script(str(out), "--similar", "Renamed One", cache=tmp_path / "cache")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    # The default tiny folder has no such title.
+    assert len(shown.stdout.strip().splitlines()) == 11  # a header and the 10 nearest items

@@ -1,0 +1,94 @@
+"""recsys.data.catalog: every dataset by name, the default's fallback to synthetic data, the planted truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from movielens_files import (
+    HALF_RATINGS,
+    WHOLE_RATINGS,
+    check_dtypes,
+    expected_ratings,
+    listing,
+    write_dataset,
+)
+
+from recsys.data.catalog import TINY_FOLDER, load_dataset, planted_truth, resolve_dataset
+from recsys.data.movielens import VARIANTS
+from recsys.data.synthetic import TINY_CONFIG
+from recsys.errors import DataError
+from recsys.names import DATASETS
+
+
+def test_unknown_dataset_lists_the_names() -> None:
+    with pytest.raises(DataError, match="unknown --dataset 'nope'") as err:
+        load_dataset("nope")
+    for name in DATASETS:
+        assert name in str(err.value)
+    assert {"tiny", "synthetic", *VARIANTS} == set(DATASETS)
+
+
+def test_load_synthetic_and_tiny() -> None:
+    synthetic = load_dataset("synthetic")
+    assert synthetic.name == "synthetic" and synthetic.folder is None
+    assert len(synthetic.ratings) == 100_000
+    check_dtypes(synthetic.ratings)
+
+    tiny = load_dataset("tiny")
+    assert tiny.name == "tiny" and tiny.rating_scale == (1.0, 5.0)
+    assert len(tiny.ratings) == 4_000
+    check_dtypes(tiny.ratings)
+    assert tiny.ratings["rating"].between(1, 5).all()
+    assert set(tiny.ratings["item"]) <= set(tiny.items["item"])
+
+
+def test_load_dataset_passes_data_dir_to_movielens(tmp_path: Path, no_data_root: None) -> None:
+    folder = write_dataset(tmp_path / "ml-20m", "csv", HALF_RATINGS)
+    ds = load_dataset("ml-20m", tmp_path, allow_download=False)
+    assert ds.name == "ml-20m" and ds.folder == folder
+
+
+def test_default_dataset_falls_back_to_synthetic(no_data_root: None, isolated_cache: Path) -> None:
+    ds, note = resolve_dataset(None, allow_download=False)
+
+    assert ds.name == "synthetic"
+    assert note is not None and "ml-100k" in note and "synthetic" in note
+    assert listing(isolated_cache) == []
+
+
+def test_default_dataset_uses_ml100k_from_data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_dataset(tmp_path / "root" / "ml-100k", "100k", WHOLE_RATINGS)
+    monkeypatch.setenv("RECSYS_DATA", str(tmp_path / "root"))
+
+    ds, note = resolve_dataset(None, allow_download=False)
+
+    assert note is None
+    assert ds.name == "ml-100k"
+    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
+
+
+def test_tiny_is_read_from_the_repositorys_data_folder() -> None:
+    assert load_dataset("tiny").folder == TINY_FOLDER
+    assert (TINY_FOLDER / "ratings.csv").is_file() and (TINY_FOLDER / "movies.csv").is_file()
+
+
+def test_planted_truth_is_the_generators_for_synthetic_data_only() -> None:
+    truth = planted_truth("tiny")
+    assert truth is not None
+    assert truth.item_bias.shape == (TINY_CONFIG.n_items,)
+    assert truth.user_factors.shape == (TINY_CONFIG.n_users, TINY_CONFIG.n_factors)
+    # Regenerated, not remembered: the same truth each time.
+    again = planted_truth("tiny")
+    assert again is not None and np.array_equal(truth.item_bias, again.item_bias)
+    assert planted_truth("ml-100k") is None
+
+
+@pytest.mark.slow
+def test_real_ml100k_via_data_root(ml100k_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECSYS_DATA", str(ml100k_folder.parent))
+    ds = load_dataset("ml-100k", allow_download=False)
+    assert ds.folder == ml100k_folder
+    assert len(ds.ratings) == 100_000

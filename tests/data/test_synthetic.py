@@ -1,0 +1,91 @@
+"""recsys.data.synthetic: the generator with planted biases and factors, and data/tiny made from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import runpy
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from recsys.data.synthetic import SyntheticConfig, make_synthetic
+
+SMALL = SyntheticConfig(n_users=60, n_items=150, n_ratings=2_000, n_factors=3, seed=7)
+
+
+def test_synthetic_is_reproducible_for_a_seed() -> None:
+    first, first_truth = make_synthetic(SMALL)
+    second, second_truth = make_synthetic(SMALL)
+    assert first.ratings.equals(second.ratings)
+    assert first.items.equals(second.items)
+    assert np.array_equal(first_truth.user_factors, second_truth.user_factors)
+    assert np.array_equal(first_truth.item_bias, second_truth.item_bias)
+
+
+def test_synthetic_differs_across_seeds() -> None:
+    first, first_truth = make_synthetic(SMALL)
+    other, other_truth = make_synthetic(dataclasses.replace(SMALL, seed=8))
+    assert not first.ratings.equals(other.ratings)
+    assert not np.array_equal(
+        first.ratings[["user", "item"]].to_numpy(), other.ratings[["user", "item"]].to_numpy()
+    )
+    assert not np.array_equal(first_truth.user_bias, other_truth.user_bias)
+
+
+def test_synthetic_shape_and_values() -> None:
+    dataset, truth = make_synthetic(SMALL)
+    ratings = dataset.ratings
+    assert dataset.name == "synthetic" and dataset.rating_scale == (1.0, 5.0)
+    assert len(ratings) == SMALL.n_ratings
+    assert not ratings.duplicated(["user", "item"]).any()
+    assert ratings["user"].between(1, SMALL.n_users).all()
+    assert ratings["item"].between(1, SMALL.n_items).all()
+    values = ratings["rating"].to_numpy()
+    assert np.array_equal(values, np.round(values))
+    assert values.min() >= 1 and values.max() <= 5
+    assert set(np.unique(values)) == {1.0, 2.0, 3.0, 4.0, 5.0}
+    assert ratings["timestamp"].is_monotonic_increasing
+    assert truth.user_bias.shape == (SMALL.n_users,)
+    assert truth.item_bias.shape == (SMALL.n_items,)
+    assert truth.user_factors.shape == (SMALL.n_users, SMALL.n_factors)
+    assert truth.item_factors.shape == (SMALL.n_items, SMALL.n_factors)
+    assert truth.global_mean == SMALL.global_mean
+    assert len(dataset.items) == SMALL.n_items
+
+
+def test_synthetic_ratings_follow_the_planted_biases() -> None:
+    dataset, truth = make_synthetic(SyntheticConfig(n_users=100, n_items=200, n_ratings=8_000, seed=3))
+    ratings = dataset.ratings
+    item_means = ratings.groupby("item")["rating"].mean()
+    planted = truth.item_bias[item_means.index.to_numpy() - 1]
+    assert np.corrcoef(item_means.to_numpy(), planted)[0, 1] > 0.5
+
+
+def test_synthetic_item_popularity_is_long_tailed() -> None:
+    dataset, _ = make_synthetic(SMALL)
+    counts = np.sort(dataset.ratings["item"].value_counts().to_numpy())[::-1]
+    top = counts[: SMALL.n_items // 10].sum()
+    assert top / SMALL.n_ratings > 0.25
+    uniform, _ = make_synthetic(dataclasses.replace(SMALL, popularity_exponent=0.0))
+    uniform_counts = np.sort(uniform.ratings["item"].value_counts().to_numpy())[::-1]
+    assert uniform_counts[: SMALL.n_items // 10].sum() / SMALL.n_ratings < 0.2
+
+
+def test_synthetic_rejects_too_many_ratings() -> None:
+    with pytest.raises(ValueError, match="n_ratings"):
+        make_synthetic(SyntheticConfig(n_users=10, n_items=10, n_ratings=51))
+
+
+def test_make_tiny_regenerates_the_committed_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # scripts/make_tiny.py run in this process as `python scripts/make_tiny.py --out ...` runs it.
+    out = tmp_path / "tiny"
+    monkeypatch.setattr(sys, "argv", ["scripts/make_tiny.py", "--out", str(out)])
+    runpy.run_path(str(ROOT / "scripts" / "make_tiny.py"), run_name="__main__")
+    assert capsys.readouterr().out == ""
+    for name in ("ratings.csv", "movies.csv"):
+        assert (out / name).read_bytes() == (ROOT / "data" / "tiny" / name).read_bytes(), name

@@ -1,0 +1,18 @@
+"""recsys.evaluate.factors: nearest neighbours by cosine, principal components, a model's item vectors."""
+
+import numpy as np
+import pytest
+
+from recsys.evaluate.factors import cosine_neighbours, item_vectors, principal_components
+from recsys.models import DotProductBias
+
+
+def test_factor_helpers() -> None:
+    vectors = np.array([[1.0, 0.0], [0.9, 0.1], [-1.0, 0.0], [0.0, 1.0]])
+    neighbours, similarity = cosine_neighbours(vectors, 0, n=2)
+    assert neighbours.tolist() == [1, 3]
+    assert similarity[0] == pytest.approx(0.9 / np.hypot(0.9, 0.1))
+    points = principal_components(np.array([[0.0, 0.0], [2.0, 2.0], [4.0, 4.0]]), 1)
+    assert np.abs(points[:, 0]).tolist() == pytest.approx([2 * np.sqrt(2), 0.0, 2 * np.sqrt(2)])
+    model = DotProductBias(3, 4, 2)
+    assert np.array_equal(item_vectors(model), model.item_factors.weight.detach().double().numpy())

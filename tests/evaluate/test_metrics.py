@@ -1,0 +1,89 @@
+"""recsys.evaluate.metrics: RMSE and MAE, test scoring with either policy for unseen ids, batched predict."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from recsys.data.encoding import EncodedSplit, IdMap, RatingTensors
+from recsys.evaluate.metrics import evaluate_test, mae, predict, rmse
+
+
+def test_rmse_and_mae_by_hand() -> None:
+    predictions = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    targets = torch.tensor([1.0, 4.0, 2.0, 4.0])
+    assert rmse(predictions, targets) == pytest.approx(math.sqrt((0 + 4 + 1 + 0) / 4))
+    assert mae(predictions, targets) == pytest.approx((0 + 2 + 1 + 0) / 4)
+    assert rmse(targets, targets) == 0.0 and mae(targets, targets) == 0.0
+    assert isinstance(rmse(predictions, targets), float)
+
+
+class Constant(nn.Module):
+    """Predicts the same rating for every pair."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.value = value
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.full((len(x),), self.value)
+
+
+class Encode(nn.Module):
+    """Predicts 10 * user + item, so every row's prediction is distinct and checkable."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        assert not torch.is_grad_enabled()
+        return (x[:, 0] * 10 + x[:, 1]).float()
+
+
+def hand_split() -> EncodedSplit:
+    return EncodedSplit(
+        users=IdMap(np.array([10, 20])),
+        items=IdMap(np.array([1, 2, 3])),
+        train=RatingTensors(torch.tensor([[0, 0], [1, 1]]), torch.tensor([3.0, 4.0])),
+        test=RatingTensors(torch.tensor([[0, 1], [1, 2], [0, 2]]), torch.tensor([4.0, 2.0, 3.0])),
+        unknown_test_ratings=np.array([5.0, 1.0], dtype=np.float32),
+        train_mean=3.5,
+    )
+
+
+def test_evaluate_test_drop_scores_only_known_ids() -> None:
+    result = evaluate_test(Constant(3.0), hand_split(), "drop")
+    # errors 1, -1, 0
+    assert result["rmse"] == pytest.approx(math.sqrt(2 / 3))
+    assert result["mae"] == pytest.approx(2 / 3)
+
+
+def test_evaluate_test_mean_predicts_the_train_mean_for_unknown_ids() -> None:
+    result = evaluate_test(Constant(3.0), hand_split(), "mean")
+    # known: 3 vs 4, 2, 3 -> errors 1, 1, 0; unknown: 3.5 vs 5, 1 -> errors 1.5, 2.5
+    assert result["rmse"] == pytest.approx(math.sqrt((1 + 1 + 0 + 2.25 + 6.25) / 5))
+    assert result["mae"] == pytest.approx((1 + 1 + 0 + 1.5 + 2.5) / 5)
+
+
+def test_evaluate_test_mean_without_unknown_ids_equals_drop() -> None:
+    data = dataclasses.replace(hand_split(), unknown_test_ratings=np.zeros(0, dtype=np.float32))
+    assert evaluate_test(Constant(3.0), data, "mean") == evaluate_test(Constant(3.0), data, "drop")
+
+
+def test_evaluate_test_rejects_unknown_policy() -> None:
+    with pytest.raises(ValueError, match="policy"):
+        evaluate_test(Constant(3.0), hand_split(), "zero")
+
+
+def test_predict_covers_every_row_in_order_and_restores_train_mode() -> None:
+    model = Encode()
+    x = torch.tensor([[u, i] for u in range(3) for i in range(5)])
+    model.train()
+    out = predict(model, x, batch_size=4)
+    assert torch.equal(out, (x[:, 0] * 10 + x[:, 1]).float())
+    assert model.training
+    model.eval()
+    predict(model, x, batch_size=4)
+    assert not model.training

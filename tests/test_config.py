@@ -1,0 +1,102 @@
+"""recsys.config: RunConfig refuses values no run can use, config_for applies each model's tuned
+defaults and chooses the engine, and the thread count is checked against the cores."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from recsys.config import RunConfig, available_cores, check_threads, config_for, default_threads
+from recsys.errors import RecsysError
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("optimizer", "adam", "--optimizer 'adam'"),
+        ("schedule", "cosine", "--schedule 'cosine'"),
+        ("unknown", "skip", "--unknown 'skip'"),
+        ("epochs", 0, "--epochs must be at least 1"),
+        ("batch_size", 0, "--bs must be at least 1"),
+        ("n_factors", 0, "--n-factors must be at least 1"),
+        ("lr", 0.0, "--lr must be positive"),
+        ("l2", -0.1, "--l2 must be zero or positive"),
+        ("wd", -1.0, "--wd must be zero or positive"),
+        ("y_range", (5.0, 0.0), "--y-range needs LOW < HIGH"),
+        ("device", "tpu", "--device must be cpu or cuda"),
+    ],
+)
+def test_config_rejects_values_no_run_can_use(field: str, value: Any, message: str) -> None:
+    with pytest.raises(RecsysError, match=message.replace("(", r"\(")):
+        config_for("dot", **{field: value})
+
+
+def test_config_for_applies_overrides_and_rejects_unknown_models() -> None:
+    config = config_for("linear", lr=0.1, wd=None)
+    assert (config.model, config.lr, config.wd) == ("linear", 0.1, RunConfig().wd)
+    with pytest.raises(RecsysError, match="unknown model 'nope'"):
+        config_for("nope")
+
+
+def test_run_config_round_trips_and_rejects_unknown_keys() -> None:
+    config = config_for("dot", y_range=(0.5, 5.0), epochs=3)
+    values = config.to_dict()
+    values["y_range"] = list(values["y_range"])  # as read back from JSON
+    assert RunConfig.from_dict(values) == config
+    with pytest.raises(RecsysError, match="bogus"):
+        RunConfig.from_dict({**config.to_dict(), "bogus": 1})
+
+
+@pytest.mark.parametrize("change", [{"optimizer": "sgd"}, {"wd": 0.1}])
+def test_sparse_needs_adamw_without_weight_decay(change: dict[str, Any]) -> None:
+    with pytest.raises(RecsysError, match="--sparse"):
+        config_for("dotbias", sparse=True, **change)
+
+
+def test_compiled_engine_refuses_models_and_settings_it_does_not_have() -> None:
+    with pytest.raises(RecsysError, match="--engine compiled trains dot and dotbias, not linear"):
+        config_for("linear", engine="compiled")
+    with pytest.raises(RecsysError, match="--bs applies to --engine autograd only"):
+        config_for("dotbias", engine="compiled", batch_size=64)
+    with pytest.raises(RecsysError, match="runs on the CPU"):
+        config_for("dotbias", engine="compiled", device="cuda")
+    # Left to choose, a config takes the compiled engine unless an autograd-only flag is given.
+    assert config_for("dotbias").engine == "compiled"
+    assert config_for("dotbias", batch_size=64).engine == "autograd"
+    assert config_for("dotbias", device="cuda").engine == "autograd"
+    assert config_for("embproj").engine == "autograd"
+
+
+def test_threads_are_checked() -> None:
+    assert check_threads(1) == 1
+    for bad in (0, -2):
+        with pytest.raises(RecsysError, match="--threads must be at least 1"):
+            check_threads(bad)
+    with pytest.raises(RecsysError, match=f"may use {available_cores()} core"):
+        check_threads(available_cores() + 1)
+
+
+def test_every_field_has_a_default_that_passes_its_own_checks() -> None:
+    config = RunConfig()
+    assert RunConfig.from_dict(config.to_dict()) == config
+    assert {field.name for field in dataclasses.fields(RunConfig)} == set(config.to_dict())
+
+
+def test_a_config_is_frozen() -> None:
+    config = config_for("dot")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.lr = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("local_ranks", "expected"), [(None, 8), ("1", 8), ("2", 4), ("64", 1)])
+def test_default_threads_share_the_cores_among_torchruns_local_ranks(
+    local_ranks: str | None, expected: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("recsys.config.available_cores", lambda: 8)
+    if local_ranks is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_ranks)
+    assert default_threads() == expected

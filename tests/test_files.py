@@ -1,0 +1,59 @@
+"""recsys.files: a file is written whole or not at all, and an unwritable folder is one line."""
+
+import json
+import os
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from recsys.errors import RecsysError
+from recsys.files import atomic_write, write_json
+
+
+def test_atomic_write_replaces_the_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "out.bin"
+    atomic_write(path, lambda file: file.write(b"first"))
+    atomic_write(path, lambda file: file.write(b"second"))
+    assert path.read_bytes() == b"second"
+    assert [p.name for p in path.parent.iterdir()] == ["out.bin"]
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by others, as a plain write would leave it
+
+
+@pytest.mark.parametrize("error", [RuntimeError("the writer failed"), KeyboardInterrupt()])
+def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path: Path, error: BaseException) -> None:
+    path = tmp_path / "metrics.json"
+    path.write_bytes(b"old")
+
+    def half_then_fail(file: IO[bytes]) -> None:
+        file.write(b"torn")
+        raise error
+
+    with pytest.raises(type(error)):
+        atomic_write(path, half_then_fail)
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["metrics.json"]
+
+
+def test_a_writer_that_fails_writing_is_a_recsys_error_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "new.json"
+
+    def disk_full(file: IO[bytes]) -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(RecsysError, match=rf"^cannot write {path}: No space left on device$"):
+        atomic_write(path, disk_full)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_json_writes_indented_json_with_a_final_newline(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    write_json(path, {"a": 1, "b": [1, 2]})
+    text = path.read_text()
+    assert json.loads(text) == {"a": 1, "b": [1, 2]}
+    assert text == json.dumps({"a": 1, "b": [1, 2]}, indent=2) + "\n"
+
+
+def test_unwritable_folder_is_a_recsys_error() -> None:
+    with pytest.raises(RecsysError, match=r"cannot write /proc/recsys-test/metrics\.json"):
+        write_json(Path("/proc/recsys-test/metrics.json"), {"a": 1})

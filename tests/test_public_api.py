@@ -1,0 +1,25 @@
+"""recsys/__init__.py: the public API resolves, and importing it stays free of the heavy libraries."""
+
+import subprocess
+import sys
+
+import pytest
+
+import recsys
+
+
+@pytest.mark.parametrize("name", recsys.__all__)
+def test_every_public_name_resolves(name: str) -> None:
+    assert getattr(recsys, name) is not None
+    assert name in dir(recsys)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        recsys.no_such_thing  # noqa: B018
+
+
+def test_importing_recsys_imports_no_torch_pandas_or_numba() -> None:
+    code = "import sys, recsys; print(sorted({'torch', 'pandas', 'numba'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,64 @@
+"""recsys.train.jit: kernels compile in nopython mode without the GIL and with numpy's error model, and
+compile uncached where numba finds no place for a cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from recsys.train import jit
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b
+
+
+def _total(values: np.ndarray) -> float:
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
+def test_a_kernel_runs_without_the_gil_and_with_numpys_error_model() -> None:
+    kernel: Any = jit.compiled()(_ratio)
+    assert kernel.targetoptions["nogil"] is True
+    assert kernel.targetoptions["nopython"] is True
+    assert kernel(3.0, 2.0) == 1.5
+    assert kernel(1.0, 0.0) == np.inf  # numpy's error model: no ZeroDivisionError check per `/`
+    with pytest.raises(ZeroDivisionError):
+        _ratio(1.0, 0.0)
+
+
+@pytest.mark.parametrize("fastmath", [False, True])
+def test_fastmath_is_passed_on(fastmath: bool) -> None:
+    kernel: Any = jit.compiled(fastmath=fastmath)(_total)
+    assert bool(kernel.targetoptions.get("fastmath")) is fastmath
+    assert kernel(np.arange(5.0)) == 10.0
+
+
+def test_without_a_cache_location_it_compiles_uncached(monkeypatch: pytest.MonkeyPatch) -> None:
+    njit = jit.njit
+    calls: list[bool] = []
+
+    def njit_without_locator(**options: Any) -> Any:
+        calls.append(options.get("cache", False))
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function '_ratio': no locator available for file 'x.py'")
+        return njit(**options)
+
+    monkeypatch.setattr(jit, "njit", njit_without_locator)
+    kernel: Any = jit.compiled()(_ratio)
+    assert calls == [True, False]
+    assert kernel(3.0, 2.0) == 1.5 and kernel.targetoptions["nogil"] is True
+
+
+def test_other_compile_errors_are_not_swallowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(**options: Any) -> Any:
+        raise RuntimeError("something else went wrong")
+
+    monkeypatch.setattr(jit, "njit", broken)
+    with pytest.raises(RuntimeError, match="something else went wrong"):
+        jit.compiled()(_ratio)

@@ -1,0 +1,30 @@
+"""recsys.workflows.report: the report folder written from a comparison."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from recsys.workflows.compare import Comparison
+from recsys.workflows.report import write_report
+
+
+def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -> None:
+    folds = pd.concat(
+        [tiny_comparison.score_table().assign(fold=name) for name in ("a", "b")], ignore_index=True
+    )
+    report = write_report(tiny_comparison, tmp_path, fold_scores=folds)
+    figures = ["rmse.png", "learning_curves.png", "item_bias_extremes.png", "item_bias_scatter.png",
+               "bias_distributions.png", "item_map.png"]  # fmt: skip
+    for name in figures:
+        assert (tmp_path / name).stat().st_size > 1000, name
+        assert f"({name})" in report.read_text()
+    text = report.read_text()
+    assert "`dot` has no per-user or per-item bias" in text
+    assert "Explicit biases (`dotbias`)" in text and "Implied biases (`linear`, `embproj`)" in text
+    # The report speaks to its reader alone: no pointers to documents the reader does not have.
+    assert "mission" not in text.lower() and "issue" not in text.lower()
+    assert "| dotbias | planted |" in text
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [row["model"] for row in results["scores"]] == tiny_comparison.score_table()["model"].tolist()
+    assert len(results["fold_summary"]) == 6 and results["fold_summary"][0]["rmse_std"] == 0.0

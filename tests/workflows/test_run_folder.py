@@ -1,0 +1,153 @@
+"""recsys.workflows.run_folder: one run at a time owns a folder, and a failed start leaves it as it was."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from recsys.errors import RecsysError
+from recsys.names import CHECKPOINT_FILE
+from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder
+
+
+def claim_error(path: Path, *, resume: bool) -> str:
+    """The error claiming `path` raises; the block must not run."""
+    with pytest.raises(RecsysError) as caught, claim_run_folder(path, resume=resume):
+        pytest.fail(f"claimed {path}")
+    return str(caught.value)
+
+
+def test_fresh_claim_makes_the_folder_and_holds_it(tmp_path: Path) -> None:
+    out = tmp_path / "runs" / "new"
+    with claim_run_folder(out, resume=False) as claimed:
+        assert claimed == out and out.is_dir()
+        assert [p.name for p in out.iterdir()] == [LOCK_FILE]
+        for resume, flag in ((False, "--out"), (True, "--resume")):
+            assert claim_error(out, resume=resume) == f"{flag} {out} is in use by another recsys run"
+        (out / "config.json").write_text("{}")
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, "config.json"]
+
+
+def test_lock_is_released_when_the_block_ends(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with claim_run_folder(out, resume=False):
+        (out / CHECKPOINT_FILE).write_bytes(b"")
+    with claim_run_folder(out, resume=True):  # the next run may take it at once
+        pass
+    with pytest.raises(KeyError), claim_run_folder(out, resume=True):
+        raise KeyError
+    with claim_run_folder(out, resume=True):  # an error inside releases it too
+        pass
+
+
+def test_fresh_claim_takes_an_empty_folder(tmp_path: Path) -> None:
+    with claim_run_folder(tmp_path, resume=False):
+        assert [p.name for p in tmp_path.iterdir()] == [LOCK_FILE]
+
+
+def test_fresh_claim_refuses_a_folder_with_files_and_leaves_it_as_it_was(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    assert claim_error(tmp_path, resume=False) == (
+        f"--out {tmp_path} already exists and is not an empty folder; choose a new one"
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_claim_refuses_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "file"
+    path.write_text("x")
+    for resume, flag in ((False, "--out"), (True, "--resume")):
+        assert claim_error(path, resume=resume) == f"{flag} {path} is not a folder"
+
+
+def test_resume_claim_needs_a_checkpoint_and_makes_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    assert claim_error(missing, resume=True) == f"--resume {missing} is not a folder"
+    assert not missing.exists()
+    assert (
+        claim_error(tmp_path, resume=True) == f"--resume {tmp_path} has no {CHECKPOINT_FILE} to resume from"
+    )
+    (tmp_path / CHECKPOINT_FILE).write_bytes(b"")
+    with claim_run_folder(tmp_path, resume=True) as claimed:
+        assert claimed == tmp_path
+
+
+def test_failed_fresh_start_in_a_new_folder_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "new"
+    with pytest.raises(RecsysError, match="no data"), claim_run_folder(out, resume=False):
+        raise RecsysError("no data")
+    assert not out.exists()
+
+
+def test_failed_fresh_start_in_an_empty_folder_leaves_it_empty(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt), claim_run_folder(tmp_path, resume=False):
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_run_keeps_the_files_it_wrote(tmp_path: Path) -> None:
+    out = tmp_path / "new"
+    with pytest.raises(RuntimeError), claim_run_folder(out, resume=False):
+        (out / "config.json").write_text("{}")
+        raise RuntimeError
+    assert [p.name for p in out.iterdir()] == ["config.json"]
+
+
+def test_failed_resume_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
+    with claim_run_folder(tmp_path, resume=False):
+        (tmp_path / CHECKPOINT_FILE).write_bytes(b"")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(RuntimeError), claim_run_folder(tmp_path, resume=True):
+        raise RuntimeError
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+# Claims `out` once `go` exists, holds it for a second, then writes a file named after itself.
+CLAIMER = """
+import pathlib, sys, time
+from recsys.errors import RecsysError
+from recsys.workflows.run_folder import claim_run_folder
+out, go, name = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+(go.parent / f"ready-{name}").touch()
+while not go.exists():
+    time.sleep(0.001)
+try:
+    with claim_run_folder(out, resume=False):
+        time.sleep(1)
+        (out / name).write_text(name)
+except RecsysError as error:
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_", range(3))
+def test_two_processes_claiming_one_folder_at_once(tmp_path: Path, round_: int) -> None:
+    """Released together (each waits for a shared signal after its imports): exactly one wins."""
+    out, go, names = tmp_path / "out", tmp_path / "go", ("first", "second")
+    processes = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, str(out), str(go), name],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    }
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready-{name}").exists() for name in names):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in processes.values())
+        time.sleep(0.01)
+    go.touch()
+    errors = {name: process.communicate(timeout=120)[1] for name, process in processes.items()}
+    results = {name: (process.returncode, errors[name]) for name, process in processes.items()}
+    winners = [name for name, (code, _) in results.items() if code == 0]
+    assert len(winners) == 1, results
+    loser_code, loser_error = next(result for name, result in results.items() if name not in winners)
+    assert loser_code == 2 and loser_error.strip() == f"error: --out {out} is in use by another recsys run"
+    assert sorted(p.name for p in out.iterdir()) == sorted([LOCK_FILE, winners[0]])
