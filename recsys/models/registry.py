@@ -217,12 +217,12 @@ COMPILED_DEFAULTS: Mapping[str, Mapping[str, Any]] = _Defaults(compiled=True)
 
 
 # The built-in models. `defaults`: small sweeps on ML-100K u1 over batch size, lr, l2, epochs and
-# n_factors (see README). `compiled_defaults`: small sweeps over lr, l2 and epochs scored on folds u2..u5
-# only, so u1 is held out (see README); the compiled engine has no batches, optimizer choice or schedule.
+# n_factors (docs/findings.md). `compiled_defaults`: small sweeps over lr, l2 and epochs scored on folds u2..u5
+# only, so u1 is held out (docs/findings.md); the compiled engine has no batches, optimizer choice or schedule.
 register(
     "dot",
     "recsys.models.dot:DotProduct",
-    # Batch 1024 for 8 epochs: chosen by the u1 sweeps (README).
+    # Batch 1024 for 8 epochs: chosen by the u1 sweeps (docs/findings.md).
     defaults={"batch_size": 1024, "lr": 1e-2, "epochs": 8},
     compiled_defaults={"lr": 0.12, "epochs": 8, "l2": 0.1},
 )
