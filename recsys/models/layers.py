@@ -35,10 +35,9 @@ def embedding_table(n: int, n_factors: int, generator: torch.Generator | None) -
 def lookup(table: nn.Embedding, ids: Tensor) -> Tensor:
     """The rows `ids` (1-d) of `table`, as `table(ids)` gives them.
 
-    For dense gradients on the CPU through `index_select`, whose backward (`index_add_`) took
-    23-58 us per ML-100K table at batch 2048 against 87-133 us for nn.Embedding's own backward: a
-    fifth of a u1 training run. A table set to sparse gradients, or on a GPU (where `index_add_`
-    is not deterministic), keeps the module call.
+    For dense gradients on the CPU through `index_select`, whose backward (`index_add_`) is several
+    times faster than nn.Embedding's own backward (figures in docs/performance.md). A table set to
+    sparse gradients, or on a GPU (where `index_add_` is not deterministic), keeps the module call.
     """
     if table.sparse or ids.device.type != "cpu":
         return table(ids)

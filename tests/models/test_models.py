@@ -168,7 +168,6 @@ def test_penalty_is_a_differentiable_nonnegative_scalar(name: str) -> None:
     x = batch(12)
     penalty = model.penalty(x)
     assert penalty.shape == ()
-    assert penalty.item() >= 0
     assert penalty.item() > 0  # random factors are not all zero
     assert penalty.requires_grad
     penalty.backward()
