@@ -217,8 +217,8 @@ COMPILED_DEFAULTS: Mapping[str, Mapping[str, Any]] = _Defaults(compiled=True)
 
 
 # The built-in models. `defaults`: small sweeps on ML-100K u1 over batch size, lr, l2, epochs and
-# n_factors (docs/findings.md). `compiled_defaults`: small sweeps over lr, l2 and epochs scored on folds u2..u5
-# only, so u1 is held out (docs/findings.md); the compiled engine has no batches, optimizer choice or schedule.
+# n_factors. `compiled_defaults`: small sweeps over lr, l2 and epochs scored on folds u2..u5 only, so u1
+# is held out; the compiled engine has no batches, optimizer choice or schedule. See docs/findings.md.
 register(
     "dot",
     "recsys.models.dot:DotProduct",
