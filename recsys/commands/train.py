@@ -35,12 +35,26 @@ if TYPE_CHECKING:
 DEFAULTS = RunConfig()
 # Each flag that sets a RunConfig field, with the field: a resumed run keeps its own values.
 CONFIG_FLAGS = {
-    "--model": "model", "--dataset": "dataset", "--split": "split", "--test-frac": "test_frac",
-    "--test-n": "test_n", "--unknown": "unknown", "--n-factors": "n_factors", "--y-range": "y_range",
-    "--epochs": "epochs", "--lr": "lr", "--bs": "batch_size", "--l2": "l2", "--wd": "wd",
-    "--optimizer": "optimizer", "--schedule": "schedule", "--sparse": "sparse", "--seed": "seed",
-    "--engine": "engine", "--device": "device",
-}  # fmt: skip
+    "--model": "model",
+    "--dataset": "dataset",
+    "--split": "split",
+    "--test-frac": "test_frac",
+    "--test-n": "test_n",
+    "--unknown": "unknown",
+    "--n-factors": "n_factors",
+    "--y-range": "y_range",
+    "--epochs": "epochs",
+    "--lr": "lr",
+    "--bs": "batch_size",
+    "--l2": "l2",
+    "--wd": "wd",
+    "--optimizer": "optimizer",
+    "--schedule": "schedule",
+    "--sparse": "sparse",
+    "--seed": "seed",
+    "--engine": "engine",
+    "--device": "device",
+}
 
 
 def _shown(value: Any) -> str:
@@ -181,7 +195,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="continue an interrupted run from its last completed epoch, with its own settings and data",
     )
     add("--out", type=Path, default=None, help="run folder [default: runs/<model>-<dataset>-<split>-<time>]")
-    return parser.parse_args(argv)  # fmt: skip
+    return parser.parse_args(argv)
 
 
 def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> RunConfig:
@@ -190,12 +204,26 @@ def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> Run
     if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         engine = "autograd"  # the compiled engine trains in one process
     return config_for(
-        args.model or DEFAULTS.model, engine=engine, dataset=dataset, split=args.split,
-        test_frac=args.test_frac, test_n=args.test_n, unknown=args.unknown, n_factors=args.n_factors,
-        y_range=tuple(args.y_range) if args.y_range else None, epochs=args.epochs, lr=args.lr,
-        batch_size=args.bs, l2=args.l2, wd=args.wd, optimizer=args.optimizer, sparse=args.sparse,
-        schedule=args.schedule, seed=args.seed, device=device,
-    )  # fmt: skip
+        args.model or DEFAULTS.model,
+        engine=engine,
+        dataset=dataset,
+        split=args.split,
+        test_frac=args.test_frac,
+        test_n=args.test_n,
+        unknown=args.unknown,
+        n_factors=args.n_factors,
+        y_range=tuple(args.y_range) if args.y_range else None,
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_size=args.bs,
+        l2=args.l2,
+        wd=args.wd,
+        optimizer=args.optimizer,
+        sparse=args.sparse,
+        schedule=args.schedule,
+        seed=args.seed,
+        device=device,
+    )
 
 
 def resumed_config(run_dir: Path) -> RunConfig:
@@ -325,9 +353,14 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             )
             print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
         result = train_and_evaluate(
-            dataset, config, run_dir=out if lead else None, progress=not args.no_progress,
-            on_epoch=print_epoch if lead else None, resume=resume, threads=args.threads,
-        )  # fmt: skip
+            dataset,
+            config,
+            run_dir=out if lead else None,
+            progress=not args.no_progress,
+            on_epoch=print_epoch if lead else None,
+            resume=resume,
+            threads=args.threads,
+        )
     if lead:
         metrics = result.metrics()
         print(

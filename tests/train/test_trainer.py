@@ -171,3 +171,18 @@ def test_sparse_tables_off_the_cpu_get_torchs_sparse_adam() -> None:
     use_sparse_gradients(model, True)
     optimizers = make_optimizers(model, config_for("dotbias", sparse=True))
     assert [type(optimizer).__name__ for optimizer in optimizers] == ["SparseAdam"]
+
+
+def test_sparse_gradients_are_switched_off_again_when_training_diverges(tiny_encoded: EncodedSplit) -> None:
+    config = config_for("dotbias", dataset="tiny", epochs=3, lr=1e9, sparse=True)
+    model = build_model("dotbias", len(tiny_encoded.users), len(tiny_encoded.items), 4, None)
+    with pytest.raises(TrainingDiverged):
+        fit(
+            model,
+            tiny_encoded.train,
+            tiny_encoded.test,
+            config,
+            torch.Generator().manual_seed(0),
+            progress=False,
+        )
+    assert not any(module.sparse for module in model.modules() if isinstance(module, nn.Embedding))
