@@ -27,6 +27,7 @@ from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset
 
 if TYPE_CHECKING:
+    from recsys.train.trainer import EpochStats
     from recsys.workflows.compare import Comparison
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -198,3 +199,17 @@ def served(tmp_path: Path) -> Iterator[Served]:
         server.server_close()
         thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+class Interrupted(Exception):
+    """Stands in for a crash after an epoch's checkpoint was written."""
+
+
+def stop_after(epoch: int) -> Callable[[EpochStats], None]:
+    """An `on_epoch` callback that crashes the run once `epoch` is done (its checkpoint written)."""
+
+    def on_epoch(stats: EpochStats) -> None:
+        if stats.epoch == epoch:
+            raise Interrupted
+
+    return on_epoch

@@ -5,12 +5,13 @@ A model that leaves out a part of the interface (its penalty above all) is refus
 and cannot be built.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import Interrupted, stop_after
 from torch import Tensor, nn
 
 from recsys.config import COMPILED_DEFAULTS, MODEL_DEFAULTS, RunConfig, config_for
@@ -32,7 +33,7 @@ from recsys.models import (
 )
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import load_checkpoint
-from recsys.train.trainer import EpochStats, fit
+from recsys.train.trainer import fit
 from recsys.workflows.compare import compare_models, models_with_biases
 from recsys.workflows.experiment import prepare, train_and_evaluate
 from recsys.workflows.recommend import cold_start, explain, recommend, similar_items
@@ -203,18 +204,6 @@ def test_train_writes_a_checkpoint_that_rebuilds_the_model(
     data, _ = prepare(tiny, checkpoint.config)
     rmse = float(torch.sqrt(torch.mean((predict(checkpoint.model, data.test.x) - data.test.y) ** 2)))
     assert rmse == pytest.approx(checkpoint.metrics["test_rmse"])
-
-
-class Interrupted(Exception):
-    """Stands in for a crash after an epoch's checkpoint was written."""
-
-
-def stop_after(epoch: int) -> Callable[[EpochStats], None]:
-    def on_epoch(stats: EpochStats) -> None:
-        if stats.epoch == epoch:
-            raise Interrupted
-
-    return on_epoch
 
 
 def test_an_interrupted_run_resumes_to_the_same_model(

@@ -8,7 +8,6 @@ import dataclasses
 import json
 import math
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import Interrupted, stop_after
 
 from recsys.config import AUTOGRAD_ONLY, ENGINES, config_for
 from recsys.data.dataset import RatingsDataset, ratings_frame
@@ -23,7 +23,6 @@ from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test
 from recsys.names import DATA_FILE
 from recsys.train.checkpoints import load_checkpoint
-from recsys.train.trainer import EpochStats
 from recsys.workflows.experiment import MIN_STEPS, prepare, recorded_data_folder, train_and_evaluate
 
 
@@ -193,18 +192,6 @@ def test_run_dir_gets_config_metrics_and_checkpoint(tiny: RatingsDataset, tmp_pa
 
 
 # --- resuming: checkpoints carry the training state ------------------------------------------------
-
-
-class Interrupted(Exception):
-    """Stands in for a crash after an epoch's checkpoint was written."""
-
-
-def stop_after(epoch: int) -> Callable[[EpochStats], None]:
-    def on_epoch(stats: EpochStats) -> None:
-        if stats.epoch == epoch:
-            raise Interrupted
-
-    return on_epoch
 
 
 CONFIGS = {
