@@ -21,7 +21,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder written by train.py")
     query = parser.add_mutually_exclusive_group(required=True)
-    query.add_argument("--user", type=int, help="raw user id: recommend the items they have not rated")
+    query.add_argument("--user", help="raw user id: recommend the items they have not rated")
     query.add_argument("--similar", metavar="TITLE", help="exact title (any case): its nearest items")
     parser.add_argument("--top", type=int, default=10, help="how many items to list [default: 10]")
     parser.add_argument(
@@ -32,7 +32,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--explain", action="store_true", help="with --user and --item: the prediction's parts"
     )
-    parser.add_argument("--item", type=int, help="raw item id for --explain")
+    parser.add_argument("--item", help="raw item id for --explain")
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -51,18 +51,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
+    # parse_args guarantees --user with --explain and --cold-start, and --item with --explain.
+    user = None if args.user is None else checkpoint.users.parse(args.user, "user")
     if args.explain:
-        print(pd.DataFrame([explain(checkpoint, args.user, args.item)]).to_string(index=False))
+        assert user is not None
+        item = checkpoint.items.parse(args.item, "item")
+        print(pd.DataFrame([explain(checkpoint, user, item)]).to_string(index=False))
         return 0
     data_dir = args.data_dir or recorded_data_folder(args.run_dir)
     dataset = load_dataset(checkpoint.config.dataset, data_dir, allow_download=not args.offline)
-    if args.similar is not None:
+    if user is None:
         table = similar_items(checkpoint, dataset, args.similar, args.top)
-    elif args.cold_start and not knows_user(checkpoint, args.user):
-        print(f"user {args.user} is new to this model: a cold start", file=sys.stderr)
+    elif args.cold_start and not knows_user(checkpoint, user):
+        print(f"user {user} is new to this model: a cold start", file=sys.stderr)
         table = cold_start(checkpoint, dataset, args.top)
     else:
-        table = recommend(checkpoint, dataset, args.user, args.top)
+        table = recommend(checkpoint, dataset, user, args.top)
     print(table.to_string(index=False))
     return 0
 

@@ -30,8 +30,9 @@ class IdMap:
         return len(self.raw_ids)
 
     def known(self, raw: np.ndarray) -> np.ndarray:
-        """Boolean mask of the raw ids that have an inner index."""
-        if len(self.raw_ids) == 0:
+        """Boolean mask of the raw ids that have an inner index (none where text meets integer ids)."""
+        raw = np.asarray(raw)
+        if len(self.raw_ids) == 0 or (raw.dtype.kind in "OUS") == self.integer_ids:
             return np.zeros(np.shape(raw), dtype=bool)
         position = np.searchsorted(self.raw_ids, raw).clip(max=len(self.raw_ids) - 1)
         return self.raw_ids[position] == raw
@@ -51,6 +52,33 @@ class IdMap:
     def decode(self, inner: np.ndarray) -> np.ndarray:
         """Raw ids of inner indices."""
         return self.raw_ids[np.asarray(inner)]
+
+    @property
+    def integer_ids(self) -> bool:
+        """Whether the raw ids are integers (MovieLens) rather than strings (ISBNs, UUIDs)."""
+        return self.raw_ids.dtype.kind in "iu"
+
+    def parse(self, text: str, kind: str = "id") -> int | str:
+        """A raw id typed by a user, as this map's id type: an integer where the ids are integers."""
+        if not self.integer_ids:
+            return text
+        try:
+            return int(text)
+        except ValueError:
+            raise RecsysError(f"{kind} id {text!r}: this model's {kind} ids are integers") from None
+
+    def to_plain(self) -> Tensor | list[str]:
+        """The raw ids as a checkpoint stores them: a tensor of integers, or a list of strings."""
+        return torch.from_numpy(self.raw_ids) if self.integer_ids else [str(raw) for raw in self.raw_ids]
+
+    @classmethod
+    def from_plain(cls, stored: Tensor | list[str]) -> "IdMap":
+        """The map `to_plain` stored."""
+        if isinstance(stored, Tensor):
+            return cls(stored.numpy())
+        if not isinstance(stored, list) or not all(isinstance(raw, str) for raw in stored):
+            raise TypeError("raw ids are neither a tensor nor a list of strings")
+        return cls(np.array(stored, dtype=object))
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,8 @@ def save_checkpoint(
         "format": CHECKPOINT_FORMAT,
         "config": config.to_dict(),
         "state_dict": {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()},
-        "user_ids": torch.from_numpy(users.raw_ids),
-        "item_ids": torch.from_numpy(items.raw_ids),
+        "user_ids": users.to_plain(),
+        "item_ids": items.to_plain(),
         "metrics": json.dumps(metrics),
         "training": training,
     }
@@ -86,7 +86,7 @@ def load_checkpoint(path: Path) -> Checkpoint:
     payload = _read_payload(path)
     try:
         config = RunConfig.from_dict(payload["config"])
-        users, items = IdMap(payload["user_ids"].numpy()), IdMap(payload["item_ids"].numpy())
+        users, items = IdMap.from_plain(payload["user_ids"]), IdMap.from_plain(payload["item_ids"])
         metrics = json.loads(payload["metrics"])
         model = build_model(config.model, len(users), len(items), config.n_factors, config.y_range)
         model.load_state_dict(payload["state_dict"])

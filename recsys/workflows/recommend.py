@@ -30,12 +30,12 @@ def _titled(dataset: RatingsDataset, raw_items: np.ndarray, column: str, values:
     return pd.DataFrame({"item": raw_items, "title": dataset.titles(raw_items), column: values})
 
 
-def knows_user(checkpoint: Checkpoint, user: int) -> bool:
+def knows_user(checkpoint: Checkpoint, user: int | str) -> bool:
     """Whether raw user id `user` was in the model's training data (else only a cold start can serve them)."""
     return bool(checkpoint.users.known(np.array([user]))[0])
 
 
-def user_index(checkpoint: Checkpoint, user: int) -> int:
+def user_index(checkpoint: Checkpoint, user: int | str) -> int:
     """The inner index of raw user id `user`; an unknown user is an error saying what is known."""
     users = checkpoint.users
     if not knows_user(checkpoint, user):
@@ -46,12 +46,14 @@ def user_index(checkpoint: Checkpoint, user: int) -> int:
     return int(users.encode(np.array([user]), "user")[0])
 
 
-def item_index(checkpoint: Checkpoint, item: int) -> int:
+def item_index(checkpoint: Checkpoint, item: int | str) -> int:
     """The inner index of raw item id `item`; an unknown item is an error naming it."""
     return int(checkpoint.items.encode(np.array([item]), "item")[0])
 
 
-def recommend(checkpoint: Checkpoint, dataset: RatingsDataset, user: int, top: int = 10) -> pd.DataFrame:
+def recommend(
+    checkpoint: Checkpoint, dataset: RatingsDataset, user: int | str, top: int = 10
+) -> pd.DataFrame:
     """The `top` items `user` has not rated, by predicted rating: columns item, title, predicted."""
     _check_top(top)
     index = user_index(checkpoint, user)
@@ -105,7 +107,7 @@ def find_title(checkpoint: Checkpoint, dataset: RatingsDataset, title: str) -> i
         close = close_titles(title, titles["title"].tolist())
         hint = f"; did you mean: {'; '.join(close)}" if close else ""
         raise RecsysError(f"no item titled {title!r} in this model's training data{hint}")
-    return item_index(checkpoint, int(matches.min()))
+    return item_index(checkpoint, matches.min())
 
 
 def similar_items(checkpoint: Checkpoint, dataset: RatingsDataset, title: str, top: int = 10) -> pd.DataFrame:
@@ -118,7 +120,7 @@ def similar_items(checkpoint: Checkpoint, dataset: RatingsDataset, title: str, t
     return _titled(dataset, checkpoint.items.decode(neighbours), "cosine", similarity)
 
 
-def explain(checkpoint: Checkpoint, user: int, item: int) -> dict[str, float]:
+def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[str, float]:
     """A prediction in the parts the model names, then their sum and its squash: for dotbias
     user_bias + item_bias + factors = score, squashed to prediction. A model whose prediction has
     no parts (`RatingModel.explain` is None) is an error."""
