@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 
 from recsys.commands.common import run
-from recsys.data.catalog import load_dataset
+from recsys.data.catalog import dataset_from_record
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import load_checkpoint
-from recsys.workflows.experiment import recorded_data_folder
+from recsys.workflows.experiment import recorded_data
 from recsys.workflows.recommend import cold_start, explain, knows_user, recommend, similar_items
 
 
@@ -58,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         item = checkpoint.items.parse(args.item, "item")
         print(pd.DataFrame([explain(checkpoint, user, item)]).to_string(index=False))
         return 0
-    data_dir = args.data_dir or recorded_data_folder(args.run_dir)
-    dataset = load_dataset(checkpoint.config.dataset, data_dir, allow_download=not args.offline)
+    dataset = dataset_from_record(
+        recorded_data(args.run_dir), checkpoint.config.dataset, args.data_dir, allow_download=not args.offline
+    )
     if user is None:
         table = similar_items(checkpoint, dataset, args.similar, args.top)
     elif args.cold_start and not knows_user(checkpoint, user):

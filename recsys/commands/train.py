@@ -322,9 +322,10 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
     A named run folder is claimed before the data is loaded; the default one, named after the
     dataset, once it is.
     """
+    from recsys.data.catalog import dataset_from_record
     from recsys.names import CHECKPOINT_FILE
     from recsys.train.checkpoints import load_checkpoint
-    from recsys.workflows.experiment import recorded_data_folder, train_and_evaluate
+    from recsys.workflows.experiment import recorded_data, train_and_evaluate
     from recsys.workflows.run_folder import claim_run_folder
 
     lead = rank == 0  # under torchrun only rank 0 prints and writes the run folder
@@ -334,12 +335,17 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             claimed.enter_context(claim_run_folder(out, resume=args.resume is not None))
         resume = load_checkpoint(args.resume / CHECKPOINT_FILE) if args.resume is not None else None
         if resume is not None:
-            args.dataset = resume.config.dataset
-            if args.data_dir is None and (recorded := recorded_data_folder(args.resume)) is not None:
-                args.data_dir = recorded
-                if lead:
-                    print(f"data: {recorded} (where the run read it)", file=sys.stderr)
-        dataset = dataset_from_flags(args)
+            dataset = dataset_from_record(
+                recorded_data(args.resume),
+                resume.config.dataset,
+                args.data_dir,
+                progress=not args.no_progress and lead,
+                allow_download=not args.offline,
+            )
+            if lead and dataset.folder is not None:
+                print(f"data: {dataset.folder}", file=sys.stderr)
+        else:
+            dataset = dataset_from_flags(args)
         config = resume.config if resume is not None else config_from_args(args, dataset.name, device)
         if out is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")

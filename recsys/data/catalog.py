@@ -1,6 +1,8 @@
 """Every dataset by name: the MovieLens variants, the committed tiny set, and synthetic data."""
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from recsys.data.dataset import RatingsDataset
 from recsys.data.movielens import VARIANTS, load_movielens, read_folder
@@ -45,3 +47,19 @@ def planted_truth(name: str) -> PlantedTruth | None:
     """The generator's truth behind a synthetic dataset ("synthetic", "tiny"), else None."""
     configs = {"synthetic": SyntheticConfig(), "tiny": TINY_CONFIG}
     return make_synthetic(configs[name])[1] if name in configs else None
+
+
+def dataset_from_record(
+    record: Mapping[str, Any],
+    name: str,
+    data_dir: Path | None = None,
+    *,
+    progress: bool = True,
+    allow_download: bool = True,
+) -> RatingsDataset:
+    """The data a run recorded (its data.json) loaded again: dataset `name` from the folder it was
+    read from, if that is still there (`data_dir` overrides it), else found as usual."""
+    folder = record.get("folder")
+    if data_dir is None and isinstance(folder, str) and Path(folder).is_dir():
+        data_dir = Path(folder)
+    return load_dataset(name, data_dir, progress=progress, allow_download=allow_download)

@@ -3,6 +3,7 @@
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,9 @@ class RatingsDataset:
     rating_scale: tuple[float, float]
     folder: Path | None = None
     folds: Mapping[str, FoldRows] = field(default_factory=dict, compare=False, repr=False)
+    # How to load it again, as plain data a run folder records: {"folder": ...} for a dataset read
+    # from a folder; empty for generated data.
+    origin: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def titles(self, items: np.ndarray) -> np.ndarray:
         """Titles of raw item ids; an id the item table does not name shows as "[item <id>]", not blank."""
@@ -40,8 +44,10 @@ class RatingsDataset:
 
     @property
     def default_y_range(self) -> tuple[float, float]:
-        """fastai's convention, (0, 1.1 * max): (0, 5.5) for ratings 1-5 or 0.5-5."""
-        return (0.0, self.rating_scale[1] * 1.1)
+        """fastai's convention, (0, 1.1 * max): (0, 5.5) for ratings 1-5 or 0.5-5, (0, 11) for 1-10;
+        a scale reaching below zero (-10 to 10) stretches by a tenth at both ends instead."""
+        low, high = self.rating_scale
+        return (min(0.0, low * 1.1), max(0.0, high * 1.1))
 
 
 def check_ratings(ratings: pd.DataFrame, source: Path | str, scale: tuple[float, float]) -> None:

@@ -369,7 +369,7 @@ def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]
             stacklevel=2,
         )
     folds = PredefinedFolds(folder, ratings, scale) if layout == "100k" else {}
-    return RatingsDataset(name, ratings, items, scale, folder, folds)
+    return RatingsDataset(name, ratings, items, scale, folder, folds, {"folder": str(folder.resolve())})
 
 
 def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:

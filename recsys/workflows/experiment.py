@@ -143,8 +143,7 @@ def train_and_evaluate(
         last_training = resume.training
     if run_dir is not None:
         write_json(run_dir / CONFIG_FILE, config.to_dict())
-        folder = str(dataset.folder.resolve()) if dataset.folder is not None else None
-        write_json(run_dir / DATA_FILE, {"dataset": dataset.name, "folder": folder})
+        write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
 
     def after_epoch(stats: EpochStats, training: dict[str, Any]) -> None:
         nonlocal last_training
@@ -212,10 +211,11 @@ def _warn_if_worse_than_mean(result: RunResult) -> None:
         )
 
 
-def recorded_data_folder(run_dir: Path) -> Path | None:
-    """The folder a run read its data from, if it recorded one that still exists."""
+def recorded_data(run_dir: Path) -> dict[str, Any]:
+    """Where a run read its data (its data.json: a folder, or a ratings file and how it was read);
+    empty when it recorded nothing readable."""
     try:
-        folder = json.loads((run_dir / DATA_FILE).read_text()).get("folder")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return Path(folder) if isinstance(folder, str) and Path(folder).is_dir() else None
+        record = json.loads((run_dir / DATA_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}

@@ -29,7 +29,15 @@ def test_titles_follow_the_ids_asked_for() -> None:
     assert ds.titles(np.array([20, 30, 10, 20])).tolist() == ["Twenty", "[item 30]", "Ten", "Twenty"]
 
 
-@pytest.mark.parametrize(("scale", "y_range"), [((1.0, 5.0), (0.0, 5.5)), ((0.5, 5.0), (0.0, 5.5))])
+@pytest.mark.parametrize(
+    ("scale", "y_range"),
+    [
+        ((1.0, 5.0), (0.0, 5.5)),
+        ((0.5, 5.0), (0.0, 5.5)),
+        ((1.0, 10.0), (0.0, 11.0)),
+        ((-10.0, 10.0), (-11.0, 11.0)),
+    ],
+)
 def test_default_y_range_is_fastais_zero_to_1_1_times_the_top(
     scale: tuple[float, float], y_range: tuple[float, float]
 ) -> None:

@@ -18,12 +18,13 @@ import torch
 from conftest import Interrupted, stop_after
 
 from recsys.config import AUTOGRAD_ONLY, ENGINES, config_for
+from recsys.data.catalog import dataset_from_record
 from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test
 from recsys.names import DATA_FILE
 from recsys.train.checkpoints import load_checkpoint
-from recsys.workflows.experiment import MIN_STEPS, prepare, recorded_data_folder, train_and_evaluate
+from recsys.workflows.experiment import MIN_STEPS, prepare, recorded_data, train_and_evaluate
 
 
 def _dataset(users: list[int], items: list[int]) -> RatingsDataset:
@@ -88,15 +89,23 @@ def test_the_run_records_where_its_data_came_from(tiny: RatingsDataset, tmp_path
     )
     recorded = json.loads((tmp_path / DATA_FILE).read_text())
     assert recorded["dataset"] == "tiny"
-    assert tiny.folder is not None and recorded_data_folder(tmp_path) == tiny.folder.resolve()
+    assert tiny.folder is not None and recorded_data(tmp_path) == {
+        "dataset": "tiny",
+        "folder": str(tiny.folder.resolve()),
+    }
 
 
 def test_a_missing_or_damaged_data_record_is_no_record(tmp_path: Path) -> None:
-    assert recorded_data_folder(tmp_path) is None
+    assert recorded_data(tmp_path) == {}
     (tmp_path / DATA_FILE).write_text("{not json")
-    assert recorded_data_folder(tmp_path) is None
-    (tmp_path / DATA_FILE).write_text(json.dumps({"dataset": "x", "folder": str(tmp_path / "gone")}))
-    assert recorded_data_folder(tmp_path) is None
+    assert recorded_data(tmp_path) == {}
+    (tmp_path / DATA_FILE).write_text("[1, 2]")
+    assert recorded_data(tmp_path) == {}
+
+
+def test_a_recorded_folder_that_is_gone_falls_back_to_the_usual_lookup(tiny: RatingsDataset) -> None:
+    again = dataset_from_record({"dataset": "tiny", "folder": "/no/such/folder"}, "tiny")
+    assert again.ratings.equals(tiny.ratings)
 
 
 # --- determinism and hyperparameters -------------------------------------------------------------
