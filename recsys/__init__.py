@@ -5,8 +5,7 @@ imported from its layer on first use (PEP 562), so `import recsys` and the comma
 free of torch, pandas and numba.
 """
 
-from importlib import import_module
-from typing import Any
+from recsys.lazy import lazy_names
 
 _HOMES = {
     "recsys.errors": ["RecsysError", "DataError"],
@@ -34,18 +33,5 @@ _HOMES = {
     "recsys.workflows.report": ["write_report"],
     "recsys.workflows.recommend": ["recommend", "cold_start", "similar_items", "explain"],
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-__all__ = sorted(_HOME_OF)
-
-
-def __getattr__(name: str) -> Any:
-    """Import a public name from its layer the first time it is asked for."""
-    if name not in _HOME_OF:
-        raise AttributeError(f"module 'recsys' has no attribute {name!r}")
-    value = getattr(import_module(_HOME_OF[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__all__ = sorted(name for names in _HOMES.values() for name in names)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

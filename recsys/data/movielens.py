@@ -317,6 +317,7 @@ class PredefinedFolds(Mapping[str, FoldRows]):
     def __init__(self, folder: Path, ratings: pd.DataFrame, scale: tuple[float, float]) -> None:
         self._folder, self._ratings, self._scale = folder, ratings, scale
         self._read: dict[str, FoldRows] = {}
+        self._sorted_keys: tuple[np.ndarray, np.ndarray] | None = None  # the ratings', once needed
 
     def __getitem__(self, fold: str) -> FoldRows:
         if fold not in PREDEFINED_FOLDS:
@@ -335,8 +336,11 @@ class PredefinedFolds(Mapping[str, FoldRows]):
         """Positions in the ratings of the rows file `name` lists; a row u.data lacks is an error."""
         path = self._folder / name
         part = read_ratings(path, "100k", self._scale)
-        keys, order = _pair_keys(self._ratings)
-        wanted = _pair_keys(part)[0]
+        if self._sorted_keys is None:
+            keys = _pair_keys(self._ratings)
+            self._sorted_keys = keys, np.argsort(keys, kind="stable")
+        keys, order = self._sorted_keys
+        wanted = _pair_keys(part)
         found = np.searchsorted(keys, wanted, sorter=order).clip(max=len(keys) - 1)
         rows = order[found]
         same = (keys[rows] == wanted) & (
@@ -351,10 +355,9 @@ class PredefinedFolds(Mapping[str, FoldRows]):
         return rows
 
 
-def _pair_keys(ratings: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """One int64 key per (user, item) pair (ml-100k's ids are small), and the order that sorts them."""
-    keys = ratings["user"].to_numpy() * (1 << 32) + ratings["item"].to_numpy()
-    return keys, np.argsort(keys, kind="stable")
+def _pair_keys(ratings: pd.DataFrame) -> np.ndarray:
+    """One int64 key per (user, item) pair (ml-100k's ids are small)."""
+    return ratings["user"].to_numpy() * (1 << 32) + ratings["item"].to_numpy()
 
 
 def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]) -> RatingsDataset:

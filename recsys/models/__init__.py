@@ -9,8 +9,9 @@ linear (`linear`, `embproj`), registry. Each name below is imported from its fil
 (PEP 562), so the registry and its defaults can be read without importing torch.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from recsys.lazy import lazy_names
 
 if TYPE_CHECKING:
     from recsys.models.base import (
@@ -62,7 +63,6 @@ _HOMES = {
     "recsys.models.dot": ["DotProduct", "DotProductBias"],
     "recsys.models.linear": ["LinearDotProduct", "EmbeddingProjection"],
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = [
     "COMPILED_DEFAULTS",
     "MODELS",
@@ -86,16 +86,4 @@ __all__ = [
     "sigmoid_range",
     "unregister",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """Import a public name from its file the first time it is asked for."""
-    if name not in _HOME_OF:
-        raise AttributeError(f"module 'recsys.models' has no attribute {name!r}")
-    value = getattr(import_module(_HOME_OF[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)
