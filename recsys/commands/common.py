@@ -18,8 +18,47 @@ if TYPE_CHECKING:
     from recsys.data.dataset import RatingsDataset
 
 
+RATING_FIELDS = ("user", "item", "rating", "timestamp")
+
+
+def columns_flag(text: str) -> dict[str, str]:
+    """`--columns user=A,item=B,rating=C[,timestamp=D]` as a mapping; argparse reports a bad one."""
+    columns: dict[str, str] = {}
+    for part in text.split(","):
+        field, sep, column = part.partition("=")
+        field, column = field.strip(), column.strip()
+        if not sep or field not in RATING_FIELDS or not column or field in columns:
+            raise argparse.ArgumentTypeError(
+                f"expected user=COLUMN,item=COLUMN,rating=COLUMN[,timestamp=COLUMN], got {text!r}"
+            )
+        columns[field] = column
+    missing = [field for field in RATING_FIELDS[:3] if field not in columns]
+    if missing:
+        raise argparse.ArgumentTypeError(f"{text!r} names no {' or '.join(missing)} column")
+    return columns
+
+
+def scale_flag(text: str) -> tuple[float, float]:
+    """`--rating-scale LO,HI` as numbers with LO < HI; argparse reports a bad one."""
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO,HI (e.g. 1,10), got {text!r}") from None
+    if not low < high:
+        raise argparse.ArgumentTypeError(f"expected LO < HI, got {text!r}")
+    return low, high
+
+
+def sep_flag(text: str) -> str:
+    """`--sep`: one character; `\\t` (as a shell passes it) stands for a tab."""
+    sep = {"\\t": "\t", "tab": "\t"}.get(text, text)
+    if len(sep) != 1:
+        raise argparse.ArgumentTypeError(f"expected one character (or \\t for a tab), got {text!r}")
+    return sep
+
+
 def add_data_flags(parser: argparse.ArgumentParser) -> None:
-    """--dataset, --data-dir, --offline and --no-progress."""
+    """--dataset, --data-dir, --ratings and its companions, --offline and --no-progress."""
     parser.add_argument(
         "--dataset",
         choices=DATASETS,
@@ -33,8 +72,53 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
         help="local unpacked dataset folder, its parent, or its .zip "
         "(else $RECSYS_DATA, the cache, then a download)",
     )
+    own = parser.add_argument_group("your own data (instead of --dataset)")
+    own.add_argument(
+        "--ratings",
+        type=Path,
+        default=None,
+        help="a ratings file: CSV, TSV or another one-character separator, with or without a header, "
+        "plain or gzip/bz2/xz/zstd, or Parquet; ids may be integers or strings",
+    )
+    own.add_argument(
+        "--columns",
+        type=columns_flag,
+        default=None,
+        help="the file's columns, e.g. user=userId,item=isbn,rating=score[,timestamp=ts] "
+        "[default: found by common names, or user, item, rating[, timestamp] by position]",
+    )
+    own.add_argument(
+        "--sep",
+        type=sep_flag,
+        default=None,
+        help="the file's one-character separator, e.g. ';' or '\\t' [default: found from the first lines]",
+    )
+    own.add_argument(
+        "--items", type=Path, default=None, help="an item table with an id and a title column (and genres)"
+    )
+    own.add_argument(
+        "--rating-scale",
+        type=scale_flag,
+        default=None,
+        metavar="LO,HI",
+        help="the ratings' scale; a rating outside it is an error [default: read from the data]",
+    )
     parser.add_argument("--offline", action="store_true", help="never download")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def check_data_flags(args: argparse.Namespace) -> None:
+    """--ratings replaces --dataset and --data-dir; its companions need it."""
+    if args.ratings is not None and (args.dataset is not None or args.data_dir is not None):
+        raise RecsysError("--ratings names the data itself; drop --dataset and --data-dir")
+    for flag, value in (
+        ("--columns", args.columns),
+        ("--sep", args.sep),
+        ("--items", args.items),
+        ("--rating-scale", args.rating_scale),
+    ):
+        if value is not None and args.ratings is None:
+            raise RecsysError(f"{flag} describes a --ratings file; add --ratings PATH")
 
 
 def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
@@ -48,6 +132,8 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
     from recsys.train.distributed import distributed_rank
 
     rank, world_size = distributed_rank()
+    if args.ratings is not None:  # a local file: nothing to download, every rank reads it
+        return ratings_from_flags(args, announce=rank == 0)
     if world_size > 1 and rank != 0:
         torch.distributed.barrier()
     dataset, note = resolve_dataset(
@@ -60,6 +146,20 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
         torch.distributed.barrier()
     if note and rank == 0:
         print(note, file=sys.stderr)
+    return dataset
+
+
+def ratings_from_flags(args: argparse.Namespace, *, announce: bool) -> "RatingsDataset":
+    """The --ratings file read as its companion flags say, its rating scale printed."""
+    from recsys.data.ratings_file import load_ratings
+    from recsys.data.ratings_table import describe_scale
+
+    dataset = load_ratings(
+        args.ratings, columns=args.columns, sep=args.sep, items=args.items, rating_scale=args.rating_scale
+    )
+    if announce:
+        given = "given" if args.rating_scale is not None else "read from the data"
+        print(f"ratings: {describe_scale(dataset)} ({given})", file=sys.stderr)
     return dataset
 
 

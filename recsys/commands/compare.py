@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from recsys.commands.common import add_data_flags, dataset_from_flags, run
+from recsys.commands.common import add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.config import UNKNOWN_POLICIES
 from recsys.data.catalog import planted_truth
 from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS
@@ -80,6 +80,7 @@ def say(line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    check_data_flags(args)
     dataset = dataset_from_flags(args)
     splits = FOLDS if args.split == "folds" else (args.split,)
     out = args.out or Path("reports") / f"{dataset.name}-{args.split}"

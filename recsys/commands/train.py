@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recsys.commands.common import add_data_flags, check_device, dataset_from_flags, run
+from recsys.commands.common import add_data_flags, check_data_flags, check_device, dataset_from_flags, run
 from recsys.config import (
     AUTOGRAD_ONLY,
     ENGINES,
@@ -274,9 +274,12 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
     """Reject bad flags before anything is loaded: RunConfig checks the values, this what depends on
     the machine (threads here; a CUDA device once torch is loaded). Returns a resumed run's config."""
     args.threads = check_threads(default_threads() if args.threads is None else args.threads)
+    check_data_flags(args)
     if args.resume is not None:
         if args.out is not None:
             raise RecsysError("--resume continues in its own run folder; drop --out")
+        if args.ratings is not None:
+            raise RecsysError("--resume reads the run's own data again; drop --ratings")
         config = resumed_config(args.resume)
         check_resume_flags(args, config)
         return config
@@ -342,8 +345,8 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
                 progress=not args.no_progress and lead,
                 allow_download=not args.offline,
             )
-            if lead and dataset.folder is not None:
-                print(f"data: {dataset.folder}", file=sys.stderr)
+            if lead and (where := dataset.folder or dataset.origin.get("ratings")) is not None:
+                print(f"data: {where}", file=sys.stderr)
         else:
             dataset = dataset_from_flags(args)
         config = resume.config if resume is not None else config_from_args(args, dataset.name, device)

@@ -57,8 +57,22 @@ def dataset_from_record(
     progress: bool = True,
     allow_download: bool = True,
 ) -> RatingsDataset:
-    """The data a run recorded (its data.json) loaded again: dataset `name` from the folder it was
-    read from, if that is still there (`data_dir` overrides it), else found as usual."""
+    """The data a run recorded (its data.json) loaded again: a ratings file read as it was; dataset
+    `name` from the folder it was read from, if that is still there (`data_dir` overrides it), else
+    found as usual."""
+    if "ratings" in record:
+        from recsys.data.ratings_file import load_ratings
+
+        options = {key: record[key] for key in ("columns", "sep", "header", "items") if key in record}
+        scale = record.get("rating_scale")
+        return load_ratings(
+            record["ratings"], rating_scale=tuple(scale) if scale else None, name=name, **options
+        )
+    if name not in DATASETS:
+        raise DataError(
+            f"the run was trained on data {name!r} given in Python, which it cannot load again; "
+            "train from a ratings file (--ratings) for a run that can be resumed and recommended from"
+        )
     folder = record.get("folder")
     if data_dir is None and isinstance(folder, str) and Path(folder).is_dir():
         data_dir = Path(folder)

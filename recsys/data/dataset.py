@@ -1,5 +1,6 @@
 """The in-memory form every loader returns: a ratings table, an item table and the rating scale."""
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,27 @@ class RatingsDataset:
         titles[missing] = [f"[item {item}]" for item in items[missing]]
         return titles
 
+    @classmethod
+    def from_frame(
+        cls,
+        ratings: pd.DataFrame,
+        *,
+        user: str | None = None,
+        item: str | None = None,
+        rating: str | None = None,
+        timestamp: str | None = None,
+        items: pd.DataFrame | None = None,
+        name: str = "ratings",
+        rating_scale: tuple[float, float] | None = None,
+    ) -> "RatingsDataset":
+        """Ratings from a DataFrame, checked as a ratings file is. Columns not named are found by
+        common names (userId, item_id, score, ...); without a timestamp, row order stands for time.
+        `items` is a table of item ids and titles (and genres), for reports and recommendations."""
+        from recsys.data.ratings_table import dataset_from_frame
+
+        columns = {"user": user, "item": item, "rating": rating, "timestamp": timestamp}
+        return dataset_from_frame(ratings, columns, items=items, name=name, rating_scale=rating_scale)
+
     @property
     def default_y_range(self) -> tuple[float, float]:
         """fastai's convention, (0, 1.1 * max): (0, 5.5) for ratings 1-5 or 0.5-5, (0, 11) for 1-10;
@@ -78,3 +100,24 @@ def ratings_frame(
             "timestamp": timestamp.astype(np.int64),
         }
     )
+
+
+def keep_latest_duplicates(ratings: pd.DataFrame, source: Path | str) -> pd.DataFrame:
+    """Keep one rating per (user, item), the latest by timestamp, and warn with the count dropped.
+
+    MovieLens has none; a hand-made file may, and two answers for one pair would both be trained on
+    and tested against.
+    """
+    duplicated = ratings.duplicated(["user", "item"], keep=False).to_numpy()
+    if not duplicated.any():
+        return ratings
+    order = np.argsort(ratings["timestamp"].to_numpy(), kind="stable")
+    latest = ~ratings.iloc[order].duplicated(["user", "item"], keep="last").to_numpy()
+    keep = np.zeros(len(ratings), dtype=bool)
+    keep[order[latest]] = True
+    warnings.warn(
+        f"{source}: {len(ratings) - keep.sum()} duplicate (user, item) ratings dropped; "
+        "kept the latest of each by timestamp",
+        stacklevel=3,
+    )
+    return ratings[keep].reset_index(drop=True)

@@ -30,6 +30,7 @@ from recsys.data.dataset import (
     FoldRows,
     RatingsDataset,
     check_ratings,
+    keep_latest_duplicates,
     ratings_frame,
 )
 from recsys.data.download import download, extract_zip
@@ -228,27 +229,6 @@ def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.Data
         for column, what in (("user", "user id"), ("item", "item id"), ("timestamp", "timestamp"))
     )
     return keep_latest_duplicates(ratings_frame(user, item, numeric["rating"].to_numpy(), timestamp), path)
-
-
-def keep_latest_duplicates(ratings: pd.DataFrame, source: Path) -> pd.DataFrame:
-    """Keep one rating per (user, item), the latest by timestamp, and warn with the count dropped.
-
-    MovieLens has none; a hand-made file may, and two answers for one pair would both be trained on
-    and tested against.
-    """
-    duplicated = ratings.duplicated(["user", "item"], keep=False).to_numpy()
-    if not duplicated.any():
-        return ratings
-    order = np.argsort(ratings["timestamp"].to_numpy(), kind="stable")
-    latest = ~ratings.iloc[order].duplicated(["user", "item"], keep="last").to_numpy()
-    keep = np.zeros(len(ratings), dtype=bool)
-    keep[order[latest]] = True
-    warnings.warn(
-        f"{source}: {len(ratings) - keep.sum()} duplicate (user, item) ratings dropped; "
-        "kept the latest of each by timestamp",
-        stacklevel=3,
-    )
-    return ratings[keep].reset_index(drop=True)
 
 
 def read_items(folder: Path, layout: str) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from recsys.commands.common import add_data_flags, check_device, dataset_from_flags, run
+from recsys.commands.common import add_data_flags, check_data_flags, check_device, dataset_from_flags, run
 from recsys.errors import DataError, RecsysError
 
 
@@ -78,8 +78,46 @@ def test_data_flags() -> None:
         parser.parse_args(["--dataset", "nope"])
 
 
+def data_flags(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_data_flags(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--ratings", "r.csv", "--dataset", "tiny"], "drop --dataset and --data-dir"),
+        (["--columns", "user=u,item=i,rating=r"], "--columns describes a --ratings file"),
+        (["--rating-scale", "1,10"], "--rating-scale describes a --ratings file"),
+    ],
+)
+def test_data_flags_that_do_not_go_together_are_refused(argv: list[str], expected: str) -> None:
+    with pytest.raises(RecsysError, match=expected):
+        check_data_flags(data_flags(argv))
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--columns", "user=u,item=i"), ("--columns", "who=u,item=i,rating=r"), ("--rating-scale", "10,1"),
+     ("--rating-scale", "one,ten")],
+)  # fmt: skip
+def test_bad_columns_and_scales_are_argparse_errors(flag: str, value: str) -> None:
+    with pytest.raises(SystemExit):
+        data_flags([flag, value])
+
+
+def test_columns_and_scale_flags_parse() -> None:
+    args = data_flags(
+        ["--ratings", "r.csv", "--columns", "user=a, item=b,rating=c,timestamp=d", "--rating-scale", "1,10"]
+    )
+    assert args.columns == {"user": "a", "item": "b", "rating": "c", "timestamp": "d"}
+    assert args.rating_scale == (1.0, 10.0)
+    check_data_flags(args)
+
+
 def test_dataset_from_flags_loads_the_named_dataset(capsys: pytest.CaptureFixture[str]) -> None:
-    args = argparse.Namespace(dataset="tiny", data_dir=None, no_progress=True, offline=True)
+    args = data_flags(["--dataset", "tiny", "--no-progress", "--offline"])
     assert dataset_from_flags(args).name == "tiny"
     assert capsys.readouterr().err == ""
 
@@ -87,7 +125,7 @@ def test_dataset_from_flags_loads_the_named_dataset(capsys: pytest.CaptureFixtur
 def test_dataset_from_flags_says_when_it_falls_back_to_synthetic(
     no_data_root: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = argparse.Namespace(dataset=None, data_dir=None, no_progress=True, offline=True)
+    args = data_flags(["--no-progress", "--offline"])
     assert dataset_from_flags(args).name == "synthetic"
     note = capsys.readouterr().err
     assert note.count("\n") == 1 and "ml-100k is not available" in note and "synthetic" in note

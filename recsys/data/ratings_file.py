@@ -1,0 +1,336 @@
+"""A user's ratings file: CSV, TSV or any one-character separator, with or without a header, plain or
+gzip/bz2/xz/zstd-compressed, or Parquet; read with pyarrow (chosen by measurement: docs/data.md).
+
+The compression is told by the file's first bytes, the separator, header and columns from its first
+lines (or given); then pyarrow reads the whole file in parallel blocks. A bad value is named by its
+line in the file.
+"""
+
+import codecs
+import lzma
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from recsys.data.columns import (
+    ALIASES,
+    ITEM_ID_ALIASES,
+    RATING_FIELDS,
+    find_columns,
+    normalised,
+    require_rating_columns,
+)
+from recsys.data.dataset import RatingsDataset
+from recsys.data.ratings_table import Where, data_name, dataset_from_table, row_of_frame
+from recsys.errors import DataError
+
+COMPRESSIONS = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+PARQUET_MAGIC = b"PAR1"
+SEPARATORS = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
+SNIFF_BYTES = 1 << 16
+SAMPLE_LINES = 50
+BLOCK_BYTES = 1 << 24  # pyarrow's unit of parallel parsing
+# Names that mark a first line as a header: any column name a table of ratings or items may have.
+HEADER_WORDS = frozenset().union(*ALIASES.values(), ITEM_ID_ALIASES)
+
+
+@dataclass(frozen=True)
+class TextLayout:
+    """How a text table is laid out: its compression, encoding, separator and column names."""
+
+    compression: str | None
+    encoding: str
+    sep: str
+    header: bool
+    names: list[str]  # from the header, else the 1-based positions "1", "2", ...
+
+
+def load_ratings(
+    path: Path | str,
+    *,
+    columns: Mapping[str, str] | None = None,
+    sep: str | None = None,
+    header: bool | None = None,
+    rating_scale: tuple[float, float] | None = None,
+    items: Path | str | None = None,
+    name: str | None = None,
+) -> RatingsDataset:
+    """Read a ratings file, and optionally an item table with titles, into a RatingsDataset.
+
+    `columns` maps user, item, rating (and timestamp) to column names, or to 1-based positions in a
+    file without a header; those not given are found by common names. `rating_scale` (low, high) is
+    checked against every rating; by default it is read from the data.
+    """
+    path = Path(path)
+    if sep is not None and len(sep) != 1:
+        raise DataError(f"--sep {sep!r}: the separator must be one character")
+    if rating_scale is not None and not rating_scale[0] < rating_scale[1]:
+        raise DataError(f"--rating-scale {rating_scale}: expected LO < HI")
+    options = {"columns": dict(columns) if columns else None, "sep": sep, "header": header}
+    origin: dict[str, Any] = {"ratings": str(path.resolve())}
+    origin.update({key: value for key, value in options.items() if value is not None})
+    if rating_scale is not None:
+        origin["rating_scale"] = list(rating_scale)
+    if items is not None:
+        origin["items"] = str(Path(items).resolve())
+    if _first_bytes(path, len(PARQUET_MAGIC)) == PARQUET_MAGIC:
+        raw, n, where = _read_parquet(path, columns)
+    else:
+        raw, n, where = _read_ratings_text(path, columns, sep, header)
+    return dataset_from_table(
+        name or data_name(path),
+        raw,
+        n,
+        raw_items=read_item_file(Path(items)) if items is not None else None,
+        rating_scale_given=rating_scale,
+        source=str(path),
+        items_source=str(items),
+        where=where,
+        origin=origin,
+    )
+
+
+def read_item_file(path: Path) -> pd.DataFrame:
+    """An item table file as text columns (the ids are typed later, like the ratings' ids)."""
+    if _first_bytes(path, len(PARQUET_MAGIC)) == PARQUET_MAGIC:
+        return _parquet_table(path, None).to_pandas()
+    layout = sniff(path, None, None, None)
+    types = {name: pa.string() for name in layout.names}
+    return _read_text(path, layout, layout.names, types).to_pandas()
+
+
+def _first_bytes(path: Path, n: int) -> bytes:
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        with path.open("rb") as file:
+            return file.read(n)
+    except OSError as error:
+        raise DataError(f"{path}: cannot read ({error.strerror})") from None
+
+
+@contextmanager
+def _opened(path: Path, compression: str | None) -> Iterator[IO[bytes]]:
+    """The file's bytes, decompressed."""
+    if compression == "xz":  # pyarrow has no xz codec
+        with lzma.open(path) as file:
+            yield file  # type: ignore[misc]
+    else:
+        with pa.input_stream(str(path), compression=compression) as stream:
+            yield stream  # type: ignore[misc]
+
+
+def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str, str] | None) -> TextLayout:
+    """The layout of a text table, from its first lines; `sep` and `header` where given."""
+    start = _first_bytes(path, 8)
+    compression = next((kind for magic, kind in COMPRESSIONS.items() if start.startswith(magic)), None)
+    try:
+        with _opened(path, compression) as file:
+            head = file.read(SNIFF_BYTES)
+            whole = len(head) < SNIFF_BYTES or not file.read(1)
+    except (OSError, EOFError, lzma.LZMAError, pa.ArrowException) as error:
+        raise DataError(f"{path}: cannot decompress it as {compression} ({error})") from None
+    if b"\0" in head:
+        raise DataError(f"{path}: is not a text file (it holds NUL bytes)")
+    encoding = "utf-8"
+    try:
+        text = codecs.getincrementaldecoder(encoding)().decode(head)
+    except UnicodeDecodeError:  # Latin-1 files (Book-Crossing) are common; any byte decodes
+        encoding, text = "latin-1", head.decode("latin-1")
+    lines = text.splitlines()
+    if not whole:
+        lines = lines[:-1]  # the last one may be cut short
+    lines = [line for line in lines if line.strip()][:SAMPLE_LINES]
+    if not lines:
+        raise DataError(f"{path}: file is empty")
+    sep = sep or _separator(lines, path)
+    first = [_unquoted(field) for field in lines[0].split(sep)]
+    if header is None:
+        header = _has_header(first, [line.split(sep) for line in lines[1:]], columns)
+    names = first if header else [str(position) for position in range(1, len(first) + 1)]
+    return TextLayout(compression, encoding, sep, header, names)
+
+
+def _separator(lines: list[str], path: Path) -> str:
+    """The first separator that splits every sample line into the same number (2 or more) of fields,
+    else the first that splits the first line into 3 or more."""
+    for sep in SEPARATORS:
+        counts = {len(line.split(sep)) for line in lines}
+        if len(counts) == 1 and counts.pop() >= 2:
+            return sep
+    for sep in SEPARATORS:  # lines disagree: trust the first, and let the reader name the odd line
+        if len(lines[0].split(sep)) >= 3:
+            return sep
+    if "::" in lines[0]:
+        raise DataError(
+            f"{path}: fields are separated by '::' (MovieLens .dat); use --dataset ml-1m or ml-10m, "
+            "or convert it to one-character separators"
+        )
+    tried = ", ".join(SEPARATORS.values())
+    raise DataError(f"{path}: cannot tell the separator (tried {tried}); name it with --sep")
+
+
+def _unquoted(field: str) -> str:
+    field = field.strip()
+    return field[1:-1] if len(field) >= 2 and field[0] == field[-1] and field[0] in "\"'" else field
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(_unquoted(text))
+    except ValueError:
+        return False
+    return True
+
+
+def _has_header(first: list[str], rest: list[list[str]], columns: Mapping[str, str] | None) -> bool:
+    """Whether the first line names the columns: it holds a common column name or a name given in
+    `columns`, or a field that is text where every later line has a number (the rating column)."""
+    if any(normalised(field) in HEADER_WORDS for field in first):
+        return True
+    if columns and any(column in first for column in columns.values()):
+        return True
+    return any(
+        not _is_number(field) and bool(rest) and all(j < len(row) and _is_number(row[j]) for row in rest)
+        for j, field in enumerate(first)
+    )
+
+
+def _text_columns(layout: TextLayout, columns: Mapping[str, str] | None, source: str) -> dict[str, str]:
+    """Which column holds each field: given, found by name, or by position in a file without header."""
+    if layout.header or columns:
+        found = find_columns(layout.names, RATING_FIELDS, columns, source)
+    elif len(layout.names) in (3, 4):
+        found = dict(zip(RATING_FIELDS, layout.names, strict=False))
+    elif len(layout.names) == 2:
+        found = {"user": "1", "item": "2"}  # refused below: no ratings
+    else:
+        raise DataError(
+            f"{source}: {len(layout.names)} columns and no header; say which is which by position, "
+            "e.g. --columns user=1,item=2,rating=3[,timestamp=4]"
+        )
+    require_rating_columns(found, layout.names, source)
+    return found
+
+
+def _read_ratings_text(
+    path: Path, columns: Mapping[str, str] | None, sep: str | None, header: bool | None
+) -> tuple[dict[str, pd.Series | None], int, Where]:
+    layout = sniff(path, sep, header, columns)
+    found = _text_columns(layout, columns, str(path))
+    wanted = list(dict.fromkeys(found.values()))
+    try:
+        table = _read_text(path, layout, wanted, {})
+    except _ConversionError:  # a column's type changes after pyarrow's first block: read it as text
+        table = _read_text(path, layout, wanted, {column: pa.string() for column in wanted})
+    n = table.num_rows
+    frame = table.to_pandas(split_blocks=True, self_destruct=True)
+    del table
+    raw = {field: frame[column] for field, column in found.items()}
+    raw.setdefault("timestamp", None)
+    return raw, n, _LineFinder(path, layout)
+
+
+class _ConversionError(Exception):
+    """pyarrow met a value that does not fit the type it inferred from the first block."""
+
+
+def _read_text(path: Path, layout: TextLayout, wanted: list[str], types: dict[str, pa.DataType]) -> pa.Table:
+    """pyarrow's CSV reader over the file, every failure one line naming the file (and line)."""
+    read = pa_csv.ReadOptions(
+        column_names=layout.names,
+        skip_rows=1 if layout.header else 0,
+        encoding=layout.encoding,
+        block_size=BLOCK_BYTES,
+    )
+    parse = pa_csv.ParseOptions(delimiter=layout.sep)
+    convert = pa_csv.ConvertOptions(
+        include_columns=wanted,
+        column_types=types,
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+    )
+    try:
+        with _opened(path, layout.compression) as file:
+            return pa_csv.read_csv(file, read_options=read, parse_options=parse, convert_options=convert)
+    except pa.ArrowInvalid as error:
+        message = str(error).splitlines()[0]
+        if "conversion error" in message and not types:
+            raise _ConversionError from None
+        if "Expected" in message and "columns" in message:
+            line = _LineFinder(path, layout).first_with_other_field_count(len(layout.names))
+            if line is not None:
+                raise DataError(
+                    f"{path}: line {line[0]} has {line[1]} fields; expected {len(layout.names)}, "
+                    f"separated by {SEPARATORS.get(layout.sep, repr(layout.sep))}"
+                ) from None
+        raise DataError(f"{path}: cannot parse ({message[:200]})") from None
+    except (OSError, EOFError, lzma.LZMAError, pa.ArrowException) as error:
+        raise DataError(f"{path}: cannot read it ({str(error).splitlines()[0][:200]})") from None
+
+
+class _LineFinder:
+    """A data row's line number in the file (blank lines and the header counted), found by reading
+    the file again: done only for an error message."""
+
+    def __init__(self, path: Path, layout: TextLayout) -> None:
+        self.path, self.layout = path, layout
+
+    def _lines(self) -> Iterator[tuple[int, str]]:
+        with _opened(self.path, self.layout.compression) as file:
+            text = codecs.iterdecode(iter(lambda: file.read(1 << 20), b""), self.layout.encoding, "replace")
+            number, pending = 0, ""
+            for chunk in text:
+                *complete, pending = (pending + chunk).split("\n")
+                for line in complete:
+                    number += 1
+                    yield number, line.rstrip("\r")
+            if pending:
+                yield number + 1, pending.rstrip("\r")
+
+    def __call__(self, row: int) -> str:
+        data_rows = (number for number, line in self._lines() if line.strip())
+        skip = row + (1 if self.layout.header else 0)
+        for index, number in enumerate(data_rows):
+            if index == skip:
+                return f"line {number}"
+        return row_of_frame(row)
+
+    def first_with_other_field_count(self, expected: int) -> tuple[int, int] | None:
+        for number, line in self._lines():
+            if line.strip() and (count := len(line.split(self.layout.sep))) != expected:
+                return number, count
+        return None
+
+
+def _parquet_table(path: Path, wanted: list[str] | None) -> pa.Table:
+    try:
+        return pq.read_table(path, columns=wanted)
+    except (OSError, pa.ArrowException) as error:
+        raise DataError(f"{path}: cannot read it as Parquet ({str(error).splitlines()[0][:200]})") from None
+
+
+def _read_parquet(
+    path: Path, columns: Mapping[str, str] | None
+) -> tuple[dict[str, pd.Series | None], int, Where]:
+    try:
+        names = list(pq.read_schema(path).names)
+    except (OSError, pa.ArrowException) as error:
+        raise DataError(f"{path}: cannot read it as Parquet ({str(error).splitlines()[0][:200]})") from None
+    found = find_columns(names, RATING_FIELDS, columns, str(path))
+    require_rating_columns(found, names, str(path))
+    table = _parquet_table(path, list(dict.fromkeys(found.values())))
+    n = table.num_rows
+    frame = table.to_pandas(split_blocks=True, self_destruct=True)
+    del table
+    raw: dict[str, pd.Series | None] = {field: frame[column] for field, column in found.items()}
+    raw.setdefault("timestamp", None)
+    return raw, n, row_of_frame

@@ -1,0 +1,255 @@
+"""A user's own ratings, from any table, checked and turned into a RatingsDataset.
+
+The file reader and `RatingsDataset.from_frame` both end here, so a DataFrame in a notebook gets every
+check a file does. A bad value is named by `where(row)`: "line N" of a file, "row N" of a frame.
+"""
+
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recsys.data.columns import (
+    ALIASES,
+    ITEM_FIELDS,
+    ITEM_ID_ALIASES,
+    RATING_FIELDS,
+    find_columns,
+    require_rating_columns,
+    shown,
+)
+from recsys.data.dataset import ITEM_COLUMNS, RatingsDataset, keep_latest_duplicates
+from recsys.errors import DataError
+
+Where = Callable[[int], str]  # a row position as the user can find it ("line 7", "row 5")
+# Distinct ratings up to which a step (stars, half stars) is looked for; beyond, the scale is continuous.
+MAX_STEPPED_VALUES = 1000
+
+
+def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
+    """Ids as int64 when every one is an integer, else as strings; a missing id is an error."""
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise DataError(f"{source}: missing {kind} id on {where(int(np.flatnonzero(missing)[0]))}")
+    if pd.api.types.is_integer_dtype(column.dtype):
+        return column.to_numpy(dtype=np.int64)
+    if pd.api.types.is_float_dtype(column.dtype):  # integers beside a gap read as floats
+        values = column.to_numpy(dtype=np.float64)
+        if np.all(values == np.round(values)) and np.all(np.abs(values) < 2**53):
+            return values.astype(np.int64)
+    if pd.api.types.is_bool_dtype(column.dtype):
+        raise DataError(f"{source}: the {kind} ids are true/false values, not ids")
+    text = column.astype(str).to_numpy(dtype=object)
+    empty = np.flatnonzero(text == "")
+    if empty.size:
+        raise DataError(f"{source}: missing {kind} id on {where(int(empty[0]))}")
+    return text
+
+
+def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
+    """Ratings as float64; a missing, non-numeric or infinite one is an error naming its place."""
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        row = int(bad[0])
+        raw = column.iloc[row]
+        if pd.isna(raw) or raw == "":
+            raise DataError(f"{source}: missing rating on {where(row)}")
+        raise DataError(f"{source}: rating {str(raw)[:40]!r} on {where(row)} is not a finite number")
+    return values
+
+
+def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> np.ndarray:
+    """Timestamps as int64 seconds: whole numbers as they are, dates and times converted; without a
+    timestamp column, the row order (so "latest" means later in the table)."""
+    if column is None:
+        return np.arange(n, dtype=np.int64)
+    if pd.api.types.is_bool_dtype(column.dtype):
+        raise DataError(f"{source}: the timestamps are true/false values, not times")
+    if pd.api.types.is_datetime64_any_dtype(column.dtype):
+        times = column
+    else:
+        numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        if np.isfinite(numbers).all():  # seconds (or any whole count) since an epoch
+            return np.floor(numbers).astype(np.int64)
+        with warnings.catch_warnings():  # pandas warns when it guesses the date format per value
+            warnings.simplefilter("ignore", UserWarning)
+            times = pd.to_datetime(column, errors="coerce", utc=True, format="mixed")
+        missing = pd.isna(times).to_numpy()
+        bad = np.flatnonzero(missing & ~np.isfinite(numbers))  # neither a number nor a date
+        if bad.size or missing.any():
+            row = int(bad[0]) if bad.size else int(np.flatnonzero(missing)[0])
+            raw = column.iloc[row]
+            if pd.isna(raw) or raw == "":
+                raise DataError(f"{source}: missing timestamp on {where(row)}")
+            raise DataError(
+                f"{source}: timestamp {str(raw)[:40]!r} on {where(row)} is not a time "
+                "(expected seconds since 1970 or a date, the same kind on every line)"
+            )
+    return (pd.DatetimeIndex(times).as_unit("s").asi8).astype(np.int64)
+
+
+def rating_scale(
+    values: np.ndarray, given: tuple[float, float] | None, source: str, where: Where
+) -> tuple[float, float]:
+    """The given scale, with every rating checked to lie in it, or the lowest and highest rating."""
+    if given is not None:
+        low, high = given
+        outside = np.flatnonzero((values < low) | (values > high))
+        if outside.size:
+            row = int(outside[0])
+            raise DataError(
+                f"{source}: rating {values[row]:g} on {where(row)} is outside --rating-scale {low:g},{high:g}"
+            )
+        return float(low), float(high)
+    low, high = float(values.min()), float(values.max())
+    if low == high:
+        raise DataError(f"{source}: every rating is {low:g}; there is nothing to learn from one value")
+    return low, high
+
+
+def rating_step(values: np.ndarray) -> float | None:
+    """The step between the ratings that occur (1 for stars, 0.5 for half stars), None if continuous."""
+    distinct = np.sort(pd.unique(values))
+    if len(distinct) > MAX_STEPPED_VALUES or len(distinct) < 2:
+        return None
+    step = float(np.diff(distinct).min())
+    multiples = (distinct - distinct[0]) / step
+    return step if np.allclose(multiples, np.round(multiples), atol=1e-6) else None
+
+
+def describe_scale(dataset: RatingsDataset) -> str:
+    """The rating scale as a user reads it, e.g. "1-10 in steps of 1 (12,000 ratings)"."""
+    low, high = dataset.rating_scale
+    step = rating_step(dataset.ratings["rating"].to_numpy())
+    spacing = f"in steps of {step:g}" if step is not None else "continuous"
+    return f"{low:g}-{high:g} {spacing} ({len(dataset.ratings):,} ratings)"
+
+
+def row_of_frame(row: int) -> str:
+    """A row position as a table's reader counts it."""
+    return f"row {row + 1}"
+
+
+def ratings_table(
+    raw: Mapping[str, pd.Series | None],
+    n: int,
+    rating_scale_given: tuple[float, float] | None,
+    source: str,
+    where: Where,
+) -> tuple[pd.DataFrame, tuple[float, float]]:
+    """The canonical ratings table (user, item, rating, timestamp) from raw columns, and its scale."""
+    if n == 0:
+        raise DataError(f"{source}: no ratings in file")
+    user = ids(raw["user"], "user", source, where)  # type: ignore[arg-type]
+    item = ids(raw["item"], "item", source, where)  # type: ignore[arg-type]
+    rating = ratings(raw["rating"], source, where)  # type: ignore[arg-type]
+    scale = rating_scale(rating, rating_scale_given, source, where)
+    table = pd.DataFrame(
+        {
+            "user": user,
+            "item": item,
+            "rating": rating.astype(np.float32),
+            "timestamp": timestamps(raw.get("timestamp"), n, source, where),
+        }
+    )
+    return keep_latest_duplicates(table, source), scale
+
+
+def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFrame:
+    """An item table (id, title, optional genres) with its ids in the ratings' id type; columns found
+    by common names, else taken as id, title[, genres] in order."""
+    names = [str(name) for name in raw.columns]
+    found = find_columns(names, ITEM_FIELDS, None, source, aliases={**ALIASES, "item": ITEM_ID_ALIASES})
+    if "item" not in found or "title" not in found:
+        if len(names) < 2:
+            raise DataError(
+                f"{source}: an item table needs an id and a title column (columns: {shown(names)})"
+            )
+        found = {"item": names[0], "title": names[1], **({"genres": names[2]} if len(names) > 2 else {})}
+    column = raw[found["item"]]
+    if id_type.kind in "iu":
+        values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = np.flatnonzero(~(values == np.round(values)))
+        if bad.size:
+            row = int(bad[0])
+            raise DataError(
+                f"{source}: item id {str(column.iloc[row])[:40]!r} on {row_of_frame(row)} is not an "
+                "integer, as the ratings' item ids are"
+            )
+        item = values.astype(np.int64)
+    else:
+        item = ids(column.astype(str), "item", source, row_of_frame)
+    titles = raw[found["title"]].fillna("").astype(str).to_numpy(dtype=object)
+    genres = raw[found["genres"]].fillna("").astype(str).to_numpy(dtype=object) if "genres" in found else ""
+    return pd.DataFrame({"item": item, "title": titles, "genres": genres})[ITEM_COLUMNS]
+
+
+def dataset_from_table(
+    name: str,
+    raw: Mapping[str, pd.Series | None],
+    n: int,
+    *,
+    raw_items: pd.DataFrame | None,
+    rating_scale_given: tuple[float, float] | None,
+    source: str,
+    items_source: str,
+    where: Where,
+    origin: Mapping[str, Any],
+) -> RatingsDataset:
+    """A RatingsDataset from raw rating columns and an optional raw item table; rated items the item
+    table does not name are counted in a warning."""
+    table, scale = ratings_table(raw, n, rating_scale_given, source, where)
+    if raw_items is None:  # no titles: reports and recommend.py show raw ids
+        items = pd.DataFrame({column: table["item"].iloc[:0] for column in ITEM_COLUMNS})
+    else:
+        items = item_table(raw_items, table["item"].dtype, items_source)
+        unnamed = np.setdiff1d(table["item"].to_numpy(), items["item"].to_numpy())
+        if unnamed.size:
+            warnings.warn(
+                f"{items_source}: no entry for {unnamed.size} rated item "
+                f"id{'s' if unnamed.size > 1 else ''}, e.g. {unnamed[0]} (titles shown as their raw id)",
+                stacklevel=3,
+            )
+    return RatingsDataset(name, table, items, scale, None, {}, dict(origin))
+
+
+def dataset_from_frame(
+    frame: pd.DataFrame,
+    columns: Mapping[str, str | None],
+    *,
+    items: pd.DataFrame | None,
+    name: str,
+    rating_scale: tuple[float, float] | None,
+) -> RatingsDataset:
+    """`RatingsDataset.from_frame`: the columns given (None: found by common names) checked as a
+    file's are; a bad value is named by its row position."""
+    labels = {str(label): label for label in frame.columns}
+    given = {field: str(column) for field, column in columns.items() if column is not None}
+    found = find_columns(list(labels), RATING_FIELDS, given, "the ratings frame")
+    require_rating_columns(found, list(labels), "the ratings frame", "pass user=, item=, rating=")
+    raw: dict[str, pd.Series | None] = {field: frame[labels[column]] for field, column in found.items()}
+    raw.setdefault("timestamp", None)
+    return dataset_from_table(
+        name,
+        raw,
+        len(frame),
+        raw_items=items,
+        rating_scale_given=rating_scale,
+        source="the ratings frame",
+        items_source="the items frame",
+        where=row_of_frame,
+        origin={},
+    )
+
+
+def data_name(path: Path) -> str:
+    """A dataset name from a file name: its stem without compression or format suffixes."""
+    name = path.name
+    for suffix in (".gz", ".bz2", ".xz", ".zst", ".zstd", ".csv", ".tsv", ".txt", ".dat", ".parquet", ".pq"):
+        name = name.removesuffix(suffix)
+    cleaned = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name).strip("-.")
+    return cleaned or "ratings"
