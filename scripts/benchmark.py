@@ -27,6 +27,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 import torch
 
 from recsys.config import available_cores, config_for
@@ -371,6 +374,18 @@ def generate_shape(shape: str, path: Path) -> dict[str, Any]:
             file.flush()
             os.fsync(file.fileno())
     return {"shape": shape, "ratings": len(train), "generate_seconds": clocks.seconds}
+
+
+def write_ratings_files(shape: str, folder: Path) -> dict[str, Any]:
+    """Synthetic ratings shaped like `shape` written as ratings.csv (MovieLens' header: userId,
+    movieId, rating, timestamp) and ratings.parquet in `folder`, for the file-load measurements."""
+    ratings = synthetic_shape(shape).ratings.rename(columns={"user": "userId", "item": "movieId"})
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(ratings, preserve_index=False)
+    paths = {"csv": folder / "ratings.csv", "parquet": folder / "ratings.parquet"}
+    pa_csv.write_csv(table, paths["csv"])
+    pq.write_table(table, paths["parquet"])
+    return {"ratings": len(ratings), **{kind: str(path) for kind, path in paths.items()}}
 
 
 def _per_epoch(result: dict[str, Any]) -> dict[str, Any]:

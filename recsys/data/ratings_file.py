@@ -1,13 +1,15 @@
 """A user's ratings file: CSV, TSV or any one-character separator, with or without a header, plain or
-gzip/bz2/xz/zstd-compressed, or Parquet; read with pyarrow (chosen by measurement: docs/data.md).
+gzip/bz2/xz/zstd-compressed, or Parquet; read with polars (chosen by measurement: docs/data.md).
 
 The compression is told by the file's first bytes, the separator, header and columns from its first
-lines (or given); then pyarrow reads the whole file in parallel blocks. A bad value is named by its
-line in the file.
+lines (or given); then polars reads the whole file on every core, and each column moves into pandas
+without a copy. A bad value is named by its line in the file.
 """
 
 import codecs
+import io
 import lzma
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,8 +18,12 @@ from typing import IO, Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
+
+# polars' allocator (jemalloc) keeps freed pages for 10 s by default, so the chunks a column leaves
+# behind as it moves into pandas would stay resident beside the finished table; returning them at
+# once keeps the peak near one table (docs/data.md). Read when polars is first imported.
+os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+import polars as pl
 
 from recsys.data.columns import (
     ALIASES,
@@ -36,7 +42,10 @@ PARQUET_MAGIC = b"PAR1"
 SEPARATORS = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
 SNIFF_BYTES = 1 << 16
 SAMPLE_LINES = 50
-BLOCK_BYTES = 1 << 24  # pyarrow's unit of parallel parsing
+# Rows polars looks at to choose a column's type; a value that does not fit later means a re-read as text.
+INFER_ROWS = 10_000
+# What polars reads from a path itself; other compressions (and Latin-1 text) are decoded here first.
+POLARS_COMPRESSIONS = (None, "gzip", "zstd")
 # Names that mark a first line as a header: any column name a table of ratings or items may have.
 HEADER_WORDS = frozenset().union(*ALIASES.values(), ITEM_ID_ALIASES)
 
@@ -100,10 +109,11 @@ def load_ratings(
 def read_item_file(path: Path) -> pd.DataFrame:
     """An item table file as text columns (the ids are typed later, like the ratings' ids)."""
     if _first_bytes(path, len(PARQUET_MAGIC)) == PARQUET_MAGIC:
-        return _parquet_table(path, None).to_pandas()
-    layout = sniff(path, None, None, None)
-    types = {name: pa.string() for name in layout.names}
-    return _read_text(path, layout, layout.names, types).to_pandas()
+        frame = _read_parquet_columns(path, None)
+    else:
+        layout = sniff(path, None, None, None)
+        frame = _read_text(path, layout, layout.names, as_text=True)
+    return pd.DataFrame(_as_pandas(frame))
 
 
 def _first_bytes(path: Path, n: int) -> bytes:
@@ -226,46 +236,72 @@ def _read_ratings_text(
     layout = sniff(path, sep, header, columns)
     found = _text_columns(layout, columns, str(path))
     wanted = list(dict.fromkeys(found.values()))
-    try:
-        table = _read_text(path, layout, wanted, {})
-    except _ConversionError:  # a column's type changes after pyarrow's first block: read it as text
-        table = _read_text(path, layout, wanted, {column: pa.string() for column in wanted})
-    n = table.num_rows
-    frame = table.to_pandas(split_blocks=True, self_destruct=True)
-    del table
-    raw = {field: frame[column] for field, column in found.items()}
+    try:  # ratings straight into float32: the table's type, and half the memory of float64
+        frame = _read_text(path, layout, wanted, as_text=False, float32=found["rating"])
+    except _ConversionError:  # a column's type changes past the rows polars inferred it from
+        frame = _read_text(path, layout, wanted, as_text=True)
+    return _raw_columns(frame, found, _LineFinder(path, layout))
+
+
+def _raw_columns(
+    frame: pl.DataFrame, found: Mapping[str, str], where: Where
+) -> tuple[dict[str, pd.Series | None], int, Where]:
+    """The rating fields' columns as pandas Series, the row count, and how a row is named."""
+    n = frame.height
+    series = _as_pandas(frame)
+    raw: dict[str, pd.Series | None] = {field: series[column] for field, column in found.items()}
     raw.setdefault("timestamp", None)
-    return raw, n, _LineFinder(path, layout)
+    return raw, n, where
+
+
+def _as_pandas(frame: pl.DataFrame) -> dict[str, pd.Series]:
+    """Each column as a pandas Series, moved one at a time: a numeric column without gaps is made
+    contiguous and shared with numpy, not copied, so the table is never held twice."""
+    names = list(frame.columns)
+    return {name: pd.Series(frame.drop_in_place(name).rechunk().to_numpy(), copy=False) for name in names}
 
 
 class _ConversionError(Exception):
-    """pyarrow met a value that does not fit the type it inferred from the first block."""
+    """polars met a value that does not fit the type it inferred from the first rows."""
 
 
-def _read_text(path: Path, layout: TextLayout, wanted: list[str], types: dict[str, pa.DataType]) -> pa.Table:
-    """pyarrow's CSV reader over the file, every failure one line naming the file (and line)."""
-    read = pa_csv.ReadOptions(
-        column_names=layout.names,
-        skip_rows=1 if layout.header else 0,
-        encoding=layout.encoding,
-        block_size=BLOCK_BYTES,
-    )
-    parse = pa_csv.ParseOptions(delimiter=layout.sep)
-    convert = pa_csv.ConvertOptions(
-        include_columns=wanted,
-        column_types=types,
-        null_values=[""],
-        strings_can_be_null=True,
-        quoted_strings_can_be_null=False,
-    )
+def _polars_source(path: Path, layout: TextLayout) -> str | io.BytesIO:
+    """The path where polars can read the file itself, else its text decompressed and as UTF-8."""
+    if layout.compression in POLARS_COMPRESSIONS and layout.encoding == "utf-8":
+        return str(path)
+    with _opened(path, layout.compression) as file:
+        data = file.read()
+    if layout.encoding != "utf-8":
+        data = data.decode(layout.encoding).encode("utf-8")
+    return io.BytesIO(data)
+
+
+def _read_text(
+    path: Path, layout: TextLayout, wanted: list[str], *, as_text: bool, float32: str | None = None
+) -> pl.DataFrame:
+    """polars' CSV reader over the `wanted` columns (all as text where `as_text`; column `float32` as
+    float32), lines of nothing but separators dropped; every failure one line naming the file (and
+    the line)."""
+    positions = sorted(layout.names.index(name) for name in wanted)
+    # polars names a headerless file's columns column_1, column_2, ...
+    polars_names = layout.names if layout.header else [f"column_{n}" for n in range(1, len(layout.names) + 1)]
+    types = {polars_names[layout.names.index(float32)]: pl.Float32} if float32 and not as_text else None
     try:
-        with _opened(path, layout.compression) as file:
-            return pa_csv.read_csv(file, read_options=read, parse_options=parse, convert_options=convert)
-    except pa.ArrowInvalid as error:
-        message = str(error).splitlines()[0]
-        if "conversion error" in message and not types:
+        frame = pl.read_csv(
+            _polars_source(path, layout),
+            has_header=layout.header,
+            columns=positions,
+            separator=layout.sep,
+            infer_schema=not as_text,
+            infer_schema_length=INFER_ROWS,
+            schema_overrides=types,
+            raise_if_empty=False,
+        )
+    except pl.exceptions.ComputeError as error:
+        message = str(error).strip().splitlines()[0]
+        if "could not parse" in message and not as_text:
             raise _ConversionError from None
-        if "Expected" in message and "columns" in message:
+        if "more fields" in message:
             line = _LineFinder(path, layout).first_with_other_field_count(len(layout.names))
             if line is not None:
                 raise DataError(
@@ -273,8 +309,19 @@ def _read_text(path: Path, layout: TextLayout, wanted: list[str], types: dict[st
                     f"separated by {SEPARATORS.get(layout.sep, repr(layout.sep))}"
                 ) from None
         raise DataError(f"{path}: cannot parse ({message[:200]})") from None
-    except (OSError, EOFError, lzma.LZMAError, pa.ArrowException) as error:
-        raise DataError(f"{path}: cannot read it ({str(error).splitlines()[0][:200]})") from None
+    except (OSError, EOFError, lzma.LZMAError, pa.ArrowException, pl.exceptions.PolarsError) as error:
+        raise DataError(f"{path}: cannot read it ({_first_line(error)})") from None
+    frame.columns = [layout.names[position] for position in positions]
+    blank = frame.select(pl.all_horizontal(pl.all().is_null())).to_series()
+    if blank.any():  # a blank line: polars makes it a row of gaps
+        frame = frame.filter(~blank)
+    return frame
+
+
+def _first_line(error: Exception) -> str:
+    """A library's error message cut to one short line."""
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    return lines[0][:200]
 
 
 class _LineFinder:
@@ -311,26 +358,20 @@ class _LineFinder:
         return None
 
 
-def _parquet_table(path: Path, wanted: list[str] | None) -> pa.Table:
+def _read_parquet_columns(path: Path, wanted: list[str] | None) -> pl.DataFrame:
     try:
-        return pq.read_table(path, columns=wanted)
-    except (OSError, pa.ArrowException) as error:
-        raise DataError(f"{path}: cannot read it as Parquet ({str(error).splitlines()[0][:200]})") from None
+        return pl.read_parquet(path, columns=wanted)
+    except (OSError, pl.exceptions.PolarsError) as error:
+        raise DataError(f"{path}: cannot read it as Parquet ({_first_line(error)})") from None
 
 
 def _read_parquet(
     path: Path, columns: Mapping[str, str] | None
 ) -> tuple[dict[str, pd.Series | None], int, Where]:
     try:
-        names = list(pq.read_schema(path).names)
-    except (OSError, pa.ArrowException) as error:
-        raise DataError(f"{path}: cannot read it as Parquet ({str(error).splitlines()[0][:200]})") from None
+        names = list(pl.read_parquet_schema(path))
+    except (OSError, pl.exceptions.PolarsError) as error:
+        raise DataError(f"{path}: cannot read it as Parquet ({_first_line(error)})") from None
     found = find_columns(names, RATING_FIELDS, columns, str(path))
     require_rating_columns(found, names, str(path))
-    table = _parquet_table(path, list(dict.fromkeys(found.values())))
-    n = table.num_rows
-    frame = table.to_pandas(split_blocks=True, self_destruct=True)
-    del table
-    raw: dict[str, pd.Series | None] = {field: frame[column] for field, column in found.items()}
-    raw.setdefault("timestamp", None)
-    return raw, n, row_of_frame
+    return _raw_columns(_read_parquet_columns(path, list(dict.fromkeys(found.values()))), found, row_of_frame)

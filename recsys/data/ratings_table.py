@@ -31,6 +31,8 @@ MAX_STEPPED_VALUES = 1000
 
 def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
     """Ids as int64 when every one is an integer, else as strings; a missing id is an error."""
+    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":  # no gaps: nothing to check
+        return column.to_numpy(dtype=np.int64)
     missing = column.isna().to_numpy()
     if missing.any():
         raise DataError(f"{source}: missing {kind} id on {where(int(np.flatnonzero(missing)[0]))}")
@@ -46,19 +48,24 @@ def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
     empty = np.flatnonzero(text == "")
     if empty.size:
         raise DataError(f"{source}: missing {kind} id on {where(int(empty[0]))}")
+    if str(text[0]).lstrip("-").isdigit():  # integers read as text (beside a gap, or re-read as text)
+        numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        if np.all(numbers == np.round(numbers)) and np.all(np.abs(numbers) < 2**53):
+            return numbers.astype(np.int64)
     return text
 
 
 def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
-    """Ratings as float64; a missing, non-numeric or infinite one is an error naming its place."""
-    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    """Ratings as float32; a missing, non-numeric or infinite one is an error naming its place."""
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float32, na_value=np.nan)
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         row = int(bad[0])
         raw = column.iloc[row]
         if pd.isna(raw) or raw == "":
             raise DataError(f"{source}: missing rating on {where(row)}")
-        raise DataError(f"{source}: rating {str(raw)[:40]!r} on {where(row)} is not a finite number")
+        what = "not a number" if np.isnan(values[row]) else "not finite"
+        raise DataError(f"{source}: rating {str(raw)[:40]!r} on {where(row)} is {what}")
     return values
 
 
@@ -69,6 +76,8 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
         return np.arange(n, dtype=np.int64)
     if pd.api.types.is_bool_dtype(column.dtype):
         raise DataError(f"{source}: the timestamps are true/false values, not times")
+    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":  # seconds, no gaps
+        return column.to_numpy(dtype=np.int64)
     if pd.api.types.is_datetime64_any_dtype(column.dtype):
         times = column
     else:
@@ -152,9 +161,10 @@ def ratings_table(
         {
             "user": user,
             "item": item,
-            "rating": rating.astype(np.float32),
+            "rating": rating,
             "timestamp": timestamps(raw.get("timestamp"), n, source, where),
-        }
+        },
+        copy=False,  # the columns are fresh or read-only views: no second copy of a large table
     )
     return keep_latest_duplicates(table, source), scale
 
