@@ -45,11 +45,12 @@ CONTENDED_SHAPE = "ml-10m"
 # Where the time to reach the autograd engine's accuracy is measured.
 CONVERGENCE_SHAPE = "ml-10m"
 BUSY_PROCESSES = 2
-TASKS = ("u1", "throughput", "convergence", "generate", "load")
+TASKS = ("u1", "throughput", "convergence", "generate", "load", "write-file", "file-load")
 # Columns shown first, in this order, where a table has them; the rest follow.
 FIRST_COLUMNS = (
     "task",
     "contender",
+    "reader",
     "model",
     "dataset",
     "shape",
@@ -75,6 +76,10 @@ WHOLE_NUMBERS = (
     "ratings",
     "peak_rss_mb",
     "ratings_per_second",
+    "rows_per_second",
+    "rows",
+    "table_mb",
+    "peak_added_mb",
     "samples_per_second",
 )
 
@@ -118,6 +123,7 @@ def jobs(
     repeats: int,
     device: str = "cpu",
     contended: bool = True,
+    file_shape: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every measurement to run, as the keyword arguments of one worker; the contended ones last. The
     u1 contenders take turns, `repeats` rounds, so that a slow spell of the machine does not fall on
@@ -140,6 +146,14 @@ def jobs(
                 {"task": "convergence", "shape": shape, "tensors": tensors, "engine": engine}
                 for engine in ("autograd", "compiled")
             ]
+    if file_shape is not None:  # the readers take turns, as the u1 contenders do
+        files = str(scratch / f"{file_shape}-files")
+        found.append({"task": "write-file", "shape": file_shape, "folder": files})
+        found += [
+            {"task": "file-load", "reader": reader, "folder": files}
+            for _ in range(repeats)
+            for reader in benchmark.FILE_READERS
+        ]
     if contended:
         loaded_shape = CONTENDED_SHAPE if CONTENDED_SHAPE in shapes else next(iter(shapes), None)
         found += contended_jobs(found, loaded_shape)
@@ -168,6 +182,10 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
         return benchmark.bench_load(spec["name"], folder)
     if task == "generate":
         return benchmark.generate_shape(spec["shape"], Path(spec["path"]))
+    if task == "write-file":
+        return benchmark.write_ratings_files(spec["shape"], Path(spec["folder"]))
+    if task == "file-load":
+        return benchmark.bench_file_load(spec["reader"], Path(spec["folder"]))
     if task == "convergence":
         return benchmark.bench_convergence(spec["shape"], Path(spec["tensors"]), spec["engine"])
     shape, tensors = spec.pop("shape"), Path(spec.pop("tensors"))
@@ -235,6 +253,9 @@ TITLES = {
     "seconds until each engine reached the autograd engine's final validation RMSE",
     "generate": "Generating the synthetic shapes",
     "load": "Loading and encoding real data",
+    "file-load": "Reading a ratings file shaped like ML-25M (medians over the rounds): CSV and Parquet; "
+    "`peak_added_mb`: peak RSS less the process's RSS before reading, `peak_over_table` that over "
+    "`table_mb`, the table read (recsys: checked, duplicates dropped; polars: its own table)",
     "errors": "Failed measurements",
 }
 
@@ -252,6 +273,8 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
         else:
             rows[spec["task"]].append(result)
     found = {task: pd.DataFrame(rows[task]) for task in ("throughput", "generate", "load")}
+    if rows["file-load"]:
+        found["file-load"] = benchmark.median_runs(rows["file-load"], "reader")
     if rows["u1"]:
         medians = benchmark.median_runs(rows["u1"]).to_dict(orient="records")
         quiet_reference = any(row["contender"] == REFERENCE and row["contended"] == "no" for row in medians)
@@ -296,6 +319,13 @@ def main(argv: list[str] | None = None) -> int:
         default=True,
         help="re-run a few rows while two busy processes load the CPU",
     )
+    parser.add_argument(
+        "--file-shape",
+        choices=[*benchmark.SHAPES, "none"],
+        default="ml-25m",
+        help="write a ratings file of this shape and time reading it with recsys, pandas, pyarrow, "
+        "polars and duckdb (none: skip)",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ml100k", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -314,7 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise RecsysError(f"--out {args.out} is a file; name a folder")
     with tempfile.TemporaryDirectory() as scratch:
-        specs = jobs(folder, args.shapes, Path(scratch), args.repeats, args.device, args.contended)
+        file_shape = None if args.file_shape == "none" else args.file_shape
+        specs = jobs(
+            folder, args.shapes, Path(scratch), args.repeats, args.device, args.contended, file_shape
+        )
         results = run_all(specs, folder)
     found = tables(specs, results)
     lines = [

@@ -388,6 +388,74 @@ def write_ratings_files(shape: str, folder: Path) -> dict[str, Any]:
     return {"ratings": len(ratings), **{kind: str(path) for kind, path in paths.items()}}
 
 
+# Readers of the ratings file written by write_ratings_files: recsys' own (which checks every value and
+# drops duplicate pairs) and the libraries it was chosen among, each with its defaults.
+FILE_READERS = (
+    "recsys-csv",
+    "pandas-pyarrow-csv",
+    "pandas-c-csv",
+    "pyarrow-csv",
+    "polars-csv",
+    "duckdb-csv",
+    "recsys-parquet",
+    "pandas-parquet",
+    "polars-parquet",
+)
+
+
+def _file_reader(reader: str) -> Callable[[Path], Any]:
+    """The function that reads the file for `reader`; its library imported here, before the baseline."""
+    if reader.startswith("recsys"):
+        from recsys.data.ratings_file import load_ratings
+
+        return lambda path: load_ratings(path).ratings
+    if reader == "pandas-pyarrow-csv":
+        return partial(pd.read_csv, engine="pyarrow")
+    if reader == "pandas-c-csv":
+        return pd.read_csv
+    if reader == "pyarrow-csv":  # to pandas, as recsys and pandas end
+        return lambda path: pa_csv.read_csv(path).to_pandas(split_blocks=True, self_destruct=True)
+    if reader == "pandas-parquet":
+        return pd.read_parquet
+    if reader.startswith("polars"):  # a polars table, not pandas
+        import polars
+
+        return polars.read_csv if reader.endswith("csv") else polars.read_parquet
+    if reader == "duckdb-csv":  # to pandas
+        import duckdb
+
+        return lambda path: duckdb.read_csv(str(path)).df()
+    raise ValueError(f"unknown reader {reader!r}")
+
+
+def _resident_mb() -> float:
+    """This process's resident memory now (Linux)."""
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def bench_file_load(reader: str, folder: Path) -> dict[str, Any]:
+    """Read the ratings file of `folder` with `reader`: rows per second and the memory it took beyond
+    what the process held before (peak RSS less that baseline), against the table it ended with."""
+    read = _file_reader(reader)
+    path = folder / ("ratings.parquet" if reader.endswith("parquet") else "ratings.csv")
+    baseline = _resident_mb()
+    with measured() as clocks:
+        table = read(path)
+    size = table.memory_usage(deep=True).sum() if hasattr(table, "memory_usage") else table.estimated_size()
+    table_mb = size / 2**20
+    added = peak_rss_mb() - baseline
+    return {
+        "reader": reader,
+        "rows": len(table),
+        "seconds": clocks.seconds,
+        "cpu_seconds": clocks.cpu_seconds,
+        "rows_per_second": len(table) / clocks.seconds,
+        "table_mb": table_mb,
+        "peak_added_mb": added,
+        "peak_over_table": added / table_mb,
+    }
+
+
 def _per_epoch(result: dict[str, Any]) -> dict[str, Any]:
     """A throughput row from a timed fit of `iterations` epochs over `ratings` ratings."""
     return {
@@ -527,11 +595,11 @@ def _groups(frame: pd.DataFrame, keys: list[str]) -> list[str]:
     return [*keys, *(["contended"] if "contended" in frame else [])]
 
 
-def median_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per contender (quiet and contended apart) from repeated u1 runs: the median of each
-    measure, the fastest and slowest `seconds`, and the number of runs."""
+def median_runs(rows: list[dict[str, Any]], key: str = "contender") -> pd.DataFrame:
+    """One row per `key` (quiet and contended apart) from repeated runs: the median of each measure,
+    the fastest and slowest `seconds`, and the number of runs."""
     frame = pd.DataFrame(rows)
-    grouped = frame.groupby(_groups(frame, ["contender"]), sort=False)
+    grouped = frame.groupby(_groups(frame, [key]), sort=False)
     medians = grouped.median(numeric_only=True)
     medians["seconds_min"] = grouped["seconds"].min()
     medians["seconds_max"] = grouped["seconds"].max()

@@ -345,3 +345,23 @@ def test_bench_measures_time_to_accuracy_at_the_ml_10m_shape_only(tmp_path: Path
     threads = [spec for spec in specs if spec.get("threads")]
     assert {spec["threads"] for spec in threads} == {1, 2}
     assert all(spec["epochs"] == script.THREAD_EPOCHS for spec in threads)
+
+
+def test_bench_file_readers_take_turns_after_the_file_is_written(tmp_path: Path) -> None:
+    specs = _bench_script().jobs(None, [], tmp_path, repeats=2, contended=False, file_shape="ml-1m")
+    assert specs[0] == {"task": "write-file", "shape": "ml-1m", "folder": str(tmp_path / "ml-1m-files")}
+    readers = [spec["reader"] for spec in specs[1:]]
+    assert readers == list(benchmark.FILE_READERS) * 2
+    assert all(spec["folder"] == specs[0]["folder"] for spec in specs[1:])
+
+
+@pytest.mark.parametrize("reader", ["recsys-csv", "recsys-parquet", "pandas-pyarrow-csv", "polars-parquet"])
+def test_file_load_reads_every_row_of_the_written_files(
+    reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(SHAPES, "small", (50, 80, 1_000))
+    written = benchmark.write_ratings_files("small", tmp_path)
+    assert written["ratings"] == 1_000
+    result = benchmark.bench_file_load(reader, tmp_path)
+    assert result["rows"] == 1_000 and result["reader"] == reader
+    assert result["table_mb"] > 0 and result["peak_over_table"] >= 0
