@@ -31,8 +31,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--split",
         choices=[*SPLIT_KINDS, "folds"],
-        default="u1",
-        help="split, or folds (u1..u5) [default: u1]",
+        default=None,
+        help="split, or folds (u1..u5) [default: u1 for ml-100k, which comes with it; else random]",
     )
     parser.add_argument(
         "--models",
@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_data_flags(args)
     dataset = dataset_from_flags(args)
+    if args.split is None:
+        args.split = "u1" if "u1" in dataset.folds else "random"
     splits = FOLDS if args.split == "folds" else (args.split,)
     out = args.out or Path("reports") / f"{dataset.name}-{args.split}"
     if out.exists() and not out.is_dir():

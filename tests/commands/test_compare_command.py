@@ -73,7 +73,12 @@ def test_compare_script_help_shows_only_real_defaults(capsys: pytest.CaptureFixt
     assert raised.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal's width
     assert "None" not in text
-    for default in ("[default: u1]", "[default: 0]", "[default: drop]", "[default: 1000 10000 100000]"):
+    for default in (
+        "[default: u1 for ml-100k",
+        "[default: 0]",
+        "[default: drop]",
+        "[default: 1000 10000 100000]",
+    ):
         assert default in text
     assert "saving the minutes" in text
 

@@ -93,8 +93,6 @@ def test_compare_on_a_ratings_file(books: tuple[Path, Path], tmp_path: Path) -> 
         str(ratings),
         "--columns",
         "user=reader,item=isbn,rating=stars",
-        "--split",
-        "random",
         "--epochs",
         "1",
         "--models",
@@ -106,6 +104,7 @@ def test_compare_on_a_ratings_file(books: tuple[Path, Path], tmp_path: Path) -> 
     ran = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
     assert ran.returncode == 0, ran.stderr
     assert (tmp_path / "report" / "report.md").is_file()
+    assert "split random" in ran.stdout  # the default where the data has no ml-100k folds
 
 
 @pytest.mark.parametrize(
