@@ -38,6 +38,9 @@ class RunConfig:
     unknown: str = "drop"  # test ratings with ids unseen in training: "drop" them, or predict the "mean"
     n_factors: int = 50  # latent dimensions per user and item
     y_range: tuple[float, float] | None = None  # sigmoid range; None: (0, 1.1 * max rating)
+    # Errors are divided by this in the loss (2 for ratings 1-10); None: from the data's rating scale
+    # (recsys.data.dataset.rating_unit), 1 for MovieLens.
+    rating_unit: float | None = None
     epochs: int = 10
     lr: float = 5e-3  # peak learning rate of the one-cycle schedule
     batch_size: int = 512
@@ -66,6 +69,8 @@ class RunConfig:
         for flag, strength in (("--l2", self.l2), ("--wd", self.wd)):
             if not _is_number(strength) or not strength >= 0:
                 raise RecsysError(f"{flag} must be zero or positive, got {strength!r}")
+        if self.rating_unit is not None and not (_is_number(self.rating_unit) and self.rating_unit > 0):
+            raise RecsysError(f"rating_unit must be positive, got {self.rating_unit!r}")
         if self.y_range is not None and not (len(self.y_range) == 2 and self.y_range[0] < self.y_range[1]):
             raise RecsysError(f"--y-range needs LOW < HIGH, got {self.y_range!r}")
         for flag, name, allowed in (

@@ -364,4 +364,4 @@ def test_file_load_reads_every_row_of_the_written_files(
     assert written["ratings"] == 1_000
     result = benchmark.bench_file_load(reader, tmp_path)
     assert result["rows"] == 1_000 and result["reader"] == reader
-    assert result["table_mb"] > 0 and result["peak_over_table"] >= 0
+    assert result["table_mb"] > 0 and math.isfinite(result["peak_over_table"])

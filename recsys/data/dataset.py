@@ -66,10 +66,31 @@ class RatingsDataset:
 
     @property
     def default_y_range(self) -> tuple[float, float]:
-        """fastai's convention, (0, 1.1 * max): (0, 5.5) for ratings 1-5 or 0.5-5, (0, 11) for 1-10;
-        a scale reaching below zero (-10 to 10) stretches by a tenth at both ends instead."""
-        low, high = self.rating_scale
-        return (min(0.0, low * 1.1), max(0.0, high * 1.1))
+        """fastai's convention for this dataset's scale (see `default_y_range`)."""
+        return default_y_range(self.rating_scale)
+
+    @property
+    def rating_unit(self) -> float:
+        """The size of this dataset's ratings against five stars (see `rating_unit`)."""
+        return rating_unit(self.rating_scale)
+
+
+# The width of fastai's y_range (0, 5.5) for five stars: the scale every default was tuned on.
+FIVE_STAR_WIDTH = 5.5
+
+
+def default_y_range(scale: tuple[float, float]) -> tuple[float, float]:
+    """fastai's convention, (0, 1.1 * max): (0, 5.5) for ratings 1-5 or 0.5-5, (0, 11) for 1-10;
+    a scale reaching below zero (-10 to 10) stretches by a tenth at both ends instead."""
+    low, high = scale
+    return (min(0.0, low * 1.1), max(0.0, high * 1.1))
+
+
+def rating_unit(scale: tuple[float, float]) -> float:
+    """How large ratings on `scale` are against five stars: 1 for 1-5 and 0.5-5, 2 for 1-10, 20 for
+    0-100. Training divides errors by it, so the tuned learning rates and penalties hold on any scale."""
+    low, high = default_y_range(scale)
+    return (high - low) / FIVE_STAR_WIDTH
 
 
 def check_ratings(ratings: pd.DataFrame, source: Path | str, scale: tuple[float, float]) -> None:

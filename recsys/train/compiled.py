@@ -77,14 +77,14 @@ def _train_blocks(
     tables: (user_factors, item_factors, user_bias, item_bias), biases empty for a model without;
     accumulators: AdaGrad's per-row sums for each table (same order); ratings: (users, items,
     values), block b's ratings at offsets[b]:offsets[b + 1]; settings: (lr, l2, low, high, squash,
-    the model's number of factors).
+    the model's number of factors, the weight of a squared error: 1 / rating unit squared).
     """
     user_factors, item_factors, user_bias, item_bias = tables
     user_sums, item_sums, user_bias_sums, item_bias_sums = accumulators
     users, items, values = ratings
-    lr, l2, low, high, squash, factor_count = settings
+    lr, l2, low, high, squash, factor_count, error_weight = settings
     learning_rate, decay, span = np.float32(lr), np.float32(2 * l2), np.float32(high - low)
-    low32, one, two = np.float32(low), np.float32(1), np.float32(2)
+    low32, one, two = np.float32(low), np.float32(1), np.float32(2 * error_weight)
     n_factors = user_factors.shape[1]  # padded: the columns past the model's stay zero
     has_bias = user_bias.shape[0] > 0
     for block in blocks:
@@ -139,7 +139,7 @@ def _train_blocks(
 def _errors(
     tables: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     ratings: tuple[np.ndarray, np.ndarray, np.ndarray],
-    settings: tuple[float, float, float, float, bool, float],
+    settings: tuple[float, float, float, float, bool, float, float],
 ) -> tuple[float, float]:
     """Summed squared and absolute errors of the model's predictions for `ratings` (the forward of
     the model the tables belong to, without a trip through torch).
@@ -149,7 +149,7 @@ def _errors(
     """
     user_factors, item_factors, user_bias, item_bias = tables
     users, items, values = ratings
-    _, _, low, high, squash, _ = settings
+    _, _, low, high, squash, _, _ = settings
     has_bias = user_bias.shape[0] > 0
     squared, absolute = 0.0, 0.0
     for j in range(users.shape[0]):
@@ -273,6 +273,7 @@ class CompiledEpochs:
         l2: float,
         seed: int,
         threads: int,
+        rating_unit: float = 1.0,
     ) -> None:
         # The model's factor tables, written back after every epoch from padded working copies.
         self.factor_tables = (_as_array(tables.user_factors), _as_array(tables.item_factors))
@@ -305,6 +306,7 @@ class CompiledEpochs:
         _shuffle_blocks(self.ratings, self.offsets, seed)
         self.y_range = y_range
         self.l2 = l2
+        self.error_weight = 1.0 / rating_unit**2  # errors in units of five stars, as the autograd loss
         # More threads than blocks in a stratum would only wait.
         self.threads = max(1, min(threads, self.grid))
 
@@ -349,7 +351,7 @@ class CompiledEpochs:
             table[:] = padded[:, : self.n_factors]
         return float(squared_errors.sum()) / len(self.ratings[2])
 
-    def _settings(self, lr: float) -> tuple[float, float, float, float, bool, float]:
+    def _settings(self, lr: float) -> tuple[float, float, float, float, bool, float, float]:
         low, high = self.y_range if self.y_range is not None else (0.0, 1.0)
         # Floats throughout, whatever the caller's types: numba compiles one kernel per argument type.
         return (
@@ -359,6 +361,7 @@ class CompiledEpochs:
             float(high),
             self.y_range is not None,
             float(self.n_factors),
+            float(self.error_weight),
         )
 
     def evaluate(self, users: Tensor, items: Tensor, values: Tensor) -> dict[str, float]:

@@ -124,6 +124,7 @@ class _AutogradEpochs:
         if self.world_size > 1 and config.sparse and (backend := dist.get_backend()) != "gloo":
             raise RecsysError(f"--sparse under torchrun needs the gloo backend (CPU), not {backend}")
         self.model, self.train, self.config = model, train, config
+        self.error_weight = (config.rating_unit or 1.0) ** 2  # errors in units of five stars
         self.n_batches = -(-len(train) // config.batch_size)
         use_sparse_gradients(model, config.sparse)
         self.optimizers = make_optimizers(model, config)
@@ -165,7 +166,7 @@ class _AutogradEpochs:
             x, y = train.x.index_select(0, index), train.y.index_select(0, index)  # faster than x[index]
             prediction, penalty = self.objective(x)
             mse = torch.mean((prediction - y) ** 2)
-            loss = mse + config.l2 * penalty
+            loss = mse / self.error_weight + config.l2 * penalty
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -201,7 +202,7 @@ class _CompiledEpochs:
         x = train.x.cpu()
         self.epochs = CompiledEpochs(
             tables, x[:, 0], x[:, 1], train.y.cpu(), rating.y_range, config.l2, config.seed,
-            threads,
+            threads, config.rating_unit or 1.0,
         )  # fmt: skip
         self.config = config
 

@@ -64,8 +64,8 @@ class RunResult:
 
 
 def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, RunConfig]:
-    """Split and encode `dataset`; resolve the y_range from its rating scale when unset, and cap an
-    autograd run's batch size so that it takes at least MIN_STEPS steps.
+    """Split and encode `dataset`; resolve the y_range and rating unit from its rating scale when
+    unset, and cap an autograd run's batch size so that it takes at least MIN_STEPS steps.
 
     A split that leaves nothing to train on, or no test rating the model can be scored on, is an
     error naming the flag that changes it.
@@ -85,6 +85,8 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
         )
     if config.y_range is None:
         config = dataclasses.replace(config, y_range=dataset.default_y_range)
+    if config.rating_unit is None:
+        config = dataclasses.replace(config, rating_unit=dataset.rating_unit)
     largest_batch = max(1, len(data.train) * config.epochs // MIN_STEPS)
     if config.engine == "autograd" and config.batch_size > largest_batch:
         config = dataclasses.replace(config, batch_size=largest_batch)

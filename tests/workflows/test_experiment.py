@@ -139,6 +139,7 @@ def test_run_result_resolves_y_range_and_summarises(base_run: Any) -> None:
     assert BASES[base_run.config.engine].y_range is None
     assert base_run.config.y_range == Y_RANGE
     assert base_run.model.y_range == Y_RANGE
+    assert base_run.config.rating_unit == 1.0  # five stars: errors as they are
     metrics = base_run.metrics()
     assert metrics["test_rmse"] == base_run.test["rmse"]
     assert metrics["n_train"] + metrics["n_test"] + metrics["n_test_unknown"] == 4000
@@ -159,6 +160,7 @@ CHANGES = [
     ("schedule", "constant"),
     ("seed", 1),
     ("y_range", (1.0, 5.0)),
+    ("rating_unit", 2.0),
     ("test_frac", 0.3),
     ("split", "user"),
     ("sparse", True),
@@ -183,6 +185,21 @@ def test_every_hyperparameter_changes_the_result(
     result = train_and_evaluate(tiny, changed, progress=False)
     assert math.isfinite(result.test["rmse"])
     assert result.test["rmse"] != base_run.test["rmse"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ratings_on_a_larger_scale_train_as_five_stars_do(engine: str, tiny: RatingsDataset) -> None:
+    """The same ratings times 20 (a 0-100 scale): the run's errors are 20 times the five-star run's,
+    as if nothing but the unit had changed; without the rating unit the default learning rates
+    made the compiled engine worse than the mean on such data."""
+    ratings = tiny.ratings.assign(rating=tiny.ratings["rating"] * 20)
+    scaled = dataclasses.replace(tiny, ratings=ratings, rating_scale=(20.0, 100.0))
+    config = config_for("dotbias", engine=engine, dataset="tiny", epochs=3)
+    five_stars = train_and_evaluate(tiny, config, progress=False)
+    hundred = train_and_evaluate(scaled, config, progress=False)
+    assert hundred.config.rating_unit == pytest.approx(20.0)
+    assert hundred.config.y_range == pytest.approx((0.0, 110.0))
+    assert hundred.test["rmse"] / 20 == pytest.approx(five_stars.test["rmse"], rel=0.02)
 
 
 def test_run_dir_gets_config_metrics_and_checkpoint(tiny: RatingsDataset, tmp_path: Path) -> None:
