@@ -71,8 +71,10 @@ def check_model_class(model_class: Any, *, compiled: bool = False) -> type[Ratin
             f"generator=None): {error}"
         ) from None
     if compiled:
-        with torch.device("meta"):  # no memory: only the model's form is asked for
-            tables = _builder(model_class)(2, 2, 1, y_range=None, generator=None).factorisation()
+        # Only the model's form is asked for: a tiny one on the CPU, initialised from a throwaway
+        # generator (the meta device's first use imports torch's compiler, seconds of a run's start).
+        throwaway = torch.Generator().manual_seed(0)
+        tables = _builder(model_class)(2, 2, 1, y_range=None, generator=throwaway).factorisation()
         if tables is None:
             raise TypeError(
                 f"{model_class.__name__} has compiled-engine defaults but no factorisation() tables"

@@ -69,7 +69,7 @@ def _train_blocks(
     offsets: np.ndarray,
     blocks: np.ndarray,
     squared_errors: np.ndarray,
-    settings: tuple[float, float, float, float, bool, float],
+    settings: tuple[float, float, float, float, bool, float, float],
 ) -> None:
     """Train on each block in `blocks`, one rating at a time in the block's order; each block's
     summed squared error goes to `squared_errors[block]`.

@@ -4,7 +4,15 @@ import pytest
 
 from recsys.config import config_for
 from recsys.errors import RecsysError
-from recsys.train.memory import COPIES_PER_PARAMETER, available_memory, check_fits, training_bytes
+from recsys.models import MODELS
+from recsys.train import memory
+from recsys.train.memory import (
+    COPIES_PER_PARAMETER,
+    available_memory,
+    bound_bytes,
+    check_fits,
+    training_bytes,
+)
 
 
 def test_training_bytes_counts_every_parameter_without_allocating_it() -> None:
@@ -24,3 +32,24 @@ def test_an_absurd_size_is_refused_with_the_figures() -> None:
         check_fits(config_for("dotbias", n_factors=10**12), 100, 200)
     assert "\n" not in str(error.value)
     check_fits(config_for("dotbias"), 100, 200)
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize(("n_users", "n_items", "n_factors"), [(3, 5, 1), (943, 1682, 50), (10, 2, 300)])
+def test_the_arithmetic_bound_is_never_below_the_exact_count(
+    model: str, n_users: int, n_items: int, n_factors: int
+) -> None:
+    config = config_for(model, n_factors=n_factors)
+    assert bound_bytes(config, n_users, n_items) >= training_bytes(config, n_users, n_items)
+
+
+def test_an_ordinary_size_skips_the_exact_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact count builds the model on the meta device, whose first use imports torch's compiler."""
+
+    def exact(*args: object) -> int:
+        raise AssertionError("counted on the meta device")
+
+    monkeypatch.setattr(memory, "training_bytes", exact)
+    check_fits(config_for("dotbias"), 943, 1682)
+    with pytest.raises(AssertionError, match="meta device"):
+        check_fits(config_for("dotbias", n_factors=10**12), 100, 200)
