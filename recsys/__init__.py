@@ -12,6 +12,7 @@ _HOMES = {
     "recsys.config": ["RunConfig", "config_for"],
     "recsys.data.dataset": ["RatingsDataset"],
     "recsys.data.catalog": ["load_dataset", "resolve_dataset", "planted_truth"],
+    "recsys.data.ratings_file": ["load_ratings"],
     "recsys.data.synthetic": ["SyntheticConfig", "make_synthetic"],
     "recsys.data.splits": ["Split", "make_split"],
     "recsys.data.encoding": ["IdMap", "EncodedSplit", "encode_split"],
@@ -32,6 +33,7 @@ _HOMES = {
     ],
     "recsys.workflows.report": ["write_report"],
     "recsys.workflows.recommend": ["recommend", "cold_start", "similar_items", "explain"],
+    "recsys.workflows.estimator": ["RatingRegressor"],
 }
 __all__ = sorted(name for names in _HOMES.values() for name in names)
 __getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from recsys.config import RunConfig
-from recsys.data.dataset import RatingsDataset
+from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.splits import Split, make_split
 from recsys.errors import RecsysError
@@ -83,14 +83,20 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
             f"split {config.split} of {dataset.name} leaves no test rating whose user and item are both "
             f"in training ({_test_counts(split, data)}){_split_hint(config)}"
         )
+    return data, fitted_config(config, dataset.rating_scale, len(data.train))
+
+
+def fitted_config(config: RunConfig, rating_scale: tuple[float, float], n_train: int) -> RunConfig:
+    """`config` fitted to its data: the y_range and rating unit of `rating_scale` where unset, and an
+    autograd run's batch size capped so that `n_train` ratings give at least MIN_STEPS steps."""
     if config.y_range is None:
-        config = dataclasses.replace(config, y_range=dataset.default_y_range)
+        config = dataclasses.replace(config, y_range=default_y_range(rating_scale))
     if config.rating_unit is None:
-        config = dataclasses.replace(config, rating_unit=dataset.rating_unit)
-    largest_batch = max(1, len(data.train) * config.epochs // MIN_STEPS)
+        config = dataclasses.replace(config, rating_unit=rating_unit(rating_scale))
+    largest_batch = max(1, n_train * config.epochs // MIN_STEPS)
     if config.engine == "autograd" and config.batch_size > largest_batch:
         config = dataclasses.replace(config, batch_size=largest_batch)
-    return data, config
+    return config
 
 
 def _test_counts(split: Split, data: EncodedSplit) -> str:
