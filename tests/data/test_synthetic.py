@@ -83,9 +83,11 @@ def test_make_tiny_regenerates_the_committed_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # scripts/make_tiny.py run in this process as `python scripts/make_tiny.py --out ...` runs it.
-    out = tmp_path / "tiny"
-    monkeypatch.setattr(sys, "argv", ["scripts/make_tiny.py", "--out", str(out)])
+    out, books = tmp_path / "tiny", tmp_path / "books"
+    argv = ["scripts/make_tiny.py", "--out", str(out), "--books-out", str(books)]
+    monkeypatch.setattr(sys, "argv", argv)
     runpy.run_path(str(ROOT / "scripts" / "make_tiny.py"), run_name="__main__")
     assert capsys.readouterr().out == ""
-    for name in ("ratings.csv", "movies.csv"):
-        assert (out / name).read_bytes() == (ROOT / "data" / "tiny" / name).read_bytes(), name
+    files = ((out, "ratings.csv"), (out, "movies.csv"), (books, "ratings.csv"), (books, "books.csv"))
+    for folder, name in files:
+        assert (folder / name).read_bytes() == (ROOT / "data" / folder.name / name).read_bytes(), name
