@@ -27,6 +27,7 @@ from recsys.errors import DataError
 Where = Callable[[int], str]  # a row position as the user can find it ("line 7", "row 5")
 # Distinct ratings up to which a step (stars, half stars) is looked for; beyond, the scale is continuous.
 MAX_STEPPED_VALUES = 1000
+STEP_RESOLUTION = 1000  # steps are told to a thousandth of a rating
 
 
 def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
@@ -121,13 +122,16 @@ def rating_scale(
 
 
 def rating_step(values: np.ndarray) -> float | None:
-    """The step between the ratings that occur (1 for stars, 0.5 for half stars), None if continuous."""
-    distinct = np.sort(pd.unique(values))
+    """The step between the ratings that occur (1 for stars, 0.5 for half stars): the greatest common
+    divisor of their differences, in thousandths; None when they are finer or too many (continuous)."""
+    distinct = np.sort(pd.unique(values)).astype(np.float64)
     if len(distinct) > MAX_STEPPED_VALUES or len(distinct) < 2:
         return None
-    step = float(np.diff(distinct).min())
-    multiples = (distinct - distinct[0]) / step
-    return step if np.allclose(multiples, np.round(multiples), atol=1e-6) else None
+    thousandths = np.diff(distinct) * STEP_RESOLUTION
+    whole = np.round(thousandths)
+    if not np.allclose(thousandths, whole, atol=1e-3):
+        return None
+    return float(np.gcd.reduce(whole.astype(np.int64))) / STEP_RESOLUTION
 
 
 def describe_scale(dataset: RatingsDataset) -> str:
