@@ -283,8 +283,7 @@ def _read_text(
     float32), lines of nothing but separators dropped; every failure one line naming the file (and
     the line)."""
     positions = sorted(layout.names.index(name) for name in wanted)
-    # polars names a headerless file's columns column_1, column_2, ...
-    polars_names = layout.names if layout.header else [f"column_{n}" for n in range(1, len(layout.names) + 1)]
+    polars_names = layout.names if layout.header else _headerless_names(len(layout.names))
     types = {polars_names[layout.names.index(float32)]: pl.Float32} if float32 and not as_text else None
     try:
         frame = pl.read_csv(
@@ -322,6 +321,12 @@ def _first_line(error: Exception) -> str:
     """A library's error message cut to one short line."""
     lines = str(error).strip().splitlines() or [type(error).__name__]
     return lines[0][:200]
+
+
+def _headerless_names(count: int) -> list[str]:
+    """The names polars gives the columns of a file without a header (its scheme changed between
+    versions: column_1... in 1.x, column_0... in 2.x), read off a one-line table."""
+    return pl.read_csv(io.BytesIO(b"," * (count - 1) + b"\n"), has_header=False).columns
 
 
 class _LineFinder:
