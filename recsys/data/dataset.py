@@ -123,6 +123,17 @@ def ratings_frame(
     )
 
 
+def warn_unnamed_items(ratings: pd.DataFrame, items: pd.DataFrame, source: Path | str) -> None:
+    """Warn, with a count and an example, when rated items have no entry in the item table."""
+    unnamed = np.setdiff1d(ratings["item"].to_numpy(), items["item"].to_numpy())
+    if unnamed.size:
+        warnings.warn(
+            f"{source}: no entry for {unnamed.size} rated item "
+            f"id{'s' if unnamed.size > 1 else ''}, e.g. {unnamed[0]} (titles shown as their raw id)",
+            stacklevel=3,
+        )
+
+
 def _pair_keys(ratings: pd.DataFrame) -> np.ndarray:
     """One int64 per (user, item) pair, equal only for equal pairs: from the ids' offsets where
     integer ids allow it, else from codes of the distinct ids. Built in place: one array in all."""

@@ -32,6 +32,7 @@ from recsys.data.dataset import (
     check_ratings,
     keep_latest_duplicates,
     ratings_frame,
+    warn_unnamed_items,
 )
 from recsys.data.download import download, extract_zip
 from recsys.errors import DataError, DownloadError
@@ -344,13 +345,7 @@ def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]
     """Read an unpacked dataset folder of `layout`; warn when rated items lack an entry."""
     ratings = read_ratings(folder / RATINGS_FILE[layout], layout, scale)
     items = read_items(folder, layout)
-    unnamed = np.setdiff1d(ratings["item"].to_numpy(), items["item"].to_numpy())
-    if unnamed.size:
-        warnings.warn(
-            f"{folder / ITEMS_FILE[layout]}: no entry for {unnamed.size} rated item "
-            f"id{'s' if unnamed.size > 1 else ''}, e.g. {unnamed[0]} (titles shown as their raw id)",
-            stacklevel=2,
-        )
+    warn_unnamed_items(ratings, items, folder / ITEMS_FILE[layout])
     folds = PredefinedFolds(folder, ratings, scale) if layout == "100k" else {}
     return RatingsDataset(name, ratings, items, scale, folder, folds, {"folder": str(folder.resolve())})
 

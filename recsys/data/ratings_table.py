@@ -21,7 +21,7 @@ from recsys.data.columns import (
     require_rating_columns,
     shown,
 )
-from recsys.data.dataset import ITEM_COLUMNS, RatingsDataset, keep_latest_duplicates
+from recsys.data.dataset import ITEM_COLUMNS, RatingsDataset, keep_latest_duplicates, warn_unnamed_items
 from recsys.errors import DataError
 
 Where = Callable[[int], str]  # a row position as the user can find it ("line 7", "row 5")
@@ -221,13 +221,7 @@ def dataset_from_table(
         items = pd.DataFrame({column: table["item"].iloc[:0] for column in ITEM_COLUMNS})
     else:
         items = item_table(raw_items, table["item"].dtype, items_source)
-        unnamed = np.setdiff1d(table["item"].to_numpy(), items["item"].to_numpy())
-        if unnamed.size:
-            warnings.warn(
-                f"{items_source}: no entry for {unnamed.size} rated item "
-                f"id{'s' if unnamed.size > 1 else ''}, e.g. {unnamed[0]} (titles shown as their raw id)",
-                stacklevel=3,
-            )
+        warn_unnamed_items(table, items, items_source)
     return RatingsDataset(name, table, items, scale, None, {}, dict(origin))
 
 
