@@ -16,12 +16,12 @@ from recsys.data.dataset import RatingsDataset
 
 @pytest.fixture(scope="module")
 def books(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The tiny ratings as a book shop's file: string ids, a header, a 1-10 scale; and its titles."""
+    """The tiny ratings as a book shop's gzipped file: string ids, a header, a 1-10 scale; and titles."""
     tiny: RatingsDataset = load_dataset("tiny")
     folder = tmp_path_factory.mktemp("books")
     lines = ["reader,isbn,stars,when"]
     for user, item, rating, when in tiny.ratings.itertuples(index=False):
-        lines.append(f"r{user:03d},978-{item:06d},{int(rating) * 2},{when}")
+        lines.append(f"r{user:03d},978-{item:06d},{int(rating) * 2 - user % 2},{when}")  # 1 to 10
     ratings = folder / "ratings.csv.gz"
     ratings.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
     titles = ["isbn,title"] + [f"978-{item:06d},Book {item}" for item in tiny.items["item"]]
@@ -51,7 +51,7 @@ def test_train_and_recommend_on_a_csv_with_string_ids_and_a_ten_point_scale(
     ]
     trained = run_cli(train_command.cli, "train.py", args, tmp_path / "cache")
     assert trained.returncode == 0, trained.stderr
-    assert "ratings: 2-10" in trained.stderr and "test RMSE" in trained.stdout
+    assert "ratings: 1-10 in steps of 1" in trained.stderr and "test RMSE" in trained.stdout
     config = json.loads((out / "config.json").read_text())
     assert config["y_range"] == [0.0, 11.0]  # follows the scale read from the data
     record = json.loads((out / "data.json").read_text())
