@@ -5,6 +5,7 @@ mistake answer at once.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -195,35 +196,67 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="continue an interrupted run from its last completed epoch, with its own settings and data",
     )
     add("--out", type=Path, default=None, help="run folder [default: runs/<model>-<dataset>-<split>-<time>]")
+    add(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a JSON file of settings (tune.py's best.json); the flags given override it",
+    )
     return parser.parse_args(argv)
 
 
 def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> RunConfig:
-    """The run's config from the flags (unset training flags take the model's tuned defaults)."""
-    engine = None if args.engine in (None, "auto") else args.engine
+    """The run's config from the flags, over the --config file's settings where one is given (unset
+    training settings take the model's tuned defaults)."""
+    settings = config_file_values(args.config) if args.config is not None else {}
+    engine = args.engine if args.engine not in (None, "auto") else settings.pop("engine", None)
     if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         engine = "autograd"  # the compiled engine trains in one process
-    return config_for(
-        args.model or DEFAULTS.model,
-        engine=engine,
-        dataset=dataset,
-        split=args.split,
-        test_frac=args.test_frac,
-        test_n=args.test_n,
-        unknown=args.unknown,
-        n_factors=args.n_factors,
-        y_range=tuple(args.y_range) if args.y_range else None,
-        epochs=args.epochs,
-        lr=args.lr,
-        batch_size=args.bs,
-        l2=args.l2,
-        wd=args.wd,
-        optimizer=args.optimizer,
-        sparse=args.sparse,
-        schedule=args.schedule,
-        seed=args.seed,
-        device=device,
-    )
+    flags = {
+        "split": args.split,
+        "test_frac": args.test_frac,
+        "test_n": args.test_n,
+        "unknown": args.unknown,
+        "n_factors": args.n_factors,
+        "y_range": tuple(args.y_range) if args.y_range else None,
+        "epochs": args.epochs,
+        "lr": args.lr,
+        "batch_size": args.bs,
+        "l2": args.l2,
+        "wd": args.wd,
+        "optimizer": args.optimizer,
+        "sparse": args.sparse,
+        "schedule": args.schedule,
+        "seed": args.seed,
+    }
+    settings.pop("engine", None)
+    model = args.model or settings.pop("model", None) or DEFAULTS.model
+    settings.pop("model", None)
+    settings.update({field: value for field, value in flags.items() if value is not None})
+    return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
+
+
+def config_file_values(path: Path) -> dict[str, Any]:
+    """The settings a --config file holds: a JSON object of RunConfig fields, such as the best.json
+    tune.py writes. The data and the device come from their own flags."""
+    try:
+        values = json.loads(path.read_text())
+    except OSError as error:
+        raise RecsysError(f"--config {path}: cannot read it ({error.strerror})") from None
+    except ValueError as error:
+        raise RecsysError(f"--config {path}: not JSON ({error})") from None
+    if not isinstance(values, dict):
+        raise RecsysError(f'--config {path}: expected a JSON object of settings, e.g. {{"lr": 0.05}}')
+    known = [field.name for field in dataclasses.fields(RunConfig) if field.name not in ("dataset", "device")]
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise RecsysError(
+            f"--config {path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(known)}"
+        )
+    if isinstance(values.get("y_range"), list):
+        values["y_range"] = tuple(values["y_range"])
+    return values
 
 
 def resumed_config(run_dir: Path) -> RunConfig:
@@ -280,6 +313,8 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
             raise RecsysError("--resume continues in its own run folder; drop --out")
         if args.ratings is not None:
             raise RecsysError("--resume reads the run's own data again; drop --ratings")
+        if args.config is not None:
+            raise RecsysError("--resume continues with the run's own settings; drop --config")
         config = resumed_config(args.resume)
         check_resume_flags(args, config)
         return config

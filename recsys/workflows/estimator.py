@@ -5,6 +5,9 @@ all of (X, y) with the shared trainer, so the estimator's figures are those of `
 same settings; scikit-learn's splitters do the holding out.
 """
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -13,25 +16,49 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from recsys.config import config_for
+from recsys.config import check_threads, config_for
 from recsys.data.encoding import IdMap, RatingTensors
-from recsys.data.ratings_table import ids, row_of_frame
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
 from recsys.models import build_model
+from recsys.train.memory import check_fits
 from recsys.train.trainer import fit
 from recsys.workflows.experiment import fitted_config
 
-# What predict does with a user or item that fit never saw.
+# What predict does with a user or item that fit never saw. recsys.config.UNKNOWN_POLICIES' "drop"
+# leaves such ratings out of a test score; predict owes a rating for every row, so it has "error".
 PREDICT_UNKNOWN = ("mean", "error")
+# train.py's flags whose parameter is not the flag's name with "_" for "-".
+FLAG_PARAMETERS = {"bs": "batch_size"}
+# Unseen ids of each kind that an unknown="error" message names.
+SHOWN_UNSEEN = 5
+# Text that reads as an integer and back unchanged ("42", "-7"; not "007", "-0", "+7" or "4.0"), at most 18
+# digits so that it fits an int64: such an id is that integer, whatever else is in its column.
+INTEGER_TEXT = r"(?:0|-?[1-9][0-9]{0,17})"
 
 
 class RatingRegressor(RegressorMixin, BaseEstimator):
     """A rating model (`model`: dot, dotbias, linear, embproj, or any registered one) fitted on raw
-    (user, item) ids. Parameters left at None take the model's tuned defaults for its engine, as
-    `train.py` does. `unknown`: "mean" predicts the training mean for an id fit never saw; "error"
-    raises a ValueError naming it. `score` is R^2 (scikit-learn's rule for regressors); search with
-    `scoring="neg_root_mean_squared_error"` to rank by RMSE.
+    (user, item) ids.
+
+    Parameters left at None take the model's tuned defaults for its engine (`config_for`), as
+    `train.py` does; `engine` None picks the compiled engine where the model has one, unless a
+    parameter only the autograd engine reads (batch_size, wd, optimizer, schedule) is set. `y_range`
+    None: fastai's (0, 1.1 * max rating) from the ratings fit sees. `unknown`: "mean" predicts the
+    training mean for a user or item fit never saw; "error" raises a ValueError naming them. `seed`
+    seeds the initialisation and the shuffle. `threads`: CPU threads of the compiled engine (whose
+    result does not depend on them) and torch's threads during fit and predict, as train.py's
+    --threads (None: the compiled engine uses every core this process may use, and torch's threads
+    are left as they are); pass 1 when a search runs fits in parallel (`n_jobs`), and for results
+    that repeat bit for bit on the autograd engine.
+
+    `score` is R^2 (scikit-learn's rule for regressors); pass `scoring="neg_root_mean_squared_error"`
+    to a search or `cross_validate` to rank by RMSE.
+
+    Fitted: `model_` (the trained nn.Module, on the CPU), `users_` and `items_` (IdMaps from raw ids
+    to the model's rows), `train_mean_`, `config_` (the RunConfig trained with, y_range resolved; its
+    dataset and split fields are unused), `n_features_in_` (2) and `feature_names_in_` (for a
+    DataFrame X with string column names).
     """
 
     def __init__(
@@ -46,6 +73,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         l2: float | None = None,
         wd: float | None = None,
         y_range: tuple[float, float] | None = None,
+        optimizer: str | None = None,
+        schedule: str | None = None,
         unknown: str = "mean",
         seed: int = 0,
         threads: int | None = None,
@@ -59,6 +88,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         self.l2 = l2
         self.wd = wd
         self.y_range = y_range
+        self.optimizer = optimizer
+        self.schedule = schedule
         self.unknown = unknown
         self.seed = seed
         self.threads = threads
@@ -66,23 +97,36 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.string = True  # ids may be strings (ISBNs, UUIDs)
-        tags.input_tags.categorical = True  # each column is a categorical id, not a measurement
-        tags.input_tags.allow_nan = False
+        tags.input_tags.categorical = True  # each column is an id, not a measurement
+        tags.input_tags.allow_nan = False  # a missing id is an error
         tags.target_tags.required = True
         return tags
 
     def fit(self, X: Any, y: Any) -> "RatingRegressor":
-        """Train on every (user, item, rating) given."""
-        if self.unknown not in PREDICT_UNKNOWN:
-            raise ValueError(f"unknown={self.unknown!r}; choose one of: {', '.join(PREDICT_UNKNOWN)}")
+        """Train on every (user, item, rating) given.
+
+        Args:
+            X: raw ids, user then item: a DataFrame of two columns, an (n, 2) array or a list of
+                pairs; integers or strings (an id that spells an integer, "42", is that integer).
+            y: the n ratings, finite numbers.
+        Returns:
+            self, fitted.
+        Raises:
+            ValueError: X not two columns of ids (a missing or non-integer number id), lengths that
+                differ, no ratings, a rating that is NaN or infinite, or a parameter no run can use.
+
+        The trainer scores a validation set after each epoch for monitoring only (nothing is chosen
+        by it: the number of epochs is fixed), so fit gives it none: every rating given trains, and
+        holding out is left to the caller's splitter, so no held-out rating leaks into training and
+        none is taken from it.
+        """
+        self._check_unknown()
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
-        users, items = _id_columns(X)
-        ratings = np.asarray(y, dtype=np.float64)
-        if not np.isfinite(ratings).all():
-            raise ValueError("y holds NaN or infinite ratings")
+        users, items = (_ids_given(column, kind) for column, kind in _id_columns(X))
+        ratings = np.asarray(y, dtype=np.float64)  # validate_data refused NaN and infinite ratings
         self.users_, self.items_ = IdMap.fit(users), IdMap.fit(items)
         low, high = float(ratings.min()), float(ratings.max())
-        # One rating value gives no scale: a unit-wide one around it, so the y_range stays a range.
+        # One rating value is no scale (and zeros alone would give an empty y_range): one either side.
         scale = (low, high) if low < high else (low - 1.0, high + 1.0)
         try:
             config = config_for(
@@ -95,55 +139,159 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 l2=self.l2,
                 wd=self.wd,
                 y_range=self.y_range,
+                optimizer=self.optimizer,
+                schedule=self.schedule,
                 seed=self.seed,
             )
+            self.config_ = fitted_config(config, scale, len(ratings))
+            check_fits(self.config_, len(self.users_), len(self.items_))
+            if self.threads is not None:
+                check_threads(self.threads)
         except RecsysError as error:  # scikit-learn reports bad parameters as ValueErrors
-            raise ValueError(str(error)) from None
-        self.config_ = fitted_config(config, scale, len(ratings))
-        encoded = torch.from_numpy(np.stack([self.users_.encode(users), self.items_.encode(items)], axis=1))
-        train = RatingTensors(encoded, torch.from_numpy(ratings.astype(np.float32)))
-        nothing = RatingTensors(encoded[:0], train.y[:0])  # no validation part: the splitter holds out
+            raise ValueError(_as_parameters(str(error))) from None
+        encoded = np.stack([self.users_.encode(users), self.items_.encode(items)], axis=1)
+        train = RatingTensors(torch.from_numpy(encoded), torch.from_numpy(ratings.astype(np.float32)))
+        no_validation = RatingTensors(train.x[:0], train.y[:0])
         generator = torch.Generator().manual_seed(self.seed)
+        config = self.config_
         self.model_ = build_model(
-            self.config_.model,
-            len(self.users_),
-            len(self.items_),
-            self.config_.n_factors,
-            self.config_.y_range,
-            generator,
+            config.model, len(self.users_), len(self.items_), config.n_factors, config.y_range, generator
         )
-        fit(self.model_, train, nothing, self.config_, generator, threads=self.threads, progress=False)
+        with _torch_threads(self.threads):
+            fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
         self.model_.cpu()
         self.train_mean_ = float(ratings.mean())
         return self
 
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted ratings; ids fit never saw follow `unknown`."""
-        check_is_fitted(self)
+        """Predicted ratings of (user, item) pairs.
+
+        Args:
+            X: raw ids as fit takes them, with the same columns.
+        Returns:
+            (n,) float64 ratings. A pair whose user or item fit never saw gets the training mean
+            (unknown="mean") or is an error (unknown="error").
+        Raises:
+            ValueError: X not two columns of ids, or ids unseen in fit under unknown="error".
+        """
+        check_is_fitted(self, "model_")
+        self._check_unknown()
         X = validate_data(self, X, dtype=None, ensure_all_finite=False, reset=False)
-        users, items = _id_columns(X)
-        known = self.users_.known(users) & self.items_.known(items)
+        (user_column, _), (item_column, _) = columns = _id_columns(X)
+        (users, user_known), (items, item_known) = (
+            _lookup(id_map, column, kind)
+            for id_map, (column, kind) in zip((self.users_, self.items_), columns, strict=True)
+        )
+        known = user_known & item_known
         if self.unknown == "error" and not known.all():
-            unseen = [(u, i) for u, i in zip(users[~known][:5], items[~known][:5], strict=True)]
-            raise ValueError(f"(user, item) pairs with an id fit never saw: {unseen}")
-        predictions = np.full(len(users), self.train_mean_, dtype=np.float64)
+            raise ValueError(self._unseen_message(user_column[~user_known], item_column[~item_known]))
+        predictions = np.full(len(known), self.train_mean_, dtype=np.float64)
         if known.any():
-            x = torch.from_numpy(
-                np.stack([self.users_.encode(users[known]), self.items_.encode(items[known])], axis=1)
-            )
-            predictions[known] = predict(self.model_, x).numpy()
+            inner = np.stack([self.users_.encode(users[known]), self.items_.encode(items[known])], axis=1)
+            with _torch_threads(self.threads):
+                predictions[known] = predict(self.model_, torch.from_numpy(inner)).numpy()
         return predictions
 
+    def _check_unknown(self) -> None:
+        """`unknown` is a policy predict has (checked by fit too, so a search fails early)."""
+        if self.unknown not in PREDICT_UNKNOWN:
+            why = " (it scores known ids only; predict owes a rating for every row)"
+            raise ValueError(
+                f"unknown={self.unknown!r}{why if self.unknown == 'drop' else ''}; "
+                f"choose one of: {', '.join(PREDICT_UNKNOWN)}"
+            )
 
-def _id_columns(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The user and item ids of a two-column X: integers where every id is one, else strings."""
-    if X.ndim != 2 or X.shape[1] != 2:
-        width = X.shape[1] if X.ndim == 2 else 0
-        raise ValueError(f"X must have two columns, the user and the item ids; got {width} feature(s)")
-    try:
-        return tuple(  # type: ignore[return-value]
-            ids(pd.Series(X[:, column]), kind, "X", row_of_frame)
-            for column, kind in ((0, "user"), (1, "item"))
+    def _unseen_message(self, users: np.ndarray, items: np.ndarray) -> str:
+        """The unknown="error" message: which ids fit never saw, and the likely causes."""
+        parts = []
+        for kind, unseen, id_map in (("user", users, self.users_), ("item", items, self.items_)):
+            if len(unseen):
+                distinct = pd.unique(pd.Series(unseen, dtype=object))
+                shown = ", ".join(repr(_plain(raw)) for raw in distinct[:SHOWN_UNSEEN])
+                more = f" and {len(distinct) - SHOWN_UNSEEN} more" if len(distinct) > SHOWN_UNSEEN else ""
+                id_type = "integer" if id_map.integer_ids else "text"
+                parts.append(f"{kind} id(s) {shown}{more} (fit saw {len(id_map):,} {id_type} {kind} ids)")
+        return (
+            f"{' and '.join(parts)} did not occur in the ratings fit was given (new users or items, or "
+            "ids of another type or column order); unknown='mean' predicts the training mean for them"
         )
-    except RecsysError as error:
-        raise ValueError(str(error)) from None
+
+
+@contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's own threads set to `threads` for the block and restored after (None: left as they are),
+    as train.py's --threads sets them: on cores that other work (a search's parallel fits) contends
+    for, the autograd engine's small steps ran ten times slower on two threads than on one."""
+    if threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _as_parameters(message: str) -> str:
+    """A config error, which names train.py's flags ("--n-factors"), naming the parameters instead."""
+    return re.sub(
+        r"--([a-z][a-z-]*)", lambda flag: FLAG_PARAMETERS.get(flag[1], flag[1].replace("-", "_")), message
+    )
+
+
+def _plain(raw: Any) -> Any:
+    """A numpy scalar as the Python value it holds, for messages (numpy 2 shows np.str_('a'))."""
+    return raw.item() if isinstance(raw, np.generic) else raw
+
+
+def _id_columns(X: np.ndarray) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
+    """The user and the item column of a validated X, each with its kind; X of another width is an error."""
+    if X.shape[1] != 2:
+        raise ValueError(f"X must have two columns, the user and the item ids; got {X.shape[1]} feature(s)")
+    return (X[:, 0], "user"), (X[:, 1], "item")
+
+
+def _ids_given(values: np.ndarray, kind: str) -> np.ndarray:
+    """A column of ids as fit keys them: int64 where every id is an integer or spells one, else each
+    id as text. Ids keep their spelling: "007" and "7" are two ids, and an ISBN keeps its zeros."""
+    integer, numbers = _integers(values, kind)
+    return numbers if integer.all() else pd.Series(values).astype(str).to_numpy(dtype=object)
+
+
+def _lookup(id_map: IdMap, values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """A column of ids as `id_map` keys them, and which of them it knows. Each id is looked up by
+    itself, whatever else is in its column: text that spells no integer is unknown to a map of
+    integers, and an integer is its text to a map of text."""
+    if id_map.integer_ids:
+        integer, numbers = _integers(values, kind)
+        return numbers, integer & id_map.known(numbers)
+    ids = pd.Series(_ids_given(values, kind)).astype(str).to_numpy(dtype=object)
+    return ids, id_map.known(ids)
+
+
+def _integers(values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Which ids of a column are integers (whole numbers, or text that spells one), and their values
+    (0 for the others). A missing id, a true/false or a fractional number is an error."""
+    column = pd.Series(values).infer_objects()  # an object column of numbers reads as numbers
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise ValueError(f"X: missing {kind} id (NaN or None) in row {int(np.flatnonzero(missing)[0]) + 1}")
+    if pd.api.types.is_bool_dtype(column.dtype):
+        raise ValueError(f"X: the {kind} ids are true/false values, not ids")
+    if pd.api.types.is_integer_dtype(column.dtype):
+        return np.ones(len(column), dtype=bool), column.to_numpy(dtype=np.int64)
+    if pd.api.types.is_numeric_dtype(column.dtype):
+        numbers = column.to_numpy(dtype=np.float64)
+        whole = np.isfinite(numbers) & (numbers == np.round(numbers)) & (np.abs(numbers) < 2**53)
+        if not whole.all():
+            row = int(np.flatnonzero(~whole)[0])
+            raise ValueError(
+                f"X: {kind} id {float(numbers[row])!r} in row {row + 1} is not an integer; ids are integers "
+                "or text (is X the (user, item) columns?)"
+            )
+        return whole, numbers.astype(np.int64)
+    integer = column.astype(str).str.fullmatch(INTEGER_TEXT).to_numpy(dtype=bool)
+    numbers = np.zeros(len(column), dtype=np.int64)
+    numbers[integer] = column[integer].astype(str).astype(np.int64).to_numpy()
+    return integer, numbers

@@ -1,0 +1,122 @@
+"""Tune a model's hyperparameters without ever reading the test ratings, then score the best once:
+`python scripts/tune.py --model dotbias --split u1`.
+
+Writes, in the output folder: trials.csv (every setting tried, ranked by validation RMSE), trials.png
+(validation RMSE against each hyperparameter), best.json (what `train.py --config` reads) and run/
+(the best setting retrained on the whole training part: a run folder like train.py's).
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from recsys.commands.common import add_data_flags, check_data_flags, dataset_from_flags, run
+from recsys.config import ENGINES, check_threads, default_threads
+from recsys.errors import RecsysError
+from recsys.models.registry import model_names
+from recsys.names import SPLIT_KINDS
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_data_flags(parser)
+    parser.add_argument("--model", choices=model_names(), default="dotbias", help="[default: dotbias]")
+    parser.add_argument(
+        "--engine", choices=ENGINES, default=None, help="[default: compiled where the model has it]"
+    )
+    parser.add_argument(
+        "--split",
+        choices=SPLIT_KINDS,
+        default=None,
+        help="whose training part is searched and whose test part scores the best setting once "
+        "[default: u1 for ml-100k, else random]",
+    )
+    parser.add_argument("--trials", type=int, default=30, help="settings to try [default: 30]")
+    parser.add_argument(
+        "--folds", type=int, default=3, help="cross-validation folds inside the training part [default: 3]"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed for the search and the runs [default: 0]")
+    parser.add_argument("--threads", type=int, default=None, help="[default: the cores this process may use]")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder [default: reports/tune-<model>-<dataset>-<split>]",
+    )
+    return parser.parse_args(argv)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse bad flags before the data is loaded."""
+    check_data_flags(args)
+    args.threads = check_threads(default_threads() if args.threads is None else args.threads)
+    if args.trials < 1:
+        raise RecsysError(f"--trials must be at least 1, got {args.trials}")
+    if args.folds < 2:
+        raise RecsysError(f"--folds must be at least 2 (cross-validation), got {args.folds}")
+    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise RecsysError(f"--out {args.out} already exists and is not an empty folder; choose a new one")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    check_args(args)
+    from recsys.files import write_json
+    from recsys.workflows.tune import SEARCH_SPACES, best_settings, plot_trials, tune
+
+    dataset = dataset_from_flags(args)
+    split = args.split or ("u1" if "u1" in dataset.folds else "random")
+    out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
+    if out.exists() and any(out.iterdir()):
+        raise RecsysError(f"{out} already holds a search; name another with --out")
+    print(
+        f"tuning {args.model} on the training part of {dataset.name} split {split}: {args.trials} settings, "
+        f"{args.folds}-fold cross-validation inside it; the test part is read once, at the end"
+    )
+    start = time.perf_counter()
+    best_so_far = float("inf")
+
+    def report(number: int, setting: dict[str, Any], rmse: float) -> None:
+        nonlocal best_so_far
+        best_so_far = min(best_so_far, rmse)
+        shown = " ".join(f"{name}={_shown(value)}" for name, value in setting.items())
+        print(
+            f"{number:>4}/{args.trials}  valid RMSE {rmse:.4f}  (best {best_so_far:.4f})  {shown}  "
+            f"[{time.perf_counter() - start:.0f} s]",
+            flush=True,
+        )
+
+    out.mkdir(parents=True, exist_ok=True)
+    result = tune(
+        dataset,
+        args.model,
+        split,
+        engine=args.engine,
+        trials=args.trials,
+        folds=args.folds,
+        seed=args.seed,
+        threads=args.threads,
+        on_trial=report,
+        run_dir=out / "run",
+    )
+    result.table.to_csv(out / "trials.csv", index=False)
+    plot_trials(result.table, out / "trials.png", SEARCH_SPACES[result.run.config.engine])
+    write_json(out / "best.json", best_settings(result))
+    shown = " ".join(f"{name}={_shown(value)}" for name, value in result.best.items())
+    print(f"best setting: {shown}  (valid RMSE {result.table.at[0, 'valid_rmse']:.4f})", file=sys.stdout)
+    print(f"test RMSE {result.run.test['rmse']:.4f}  MAE {result.run.test['mae']:.4f}  (read once, now)")
+    print(f"written: {out}/ (trials.csv, trials.png, best.json for train.py --config, run/)")
+    return 0
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def cli() -> None:
+    """The `recsys-tune` console command."""
+    run(main)

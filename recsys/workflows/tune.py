@@ -1,0 +1,129 @@
+"""Hyperparameter search that never sees the test ratings.
+
+The split's training part is all the search reads: each sampled setting is scored by k-fold
+cross-validation inside it (scikit-learn's ParameterSampler and cross_validate over
+RatingRegressor), the best one is retrained on the whole training part, and only that model is
+scored on the test part, once.
+"""
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import loguniform, randint
+from sklearn.model_selection import KFold, ParameterSampler, cross_validate
+
+from recsys.config import RunConfig, config_for
+from recsys.data.dataset import RatingsDataset
+from recsys.data.splits import make_split
+from recsys.workflows.estimator import RatingRegressor
+from recsys.workflows.experiment import RunResult, train_and_evaluate
+
+# What is searched, per engine: the compiled engine has no batches, optimizer or weight decay.
+SEARCH_SPACES: dict[str, dict[str, Any]] = {
+    "compiled": {
+        "lr": loguniform(0.02, 0.3),
+        "epochs": randint(4, 31),
+        "n_factors": [16, 32, 50, 64, 100, 128],
+        "l2": loguniform(0.01, 0.3),
+    },
+    "autograd": {
+        "lr": loguniform(2e-3, 5e-2),
+        "epochs": randint(3, 16),
+        "n_factors": [16, 32, 50, 64, 100, 128],
+        "l2": loguniform(0.01, 0.3),
+        "batch_size": [256, 512, 1024, 2048, 4096],
+        "wd": [0.0, 1e-4, 1e-3, 1e-2],
+    },
+}
+# Drawn on a log scale: plotted on one.
+LOG_SCALED = ("lr", "l2")
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """The settings tried (ranked by validation RMSE), the best one, and the final run."""
+
+    table: pd.DataFrame  # one row per setting: its values, valid_rmse (mean over folds), valid_sd
+    best: dict[str, Any]  # the chosen hyperparameters
+    run: RunResult  # the best setting retrained on the whole training part, scored on the test part
+
+
+def tune(
+    dataset: RatingsDataset,
+    model: str = "dotbias",
+    split: str = "random",
+    *,
+    engine: str | None = None,
+    trials: int = 30,
+    folds: int = 3,
+    seed: int = 0,
+    threads: int | None = None,
+    on_trial: Callable[[int, dict[str, Any], float], None] | None = None,
+    run_dir: Path | None = None,
+) -> TuneResult:
+    """Search `model`'s hyperparameters on the training part of `split` only, then retrain the best
+    and score it on the test part once. `on_trial(n, setting, valid_rmse)` reports each setting."""
+    base = config_for(model, engine=engine, dataset=dataset.name, split=split, seed=seed)
+    train = make_split(dataset, split, test_frac=base.test_frac, test_n=base.test_n, seed=seed).train
+    X, y = train[["user", "item"]], train["rating"].to_numpy(dtype=np.float64)
+    estimator = RatingRegressor(model, engine=base.engine, seed=seed, threads=threads)
+    cv = KFold(folds, shuffle=True, random_state=seed)
+    rows = []
+    settings = ParameterSampler(SEARCH_SPACES[base.engine], n_iter=trials, random_state=seed)
+    for number, setting in enumerate(settings, start=1):
+        setting = {name: _plain(value) for name, value in setting.items()}
+        scores = cross_validate(
+            estimator.set_params(**setting), X, y, cv=cv, scoring="neg_root_mean_squared_error"
+        )
+        rmse = -scores["test_score"]
+        rows.append({**setting, "valid_rmse": float(rmse.mean()), "valid_sd": float(rmse.std(ddof=1))})
+        if on_trial is not None:
+            on_trial(number, setting, float(rmse.mean()))
+    table = pd.DataFrame(rows).sort_values("valid_rmse", kind="stable").reset_index(drop=True)
+    best = {name: _plain(table.at[0, name]) for name in SEARCH_SPACES[base.engine]}
+    config = dataclasses.replace(base, **best)
+    run = train_and_evaluate(dataset, config, run_dir=run_dir, progress=False)
+    return TuneResult(table, best, run)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python number RunConfig and JSON expect."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def best_settings(result: TuneResult) -> dict[str, Any]:
+    """What `train.py --config` reads: the model, its engine and the chosen hyperparameters."""
+    config: RunConfig = result.run.config
+    return {"model": config.model, "engine": config.engine, **result.best}
+
+
+def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any]) -> None:
+    """Validation RMSE against each searched hyperparameter, one panel each, saved to `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = list(names)
+    width = min(3, math.ceil(math.sqrt(len(columns))))
+    rows = math.ceil(len(columns) / width)
+    figure, axes = plt.subplots(rows, width, figsize=(4 * width, 3 * rows), squeeze=False)
+    for axis, name in zip(axes.flat, columns, strict=False):
+        axis.scatter(table[name], table["valid_rmse"], s=14)
+        axis.scatter(table[name].iloc[:1], table["valid_rmse"].iloc[:1], s=40, color="red", label="best")
+        if name in LOG_SCALED:
+            axis.set_xscale("log")
+        axis.set_xlabel(name)
+        axis.set_ylabel("validation RMSE")
+    for axis in list(axes.flat)[len(columns) :]:
+        axis.set_visible(False)
+    axes.flat[0].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

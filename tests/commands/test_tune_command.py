@@ -1,0 +1,74 @@
+"""recsys-tune (scripts/tune.py) as a user runs it, and train.py --config reading what it wrote."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import run_cli
+
+from recsys.commands import train as train_command
+from recsys.commands import tune as tune_command
+
+
+def test_tune_writes_its_trials_plot_best_setting_and_run(tmp_path: Path) -> None:
+    out = tmp_path / "search"
+    args = ["--dataset", "tiny", "--trials", "3", "--folds", "2", "--no-progress", "--out", str(out)]
+    ran = run_cli(tune_command.cli, "tune.py", args, tmp_path / "cache")
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert sum("valid RMSE" in line for line in lines) == 4  # three trials, then the best
+    assert sum("test RMSE" in line for line in lines) == 1 and "test RMSE" in lines[-2]  # once, at the end
+    trials = pd.read_csv(out / "trials.csv")
+    assert len(trials) == 3 and trials["valid_rmse"].is_monotonic_increasing
+    assert (out / "trials.png").stat().st_size > 0
+    best = json.loads((out / "best.json").read_text())
+    assert best["model"] == "dotbias" and best["epochs"] == trials.at[0, "epochs"]
+    tuned_rmse = json.loads((out / "run" / "metrics.json").read_text())["test_rmse"]
+    retrained = tmp_path / "retrained"
+    train_args = [
+        "--dataset",
+        "tiny",
+        "--config",
+        str(out / "best.json"),
+        "--no-progress",
+        "--out",
+        str(retrained),
+    ]
+    again = run_cli(train_command.cli, "train.py", train_args, tmp_path / "cache")
+    assert again.returncode == 0, again.stderr
+    assert json.loads((retrained / "metrics.json").read_text())["test_rmse"] == tuned_rmse
+    overridden = tmp_path / "overridden"
+    flag = ["--epochs", "1", "--out", str(overridden)]
+    assert (
+        run_cli(train_command.cli, "train.py", [*train_args[:-2], *flag], tmp_path / "cache").returncode == 0
+    )
+    config = json.loads((overridden / "config.json").read_text())
+    assert config["epochs"] == 1 and config["lr"] == best["lr"]  # the flag wins; the rest is the file's
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "expected"),
+    [
+        ("tune", ["--trials", "0"], "--trials must be at least 1"),
+        ("tune", ["--folds", "1"], "--folds must be at least 2"),
+        ("train", ["--config", "missing.json"], "--config missing.json: cannot read it"),
+        ("train", ["--config", "{bad"], "not JSON"),
+        ("train", ["--config", '{"learning_rate": 1}'], "unknown setting(s) learning_rate"),
+        ("train", ["--config", "[1, 2]"], "expected a JSON object"),
+        ("train", ["--config", '{"lr": -1}'], "--lr must be positive"),
+    ],
+)
+def test_bad_tuning_flags_and_config_files_are_one_line(
+    script: str, args: list[str], expected: str, tmp_path: Path
+) -> None:
+    if args[0] == "--config" and args[1] != "missing.json":
+        (tmp_path / "settings.json").write_text(args[1])
+        args = ["--config", str(tmp_path / "settings.json")]
+    cli = tune_command.cli if script == "tune" else train_command.cli
+    ran = run_cli(
+        cli, f"{script}.py", [*args, "--dataset", "tiny", "--out", str(tmp_path / "out")], tmp_path / "c"
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.startswith("error: ") and ran.stderr.count("\n") == 1 and expected in ran.stderr
+    assert not (tmp_path / "out").exists()

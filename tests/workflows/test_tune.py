@@ -1,0 +1,46 @@
+"""recsys.workflows.tune: the search reads the training part only, and its best setting is retrained
+and scored once."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from recsys.data.dataset import RatingsDataset
+from recsys.data.splits import make_split
+from recsys.workflows.tune import SEARCH_SPACES, TuneResult, best_settings, tune
+
+SEARCH = {"trials": 3, "folds": 2, "threads": 1}
+
+
+@pytest.fixture(scope="module")
+def tuned(tiny: RatingsDataset) -> TuneResult:
+    return tune(tiny, "dotbias", "random", **SEARCH)
+
+
+def test_the_table_ranks_every_setting_and_the_best_is_retrained(
+    tuned: TuneResult, tiny: RatingsDataset
+) -> None:
+    table, best, run = tuned.table, tuned.best, tuned.run
+    assert len(table) == 3 and table["valid_rmse"].is_monotonic_increasing
+    assert set(best) == set(SEARCH_SPACES["compiled"])
+    assert all(table.at[0, name] == value for name, value in best.items())
+    assert all(getattr(run.config, name) == value for name, value in best.items())
+    assert run.config.split == "random" and np.isfinite(run.test["rmse"])
+    assert best_settings(tuned) == {"model": "dotbias", "engine": "compiled", **best}
+
+
+def test_poisoned_test_ratings_change_nothing_the_search_chose(
+    tuned: TuneResult, tiny: RatingsDataset
+) -> None:
+    """The search never reads the test part: replace every test rating with noise and it chooses the
+    same setting with the same validation scores; only the final, once-read test score moves."""
+    test_rows = make_split(tiny, "random", test_frac=0.2, test_n=10, seed=0).test.index
+    ratings = tiny.ratings.copy()
+    noise = np.random.default_rng(1).uniform(1, 5, len(test_rows)).round()
+    ratings.loc[test_rows, "rating"] = noise.astype(np.float32)
+    poisoned = dataclasses.replace(tiny, ratings=ratings)
+    again = tune(poisoned, "dotbias", "random", **SEARCH)
+    assert again.best == tuned.best
+    assert again.table.equals(tuned.table)
+    assert again.run.test["rmse"] != tuned.run.test["rmse"]
