@@ -57,7 +57,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
 
     Fitted: `model_` (the trained nn.Module, on the CPU), `users_` and `items_` (IdMaps from raw ids
     to the model's rows), `train_mean_`, `config_` (the RunConfig trained with, y_range resolved; its
-    dataset and split fields are unused), `n_features_in_` (2) and `feature_names_in_` (for a
+    dataset, split and unknown fields are unused), `n_features_in_` (2) and `feature_names_in_` (for a
     DataFrame X with string column names).
     """
 
@@ -266,7 +266,9 @@ def _lookup(id_map: IdMap, values: np.ndarray, kind: str) -> tuple[np.ndarray, n
     if id_map.integer_ids:
         integer, numbers = _integers(values, kind)
         return numbers, integer & id_map.known(numbers)
-    ids = pd.Series(_ids_given(values, kind)).astype(str).to_numpy(dtype=object)
+    ids = _ids_given(values, kind)
+    if ids.dtype.kind in "iu":
+        ids = ids.astype(str).astype(object)
     return ids, id_map.known(ids)
 
 
