@@ -59,6 +59,8 @@ class TextLayout:
     sep: str
     header: bool
     names: list[str]  # from the header, else the 1-based positions "1", "2", ...
+    # Columns with a value such as "0345391802" in the first lines: read as text, so ids keep their zeros.
+    zero_led: frozenset[str] = frozenset()
 
 
 def load_ratings(
@@ -165,7 +167,17 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     if header is None:
         header = _has_header(first, [line.split(sep) for line in lines[1:]], columns)
     names = first if header else [str(position) for position in range(1, len(first) + 1)]
-    return TextLayout(compression, encoding, sep, header, names)
+    rows = [line.split(sep) for line in lines[1 if header else 0 :]]
+    zero_led = frozenset(
+        name for j, name in enumerate(names) if any(_zero_led(row[j]) for row in rows if j < len(row))
+    )
+    return TextLayout(compression, encoding, sep, header, names, zero_led)
+
+
+def _zero_led(field: str) -> bool:
+    """Whether a field is digits with a leading zero ("007", "0345391802"): an id, not a number."""
+    digits = _unquoted(field)
+    return len(digits) > 1 and digits[0] == "0" and digits.isdigit()
 
 
 def _separator(lines: list[str], path: Path) -> str:
@@ -284,7 +296,11 @@ def _read_text(
     the line)."""
     positions = sorted(layout.names.index(name) for name in wanted)
     polars_names = layout.names if layout.header else _headerless_names(len(layout.names))
-    types = {polars_names[layout.names.index(float32)]: pl.Float32} if float32 and not as_text else None
+    types: dict[str, Any] = {}
+    if not as_text:
+        types = {polars_names[layout.names.index(name)]: pl.String for name in layout.zero_led & set(wanted)}
+        if float32 is not None and float32 not in layout.zero_led:
+            types[polars_names[layout.names.index(float32)]] = pl.Float32
     try:
         frame = pl.read_csv(
             _polars_source(path, layout),
@@ -293,7 +309,7 @@ def _read_text(
             separator=layout.sep,
             infer_schema=not as_text,
             infer_schema_length=INFER_ROWS,
-            schema_overrides=types,
+            schema_overrides=types or None,
             raise_if_empty=False,
         )
     except pl.exceptions.ComputeError as error:

@@ -24,6 +24,10 @@ from recsys.data.columns import (
 from recsys.data.dataset import ITEM_COLUMNS, RatingsDataset, keep_latest_duplicates, warn_unnamed_items
 from recsys.errors import DataError
 
+# Text that reads as an integer and back unchanged ("42", "-7"; not "007", "-0", "+7" or "4.0"), at
+# most 18 digits so that it fits an int64: an id column of such text is a column of integers; one id
+# spelled otherwise ("0345391802", an ISBN) keeps the whole column as text.
+INTEGER_TEXT = r"(?:0|-?[1-9][0-9]{0,17})"
 Where = Callable[[int], str]  # a row position as the user can find it ("line 7", "row 5")
 # Distinct ratings up to which a step (stars, half stars) is looked for; beyond, the scale is continuous.
 MAX_STEPPED_VALUES = 1000
@@ -31,7 +35,8 @@ STEP_RESOLUTION = 1000  # steps are told to a thousandth of a rating
 
 
 def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
-    """Ids as int64 when every one is an integer, else as strings; a missing id is an error."""
+    """Ids as int64 when every one is an integer (or text spelling one exactly), else as strings; a
+    missing id is an error."""
     if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":  # no gaps: nothing to check
         return column.to_numpy(dtype=np.int64)
     missing = column.isna().to_numpy()
@@ -50,9 +55,9 @@ def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
     if empty.size:
         raise DataError(f"{source}: missing {kind} id on {where(int(empty[0]))}")
     if str(text[0]).lstrip("-").isdigit():  # integers read as text (beside a gap, or re-read as text)
-        numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        if np.all(numbers == np.round(numbers)) and np.all(np.abs(numbers) < 2**53):
-            return numbers.astype(np.int64)
+        spelled = pd.Series(text, dtype=object)
+        if spelled.str.fullmatch(INTEGER_TEXT).all():  # every one, and none with a leading zero
+            return spelled.astype(np.int64).to_numpy()
     return text
 
 

@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from recsys.config import check_threads, config_for
 from recsys.data.encoding import IdMap, RatingTensors
+from recsys.data.ratings_table import INTEGER_TEXT
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
 from recsys.models import build_model
@@ -32,9 +33,6 @@ PREDICT_UNKNOWN = ("mean", "error")
 FLAG_PARAMETERS = {"bs": "batch_size"}
 # Unseen ids of each kind that an unknown="error" message names.
 SHOWN_UNSEEN = 5
-# Text that reads as an integer and back unchanged ("42", "-7"; not "007", "-0", "+7" or "4.0"), at most 18
-# digits so that it fits an int64: such an id is that integer, whatever else is in its column.
-INTEGER_TEXT = r"(?:0|-?[1-9][0-9]{0,17})"
 
 
 class RatingRegressor(RegressorMixin, BaseEstimator):

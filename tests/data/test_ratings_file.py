@@ -132,9 +132,15 @@ def test_columns_by_position_in_a_file_without_a_header(tmp_path: Path) -> None:
 
 
 def test_integer_ids_are_integers_and_others_text(tmp_path: Path) -> None:
-    path = write(tmp_path / "r.csv", "u,i,r\n1,007,3\n2,8,4\n")
+    path = write(tmp_path / "r.csv", "u,i,r\n1,17,3\n2,8,4\n")
     ratings = load_ratings(path, columns={"user": "u", "item": "i", "rating": "r"}).ratings
-    assert ratings["user"].dtype == np.int64 and ratings["item"].tolist() == [7, 8]
+    assert ratings["user"].dtype == np.int64 and ratings["item"].tolist() == [17, 8]
+    # Digits with a leading zero are an id's spelling (an ISBN), not a number: the column stays text.
+    isbns = write(tmp_path / "isbn.csv", "user,isbn,rating\n1,0345391802,3\n2,0806521210,4\n")
+    assert load_ratings(isbns).ratings["item"].tolist() == ["0345391802", "0806521210"]
+    frame = pd.DataFrame({"user": ["007", "7"], "item": ["1", "2"], "rating": [1.0, 2.0]})
+    spelled = RatingsDataset.from_frame(frame).ratings
+    assert spelled["user"].tolist() == ["007", "7"] and spelled["item"].tolist() == [1, 2]
     uuids = write(tmp_path / "u.csv", "user,item,rating\n0f8e-41,a,3\n77aa-02,b,4\n")
     assert load_ratings(uuids).ratings["user"].tolist() == ["0f8e-41", "77aa-02"]
 
