@@ -6,6 +6,7 @@ models' tables. Test ratings whose user or item never appears in training cannot
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -31,23 +32,34 @@ class IdMap:
 
     def known(self, raw: np.ndarray) -> np.ndarray:
         """Boolean mask of the raw ids that have an inner index (none where text meets integer ids)."""
-        raw = np.asarray(raw)
-        if len(self.raw_ids) == 0 or (raw.dtype.kind in "OUS") == self.integer_ids:
-            return np.zeros(np.shape(raw), dtype=bool)
-        position = np.searchsorted(self.raw_ids, raw).clip(max=len(self.raw_ids) - 1)
-        return self.raw_ids[position] == raw
+        return self._positions(raw) >= 0
 
     def encode(self, raw: np.ndarray, kind: str = "id") -> np.ndarray:
         """Inner indices of `raw`; an id unseen in training is an error naming it."""
         raw = np.asarray(raw)
-        known = self.known(raw)
-        if not known.all():
-            missing = raw[~known][:5].tolist()
+        positions = self._positions(raw)
+        if (positions < 0).any():
+            missing = raw[positions < 0][:5].tolist()
             raise RecsysError(
                 f"unknown {kind} id(s) {missing}: they do not occur in the training ratings "
                 f"(a different dataset or split, or a new {kind})"
             )
-        return np.searchsorted(self.raw_ids, raw)
+        return positions
+
+    def _positions(self, raw: np.ndarray) -> np.ndarray:
+        """Each raw id's inner index, -1 where it has none: a binary search among integer ids, a hash
+        lookup among text ids (a binary search compares Python strings one by one)."""
+        raw = np.asarray(raw)
+        if len(self.raw_ids) == 0 or (raw.dtype.kind in "OUS") == self.integer_ids:
+            return np.full(np.shape(raw), -1, dtype=np.int64)
+        if not self.integer_ids:
+            return self._text_index.get_indexer(raw.astype(object)).astype(np.int64)
+        position = np.searchsorted(self.raw_ids, raw).clip(max=len(self.raw_ids) - 1)
+        return np.where(self.raw_ids[position] == raw, position, -1).astype(np.int64)
+
+    @cached_property
+    def _text_index(self) -> pd.Index:
+        return pd.Index(self.raw_ids, dtype=object)
 
     def decode(self, inner: np.ndarray) -> np.ndarray:
         """Raw ids of inner indices."""
