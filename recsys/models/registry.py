@@ -226,7 +226,8 @@ register(
     "recsys.models.dot:DotProduct",
     # Batch 1024 for 8 epochs: chosen by the u1 sweeps (docs/findings.md).
     defaults={"batch_size": 1024, "lr": 1e-2, "epochs": 8},
-    compiled_defaults={"lr": 0.12, "epochs": 8, "l2": 0.1},
+    # Chosen by scripts/tune.py on u1.base alone, as dotbias's below (docs/findings.md).
+    compiled_defaults={"lr": 0.031, "epochs": 19, "n_factors": 100, "l2": 0.02},
 )
 register(
     "dotbias",

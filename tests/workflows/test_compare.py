@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from recsys.config import config_for
 from recsys.data.catalog import planted_truth
 from recsys.data.synthetic import make_synthetic
 from recsys.workflows.compare import (
@@ -26,7 +27,7 @@ def test_comparison_scores_every_model_and_baseline(tiny_comparison: Comparison)
     assert by_model.at["damped-bias", "rmse"] < by_model.at["global-mean", "rmse"]
     assert (
         by_model.at["dot", "parameters"]
-        == (len(tiny_comparison.data.users) + len(tiny_comparison.data.items)) * 50
+        == (len(tiny_comparison.data.users) + len(tiny_comparison.data.items)) * config_for("dot").n_factors
     )
     assert models_with_biases(tiny_comparison) == ["dotbias", "linear", "embproj"]
 
