@@ -52,6 +52,10 @@ def find_columns(
     the others by their common names (each column used once, the first match wins)."""
     given = dict(given or {})
     for field, column in given.items():
+        if field not in fields:  # a misspelt key would otherwise be ignored, and its column guessed
+            raise DataError(
+                f"{source}: no field {field!r} to name a column for (fields: {', '.join(fields)})"
+            )
         if column not in names:
             raise DataError(f"{source}: no column {column!r} for the {field}s (columns: {shown(names)})")
     found = dict(given)

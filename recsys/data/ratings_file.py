@@ -7,6 +7,7 @@ without a copy. A bad value is named by its line in the file.
 """
 
 import codecs
+import csv
 import io
 import lzma
 import os
@@ -59,6 +60,9 @@ class TextLayout:
     sep: str
     header: bool
     names: list[str]  # from the header, else the 1-based positions "1", "2", ...
+    # Blank lines before the first line of the table, which polars is told to skip: it would take a
+    # blank first line for a one-column table.
+    skip: int = 0
     # Columns with a value such as "0345391802" in the first lines: read as text, so ids keep their zeros.
     zero_led: frozenset[str] = frozenset()
 
@@ -156,6 +160,12 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         text = codecs.getincrementaldecoder(encoding)().decode(head)
     except UnicodeDecodeError:  # Latin-1 files (Book-Crossing) are common; any byte decodes
         encoding, text = "latin-1", head.decode("latin-1")
+    text = text.removeprefix("\ufeff")  # a byte-order mark (Excel's "CSV UTF-8"); polars drops it too
+    skip = 0
+    for line in text.split("\n"):  # polars, like the line numbers, ends lines at "\n" only
+        if line.strip():
+            break
+        skip += 1
     lines = text.splitlines()
     if not whole:
         lines = lines[:-1]  # the last one may be cut short
@@ -163,15 +173,25 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     if not lines:
         raise DataError(f"{path}: file is empty")
     sep = sep or _separator(lines, path)
-    first = [_unquoted(field) for field in lines[0].split(sep)]
+    first = [_unquoted(field) for field in _fields(lines[0], sep)]
     if header is None:
-        header = _has_header(first, [line.split(sep) for line in lines[1:]], columns)
+        header = _has_header(first, [_fields(line, sep) for line in lines[1:]], columns)
     names = first if header else [str(position) for position in range(1, len(first) + 1)]
-    rows = [line.split(sep) for line in lines[1 if header else 0 :]]
+    rows = [_fields(line, sep) for line in lines[1 if header else 0 :]]
     zero_led = frozenset(
         name for j, name in enumerate(names) if any(_zero_led(row[j]) for row in rows if j < len(row))
     )
-    return TextLayout(compression, encoding, sep, header, names, zero_led)
+    return TextLayout(compression, encoding, sep, header, names, skip, zero_led)
+
+
+def _fields(line: str, sep: str) -> list[str]:
+    """A line's fields, a separator inside double quotes not splitting one ("Dune, Part 1")."""
+    if '"' not in line:  # the common case, and far quicker than the csv module
+        return line.split(sep)
+    try:
+        return next(csv.reader([line], delimiter=sep), [])
+    except csv.Error:  # a field over the csv module's size limit: count it the plain way
+        return line.split(sep)
 
 
 def _zero_led(field: str) -> bool:
@@ -184,11 +204,11 @@ def _separator(lines: list[str], path: Path) -> str:
     """The first separator that splits every sample line into the same number (2 or more) of fields,
     else the first that splits the first line into 3 or more."""
     for sep in SEPARATORS:
-        counts = {len(line.split(sep)) for line in lines}
+        counts = {len(_fields(line, sep)) for line in lines}
         if len(counts) == 1 and counts.pop() >= 2:
             return sep
     for sep in SEPARATORS:  # lines disagree: trust the first, and let the reader name the odd line
-        if len(lines[0].split(sep)) >= 3:
+        if len(_fields(lines[0], sep)) >= 3:
             return sep
     if "::" in lines[0]:
         raise DataError(
@@ -214,10 +234,11 @@ def _is_number(text: str) -> bool:
 
 def _has_header(first: list[str], rest: list[list[str]], columns: Mapping[str, str] | None) -> bool:
     """Whether the first line names the columns: it holds a common column name or a name given in
-    `columns`, or a field that is text where every later line has a number (the rating column)."""
+    `columns` (not a position such as "1": a first line of ids and ratings holds those), or a field
+    that is text where every later line has a number (the rating column)."""
     if any(normalised(field) in HEADER_WORDS for field in first):
         return True
-    if columns and any(column in first for column in columns.values()):
+    if columns and any(column in first and not column.isdigit() for column in columns.values()):
         return True
     return any(
         not _is_number(field) and bool(rest) and all(j < len(row) and _is_number(row[j]) for row in rest)
@@ -269,8 +290,16 @@ def _raw_columns(
 def _as_pandas(frame: pl.DataFrame) -> dict[str, pd.Series]:
     """Each column as a pandas Series, moved one at a time: a numeric column without gaps is made
     contiguous and shared with numpy, not copied, so the table is never held twice."""
-    names = list(frame.columns)
-    return {name: pd.Series(frame.drop_in_place(name).rechunk().to_numpy(), copy=False) for name in names}
+    series = {}
+    for name in list(frame.columns):
+        column = frame.drop_in_place(name)
+        if column.dtype in (pl.Int128, pl.UInt128):  # 20-digit integers, past numpy's int64: ids as text
+            column = column.cast(pl.String)
+        if column.dtype.is_nested():  # a Parquet list or struct column: numpy would make it 2-D
+            series[name] = pd.Series(column.to_list(), dtype=object)
+        else:
+            series[name] = pd.Series(column.rechunk().to_numpy(), copy=False)
+    return series
 
 
 class _ConversionError(Exception):
@@ -307,6 +336,7 @@ def _read_text(
             has_header=layout.header,
             columns=positions,
             separator=layout.sep,
+            skip_lines=layout.skip,
             infer_schema=not as_text,
             infer_schema_length=INFER_ROWS,
             schema_overrides=types or None,
@@ -317,7 +347,7 @@ def _read_text(
         if "could not parse" in message and not as_text:
             raise _ConversionError from None
         if "more fields" in message:
-            line = _LineFinder(path, layout).first_with_other_field_count(len(layout.names))
+            line = _LineFinder(path, layout).first_with_more_fields(len(layout.names))
             if line is not None:
                 raise DataError(
                     f"{path}: line {line[0]} has {line[1]} fields; expected {len(layout.names)}, "
@@ -365,16 +395,23 @@ class _LineFinder:
                 yield number + 1, pending.rstrip("\r")
 
     def __call__(self, row: int) -> str:
-        data_rows = (number for number, line in self._lines() if line.strip())
+        # polars makes a row of every line after the header; those of nothing but separators (blank
+        # lines) are dropped from the table, so they are not counted here either.
+        data_rows = (
+            number
+            for number, line in self._lines()
+            if number > self.layout.skip and line.strip(self.layout.sep)
+        )
         skip = row + (1 if self.layout.header else 0)
         for index, number in enumerate(data_rows):
             if index == skip:
                 return f"line {number}"
         return row_of_frame(row)
 
-    def first_with_other_field_count(self, expected: int) -> tuple[int, int] | None:
+    def first_with_more_fields(self, expected: int) -> tuple[int, int] | None:
+        """The first line with more than `expected` fields, and their count."""
         for number, line in self._lines():
-            if line.strip() and (count := len(line.split(self.layout.sep))) != expected:
+            if (count := len(_fields(line, self.layout.sep))) > expected:
                 return number, count
         return None
 
@@ -390,9 +427,15 @@ def _read_parquet(
     path: Path, columns: Mapping[str, str] | None
 ) -> tuple[dict[str, pd.Series | None], int, Where]:
     try:
-        names = list(pl.read_parquet_schema(path))
+        schema = pl.read_parquet_schema(path)
     except (OSError, pl.exceptions.PolarsError) as error:
         raise DataError(f"{path}: cannot read it as Parquet ({_first_line(error)})") from None
+    names = list(schema)
     found = find_columns(names, RATING_FIELDS, columns, str(path))
     require_rating_columns(found, names, str(path))
+    for field, column in found.items():
+        if schema[column].is_nested():  # a list or struct per row: no id, rating or time
+            raise DataError(
+                f"{path}: the {field} column {column!r} holds {schema[column]} values, not single values"
+            )
     return _raw_columns(_read_parquet_columns(path, list(dict.fromkeys(found.values()))), found, row_of_frame)

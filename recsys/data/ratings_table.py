@@ -32,13 +32,16 @@ Where = Callable[[int], str]  # a row position as the user can find it ("line 7"
 # Distinct ratings up to which a step (stars, half stars) is looked for; beyond, the scale is continuous.
 MAX_STEPPED_VALUES = 1000
 STEP_RESOLUTION = 1000  # steps are told to a thousandth of a rating
+INT64_LIMIT = 2**63  # a count of seconds at or past it (either way) does not fit the int64 timestamps
 
 
 def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
     """Ids as int64 when every one is an integer (or text spelling one exactly), else as strings; a
     missing id is an error."""
     if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":  # no gaps: nothing to check
-        return column.to_numpy(dtype=np.int64)
+        if column.dtype.kind == "i" or len(column) == 0 or column.max() < INT64_LIMIT:
+            return column.to_numpy(dtype=np.int64)
+        return column.astype(str).to_numpy(dtype=object)  # uint64 past int64: kept as spelled
     missing = column.isna().to_numpy()
     if missing.any():
         raise DataError(f"{source}: missing {kind} id on {where(int(np.flatnonzero(missing)[0]))}")
@@ -82,26 +85,37 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
         return np.arange(n, dtype=np.int64)
     if pd.api.types.is_bool_dtype(column.dtype):
         raise DataError(f"{source}: the timestamps are true/false values, not times")
-    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":  # seconds, no gaps
+    if isinstance(column.dtype, np.dtype) and column.dtype.kind == "i":  # seconds, no gaps
         return column.to_numpy(dtype=np.int64)
     if pd.api.types.is_datetime64_any_dtype(column.dtype):
         times = column
+        missing = pd.isna(times).to_numpy()
+        if missing.any():
+            raise DataError(f"{source}: missing timestamp on {where(int(np.flatnonzero(missing)[0]))}")
     else:
         numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         if np.isfinite(numbers).all():  # seconds (or any whole count) since an epoch
+            outside = np.flatnonzero(np.abs(numbers) >= INT64_LIMIT)
+            if outside.size:
+                row = int(outside[0])
+                raise DataError(
+                    f"{source}: timestamp {str(column.iloc[row])[:40]!r} on {where(row)} is not a time "
+                    "(too large for seconds since 1970)"
+                )
             return np.floor(numbers).astype(np.int64)
+        gaps = np.flatnonzero(column.isna().to_numpy() | (column.astype(str) == "").to_numpy())
+        if gaps.size:
+            raise DataError(f"{source}: missing timestamp on {where(int(gaps[0]))}")
+        seconds = np.isfinite(numbers)
         with warnings.catch_warnings():  # pandas warns when it guesses the date format per value
             warnings.simplefilter("ignore", UserWarning)
             times = pd.to_datetime(column, errors="coerce", utc=True, format="mixed")
-        missing = pd.isna(times).to_numpy()
-        bad = np.flatnonzero(missing & ~np.isfinite(numbers))  # neither a number nor a date
-        if bad.size or missing.any():
-            row = int(bad[0]) if bad.size else int(np.flatnonzero(missing)[0])
-            raw = column.iloc[row]
-            if pd.isna(raw) or raw == "":
-                raise DataError(f"{source}: missing timestamp on {where(row)}")
+        neither = np.flatnonzero(~seconds & pd.isna(times).to_numpy())
+        # Seconds among dates are refused too, not read as dates: "1000" would be the year 1000.
+        if neither.size or seconds.any():
+            row = int(neither[0]) if neither.size else int(np.flatnonzero(seconds != seconds[0])[0])
             raise DataError(
-                f"{source}: timestamp {str(raw)[:40]!r} on {where(row)} is not a time "
+                f"{source}: timestamp {str(column.iloc[row])[:40]!r} on {where(row)} is not a time "
                 "(expected seconds since 1970 or a date, the same kind on every line)"
             )
     return (pd.DatetimeIndex(times).as_unit("s").asi8).astype(np.int64)
@@ -181,7 +195,8 @@ def ratings_table(
 def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFrame:
     """An item table (id, title, optional genres) with its ids in the ratings' id type; columns found
     by common names, else taken as id, title[, genres] in order."""
-    names = [str(name) for name in raw.columns]
+    labels = {str(label): label for label in raw.columns}  # a frame's labels need not be strings
+    names = list(labels)
     found = find_columns(names, ITEM_FIELDS, None, source, aliases={**ALIASES, "item": ITEM_ID_ALIASES})
     if "item" not in found or "title" not in found:
         if len(names) < 2:
@@ -189,8 +204,11 @@ def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFram
                 f"{source}: an item table needs an id and a title column (columns: {shown(names)})"
             )
         found = {"item": names[0], "title": names[1], **({"genres": names[2]} if len(names) > 2 else {})}
-    column = raw[found["item"]]
+    column = raw[labels[found["item"]]]
     if id_type.kind in "iu":
+        missing = np.flatnonzero(column.isna().to_numpy() | (column.astype(str) == "").to_numpy())
+        if missing.size:
+            raise DataError(f"{source}: missing item id on {row_of_frame(int(missing[0]))}")
         values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         bad = np.flatnonzero(~(values == np.round(values)))
         if bad.size:
@@ -202,8 +220,12 @@ def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFram
         item = values.astype(np.int64)
     else:
         item = ids(column.astype(str), "item", source, row_of_frame)
-    titles = raw[found["title"]].fillna("").astype(str).to_numpy(dtype=object)
-    genres = raw[found["genres"]].fillna("").astype(str).to_numpy(dtype=object) if "genres" in found else ""
+    titles = raw[labels[found["title"]]].fillna("").astype(str).to_numpy(dtype=object)
+    genres = (
+        raw[labels[found["genres"]]].fillna("").astype(str).to_numpy(dtype=object)
+        if "genres" in found
+        else ""
+    )
     return pd.DataFrame({"item": item, "title": titles, "genres": genres})[ITEM_COLUMNS]
 
 

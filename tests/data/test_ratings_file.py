@@ -5,18 +5,20 @@ import bz2
 import gzip
 import lzma
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from recsys.data import ratings_file
 from recsys.data.catalog import dataset_from_record
 from recsys.data.dataset import RatingsDataset
 from recsys.data.ratings_file import load_ratings
-from recsys.data.ratings_table import describe_scale, rating_step
+from recsys.data.ratings_table import data_name, describe_scale, rating_step
 from recsys.errors import DataError
 
 ROWS = [
@@ -28,7 +30,7 @@ ROWS = [
 HEADER = "user,item,rating,timestamp"
 
 
-def text(rows: list[tuple[object, ...]], sep: str = ",", header: str | None = HEADER) -> str:
+def text(rows: Sequence[tuple[object, ...]], sep: str = ",", header: str | None = HEADER) -> str:
     lines = ([header.replace(",", sep)] if header else []) + [sep.join(map(str, row)) for row in rows]
     return "\n".join(lines) + "\n"
 
@@ -303,3 +305,577 @@ def test_a_frame_gets_the_files_checks_with_row_numbers() -> None:
 def test_a_run_from_a_frame_cannot_be_read_again() -> None:
     with pytest.raises(DataError, match="given in Python"):
         dataset_from_record({"dataset": "shop"}, "shop")
+
+
+# --- formats, layouts and options beyond the common ones --------------------------------------------
+
+
+def zstd_file(path: Path, data: bytes) -> None:
+    """`data` zstd-compressed into `path` by pyarrow's own writer."""
+    with pa.CompressedOutputStream(str(path), "zstd") as stream:
+        stream.write(data)
+
+
+@pytest.mark.parametrize("compression", ["plain", "gzip", "bz2", "xz", "zstd"])
+def test_latin1_text_reads_the_same_under_every_compression(compression: str, tmp_path: Path) -> None:
+    content = '"User-ID";"ISBN";"Book-Rating"\n"Jos\xe9";"034545104X";"5"\n"Ana";"0155061224";"8"\n'
+    data = content.encode("latin-1")
+    path = tmp_path / "bx"
+    if compression == "zstd":
+        zstd_file(path, data)  # polars reads zstd and gzip itself: Latin-1 is decoded here first
+    else:
+        packers = {"plain": lambda b: b, "gzip": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
+        path.write_bytes(packers[compression](data))
+    ratings = load_ratings(path).ratings
+    assert ratings["user"].tolist() == ["José", "Ana"] and ratings["item"].tolist() == [
+        "034545104X",
+        "0155061224",
+    ]
+
+
+@pytest.mark.parametrize("timed", [False, True])
+def test_three_or_four_columns_without_a_header_are_taken_by_position(timed: bool, tmp_path: Path) -> None:
+    rows = [(u, i, r, t) if timed else (u, i, r) for u, i, r, t in ROWS]
+    ratings = load_ratings(write(tmp_path / "r.csv", text(rows, header=None))).ratings
+    assert ratings["user"].tolist() == ["ann", "bob", "ann", "cy"] and ratings["rating"].tolist() == [
+        8,
+        6,
+        10,
+        2,
+    ]
+    assert ratings["timestamp"].tolist() == ([100, 101, 102, 103] if timed else [0, 1, 2, 3])
+
+
+@pytest.mark.parametrize("first", ["1,2,3", "7,2,5", "5,9,1", "3,3,3"])
+def test_positions_given_for_a_headerless_file_do_not_make_its_first_line_a_header(
+    first: str, tmp_path: Path
+) -> None:
+    # Regression: a first line holding "1", "2" or "3" (ids and ratings do) was taken for a header
+    # naming the positions given, and silently dropped or refused.
+    path = write(tmp_path / "r.csv", f"{first}\n4,5,4\n6,7,2\n")
+    ratings = load_ratings(path, columns={"user": "1", "item": "2", "rating": "3"}).ratings
+    assert len(ratings) == 3 and ratings["user"].tolist()[0] == int(first.split(",")[0])
+
+
+def test_a_header_can_be_forced_either_way(tmp_path: Path) -> None:
+    numbered = write(
+        tmp_path / "n.csv", "1,2,3\n5,6,4\n7,8,2\n"
+    )  # a header of numbers, told apart by header=
+    columns = {"user": "1", "item": "2", "rating": "3"}
+    assert load_ratings(numbered, columns=columns, header=True).ratings["user"].tolist() == [5, 7]
+    assert load_ratings(numbered, columns=columns, header=False).ratings["user"].tolist() == [1, 5, 7]
+    named = write(tmp_path / "h.csv", "user,item,rating\n1,2,3\n2,3,4\n")
+    with pytest.raises(DataError, match="rating 'rating' on line 1 is not a number"):
+        load_ratings(named, header=False)
+
+
+@pytest.mark.parametrize(
+    ("content", "sep"),
+    [
+        ("user:item:rating\n1:2:3\n2:3:4\n", ":"),  # not among those sniffed
+        ("user;item;rating\nSmith, J;1;4\nDoe, A;2;3\n", ";"),  # commas inside fields
+        ("user,item,rating\n1,2,3\n2,3,4\n", ","),
+    ],
+)
+def test_a_separator_given_is_used(content: str, sep: str, tmp_path: Path) -> None:
+    path = write(tmp_path / "r.txt", content)
+    dataset = load_ratings(path, sep=sep)
+    assert len(dataset.ratings) == 2 and dataset.origin["sep"] == sep
+    if sep == ":":
+        with pytest.raises(DataError, match=r"cannot tell the separator .* --sep"):
+            load_ratings(path)
+
+
+def test_a_separator_of_more_than_one_character_or_a_bad_scale_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.csv", text(ROWS))
+    with pytest.raises(DataError, match="--sep '::': the separator must be one character"):
+        load_ratings(path, sep="::")
+    with pytest.raises(DataError, match="expected LO < HI"):
+        load_ratings(path, rating_scale=(5, 1))
+
+
+def test_quoted_fields_may_hold_the_separator(tmp_path: Path) -> None:
+    # Regression: the separator was sniffed by a plain split, so a two-column file whose quoted
+    # fields hold commas could not be read ("cannot tell the separator").
+    path = write(tmp_path / "r.csv", 'user,item,rating\n"Smith, J",1,4\n"Doe, A",2,3\n"Roe, B",2,5\n')
+    assert load_ratings(path).ratings["user"].tolist() == ["Smith, J", "Doe, A", "Roe, B"]
+    items = write(tmp_path / "i.csv", 'item,title\n1,"Dune, Part 1"\n2,"The ""Best"" Book"\n')
+    titles = load_ratings(path, items=items).titles(np.array([1, 2]))
+    assert titles.tolist() == ["Dune, Part 1", 'The "Best" Book']
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_name(tmp_path: Path) -> None:
+    # Regression: Excel's "CSV UTF-8" starts with a BOM, which hid the "user" column.
+    path = write(tmp_path / "r.csv", "\ufeffuser,item,rating\n1,2,3\n2,3,4\n")
+    assert load_ratings(path).ratings["user"].tolist() == [1, 2]
+    headerless = write(tmp_path / "h.csv", "\ufeff1,2,3\n2,3,4\n")
+    assert load_ratings(headerless).ratings["user"].tolist() == [1, 2]
+
+
+def test_columns_by_name_with_a_misspelt_field_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.csv", "a,b,c,d\n1,2,3,4\n2,3,4,5\n")
+    columns = {"user": "a", "item": "b", "rating": "c", "time": "d"}
+    with pytest.raises(DataError, match="no field 'time' to name a column for"):
+        load_ratings(path, columns=columns)
+    with pytest.raises(DataError, match=r"no column 'e' for the timestamps \(columns: 'a', 'b', 'c', 'd'\)"):
+        load_ratings(path, columns={"user": "a", "item": "b", "rating": "c", "timestamp": "e"})
+
+
+@pytest.mark.parametrize(
+    ("header", "rows"),
+    [
+        ("userId,movieId,rating,timestamp", [(1, 31, 2.5, 1260759144), (1, 1029, 3.0, 1260759179)]),
+        ("user_id,book_id,rating", [(314, 1, 5), (439, 1, 3)]),
+        ("reviewerID,asin,overall,unixReviewTime", [("A2S", "B00", 5.0, 1393545600), ("A3S", "B01", 4.0, 1)]),
+        ("customer_id,product_id,stars", [("c1", "p1", 4), ("c2", "p1", 2)]),
+    ],
+)
+def test_the_usual_exports_are_read_by_their_names(
+    header: str, rows: list[tuple[object, ...]], tmp_path: Path
+) -> None:
+    ratings = load_ratings(write(tmp_path / "r.csv", text(rows, header=header))).ratings
+    assert ratings["user"].tolist() == [row[0] for row in rows]
+    assert ratings["item"].tolist() == [row[1] for row in rows]
+    assert ratings["rating"].tolist() == [float(row[2]) for row in rows]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype"),
+    [
+        (["1", "22", "-3"], np.int64),
+        (["0345391802", "0806521210"], object),  # ISBNs keep their leading zeros
+        (["034545104X", "0155061224"], object),
+        (["6f1c2b9e-8a1d-4c3e-9f00-2b6d7e0a1c55", "0b7a5e1c-2d3f-4a5b-8c9d-0e1f2a3b4c5d"], object),
+        (["12345678901234567890", "12345678901234567891"], object),  # past int64: text, not a crash
+        (["1234567890123456789", "2"], np.int64),
+    ],
+)
+def test_id_types_follow_their_spelling(values: list[str], dtype: type, tmp_path: Path) -> None:
+    rows = [(value, "i", n + 1) for n, value in enumerate(values)]
+    ratings = load_ratings(write(tmp_path / "r.csv", text(rows, header="user,item,rating"))).ratings
+    assert ratings["user"].to_numpy().dtype == dtype
+    assert [str(value) for value in ratings["user"]] == values
+
+
+# --- bad input: one line naming the file and the line -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        # blank lines, and lines of nothing but separators, are skipped and counted
+        ("user,item,rating\n\n1,2,3\n\n\n2,3,x\n", "rating 'x' on line 6"),
+        ("user,item,rating\n1,2,3\n,,\n2,3,x\n", "rating 'x' on line 4"),
+        ("user\titem\trating\n1\t2\t3\n\t\t\n2\t3\tx\n", "rating 'x' on line 4"),
+        # a line of blanks is a row (its first field is "  "): named where it is
+        ("user,item,rating\n1,2,3\n   \n2,3,x\n", "missing item id on line 3"),
+        ("user item rating\n1 2 3\n   \n2 3 x\n", "line 3 has 4 fields; expected 3, separated by space"),
+        # blank lines before the table, with a header or without
+        ("\n\nuser,item,rating\n1,2,3\n2,3,x\n", "rating 'x' on line 5"),
+        ("\n  \n1,2,3\n2,3,x\n", "rating 'x' on line 4"),
+        ("user,item,rating\r\n1,2,3\r\n\r\n2,3,x\r\n", "rating 'x' on line 4"),
+        ("\ufeffuser,item,rating\n1,2,3\n2,3,x\n", "rating 'x' on line 3"),
+        ("1,2,3\n2,3,x\n", "rating 'x' on line 2"),
+        ("user,item,rating\n1,2,3\n2,3,-inf\n", "rating '-inf' on line 3 is not finite"),
+        ("user,item,rating\n1,2,3\n2,3\n", "missing rating on line 3"),
+        ("user,item,rating\n1,,3\n", "missing item id on line 2"),
+        ('user,item,rating\n"",2,3\n', "missing user id on line 2"),
+        # a quoted separator is one field: the line with too many is named, not the one before
+        ('user,item,rating\n"a,b",2,3\n2,3,4,5\n', "line 3 has 4 fields; expected 3"),
+        (
+            "user,item,rating,time\n1,2,3,4\n2,3,4,99999999999999999999\n",
+            "timestamp '99999999999999999999' on line 3",
+        ),
+        ("user,item,rating,date\n1,2,3,2024-05-01\n2,3,4,1000\n", "timestamp '1000' on line 3 is not a time"),
+        ("user,item,rating,date\n1,2,3,1000\n2,3,4,2024-05-01\n", "timestamp '2024-05-01' on line 3"),
+        ("user,item,rating,date\n1,2,3,2024-05-01\n\n2,3,4,soon\n", "timestamp 'soon' on line 4"),
+        ("user,item,rating,date\n1,2,3,soon\n2,3,4,100\n", "timestamp 'soon' on line 2"),
+        ("user,item,rating,date\n1,2,3,true\n2,3,4,false\n", "timestamps are true/false values"),
+        ("user,item,rating\ntrue,2,3\nfalse,3,4\n", "user ids are true/false values"),
+        ("user,item,timestamp\n1,2,100\n2,3,101\n", "no rating column .* explicit ratings"),
+        ("userId,movieId,timestamp\n1,2,100\n", "no rating column .* implicit feedback"),
+        ('user,item,rating\n1,"2,3\n2,3,4\n', "cannot parse"),
+        ("1,2,3,4,5\n", "5 columns and no header; say which is which by position"),
+    ],
+)
+def test_more_bad_files_are_named_by_their_line(content: str, expected: str, tmp_path: Path) -> None:
+    path = write(tmp_path / "r.csv", content)
+    with pytest.raises(DataError, match=expected) as error:
+        load_ratings(path)
+    assert str(error.value).startswith(f"{path}: ") and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("packed", [gzip.compress, bz2.compress, lzma.compress, zstd])
+def test_errors_in_compressed_files_name_the_line_of_the_text(packed: object, tmp_path: Path) -> None:
+    content = b"user,item,rating\n1,2,3\n\n2,3,4\n3,4,x\n"
+    path = write(tmp_path / "r.csv.z", packed(content))  # type: ignore[operator]
+    with pytest.raises(DataError, match="rating 'x' on line 5 is not a number"):
+        load_ratings(path)
+
+
+@pytest.mark.parametrize(
+    ("packed", "expected"),
+    [
+        (lambda b: gzip.compress(b)[:40], "cannot decompress it as gzip"),
+        (lambda b: b"BZh9" + b"\x00junk" * 4, "cannot decompress it as bz2"),
+        (lambda b: lzma.compress(b)[:30], "cannot decompress it as xz"),
+        (lambda b: zstd(b)[:12] + b"\xff" * 8, "cannot decompress it as zstd"),
+        (lambda b: gzip.compress(b"\x00\x01" * 50), "NUL bytes"),
+        (lambda b: gzip.compress(b""), "file is empty"),
+    ],
+)
+def test_broken_compressed_files_are_one_line(packed: object, expected: str, tmp_path: Path) -> None:
+    data = b"user,item,rating\n" + b"1,2,3\n" * 400
+    path = write(tmp_path / "r.bin", packed(data))  # type: ignore[operator]
+    with pytest.raises(DataError, match=expected) as error:
+        load_ratings(path)
+    assert str(error.value).startswith(f"{path}: ") and "\n" not in str(error.value)
+
+
+def test_a_missing_file_or_a_folder_is_one_line(tmp_path: Path) -> None:
+    for path in (tmp_path / "absent.csv", tmp_path):
+        with pytest.raises(DataError, match="file not found"):
+            load_ratings(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "scale", "expected"),
+    [
+        (
+            "user,item,rating\n1,2,3\n\n2,3,11\n",
+            (1, 10),
+            "rating 11 on line 4 is outside --rating-scale 1,10",
+        ),
+        ("user,item,rating\n1,2,0.5\n2,3,3\n", (1, 5), "rating 0.5 on line 2 is outside --rating-scale 1,5"),
+        ("1,2,-10.5\n2,3,3\n", (-10, 10), "rating -10.5 on line 1 is outside --rating-scale -10,10"),
+    ],
+)
+def test_a_rating_outside_a_given_scale_names_its_line(
+    content: str, scale: tuple[float, float], expected: str, tmp_path: Path
+) -> None:
+    with pytest.raises(DataError, match=expected):
+        load_ratings(write(tmp_path / "r.csv", content), rating_scale=scale)
+
+
+def test_a_given_scale_holds_ratings_on_its_bounds_and_may_exceed_the_data(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.csv", "user,item,rating\n1,2,0.1\n2,3,0.7\n")  # not exact in float32
+    assert load_ratings(path, rating_scale=(0.1, 0.7)).rating_scale == (0.1, 0.7)
+    one_value = write(tmp_path / "one.csv", "user,item,rating\n1,2,4\n2,3,4\n")
+    assert load_ratings(one_value, rating_scale=(1, 5)).rating_scale == (1.0, 5.0)  # the scale is known
+
+
+@pytest.mark.parametrize(
+    ("values", "shown"),
+    [
+        ([1, 2, 3, 4, 5, 3], "1-5 in steps of 1 (6 ratings)"),
+        ([0.5, 1.0, 4.5, 5.0], "0.5-5 in steps of 0.5 (4 ratings)"),
+        ([1, 10, 2, 9, 5], "1-10 in steps of 1 (5 ratings)"),
+        ([0, 100, 50, 75, 25], "0-100 in steps of 25 (5 ratings)"),
+        ([-10, 9.8, 0.31, 3.7713], "-10-9.8 continuous (4 ratings)"),
+    ],
+)
+def test_describe_scale_for_the_usual_scales(values: list[float], shown: str, tmp_path: Path) -> None:
+    rows = [(user, user % 2, value) for user, value in enumerate(values)]
+    assert describe_scale(load_ratings(write(tmp_path / "r.csv", text(rows, header=None)))) == shown
+
+
+def test_rating_step_is_none_for_a_single_value_or_too_many() -> None:
+    assert rating_step(np.array([3.0, 3.0], dtype=np.float32)) is None
+    assert rating_step(np.arange(2000, dtype=np.float32)) is None  # beyond MAX_STEPPED_VALUES: continuous
+    assert rating_step(np.array([1, 3, 7], dtype=np.float32)) == 2.0
+
+
+# --- polars' type inference: a column that changes past the rows it looked at --------------------------
+
+
+@pytest.fixture
+def few_inferred_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ratings_file, "INFER_ROWS", 5)
+
+
+def numbered_rows(n: int = 40) -> str:
+    return "".join(f"{u},{u % 7},{1 + u % 5},{1000 + u}\n" for u in range(n))
+
+
+@pytest.mark.usefixtures("few_inferred_rows")
+@pytest.mark.parametrize(
+    ("late_line", "expected"),
+    [
+        ("3,3,x,5", "rating 'x' on line 43 is not a number"),  # past a blank line
+        ("3,3,2,2024-05-01", "timestamp '2024-05-01' on line 43 is not a time"),
+        (",3,2,5", "missing user id on line 43"),
+        ("1,3,2,5,6", "line 43 has 5 fields; expected 4"),
+    ],
+)
+def test_a_bad_value_past_the_inferred_rows_names_its_line(
+    late_line: str, expected: str, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "r.csv", "user,item,rating,ts\n" + numbered_rows() + "\n" + late_line + "\n")
+    with pytest.raises(DataError, match=expected):
+        load_ratings(path)
+
+
+@pytest.mark.usefixtures("few_inferred_rows")
+@pytest.mark.parametrize("late_id", ["guest", "12345678901234567890", "0345391802", "3.5"])
+def test_a_text_id_past_the_inferred_rows_turns_its_column_to_text(late_id: str, tmp_path: Path) -> None:
+    path = write(tmp_path / "r.csv", "user,item,rating,ts\n" + numbered_rows() + f"{late_id},3,2,5\n")
+    ratings = load_ratings(path).ratings
+    assert ratings["user"].tolist()[-1] == late_id and ratings["user"].tolist()[:2] == ["0", "1"]
+    assert ratings["item"].dtype == np.int64 and ratings["timestamp"].tolist()[-1] == 5
+
+
+# --- Parquet ------------------------------------------------------------------------------------------
+
+
+def test_parquet_columns_are_given_by_name_and_checked_with_row_numbers(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"a": ["x", "y", "z"], "b": [1, 2, 3], "c": [1.0, 2.0, None]})
+    frame.to_parquet(tmp_path / "r.parquet")
+    columns = {"user": "a", "item": "b", "rating": "c"}
+    with pytest.raises(DataError, match="missing rating on row 3"):
+        load_ratings(tmp_path / "r.parquet", columns=columns)
+    frame.iloc[:2].to_parquet(tmp_path / "ok.parquet")
+    dataset = load_ratings(tmp_path / "ok.parquet", columns=columns, rating_scale=(0, 5))
+    assert dataset.ratings["user"].tolist() == ["x", "y"] and dataset.origin["columns"] == columns
+    with pytest.raises(DataError, match="rating 2 on row 2 is outside --rating-scale 0,1"):
+        load_ratings(tmp_path / "ok.parquet", columns=columns, rating_scale=(0, 1))
+
+
+def test_parquet_times_are_seconds_and_a_missing_one_is_named(tmp_path: Path) -> None:
+    times = pd.to_datetime(["1970-01-02 00:00:00", "1970-01-01 00:01:00"])
+    frame = pd.DataFrame({"user": [1, 2], "item": [1, 1], "rating": [1.0, 2.0], "timestamp": times})
+    frame.to_parquet(tmp_path / "t.parquet")
+    assert load_ratings(tmp_path / "t.parquet").ratings["timestamp"].tolist() == [86_400, 60]
+    # Regression: a missing datetime became -9223372036854775808 seconds instead of an error.
+    frame.assign(timestamp=[times[0], pd.NaT]).to_parquet(tmp_path / "gap.parquet")
+    with pytest.raises(DataError, match="missing timestamp on row 2"):
+        load_ratings(tmp_path / "gap.parquet")
+
+
+def test_parquet_ids_past_int64_keep_their_spelling(tmp_path: Path) -> None:
+    # Regression: uint64 ids of 2**63 and more wrapped round to negative int64 ids.
+    big = np.array([2**63 + 5, 7], dtype=np.uint64)
+    pd.DataFrame({"user": big, "item": [1, 2], "rating": [1.0, 2.0]}).to_parquet(tmp_path / "u.parquet")
+    assert load_ratings(tmp_path / "u.parquet").ratings["user"].tolist() == ["9223372036854775813", "7"]
+
+
+def test_parquet_columns_of_lists_are_refused_in_one_line(tmp_path: Path) -> None:
+    # Regression: a struct column crashed in numpy (ValueError), a list column became text ids.
+    table = pa.table({"user": [{"id": 1}, {"id": 2}], "item": [1, 2], "rating": [[1.0], [2.0]]})
+    pq.write_table(table, tmp_path / "n.parquet")
+    with pytest.raises(DataError, match=r"the user column 'user' holds Struct.* values, not single values"):
+        load_ratings(tmp_path / "n.parquet")
+
+
+def test_a_parquet_item_table_is_read(tmp_path: Path) -> None:
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,10,3\n2,20,4\n")
+    pd.DataFrame({"movieId": [10, 20], "title": ["Ten", "Twenty"], "genres": ["A", "B"]}).to_parquet(
+        tmp_path / "items.parquet"
+    )
+    dataset = load_ratings(ratings, items=tmp_path / "items.parquet")
+    assert dataset.titles(np.array([20, 10])).tolist() == ["Twenty", "Ten"]
+    assert dataset.items["genres"].tolist() == ["A", "B"] and dataset.items["item"].dtype == np.int64
+
+
+# --- item files -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "item,title,genres\n1,One,a\n2,Two,b\n",
+        "1|One|a\n2|Two|b\n",
+        "id\ttitle\n1\tOne\n2\tTwo\n",
+        "movie;name\n1;One\n2;Two\n",
+        "1,One\n\n2,Two\n",
+    ],
+)
+def test_item_files_with_or_without_a_header(content: str, tmp_path: Path) -> None:
+    ratings = write(tmp_path / "r.csv", "1,1,3\n2,2,4\n")
+    dataset = load_ratings(ratings, items=write(tmp_path / "items.txt", content))
+    assert dataset.titles(np.array([1, 2])).tolist() == ["One", "Two"]
+
+
+def test_item_ids_are_typed_like_the_ratings_ids(tmp_path: Path) -> None:
+    text_ids = write(tmp_path / "t.csv", "user,isbn,rating\n1,0345,3\n2,12,4\n")
+    items = write(tmp_path / "i.csv", "isbn,title\n0345,Zero-led\n12,Twelve\n")
+    dataset = load_ratings(text_ids, items=items)
+    assert dataset.items["item"].tolist() == ["0345", "12"]  # text, as the ratings' ids are
+    assert dataset.titles(np.array(["0345", "12"], dtype=object)).tolist() == ["Zero-led", "Twelve"]
+    numbered = write(tmp_path / "n.csv", "user,item,rating\n1,1,3\n2,2,4\n")
+    float_ids = write(tmp_path / "f.csv", "id,title\n1.0,One\n2,Two\n")
+    assert load_ratings(numbered, items=float_ids).items["item"].tolist() == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            "id,title\nabc,Not a number\n",
+            "item id 'abc' on row 1 is not an integer, as the ratings' item ids are",
+        ),
+        ("id,title\n1.5,Half\n", "item id '1.5' on row 1 is not an integer"),
+        ("id,title\n1,One\n,Nothing\n", "missing item id on row 2"),
+        ("id\n1\n", "cannot tell the separator"),
+        ("", "file is empty"),
+        ("id,title\n1,\x00\n", "NUL bytes"),
+    ],
+)
+def test_bad_item_files_are_one_line_naming_the_item_file(
+    content: str, expected: str, tmp_path: Path
+) -> None:
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,3\n2,2,4\n")
+    items = write(tmp_path / "items.csv", content)
+    with pytest.raises(DataError, match=expected) as error:
+        load_ratings(ratings, items=items)
+    assert str(error.value).startswith(f"{items}: ") and "\n" not in str(error.value)
+
+
+def test_rated_items_missing_from_the_item_file_are_counted(tmp_path: Path) -> None:
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,3\n2,2,4\n1,3,5\n")
+    items = write(tmp_path / "i.csv", "id,title\n1,One\n")
+    with pytest.warns(UserWarning, match=r"no entry for 2 rated item ids, e\.g\. 2"):
+        dataset = load_ratings(ratings, items=items)
+    assert dataset.titles(np.array([1, 3])).tolist() == ["One", "[item 3]"]
+    header_only = write(tmp_path / "h.csv", "id,title\n")
+    with pytest.warns(UserWarning, match="no entry for 3 rated item ids"):
+        assert len(load_ratings(ratings, items=header_only).items) == 0
+
+
+# --- run records and the origin --------------------------------------------------------------------------
+
+
+def test_the_origin_records_every_option_given_and_nothing_else(tmp_path: Path) -> None:
+    path = write(tmp_path / "My Ratings.csv.gz", gzip.compress(text(ROWS).encode()))
+    plain = load_ratings(path)
+    assert plain.origin == {"ratings": str(path.resolve())} and plain.name == "My-Ratings"
+    items = write(tmp_path / "i.csv", "isbn,title\n978-1,Dune\n978-2,Emma\n978-3,Ulysses\n")
+    columns = {"user": "user", "item": "item", "rating": "rating"}
+    full = load_ratings(
+        path, columns=columns, sep=",", header=True, rating_scale=(1, 10), items=items, name="x"
+    )
+    assert full.name == "x" and full.origin == {
+        "ratings": str(path.resolve()),
+        "columns": columns,
+        "sep": ",",
+        "header": True,
+        "rating_scale": [1, 10],
+        "items": str(items.resolve()),
+    }
+    again = dataset_from_record({"dataset": "x", **full.origin}, "x")
+    assert again.rating_scale == (1.0, 10.0) and again.ratings.equals(full.ratings)
+    assert again.origin == full.origin and again.items.equals(full.items)
+
+
+def test_a_run_record_of_a_headerless_file_read_with_header_false_reads_it_again(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.csv", "a,b,3\n1,2,3\n2,3,4\n")  # a first line of data that looks like a header
+    columns = {"user": "1", "item": "2", "rating": "3"}
+    with pytest.raises(DataError, match="no column '1' for the users"):  # taken for a header by default
+        load_ratings(path, columns=columns)
+    first = load_ratings(path, columns=columns, header=False, sep=",")
+    assert first.ratings["user"].tolist() == ["a", "1", "2"] and first.origin["header"] is False
+    again = dataset_from_record(dict(first.origin), first.name)
+    assert again.ratings.equals(first.ratings)
+
+
+def test_a_run_record_whose_file_is_gone_is_one_line(tmp_path: Path) -> None:
+    record = {"dataset": "r", "ratings": str(tmp_path / "gone.csv")}
+    with pytest.raises(DataError, match=r"gone\.csv: file not found"):
+        dataset_from_record(record, "r")
+
+
+@pytest.mark.parametrize(
+    ("file_name", "expected"),
+    [
+        ("ratings.csv.gz", "ratings"),
+        ("BX-Book-Ratings.csv", "BX-Book-Ratings"),
+        ("my ratings (2024).tsv.zst", "my-ratings--2024"),
+        ("data.parquet", "data"),
+        (".csv", "ratings"),
+    ],
+)
+def test_the_dataset_is_named_after_its_file(file_name: str, expected: str) -> None:
+    assert data_name(Path(file_name)) == expected
+
+
+# --- DataFrames -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"rating": [1.0, np.inf, 3.0]}, "rating 'inf' on row 2 is not finite"),
+        ({"rating": ["1", "2", "many"]}, "rating 'many' on row 3 is not a number"),
+        ({"user": pd.array([1, None, 3], dtype="Int64")}, "missing user id on row 2"),
+        ({"item": ["a", None, "c"]}, "missing item id on row 2"),
+        ({"item": ["a", "", "c"]}, "missing item id on row 2"),
+        ({"rating": [2.0, 2.0, 2.0]}, "every rating is 2"),
+        ({"when": [1, 2, None]}, "missing timestamp on row 3"),
+        ({"when": pd.to_datetime(["2024-01-01", None, "2024-01-02"])}, "missing timestamp on row 2"),
+        ({"when": [1.0, 1e20, 2.0]}, "timestamp '1e\\+20' on row 2 is not a time"),
+        ({"when": ["2024-01-01", "1000", "2024-01-02"]}, "timestamp '1000' on row 2 is not a time"),
+        ({"user": [True, False, True]}, "user ids are true/false values"),
+    ],
+)
+def test_a_bad_frame_is_named_by_row(change: dict[str, object], expected: str) -> None:
+    frame = pd.DataFrame({"user": [1, 2, 3], "item": ["a", "b", "c"], "rating": [1.0, 2.0, 3.0]})
+    with pytest.raises(DataError, match=expected) as error:
+        RatingsDataset.from_frame(frame.assign(**change))
+    assert str(error.value).startswith("the ratings frame: ") and "\n" not in str(error.value)
+
+
+def test_a_frame_keeps_its_ids_types_and_reads_its_times() -> None:
+    frame = pd.DataFrame(
+        {
+            "customer": pd.Categorical(["b", "a", "b"]),
+            "sku": np.array([2**63 + 1, 5, 6], dtype=np.uint64),
+            "stars": [1, 5, 3],
+            "created_at": pd.to_datetime(["1970-01-02", "1970-01-01", "1970-01-03"]).tz_localize("UTC"),
+        },
+        index=[10, 20, 30],  # a filtered frame: row numbers are positions, not labels
+    )
+    dataset = RatingsDataset.from_frame(frame, rating_scale=(1, 5))
+    ratings = dataset.ratings
+    assert ratings["user"].tolist() == ["b", "a", "b"]
+    assert ratings["item"].tolist() == ["9223372036854775809", "5", "6"]
+    assert ratings["timestamp"].tolist() == [86_400, 0, 172_800]
+    with pytest.raises(DataError, match="rating 5 on row 2 is outside --rating-scale 1,4"):
+        RatingsDataset.from_frame(frame, rating_scale=(1, 4))
+
+
+def test_a_frame_with_duplicates_keeps_the_latest() -> None:
+    frame = pd.DataFrame({"user": [1, 1, 2], "item": [1, 1, 1], "rating": [5.0, 1.0, 3.0], "ts": [9, 3, 1]})
+    with pytest.warns(UserWarning, match="the ratings frame: 1 duplicate"):
+        ratings = RatingsDataset.from_frame(frame).ratings
+    assert ratings["rating"].tolist() == [5.0, 3.0]  # the later time, not the later row
+
+
+def test_an_items_frame_may_have_any_labels() -> None:
+    ratings = pd.DataFrame({"user": [1, 2], "item": [7, 8], "rating": [1.0, 2.0]})
+    # Regression: integer column labels raised KeyError('0') instead of reading id, title by position.
+    items = pd.DataFrame({0: [7, 8], 1: ["Seven", "Eight"]})
+    assert RatingsDataset.from_frame(ratings, items=items).titles(np.array([8, 7])).tolist() == [
+        "Eight",
+        "Seven",
+    ]
+    with pytest.raises(DataError, match="the items frame: missing item id on row 2"):
+        RatingsDataset.from_frame(ratings, items=pd.DataFrame({"id": [7, None], "title": ["Seven", "?"]}))
+    with pytest.raises(DataError, match="the items frame: an item table needs an id and a title column"):
+        RatingsDataset.from_frame(ratings, items=pd.DataFrame({"id": [7]}))
+
+
+def test_sniff_reports_the_layout(tmp_path: Path) -> None:
+    layout = ratings_file.sniff(
+        write(tmp_path / "r.csv", "\n\nuser;isbn;rating\n1;0345;3\n"), None, None, None
+    )
+    assert (layout.sep, layout.header, layout.names, layout.skip) == (
+        ";",
+        True,
+        ["user", "isbn", "rating"],
+        2,
+    )
+    assert (
+        layout.zero_led == frozenset({"isbn"}) and layout.compression is None and layout.encoding == "utf-8"
+    )
+    headerless = ratings_file.sniff(write(tmp_path / "h.gz", gzip.compress(b"1\t2\t3\n")), None, None, None)
+    assert (headerless.sep, headerless.header, headerless.names) == ("\t", False, ["1", "2", "3"])
+    assert headerless.compression == "gzip"
