@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     check_data_flags(args)
     dataset = dataset_from_flags(args)
     if args.split is None:
-        args.split = "u1" if "u1" in dataset.folds else "random"
+        args.split = dataset.default_split
     splits = FOLDS if args.split == "folds" else (args.split,)
     out = args.out or Path("reports") / f"{dataset.name}-{args.split}"
     if out.exists() and not out.is_dir():

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from recsys.workflows.tune import SEARCH_SPACES, best_settings, plot_trials, tune
 
     dataset = dataset_from_flags(args)
-    split = args.split or ("u1" if "u1" in dataset.folds else "random")
+    split = args.split or dataset.default_split
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
     if out.exists() and any(out.iterdir()):
         raise RecsysError(f"{out} already holds a search; name another with --out")

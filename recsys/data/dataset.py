@@ -70,6 +70,11 @@ class RatingsDataset:
         return default_y_range(self.rating_scale)
 
     @property
+    def default_split(self) -> str:
+        """u1 where the data comes with ml-100k's predefined folds, else a random split."""
+        return "u1" if "u1" in self.folds else "random"
+
+    @property
     def rating_unit(self) -> float:
         """The size of this dataset's ratings against five stars (see `rating_unit`)."""
         return rating_unit(self.rating_scale)

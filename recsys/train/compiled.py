@@ -84,7 +84,8 @@ def _train_blocks(
     users, items, values = ratings
     lr, l2, low, high, squash, factor_count, error_weight = settings
     learning_rate, decay, span = np.float32(lr), np.float32(2 * l2), np.float32(high - low)
-    low32, one, two = np.float32(low), np.float32(1), np.float32(2 * error_weight)
+    # d(weight * error^2)/d(prediction): the squared error's 2 times its weight (1 / rating unit^2).
+    low32, one, twice_weight = np.float32(low), np.float32(1), np.float32(2 * error_weight)
     n_factors = user_factors.shape[1]  # padded: the columns past the model's stay zero
     has_bias = user_bias.shape[0] > 0
     for block in blocks:
@@ -105,10 +106,10 @@ def _train_blocks(
             if squash:
                 sigmoid = one / (one + np.exp(-score))
                 error = low32 + span * sigmoid - values[j]
-                gradient = two * error * span * sigmoid * (one - sigmoid)
+                gradient = twice_weight * error * span * sigmoid * (one - sigmoid)
             else:
                 error = score - values[j]
-                gradient = two * error
+                gradient = twice_weight * error
             total += error * error
             # Row-wise AdaGrad (LIBMF's): a step scaled by the row's accumulated squared gradient so
             # far, then the mean squared gradient of this step joins it; one pass over the factors.

@@ -205,7 +205,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         for kind, unseen, id_map in (("user", users, self.users_), ("item", items, self.items_)):
             if len(unseen):
                 distinct = pd.unique(pd.Series(unseen, dtype=object))
-                shown = ", ".join(repr(_plain(raw)) for raw in distinct[:SHOWN_UNSEEN])
+                shown = ", ".join(repr(plain_value(raw)) for raw in distinct[:SHOWN_UNSEEN])
                 more = f" and {len(distinct) - SHOWN_UNSEEN} more" if len(distinct) > SHOWN_UNSEEN else ""
                 id_type = "integer" if id_map.integer_ids else "text"
                 parts.append(f"{kind} id(s) {shown}{more} (fit saw {len(id_map):,} {id_type} {kind} ids)")
@@ -238,7 +238,7 @@ def _as_parameters(message: str) -> str:
     )
 
 
-def _plain(raw: Any) -> Any:
+def plain_value(raw: Any) -> Any:
     """A numpy scalar as the Python value it holds, for messages (numpy 2 shows np.str_('a'))."""
     return raw.item() if isinstance(raw, np.generic) else raw
 

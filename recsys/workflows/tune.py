@@ -21,7 +21,7 @@ from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 from recsys.config import RunConfig, config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.splits import make_split
-from recsys.workflows.estimator import RatingRegressor
+from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, train_and_evaluate
 
 # What is searched, per engine: the compiled engine has no batches, optimizer or weight decay.
@@ -77,7 +77,7 @@ def tune(
     rows = []
     settings = ParameterSampler(SEARCH_SPACES[base.engine], n_iter=trials, random_state=seed)
     for number, setting in enumerate(settings, start=1):
-        setting = {name: _plain(value) for name, value in setting.items()}
+        setting = {name: plain_value(value) for name, value in setting.items()}
         scores = cross_validate(
             estimator.set_params(**setting), X, y, cv=cv, scoring="neg_root_mean_squared_error"
         )
@@ -86,15 +86,10 @@ def tune(
         if on_trial is not None:
             on_trial(number, setting, float(rmse.mean()))
     table = pd.DataFrame(rows).sort_values("valid_rmse", kind="stable").reset_index(drop=True)
-    best = {name: _plain(table.at[0, name]) for name in SEARCH_SPACES[base.engine]}
+    best = {name: plain_value(table.at[0, name]) for name in SEARCH_SPACES[base.engine]}
     config = dataclasses.replace(base, **best)
     run = train_and_evaluate(dataset, config, run_dir=run_dir, progress=False)
     return TuneResult(table, best, run)
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python number RunConfig and JSON expect."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def best_settings(result: TuneResult) -> dict[str, Any]:

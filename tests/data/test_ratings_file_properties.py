@@ -106,6 +106,12 @@ def with_blank_lines(lines: list[str], data: st.DataObject, sep: str, width: int
     return out
 
 
+def table_lines(rows: list[Row], timed: bool, sep: str) -> tuple[list[str], list[str]]:
+    """The column names of a table's file, and its rows as lines (no header)."""
+    fields = ["user", "item", "rating", *(["timestamp"] if timed else [])]
+    return fields, [sep.join(str(value) for value in row[: len(fields)]) for row in rows]
+
+
 @SETTINGS
 @given(
     table=tables(unique=True) | tables(unique=False),
@@ -125,9 +131,8 @@ def test_a_well_formed_file_reads_back_as_written(
     data: st.DataObject,
 ) -> None:
     rows, timed = table
-    fields = ["user", "item", "rating", *(["timestamp"] if timed else [])]
-    lines = [sep.join(fields)] if header else []
-    lines += [sep.join(str(value) for value in row[: len(fields)]) for row in rows]
+    fields, lines = table_lines(rows, timed, sep)
+    lines = ([sep.join(fields)] if header else []) + lines
     lines = with_blank_lines(lines, data, sep, len(fields))
     path = workdir / "ratings"
     path.write_bytes(COMPRESSIONS[compression]((line_end.join(lines) + line_end).encode()))
@@ -174,8 +179,7 @@ def test_a_single_bad_value_is_named_by_its_line(
     data: st.DataObject,
 ) -> None:
     rows, timed = table
-    fields = ["user", "item", "rating", *(["timestamp"] if timed else [])]
-    lines = [sep.join(str(value) for value in row[: len(fields)]) for row in rows]
+    fields, lines = table_lines(rows, timed, sep)
     # Not the first line of a headerless file: text where later lines have numbers makes it a header.
     bad_row = data.draw(st.integers(0 if header else 1, len(rows) - 1))
     column = data.draw(st.sampled_from([name for name in fields if name != "item"]))
