@@ -5,8 +5,8 @@ the contract tests and fastai's `Learner` can all drive any of them. Every model
 interface (`base.RatingModel`) and is held, with its tuned defaults, by one registry (`registry`).
 
 Files: base (the interface), layers (the pieces models are built from), dot (`dot`, `dotbias`),
-linear (`linear`, `embproj`), registry. Each name below is imported from its file on first use
-(PEP 562), so the registry and its defaults can be read without importing torch.
+linear (`linear`, `embproj`), implicit (`svdpp`), registry. Each name below is imported from its
+file on first use (PEP 562), so the registry and its defaults can be read without importing torch.
 """
 
 from typing import TYPE_CHECKING
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         rating_model,
     )
     from recsys.models.dot import DotProduct, DotProductBias
+    from recsys.models.implicit import SVDPlusPlus
     from recsys.models.layers import sigmoid_range
     from recsys.models.linear import EmbeddingProjection, LinearDotProduct
     from recsys.models.registry import (
@@ -62,6 +63,7 @@ _HOMES = {
     "recsys.models.layers": ["sigmoid_range"],
     "recsys.models.dot": ["DotProduct", "DotProductBias"],
     "recsys.models.linear": ["LinearDotProduct", "EmbeddingProjection"],
+    "recsys.models.implicit": ["SVDPlusPlus"],
 }
 __all__ = [
     "COMPILED_DEFAULTS",
@@ -76,6 +78,7 @@ __all__ = [
     "LinearDotProduct",
     "ModelEntry",
     "RatingModel",
+    "SVDPlusPlus",
     "YRange",
     "build_model",
     "model_entry",

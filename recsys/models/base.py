@@ -81,6 +81,11 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         """The L2 penalty of the per-id rows the batch `x` uses."""
         return self.forward_with_penalty(x)[1]
 
+    def set_training_pairs(self, x: Tensor) -> None:
+        """Take from the training part's (n, 2) [user, item] pairs what the model uses beyond each
+        rating's own pair (SVD++: the items each user rated); the trainer calls it before training,
+        and a fastai `Learner` user calls it once before `fit`. Most models need nothing."""
+
     def id_vectors(self) -> tuple[Tensor, Tensor] | None:
         """Every user's and every item's factor vector, (n_users, n_factors) and (n_items, n_factors),
         detached; None for a model without per-id vectors."""

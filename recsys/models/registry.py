@@ -248,3 +248,8 @@ register(
     "recsys.models.linear:EmbeddingProjection",
     defaults={"l2": 0.05},  # the penalty acts on projected vectors, so it needs less
 )
+register(
+    "svdpp",
+    "recsys.models.implicit:SVDPlusPlus",
+    defaults={"batch_size": 2048, "lr": 2e-2, "epochs": 5},
+)

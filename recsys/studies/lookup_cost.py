@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -30,6 +30,8 @@ from recsys.models.layers import INIT_STD, one_hot_linear
 VARIANTS = ("embedding", "sparse_embedding", "dense_one_hot", "sparse_one_hot")
 ONE_HOT_VARIANTS = ("dense_one_hot", "sparse_one_hot")
 MEASURES = ("seconds", "peak_bytes", "gradient_entries")
+
+Batch = TypeVar("Batch")  # what a variant's forward takes: user indices, or bags of items
 
 # Plain SGD for every variant: it accepts sparse gradients, and with no momentum it keeps no state and
 # costs one pass over the gradient's values, so the steps differ only in how the gradient is made.
@@ -62,11 +64,11 @@ def _variants(
     return variants
 
 
-def _step(optimizer: torch.optim.Optimizer, forward: Callable[[Tensor], Tensor], users: Tensor) -> None:
+def training_step(optimizer: torch.optim.Optimizer, forward: Callable[[Batch], Tensor], batch: Batch) -> None:
     """One training step: release the old gradient, forward, a loss, backward, SGD update."""
     # Releasing (not zeroing) the old gradient makes every step allocate its own, as the trainer does.
     optimizer.zero_grad(set_to_none=True)
-    forward(users).pow(2).mean().backward()
+    forward(batch).pow(2).mean().backward()
     optimizer.step()
 
 
@@ -97,7 +99,7 @@ def _native_stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def _peak_allocated_bytes(step: Callable[[], None]) -> int:
+def peak_allocated_bytes(step: Callable[[], None]) -> int:
     """Peak of (bytes allocated - bytes freed) on CPU during `step`, from the profiler's memory events."""
     # `step` already ran untimed and timed before, so a warning it raises has been seen by now.
     with (
@@ -177,14 +179,14 @@ def lookup_versus_linear(
             continue
         module, forward = variants[name]
         optimizer = torch.optim.SGD(module.parameters(), lr=LEARNING_RATE)
-        _step(optimizer, forward, batches[0])
+        training_step(optimizer, forward, batches[0])
         start = time.perf_counter()
         for users in batches[1 : steps + 1]:
-            _step(optimizer, forward, users)
+            training_step(optimizer, forward, users)
         seconds = (time.perf_counter() - start) / steps
         # Release the last gradient before profiling, so the peak counts only what the step allocates.
         optimizer.zero_grad(set_to_none=True)
-        peak_bytes = _peak_allocated_bytes(partial(_step, optimizer, forward, batches[-1]))
+        peak_bytes = peak_allocated_bytes(partial(training_step, optimizer, forward, batches[-1]))
         result[f"{name}_seconds"] = seconds
         result[f"{name}_peak_bytes"] = float(peak_bytes)
         result[f"{name}_gradient_entries"] = float(_gradient_entries(module))

@@ -48,9 +48,10 @@ def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
 
 def bound_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     """An over-estimate of `training_bytes` for the built-in models, from arithmetic alone: their
-    tables, biases and projections hold at most (users + items + 2k + 2)(k + 1) float32s."""
+    tables (svdpp's second item table among them), biases and projections hold at most
+    (users + 2 items + 2k + 2)(k + 1) float32s."""
     k = config.n_factors
-    return COPIES_PER_PARAMETER * 4 * (n_users + n_items + 2 * k + 2) * (k + 1)
+    return COPIES_PER_PARAMETER * 4 * (n_users + 2 * n_items + 2 * k + 2) * (k + 1)
 
 
 def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:

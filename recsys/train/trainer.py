@@ -256,6 +256,7 @@ def fit(
     threads = check_threads(default_threads() if threads is None else threads)
     model.to(config.device)
     train, valid = train.to(config.device), valid.to(config.device)
+    rating_model(model).set_training_pairs(train.x)
     epochs = _epochs_for(model, train, config, threads)
     history = _restore(epochs, generator, resume) if resume is not None else []
     model.train()

@@ -22,6 +22,9 @@ from recsys.evaluate.baselines import fit_damped_bias, global_mean
 from recsys.evaluate.biases import learned_biases
 from recsys.evaluate.metrics import evaluate_test
 from recsys.models import model_names
+from recsys.studies.bag_cost import MODES as BAG_MODES
+from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
+from recsys.studies.bag_cost import bag_versus_multi_hot
 from recsys.studies.lookup_cost import lookup_cost_table
 from recsys.studies.norm_bias import NORMS, bias_before_norm
 from recsys.workflows.experiment import train_and_evaluate
@@ -211,6 +214,30 @@ def lookup_cost_frame(
     return pd.DataFrame(rows)
 
 
+BAG_SIZE = 100  # items per bag: about an ML-100K user's number of ratings
+
+
+def bag_cost_frame(sizes: Sequence[int], steps: int = 10) -> pd.DataFrame:
+    """EmbeddingBag versus multi-hot Linear per number of items, one row per (size, mode, variant)."""
+    rows = []
+    for n_items in sizes:
+        for mode in BAG_MODES:
+            row = bag_versus_multi_hot(n_items, mode=mode, bag_size=min(BAG_SIZE, n_items), steps=steps)
+            for variant in BAG_VARIANTS:
+                rows.append(
+                    {
+                        "n_items": n_items,
+                        "mode": mode,
+                        "variant": variant,
+                        "ms_per_step": 1000 * row[f"{variant}_seconds"],
+                        "peak_MB": row[f"{variant}_peak_bytes"] / 1e6,
+                        "max_abs_diff": row["max_abs_diff"],
+                        "max_abs_grad_diff": row["max_abs_grad_diff"],
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
 def norm_bias_frame(
     train: RatingTensors, epochs: int = 2, *, progress: Callable[[str], None] | None = None
 ) -> pd.DataFrame:
@@ -236,6 +263,14 @@ LOOKUP_NOTE = (
     "the lookup and the one-hot product. `peak_MB`: peak memory the step allocates (profiler). "
     "`gradient_entries`: gradient values written per step. Times are from this run on this machine."
 )
+BAG_NOTE = (
+    "One training step (256 bags of 100 distinct items, 50 factors: forward, backward, SGD update) of "
+    "`nn.EmbeddingBag` (svdpp's implicit term) and of `nn.Linear(n_items, 50, bias=False)` on the bags' "
+    "multi-hot rows: mode `sum` is the plain multi-hot, `mean` each row divided by its bag's size. "
+    "`max_abs_diff` and `max_abs_grad_diff`: largest difference between the two in outputs and in the "
+    "table's gradient. `peak_MB`: peak memory the step allocates (profiler), the multi-hot matrix "
+    "itself (256 x n_items floats) made beforehand and not counted. Times are from this run on this machine."
+)
 NORM_BIAS_NOTE = (
     "fastai's EmbeddingNN shape with one hidden `nn.Linear` (bias kept) followed by BatchNorm, LayerNorm "
     "or nothing, trained 2 epochs with AdamW on this split. BatchNorm cancels the bias exactly: its gradient "
@@ -253,8 +288,12 @@ def measurement_sections(
     `progress`, when given, is called with one line as each measurement starts.
     """
     lookup = lookup_cost_frame(cost_sizes, progress=progress)
+    if progress is not None:
+        progress("measuring EmbeddingBag against multi-hot Linear")
+    bags = bag_cost_frame(cost_sizes)
     norm = norm_bias_frame(comparison.data.train, progress=progress)
     return {
         "Embedding versus Linear, measured": (LOOKUP_NOTE, lookup),
+        "EmbeddingBag versus multi-hot Linear, measured": (BAG_NOTE, bags),
         "A bias right before a normalisation layer": (NORM_BIAS_NOTE, norm),
     }

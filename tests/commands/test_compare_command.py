@@ -39,8 +39,9 @@ def test_compare_script_on_tiny(tmp_path: Path, capfd: pytest.CaptureFixture[str
         "measuring lookup cost: 100 users (1/2)",
         "measuring lookup cost: 300 users (2/2)",
     ]
-    assert progress[2] == "measuring bias before a norm: layer, float32 (1/6)"
-    assert progress[7] == "measuring bias before a norm: none, float64 (6/6)"
+    assert progress[2] == "measuring EmbeddingBag against multi-hot Linear"
+    assert progress[3] == "measuring bias before a norm: layer, float32 (1/6)"
+    assert progress[8] == "measuring bias before a norm: none, float64 (6/6)"
     assert (out / "report.md").is_file() and (out / "results.json").is_file()
     text = (out / "report.md").read_text()
     assert (
@@ -50,6 +51,10 @@ def test_compare_script_on_tiny(tmp_path: Path, capfd: pytest.CaptureFixture[str
     results = json.loads((out / "results.json").read_text())
     sizes = {row["n_users"] for row in results["Embedding versus Linear, measured"]}
     assert sizes == {100, 300}
+    bags = results["EmbeddingBag versus multi-hot Linear, measured"]
+    expected = {(n, mode) for n in (100, 300) for mode in ("sum", "mean")}
+    assert {(row["n_items"], row["mode"]) for row in bags} == expected
+    assert max(row["max_abs_diff"] for row in bags) < 1e-6
     norms = results["A bias right before a normalisation layer"]
     batch = next(row for row in norms if row["norm"] == "batch" and row["dtype"] == "float64")
     assert batch["max_abs_bias_grad"] < 1e-9 < batch["max_abs_weight_grad"]
