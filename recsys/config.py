@@ -94,7 +94,7 @@ class RunConfig:
         """The compiled engine trains dot and dotbias on the CPU; refuse the flags it has no use for."""
         if self.model not in COMPILED_DEFAULTS:
             raise RecsysError(
-                f"--engine compiled trains {' and '.join(COMPILED_DEFAULTS)}, not {self.model}; "
+                f"--engine compiled trains {', '.join(COMPILED_DEFAULTS)}, not {self.model}; "
                 "use --engine autograd"
             )
         if self.device != "cpu":

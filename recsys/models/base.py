@@ -18,13 +18,18 @@ BiasKind = Literal["explicit", "implied"]
 
 
 class Factorisation(NamedTuple):
-    """A model's tables when its rating is squash(user_factors[u] . item_factors[i] + user_bias[u] +
-    item_bias[i]): what an engine that updates them in place (recsys.train.compiled) needs."""
+    """A model's tables when its rating is squash((user_factors[u] + implicit(u)) . item_factors[i] +
+    user_bias[u] + item_bias[i]): what an engine that updates them in place (recsys.train.compiled)
+    needs. implicit(u) is SVD++'s |N(u)|^-1/2 sum of implicit_factors rows over the items u rated
+    (rated_items[rated_starts[u]:rated_starts[u + 1]]); zero for a model without implicit factors."""
 
     user_factors: Tensor
     item_factors: Tensor
     user_bias: Tensor | None
     item_bias: Tensor | None
+    implicit_factors: Tensor | None = None
+    rated_items: Tensor | None = None
+    rated_starts: Tensor | None = None
 
 
 @dataclass(frozen=True)

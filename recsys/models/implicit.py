@@ -6,6 +6,9 @@ a second item table, `implicit_factors`. A user's implicit vector is one `nn.Emb
 once per batch for each distinct user in it rather than once per rating (a batch of ML-100K ratings
 names each active user many times).
 
+The compiled engine trains it too (`factorisation` hands it the tables and N(u)), user by user:
+recsys.train.compiled.
+
 The model learns N(u) from the training pairs (`set_training_pairs`, which the trainer calls before
 training); it is kept in two buffers, so a checkpoint rebuilds it with no outside knowledge. Until
 it is set every N(u) is empty and the model predicts as `dotbias` does.
@@ -113,7 +116,15 @@ class SVDPlusPlus(DotProductBias):
         return user_vectors.detach(), self.item_factors.weight.detach()
 
     def factorisation(self) -> Factorisation | None:
-        return None  # the implicit term is not a plain dot product's: autograd engine only
+        return Factorisation(
+            self.user_factors.weight,
+            self.item_factors.weight,
+            self.user_bias.weight,
+            self.item_bias.weight,
+            self.implicit_factors.weight,
+            self.rated_items,
+            self.rated_starts,
+        )
 
     def explain(self, users: Tensor, items: Tensor) -> Explanation | None:
         """user_bias + item_bias + factors + implicit = score, squashed to the prediction."""

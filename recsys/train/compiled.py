@@ -1,7 +1,8 @@
-"""The compiled training path: whole epochs of per-rating SGD for the plain factorisation models.
+"""The compiled training path: whole epochs of per-rating SGD for the factorisation models.
 
 rating = squash(user_factors[u] . item_factors[i] + user_bias[u] + item_bias[i]) with fastai's
-sigmoid `y_range` squash, trained rating by rating in one numba call per block of ratings instead
+sigmoid `y_range` squash (dot, dotbias; svdpp adds its implicit vector to the user's, see
+`CompiledEpochs`), trained rating by rating in one numba call per block of ratings instead
 of one autograd step per batch. The objective is the autograd path's: squared error plus `l2`
 times the squared norms of the rows each rating uses. Steps follow LIBMF's row-wise AdaGrad (one
 accumulated squared gradient per row and table, so a row's step shrinks as it is trained) with a
@@ -70,6 +71,7 @@ def _train_blocks(
     blocks: np.ndarray,
     squared_errors: np.ndarray,
     settings: tuple[float, float, float, float, bool, float, float],
+    implicit: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> None:
     """Train on each block in `blocks`, one rating at a time in the block's order; each block's
     summed squared error goes to `squared_errors[block]`.
@@ -77,10 +79,15 @@ def _train_blocks(
     tables: (user_factors, item_factors, user_bias, item_bias), biases empty for a model without;
     accumulators: AdaGrad's per-row sums for each table (same order); ratings: (users, items,
     values), block b's ratings at offsets[b]:offsets[b + 1]; settings: (lr, l2, low, high, squash,
-    the model's number of factors, the weight of a squared error: 1 / rating unit squared).
+    the model's number of factors, the weight of a squared error: 1 / rating unit squared);
+    implicit: SVD++'s (implicit_factors, their AdaGrad sums, rated_items, rated_starts), all empty
+    for a model without. With them each block is one user's ratings (block b is user b): the user's
+    implicit vector is summed once at the block's start, held while its ratings train, and its rows
+    then take the block's summed gradient in one step each.
     """
     user_factors, item_factors, user_bias, item_bias = tables
     user_sums, item_sums, user_bias_sums, item_bias_sums = accumulators
+    implicit_factors, implicit_sums, rated_items, rated_starts = implicit
     users, items, values = ratings
     lr, l2, low, high, squash, factor_count, error_weight = settings
     learning_rate, decay, span = np.float32(lr), np.float32(2 * l2), np.float32(high - low)
@@ -88,9 +95,23 @@ def _train_blocks(
     low32, one, twice_weight = np.float32(low), np.float32(1), np.float32(2 * error_weight)
     n_factors = user_factors.shape[1]  # padded: the columns past the model's stay zero
     has_bias = user_bias.shape[0] > 0
+    has_implicit = implicit_factors.shape[0] > 0
+    # The user's implicit vector and its gradient summed over the block (zero without implicit factors).
+    implicit_vector = np.zeros(n_factors, np.float32)
+    implicit_gradient = np.zeros(n_factors, np.float32)
     for block in blocks:
         start, end = offsets[block], offsets[block + 1]
         total = 0.0
+        if has_implicit:
+            first, last = rated_starts[block], rated_starts[block + 1]
+            scale = one / np.sqrt(np.float32(max(last - first, 1)))
+            implicit_vector[:] = 0
+            implicit_gradient[:] = 0
+            for k in range(first, last):
+                for c in range(n_factors):
+                    implicit_vector[c] += implicit_factors[rated_items[k], c]
+            for c in range(n_factors):
+                implicit_vector[c] *= scale
         for j in range(start, end):
             if j + _PREFETCH_AHEAD < end:
                 prefetch_row(user_factors, users[j + _PREFETCH_AHEAD])
@@ -100,7 +121,7 @@ def _train_blocks(
             # increment and decrement per rating).
             score = np.float32(0)
             for c in range(n_factors):
-                score += user_factors[user, c] * item_factors[item, c]
+                score += (user_factors[user, c] + implicit_vector[c]) * item_factors[item, c]
             if has_bias:
                 score += user_bias[user] + item_bias[item]
             if squash:
@@ -119,9 +140,10 @@ def _train_blocks(
             for c in range(n_factors):
                 old_user, old_item = user_factors[user, c], item_factors[item, c]
                 user_gradient = gradient * old_item + decay * old_user
-                item_gradient = gradient * old_user + decay * old_item
+                item_gradient = gradient * (old_user + implicit_vector[c]) + decay * old_item
                 user_factors[user, c] = old_user - user_step * user_gradient
                 item_factors[item, c] = old_item - item_step * item_gradient
+                implicit_gradient[c] += gradient * old_item
                 user_square += user_gradient * user_gradient
                 item_square += item_gradient * item_gradient
             user_sums[user] += user_square / factor_count
@@ -133,6 +155,18 @@ def _train_blocks(
                 item_bias[item] -= learning_rate * item_gradient / np.sqrt(item_bias_sums[item])
                 user_bias_sums[user] += user_gradient * user_gradient
                 item_bias_sums[item] += item_gradient * item_gradient
+        if has_implicit and last > first:
+            # Each rating's penalty weighs the user's rows by 1 / |N(u)| (the autograd objective's).
+            row_decay = decay * np.float32(end - start) / np.float32(last - first)
+            for k in range(first, last):
+                row = rated_items[k]
+                step = learning_rate / np.sqrt(implicit_sums[row])
+                square = np.float32(0)
+                for c in range(n_factors):
+                    row_gradient = scale * implicit_gradient[c] + row_decay * implicit_factors[row, c]
+                    implicit_factors[row, c] -= step * row_gradient
+                    square += row_gradient * row_gradient
+                implicit_sums[row] += square / factor_count
         squared_errors[block] = total
 
 
@@ -202,16 +236,16 @@ def _groups(ids: np.ndarray, n: int, grid: int) -> np.ndarray:
 def _sorted_by_block(
     ratings: tuple[np.ndarray, np.ndarray, np.ndarray],
     groups: tuple[np.ndarray, np.ndarray],
-    grid: int,
+    item_grid: int,
+    n_blocks: int,
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-    """The ratings (users, items, values) counting-sorted by block (user group * grid + item group),
-    as 32-bit ids and float32 values, and where each block starts (grid * grid + 1 offsets)."""
+    """The ratings (users, items, values) counting-sorted by block (user group * item_grid + item
+    group), as 32-bit ids and float32 values, and where each block starts (n_blocks + 1 offsets)."""
     users, items, values = ratings
     user_groups, item_groups = groups
-    n_blocks = grid * grid
     offsets = np.zeros(n_blocks + 1, np.int64)
     for j in range(users.shape[0]):
-        offsets[user_groups[users[j]] * grid + item_groups[items[j]] + 1] += 1
+        offsets[user_groups[users[j]] * item_grid + item_groups[items[j]] + 1] += 1
     for b in range(n_blocks):
         offsets[b + 1] += offsets[b]
     sorted_users = np.empty(users.shape[0], np.int32)
@@ -219,12 +253,28 @@ def _sorted_by_block(
     sorted_values = np.empty(users.shape[0], np.float32)
     filled = offsets[:-1].copy()
     for j in range(users.shape[0]):
-        block = user_groups[users[j]] * grid + item_groups[items[j]]
+        block = user_groups[users[j]] * item_grid + item_groups[items[j]]
         position = filled[block]
         sorted_users[position], sorted_items[position] = users[j], items[j]
         sorted_values[position] = values[j]
         filled[block] += 1
     return (sorted_users, sorted_items, sorted_values), offsets
+
+
+@compiled(fastmath=True)
+def _with_implicit(
+    user_factors: np.ndarray, implicit: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """Every user's whole vector: user_factors[u] + |N(u)|^-1/2 sum of implicit rows over N(u)."""
+    implicit_factors, _, rated_items, rated_starts = implicit
+    vectors = user_factors.copy()
+    for user in range(user_factors.shape[0]):
+        first, last = rated_starts[user], rated_starts[user + 1]
+        scale = np.float32(1) / np.sqrt(np.float32(max(last - first, 1)))
+        for k in range(first, last):
+            for c in range(user_factors.shape[1]):
+                vectors[user, c] += scale * implicit_factors[rated_items[k], c]
+    return vectors
 
 
 def load_kernels() -> None:
@@ -250,6 +300,11 @@ def _padded(table: np.ndarray) -> np.ndarray:
     return padded
 
 
+def _accumulator(table: np.ndarray) -> np.ndarray:
+    """AdaGrad's per-row sums for `table`, each at ACCUMULATOR_START (empty for an empty table)."""
+    return np.full(len(table), ACCUMULATOR_START, np.float32)
+
+
 def _as_array(table: Tensor | None, *, bias: bool = False) -> np.ndarray:
     """A writable float32 numpy view of a CPU table (a bias table's one column flattened to 1-d);
     empty for None."""
@@ -262,7 +317,11 @@ def _as_array(table: Tensor | None, *, bias: bool = False) -> np.ndarray:
 
 
 class CompiledEpochs:
-    """Runs epochs of per-rating AdaGrad over `tables` on up to `threads` threads."""
+    """Runs epochs of per-rating AdaGrad over `tables` on up to `threads` threads.
+
+    With implicit factors (SVD++) each block is one user's ratings, the users in an order drawn each
+    epoch, on one thread: the rows a user's implicit vector sums are shared with every other user.
+    """
 
     def __init__(
         self,
@@ -277,32 +336,48 @@ class CompiledEpochs:
         rating_unit: float = 1.0,
     ) -> None:
         # The model's factor tables, written back after every epoch from padded working copies.
-        self.factor_tables = (_as_array(tables.user_factors), _as_array(tables.item_factors))
+        self.factor_tables = tuple(
+            _as_array(table)
+            for table in (tables.user_factors, tables.item_factors, tables.implicit_factors)
+            if table is not None
+        )
         self.n_factors = self.factor_tables[0].shape[1]
+        padded = [_padded(table) for table in self.factor_tables]
         self.tables = (
-            _padded(self.factor_tables[0]),
-            _padded(self.factor_tables[1]),
+            padded[0],
+            padded[1],
             _as_array(tables.user_bias, bias=True),
             _as_array(tables.item_bias, bias=True),
         )
-        user_sums, item_sums, user_bias_sums, item_bias_sums = (
-            np.full(len(t), ACCUMULATOR_START, np.float32) if t.size else np.empty(0, np.float32)
-            for t in self.tables
-        )
+        user_sums, item_sums, user_bias_sums, item_bias_sums = (_accumulator(t) for t in self.tables)
         self.accumulators = (user_sums, item_sums, user_bias_sums, item_bias_sums)
+        self.has_implicit = tables.implicit_factors is not None
+        if self.has_implicit:
+            assert tables.rated_items is not None and tables.rated_starts is not None
+            implicit_factors = padded[2]
+            rated = (tables.rated_items.cpu().numpy(), tables.rated_starts.cpu().numpy())
+        else:
+            implicit_factors = np.empty((0, padded[0].shape[1]), np.float32)
+            rated = (np.empty(0, np.int64), np.empty(0, np.int64))
+        self.implicit = (implicit_factors, _accumulator(implicit_factors), *rated)
         if len(values) >= 2**31:
             raise ValueError("the compiled path indexes ratings with 32-bit integers: fewer than 2**31")
-        self.grid = grid_size(len(values))
         user_array, item_array = users.numpy(), items.numpy()
-        groups = (
-            _groups(user_array, len(self.tables[0]), self.grid),
-            _groups(item_array, len(self.tables[1]), self.grid),
-        )
+        n_users, n_items = len(self.tables[0]), len(self.tables[1])
+        if self.has_implicit:
+            # One block per user (its group is itself), every item in one group.
+            self.grid = 1
+            groups = (np.arange(n_users, dtype=np.int64), np.zeros(n_items, np.int64))
+            item_grid, self.n_blocks = 1, n_users
+        else:
+            self.grid = grid_size(len(values))
+            groups = (_groups(user_array, n_users, self.grid), _groups(item_array, n_items, self.grid))
+            item_grid, self.n_blocks = self.grid, self.grid * self.grid
         # Private copies in block order (32-bit ids: the kernel reads 12 bytes a rating, not 20),
         # shuffled within their blocks once: reshuffling every epoch cost more time than the
         # accuracy it bought (docs/performance.md).
         self.ratings, self.offsets = _sorted_by_block(
-            (user_array, item_array, values.numpy()), groups, self.grid
+            (user_array, item_array, values.numpy()), groups, item_grid, self.n_blocks
         )
         _shuffle_blocks(self.ratings, self.offsets, seed)
         self.y_range = y_range
@@ -311,27 +386,28 @@ class CompiledEpochs:
         # More threads than blocks in a stratum would only wait.
         self.threads = max(1, min(threads, self.grid))
 
+    def _named_accumulators(self) -> dict[str, np.ndarray]:
+        names = [*Factorisation._fields[:4], *(["implicit_factors"] if self.has_implicit else [])]
+        return dict(zip(names, [*self.accumulators, self.implicit[1]], strict=False))
+
     def state_dict(self) -> dict[str, Tensor]:
         """AdaGrad's accumulators, to resume from (the ratings' order is re-derived)."""
-        return {
-            name: torch.from_numpy(array.copy())
-            for name, array in zip(Factorisation._fields, self.accumulators, strict=True)
-        }
+        return {name: torch.from_numpy(array.copy()) for name, array in self._named_accumulators().items()}
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        for name, array in zip(Factorisation._fields, self.accumulators, strict=True):
+        for name, array in self._named_accumulators().items():
             array[:] = state[name].numpy()
 
     def run_epoch(self, lr: float, generator: torch.Generator) -> float:
         """One epoch at learning rate `lr`; the mean squared error of the ratings as they were met.
 
-        The order of the strata comes from `generator`, so a seeded run repeats.
+        The order of the strata (of the users, with implicit factors) comes from `generator`, so a
+        seeded run repeats.
         """
-        shifts = torch.randperm(self.grid, generator=generator).tolist()
-        squared_errors = np.zeros(self.grid * self.grid)
+        squared_errors = np.zeros(self.n_blocks)
         settings = self._settings(lr)
 
-        def train(blocks: Sequence[int]) -> None:
+        def train(blocks: Sequence[int] | np.ndarray) -> None:
             _train_blocks(
                 self.tables,
                 self.accumulators,
@@ -340,15 +416,20 @@ class CompiledEpochs:
                 np.asarray(blocks, np.int64),
                 squared_errors,
                 settings,
+                self.implicit,
             )
 
-        # Stratum s: the blocks (g, (g + s) mod grid), which share no user and no item.
-        strata = [[g * self.grid + (g + s) % self.grid for g in range(self.grid)] for s in shifts]
-        if self.threads == 1:
-            train([block for stratum in strata for block in stratum])
+        if self.has_implicit:
+            train(torch.randperm(self.n_blocks, generator=generator).numpy())
         else:
-            self._run_strata(strata, train)
-        for table, padded in zip(self.factor_tables, self.tables[:2], strict=True):
+            shifts = torch.randperm(self.grid, generator=generator).tolist()
+            # Stratum s: the blocks (g, (g + s) mod grid), which share no user and no item.
+            strata = [[g * self.grid + (g + s) % self.grid for g in range(self.grid)] for s in shifts]
+            if self.threads == 1:
+                train([block for stratum in strata for block in stratum])
+            else:
+                self._run_strata(strata, train)
+        for table, padded in zip(self.factor_tables, (*self.tables[:2], self.implicit[0]), strict=False):
             table[:] = padded[:, : self.n_factors]
         return float(squared_errors.sum()) / len(self.ratings[2])
 
@@ -370,7 +451,10 @@ class CompiledEpochs:
         if len(values) == 0:
             return {"rmse": math.nan, "mae": math.nan}
         ratings = (users.numpy(), items.numpy(), values.numpy())
-        squared, absolute = _errors(self.tables, ratings, self._settings(0.0))
+        tables = self.tables
+        if self.has_implicit:  # the users' whole vectors in place of their own factors
+            tables = (_with_implicit(tables[0], self.implicit), *tables[1:])
+        squared, absolute = _errors(tables, ratings, self._settings(0.0))
         return {"rmse": math.sqrt(squared / len(values)), "mae": absolute / len(values)}
 
     def _run_strata(self, strata: list[list[int]], train: Callable[[Sequence[int]], None]) -> None:

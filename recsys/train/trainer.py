@@ -2,7 +2,7 @@
 
 autograd: batches by tensor indexing through torch's autograd, AdamW or SGD, one-cycle; every model,
 any device, torchrun and fastai's way of working. compiled: whole epochs of per-rating AdaGrad in
-numba for the plain factorisation models (dot, dotbias) on the CPU threads (recsys.train.compiled); the
+numba for the factorisation models (dot, dotbias, svdpp) on the CPU threads (recsys.train.compiled); the
 loop around the epochs (validation, history, checkpoints, resume) is the same for both.
 
 Regularisation: by default an L2 penalty on the rows of the per-id tables that each batch uses

@@ -224,6 +224,8 @@ CONFIGS = {
     "adamw": config_for("dotbias", dataset="tiny", epochs=5, batch_size=256),
     "lazy-adam": config_for("dotbias", dataset="tiny", epochs=5, batch_size=256, sparse=True),
     "compiled": config_for("dotbias", engine="compiled", dataset="tiny", epochs=5),
+    "svdpp-autograd": config_for("svdpp", engine="autograd", dataset="tiny", epochs=5, batch_size=256),
+    "svdpp-compiled": config_for("svdpp", engine="compiled", dataset="tiny", epochs=5),
 }
 
 
