@@ -21,9 +21,10 @@ def test_every_model_beats_the_training_mean_on_tiny(model: str, tiny: RatingsDa
 
 
 @pytest.mark.slow
-def test_dotbias_defaults_reach_the_u1_bar(ml100k_folder) -> None:
+@pytest.mark.parametrize("model", ["dotbias", "svdpp"])  # measured: 0.9105 and 0.9145
+def test_defaults_reach_the_u1_bar(model: str, ml100k_folder) -> None:
     """The foundation issue's bar: test RMSE <= 0.925 on ML-100K u1 with the defaults."""
     dataset = load_movielens("ml-100k", ml100k_folder)
-    result = train_and_evaluate(dataset, config_for("dotbias", dataset="ml-100k", split="u1"), progress=False)
+    result = train_and_evaluate(dataset, config_for(model, dataset="ml-100k", split="u1"), progress=False)
     assert result.test["rmse"] <= 0.925
     assert len(result.data.unknown_test_ratings) == 32  # u1.test ids unseen in u1.base
