@@ -20,6 +20,7 @@ from benchmark import (
     busy_processes,
     call_in_subprocess,
     contention_table,
+    fold_table,
     measured,
     median_runs,
     ratio_table,
@@ -89,6 +90,26 @@ def test_median_runs_keeps_contended_runs_apart_with_their_cpu_seconds() -> None
     assert table.at[("libmf", "no"), "runs"] == 3
     assert table.at[("libmf", "yes"), "seconds"] == pytest.approx(0.9)
     assert table.at[("libmf", "yes"), "runs"] == 1
+
+
+def test_fold_table_gives_each_contender_its_mean_and_sample_spread_over_the_folds() -> None:
+    rows = [
+        {"contender": "libmf", "fold": f"u{k}", "contended": "no", "rmse": r, "seconds": s,
+         "cpu_seconds": 2 * s}
+        for k, (r, s) in enumerate(((0.90, 1.0), (0.92, 2.0), (0.94, 6.0)), start=1)
+    ] + [
+        {"contender": "fastai", "fold": "u1", "contended": "no", "rmse": 0.95, "seconds": 20.0,
+         "cpu_seconds": 30.0}
+    ]  # fmt: skip
+    table = fold_table(rows).set_index("contender")
+    assert table.index.tolist() == ["libmf", "fastai"]
+    assert table.at["libmf", "rmse_mean"] == pytest.approx(0.92)
+    assert table.at["libmf", "rmse_sd"] == pytest.approx(0.02)  # ddof=1; ddof=0 would give 0.0163
+    assert (table.at["libmf", "seconds"], table.at["libmf", "cpu_seconds"]) == (3.0, 6.0)
+    assert table["folds"].tolist() == [3, 1]
+    # One fold has no spread to give.
+    assert pd.isna(table.at["fastai", "rmse_sd"])
+    assert "rmse" not in table and "fold" not in table
 
 
 def test_contention_table_gives_contended_over_quiet_for_each_measurement() -> None:
@@ -161,6 +182,7 @@ def test_bench_u1_contenders_take_turns_and_recsys_trains_on_the_device_asked_fo
     contenders = [
         "recsys-dotbias",
         "recsys-dotbias-autograd",
+        "recsys-bpmf",
         "fastai",
         "surprise-svd",
         "cornac-mf",
@@ -170,7 +192,7 @@ def test_bench_u1_contenders_take_turns_and_recsys_trains_on_the_device_asked_fo
     ]
     assert [spec["contender"] for spec in u1] == contenders * 2
     # fastai picks its own device and the others have none to pick.
-    assert [spec.get("device") for spec in u1] == (["cuda", "cuda"] + [None] * 6) * 2
+    assert [spec.get("device") for spec in u1] == (["cuda"] * 3 + [None] * 6) * 2
     recsys = [spec for spec in specs if spec["task"] == "throughput" and "model" in spec]
     assert len(recsys) == 6 and all(spec["device"] == "cuda" for spec in recsys)
     assert not any(spec.get("contended") for spec in specs)
@@ -209,6 +231,69 @@ def test_bench_contends_at_the_first_shape_without_ml10m(tmp_path: Path) -> None
     assert {spec["shape"] for spec in specs if spec.get("contended")} == {"ml-1m"}
 
 
+def test_bench_folds_run_each_contender_once_on_each_fold_in_turns(tmp_path: Path) -> None:
+    script = _bench_script()
+    specs = script.jobs(tmp_path, ["ml-1m"], tmp_path, repeats=3, device="cuda", tasks=["folds"])
+    assert {spec["task"] for spec in specs} == {"folds"}
+    contenders = [*script.U1_CONTENDERS, "recsys-svdpp", "surprise-svdpp"]
+    assert [(spec["fold"], spec["contender"]) for spec in specs] == [
+        (fold, name) for fold in ("u1", "u2", "u3", "u4", "u5") for name in contenders
+    ]
+    recsys = [spec for spec in specs if spec["contender"].startswith("recsys")]
+    assert len(recsys) == 20 and all(spec["device"] == "cuda" for spec in recsys)
+    assert not any("device" in spec for spec in specs if not spec["contender"].startswith("recsys"))
+
+
+def test_bench_tasks_bring_the_tasks_they_need_and_their_contended_rows_only(tmp_path: Path) -> None:
+    script = _bench_script()
+    specs = script.jobs(tmp_path, ["ml-10m"], tmp_path, repeats=1, file_shape="ml-1m", tasks=["convergence"])
+    assert [spec["task"] for spec in specs] == ["generate", "convergence", "convergence"]
+    specs = script.jobs(tmp_path, ["ml-10m"], tmp_path, repeats=1, file_shape="ml-1m", tasks=["file-load"])
+    assert [spec["task"] for spec in specs] == ["write-file", *["file-load"] * len(benchmark.FILE_READERS)]
+    specs = script.jobs(tmp_path, ["ml-10m"], tmp_path, repeats=2, tasks=["u1"])
+    assert [spec["contender"] for spec in specs if spec.get("contended")] == ["recsys-dotbias"] * 2
+    assert {spec["task"] for spec in specs} == {"u1"}
+    # Without the data, the tasks that need it have nothing to run.
+    assert script.jobs(None, ["ml-10m"], tmp_path, repeats=1, tasks=["folds", "load"]) == []
+
+
+def test_bench_ml100k_passes_the_fold_to_every_contender(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def recorder(name: str) -> Any:
+        def measure(folder: Path, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            calls.append((name, {"args": args, **kwargs}))
+            return {"rmse": 0.9}
+
+        return measure
+
+    for name in ("bench_recsys", "bench_fastai", "bench_surprise", "bench_cornac", "bench_libmf"):
+        monkeypatch.setattr(benchmark, name, recorder(name))
+    script = _bench_script()
+    for contender in script.FOLD_CONTENDERS:
+        assert script.bench_ml100k(tmp_path, contender, fold="u3") == {"rmse": 0.9}
+    assert all(kwargs["fold"] == "u3" for _, kwargs in calls)
+    recsys = [kwargs for name, kwargs in calls if name == "bench_recsys"]
+    assert [(kwargs.get("model"), kwargs.get("engine")) for kwargs in recsys] == [
+        (None, None),
+        (None, "autograd"),
+        ("bpmf", None),
+        ("svdpp", None),
+    ]
+    peers = [(name, kwargs["args"]) for name, kwargs in calls if name != "bench_recsys"]
+    assert peers == [
+        ("bench_fastai", ()),
+        ("bench_surprise", ("surprise-svd",)),
+        ("bench_cornac", ("cornac-mf",)),
+        ("bench_cornac", ("cornac-mf-tuned",)),
+        ("bench_libmf", ("libmf",)),
+        ("bench_libmf", ("libmf-tuned",)),
+        ("bench_surprise", ("surprise-svdpp",)),
+    ]
+
+
 def test_bench_tables_list_failures_apart_and_keep_the_rest() -> None:
     threaded: dict[str, Any] = {"task": "throughput", "shape": "ml-10m", "model": "dotbias", "threads": 2}
     specs = [{"task": "u1", "contender": "recsys-dotbias"}, {"task": "u1", "contender": "libmf"}, threaded]
@@ -226,6 +311,18 @@ def test_bench_tables_list_failures_apart_and_keep_the_rest() -> None:
     errors = tables["errors"]
     assert errors[["task", "threads"]].values.tolist() == [["throughput", 2]]
     assert "tensors" not in errors
+
+
+def test_bench_tables_give_the_folds_their_own_table() -> None:
+    specs = [{"task": "folds", "contender": "libmf", "fold": fold} for fold in ("u1", "u2")]
+    results = [
+        {"contender": "libmf", "fold": fold, "contended": "no", "rmse": r, "seconds": 0.1,
+         "cpu_seconds": 0.2, "wall_seconds": 3.0}
+        for fold, r in (("u1", 0.91), ("u2", 0.93))
+    ]  # fmt: skip
+    found = _bench_script().tables(specs, results)
+    assert set(found) == {"folds"}
+    assert found["folds"]["rmse_mean"].tolist() == [pytest.approx(0.92)]
 
 
 def test_readable_puts_key_columns_first_and_prints_counts_whole() -> None:
@@ -297,6 +394,19 @@ def test_tuned_peers_beat_their_defaults_on_u1(ml100k_folder: Path, contender: s
     assert tuned["cpu_seconds"] > 0
 
 
+@pytest.mark.slow
+def test_each_fold_gives_the_peers_and_recsys_the_same_test_ratings(ml100k_folder: Path) -> None:
+    test_sizes = []
+    for fold in ("u1", "u3"):
+        train, test = benchmark._fold(ml100k_folder, fold)
+        tensors = benchmark.fold_tensors(ml100k_folder, fold)
+        assert (len(train), len(test)) == (len(tensors[0]), len(tensors[1]))
+        assert test["rating"].sum() == pytest.approx(float(tensors[1].y.sum()))
+        test_sizes.append(len(test))
+    assert benchmark._fold(ml100k_folder)[1].equals(benchmark._fold(ml100k_folder, "u1")[1])
+    assert test_sizes[0] != test_sizes[1]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
 @pytest.mark.parametrize(
     "in_process", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["in-process", "subprocess"]
@@ -313,6 +423,16 @@ def test_bench_without_cuda_refuses_device_cuda_in_one_line(tmp_path: Path, in_p
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: --device cuda: no CUDA device is available here; use --device cpu"
+    ]
+    assert not (tmp_path / "bench").exists()
+
+
+def test_bench_tasks_that_all_need_ml100k_refuse_to_run_without_it(tmp_path: Path) -> None:
+    args = ["--tasks", "folds", "load", "--out", str(tmp_path / "bench")]
+    result = run_cli(lambda: run(_bench_script().main), "bench.py", args, tmp_path / "cache")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --tasks folds load: ML-100K not found (--data-dir or $RECSYS_DATA)"
     ]
     assert not (tmp_path / "bench").exists()
 

@@ -56,7 +56,7 @@ def test_sparse_needs_adamw_without_weight_decay(change: dict[str, Any]) -> None
 
 
 def test_compiled_engine_refuses_models_and_settings_it_does_not_have() -> None:
-    with pytest.raises(RecsysError, match="--engine compiled trains dot, dotbias, svdpp, not linear"):
+    with pytest.raises(RecsysError, match="--engine compiled trains dot, dotbias, svdpp, bpmf, not linear"):
         config_for("linear", engine="compiled")
     with pytest.raises(RecsysError, match="--bs applies to --engine autograd only"):
         config_for("dotbias", engine="compiled", batch_size=64)

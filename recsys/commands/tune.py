@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
     from recsys.files import write_json
-    from recsys.workflows.tune import SEARCH_SPACES, best_settings, plot_trials, tune
+    from recsys.workflows.tune import best_settings, plot_trials, tune
 
     dataset = dataset_from_flags(args)
     split = args.split or dataset.default_split
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir=out / "run",
     )
     result.table.to_csv(out / "trials.csv", index=False)
-    plot_trials(result.table, out / "trials.png", SEARCH_SPACES[result.run.config.engine])
+    plot_trials(result.table, out / "trials.png", result.best)
     write_json(out / "best.json", best_settings(result))
     shown = " ".join(f"{name}={_shown(value)}" for name, value in result.best.items())
     print(f"best setting: {shown}  (valid RMSE {result.table.at[0, 'valid_rmse']:.4f})", file=sys.stdout)

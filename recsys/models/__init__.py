@@ -5,7 +5,8 @@ the contract tests and fastai's `Learner` can all drive any of them. Every model
 interface (`base.RatingModel`) and is held, with its tuned defaults, by one registry (`registry`).
 
 Files: base (the interface), layers (the pieces models are built from), dot (`dot`, `dotbias`),
-linear (`linear`, `embproj`), implicit (`svdpp`), registry. Each name below is imported from its
+linear (`linear`, `embproj`), implicit (`svdpp`), bayes
+(`bpmf`), registry. Each name below is imported from its
 file on first use (PEP 562), so the registry and its defaults can be read without importing torch.
 """
 
@@ -19,9 +20,11 @@ if TYPE_CHECKING:
         Factorisation,
         LearnedBiases,
         RatingModel,
+        SampledModel,
         YRange,
         rating_model,
     )
+    from recsys.models.bayes import BayesianMF
     from recsys.models.dot import DotProduct, DotProductBias
     from recsys.models.implicit import SVDPlusPlus
     from recsys.models.layers import sigmoid_range
@@ -54,6 +57,7 @@ _HOMES = {
     ],
     "recsys.models.base": [
         "RatingModel",
+        "SampledModel",
         "rating_model",
         "Factorisation",
         "LearnedBiases",
@@ -64,11 +68,13 @@ _HOMES = {
     "recsys.models.dot": ["DotProduct", "DotProductBias"],
     "recsys.models.linear": ["LinearDotProduct", "EmbeddingProjection"],
     "recsys.models.implicit": ["SVDPlusPlus"],
+    "recsys.models.bayes": ["BayesianMF"],
 }
 __all__ = [
     "COMPILED_DEFAULTS",
     "MODELS",
     "MODEL_DEFAULTS",
+    "BayesianMF",
     "DotProduct",
     "DotProductBias",
     "EmbeddingProjection",
@@ -79,6 +85,7 @@ __all__ = [
     "ModelEntry",
     "RatingModel",
     "SVDPlusPlus",
+    "SampledModel",
     "YRange",
     "build_model",
     "model_entry",

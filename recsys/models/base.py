@@ -82,6 +82,12 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         of lookups: the trainer adds `l2 * penalty` to the loss. A model with nothing to penalise
         returns a zero, and says so here rather than by leaving the method out."""
 
+    def squash(self, score: Tensor) -> Tensor:
+        """The score mapped into y_range as `forward` maps it: fastai's sigmoid_range by default."""
+        from recsys.models.layers import sigmoid_range  # layers builds on this module
+
+        return sigmoid_range(score, self.y_range)
+
     def penalty(self, x: Tensor) -> Tensor:
         """The L2 penalty of the per-id rows the batch `x` uses."""
         return self.forward_with_penalty(x)[1]
@@ -119,3 +125,14 @@ def rating_model(model: nn.Module) -> RatingModel:
             "recsys.models.build_model"
         )
     return model
+
+
+class SampledModel(RatingModel):
+    """A model fitted by sampling its posterior (recsys.train.gibbs) rather than by descent: it
+    predicts the mean of the draws it is given."""
+
+    @abstractmethod
+    def set_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor, mean: float) -> None:
+        """Keep a draw as number `slot` (from 0) of `slots`, the mean of draws 0..slot from now on
+        predicted: draws are (n, k + 1) rows [factors, bias] per user and per item; `mean` the
+        global mean they are offsets from. Slot 0 starts afresh."""

@@ -56,7 +56,7 @@ def check_model_class(model_class: Any, *, compiled: bool = False) -> type[Ratin
     a TypeError saying what is missing if not. `compiled`: it must also have factorisation() tables."""
     import torch
 
-    from recsys.models.base import RatingModel
+    from recsys.models.base import RatingModel, SampledModel
 
     if not (isinstance(model_class, type) and issubclass(model_class, RatingModel)):
         raise TypeError(f"a registered model must subclass recsys.models.RatingModel, got {model_class!r}")
@@ -74,10 +74,11 @@ def check_model_class(model_class: Any, *, compiled: bool = False) -> type[Ratin
         # Only the model's form is asked for: a tiny one on the CPU, initialised from a throwaway
         # generator (the meta device's first use imports torch's compiler, seconds of a run's start).
         throwaway = torch.Generator().manual_seed(0)
-        tables = _builder(model_class)(2, 2, 1, y_range=None, generator=throwaway).factorisation()
-        if tables is None:
+        model = _builder(model_class)(2, 2, 1, y_range=None, generator=throwaway)
+        if model.factorisation() is None and not isinstance(model, SampledModel):
             raise TypeError(
-                f"{model_class.__name__} has compiled-engine defaults but no factorisation() tables"
+                f"{model_class.__name__} has compiled-engine defaults but no factorisation() tables "
+                "and is not a SampledModel"
             )
     return model_class
 
@@ -255,4 +256,13 @@ register(
     defaults={"batch_size": 2048, "lr": 2e-2, "epochs": 5},
     # Chosen by scripts/tune.py on u1.base alone, as dotbias's (120 settings; docs/findings.md).
     compiled_defaults={"lr": 0.035, "epochs": 10, "n_factors": 64, "l2": 0.098},
+)
+register(
+    "bpmf",
+    "recsys.models.bayes:BayesianMF",
+    # On the autograd engine it is a clipped biased dot product, dotbias's setting.
+    defaults={"batch_size": 2048, "lr": 2e-2, "epochs": 5},
+    # Gibbs sweeps (the first fifth burn-in) and the rank of each draw; no lr or l2: the sampler
+    # draws the priors' strength too. Chosen by scripts/tune.py on u1.base alone (docs/findings.md).
+    compiled_defaults={"epochs": 150, "n_factors": 16},
 )

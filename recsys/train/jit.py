@@ -8,7 +8,7 @@ from numba import njit
 Function = TypeVar("Function", bound=Callable[..., Any])
 
 
-def compiled(*, fastmath: bool = False) -> Callable[[Function], Function]:
+def compiled(*, fastmath: bool = False, parallel: bool = False) -> Callable[[Function], Function]:
     """A decorator compiling a function with numba in nopython mode.
 
     Cached on disk where numba finds a writable place (beside the package, else ~/.cache) so later
@@ -16,17 +16,19 @@ def compiled(*, fastmath: bool = False) -> Callable[[Function], Function]:
     refuses to cache at all, so it compiles in each process instead. nogil: threads can run kernels
     side by side. error_model="numpy": no Python zero-division check per `/`, which is what lets LLVM
     vectorise the loops. fastmath lets it reorder sums (vectorised dot products); the compiled code,
-    and so the result, is still the same on every run.
+    and so the result, is still the same on every run. parallel: `numba.prange` loops run on numba's
+    threads (`numba.set_num_threads`).
     """
 
     def decorate(function: Function) -> Function:
         try:
-            return cast(
-                Function, njit(cache=True, nogil=True, error_model="numpy", fastmath=fastmath)(function)
+            kernel = njit(cache=True, nogil=True, error_model="numpy", fastmath=fastmath, parallel=parallel)(
+                function
             )
         except RuntimeError as error:
             if "no locator available" not in str(error):
                 raise
-            return cast(Function, njit(nogil=True, error_model="numpy", fastmath=fastmath)(function))
+            kernel = njit(nogil=True, error_model="numpy", fastmath=fastmath, parallel=parallel)(function)
+        return cast(Function, kernel)
 
     return decorate

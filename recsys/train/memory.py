@@ -11,7 +11,8 @@ import torch
 
 from recsys.config import RunConfig
 from recsys.errors import RecsysError
-from recsys.models import build_model
+from recsys.models import MODELS, SampledModel, build_model
+from recsys.models.bayes import burn_in
 
 # Copies of every parameter a run holds: the weights, their gradients and Adam's two moments. The
 # compiled engine holds fewer (padded weights and one AdaGrad sum per row), so this bounds both.
@@ -42,15 +43,23 @@ def available_memory() -> int:
 def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     """Bytes the model's parameters and their training state take, counted on the meta device."""
     with torch.device("meta"):
-        model = build_model(config.model, n_users, n_items, config.n_factors, config.y_range)
+        model = build_model(config.model, n_users, n_items, table_width(config), config.y_range)
     return COPIES_PER_PARAMETER * sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def table_width(config: RunConfig) -> int:
+    """Columns per id of the model's factor tables: `n_factors`, or for a sampled model on the
+    compiled engine one block of them per draw it keeps."""
+    if config.engine == "compiled" and issubclass(MODELS[config.model], SampledModel):
+        return config.n_factors * (config.epochs - burn_in(config.epochs))
+    return config.n_factors
 
 
 def bound_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     """An over-estimate of `training_bytes` for the built-in models, from arithmetic alone: their
     tables (svdpp's second item table among them), biases and projections hold at most
-    (users + 2 items + 2k + 2)(k + 1) float32s."""
-    k = config.n_factors
+    (users + 2 items + 2k + 2)(k + 1) float32s, k the tables' width."""
+    k = table_width(config)
     return COPIES_PER_PARAMETER * 4 * (n_users + 2 * n_items + 2 * k + 2) * (k + 1)
 
 
@@ -65,8 +74,10 @@ def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:
         return
     needed = training_bytes(config, n_users, n_items)
     if needed > available:
+        per_draw = table_width(config) != config.n_factors
         raise RecsysError(
             f"--n-factors {config.n_factors}: {config.model} with {n_users:,} users and {n_items:,} items "
             f"needs about {needed / 2**30:,.1f} GiB for its weights and training state, and "
             f"{available / 2**30:,.1f} GiB is available; choose fewer factors"
+            + (" or fewer --epochs (a block per draw kept)" if per_draw else "")
         )

@@ -30,7 +30,7 @@ from recsys.config import RunConfig, check_threads, default_threads
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate
-from recsys.models import rating_model
+from recsys.models import SampledModel, rating_model
 from recsys.train.distributed import distributed_rank
 from recsys.train.optim import LazyAdam
 
@@ -227,6 +227,43 @@ class _CompiledEpochs:
         pass
 
 
+class _SampledEpochs:
+    """Sweeps of a Gibbs sampler over a Bayesian model's posterior (recsys.train.gibbs), on threads."""
+
+    def __init__(
+        self, model: SampledModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
+    ) -> None:
+        if distributed_rank()[1] > 1:
+            raise RecsysError("--engine compiled trains in one process; under torchrun use --engine autograd")
+        import numba  # imported only by runs that use it
+
+        from recsys.train.gibbs import GibbsEpochs
+
+        numba.set_num_threads(min(threads, getattr(numba.config, "NUMBA_NUM_THREADS")))  # noqa: B009
+        self.epochs = GibbsEpochs(model, train, valid, config.epochs, config.n_factors, model.y_range)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"sampler": self.epochs.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epochs.load_state_dict(state["sampler"])
+
+    def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
+        """One sweep: (mean squared error of its draw on the training ratings, ratings swept)."""
+        return self.epochs.run_epoch(epoch, generator), len(self.epochs.targets)
+
+    def evaluate(self, valid: RatingTensors) -> dict[str, float]:
+        """The kept draws' mean on the validation ratings the sampler was given (`valid`, the same
+        each epoch), from its running sums."""
+        return self.epochs.evaluate()
+
+    def close(self) -> None:
+        pass
+
+
+Epochs = _AutogradEpochs | _CompiledEpochs | _SampledEpochs
+
+
 def fit(
     model: nn.Module,
     train: RatingTensors,
@@ -257,7 +294,7 @@ def fit(
     model.to(config.device)
     train, valid = train.to(config.device), valid.to(config.device)
     rating_model(model).set_training_pairs(train.x)
-    epochs = _epochs_for(model, train, config, threads)
+    epochs = _epochs_for(model, train, valid, config, threads)
     history = _restore(epochs, generator, resume) if resume is not None else []
     model.train()
     try:
@@ -274,16 +311,18 @@ def fit(
 
 
 def _epochs_for(
-    model: nn.Module, train: RatingTensors, config: RunConfig, threads: int
-) -> _AutogradEpochs | _CompiledEpochs:
-    """The epoch runner of `config.engine`."""
+    model: nn.Module, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
+) -> Epochs:
+    """The epoch runner of `config.engine`: on the compiled engine, a sampler for a sampled model."""
     if config.engine == "compiled":
+        if isinstance(model, SampledModel):
+            return _SampledEpochs(model, train, valid, config, threads)
         return _CompiledEpochs(model, train, config, threads)
     return _AutogradEpochs(model, train, config)
 
 
 def _train_one_epoch(
-    epochs: _AutogradEpochs | _CompiledEpochs,
+    epochs: Epochs,
     epoch: int,
     generator: torch.Generator,
     valid: RatingTensors,
@@ -303,9 +342,7 @@ def _train_one_epoch(
     )
 
 
-def _training_state(
-    epochs: _AutogradEpochs | _CompiledEpochs, generator: torch.Generator, history: list[EpochStats]
-) -> dict[str, Any]:
+def _training_state(epochs: Epochs, generator: torch.Generator, history: list[EpochStats]) -> dict[str, Any]:
     """What `resume` takes back to continue after the last epoch of `history` exactly."""
     return {
         **epochs.state_dict(),
@@ -314,9 +351,7 @@ def _training_state(
     }
 
 
-def _restore(
-    epochs: _AutogradEpochs | _CompiledEpochs, generator: torch.Generator, state: dict[str, Any]
-) -> list[EpochStats]:
+def _restore(epochs: Epochs, generator: torch.Generator, state: dict[str, Any]) -> list[EpochStats]:
     """Load a `_training_state` back into the runner and the shuffle RNG; the history so far."""
     epochs.load_state_dict(state)
     generator.set_state(state["generator"])

@@ -21,6 +21,7 @@ from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 from recsys.config import RunConfig, config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.splits import make_split
+from recsys.models import MODELS, SampledModel
 from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, train_and_evaluate
 
@@ -40,6 +41,11 @@ SEARCH_SPACES: dict[str, dict[str, Any]] = {
         "batch_size": [256, 512, 1024, 2048, 4096],
         "wd": [0.0, 1e-4, 1e-3, 1e-2],
     },
+    # A sampled model's (bpmf's) Gibbs sweeps and rank: it has no learning rate or penalty to tune.
+    "sampled": {
+        "epochs": [100, 150, 200, 300],
+        "n_factors": [5, 8, 10, 16, 20],
+    },
 }
 # Drawn on a log scale: plotted on one.
 LOG_SCALED = ("lr", "l2")
@@ -52,6 +58,13 @@ class TuneResult:
     table: pd.DataFrame  # one row per setting: its values, valid_rmse (mean over folds), valid_sd
     best: dict[str, Any]  # the chosen hyperparameters
     run: RunResult  # the best setting retrained on the whole training part, scored on the test part
+
+
+def search_space(model: str, engine: str) -> str:
+    """Which of SEARCH_SPACES `model` is searched over on `engine`."""
+    if engine == "compiled" and issubclass(MODELS[model], SampledModel):
+        return "sampled"
+    return engine
 
 
 def tune(
@@ -75,7 +88,8 @@ def tune(
     estimator = RatingRegressor(model, engine=base.engine, seed=seed, threads=threads)
     cv = KFold(folds, shuffle=True, random_state=seed)
     rows = []
-    settings = ParameterSampler(SEARCH_SPACES[base.engine], n_iter=trials, random_state=seed)
+    space = SEARCH_SPACES[search_space(model, base.engine)]
+    settings = ParameterSampler(space, n_iter=trials, random_state=seed)
     for number, setting in enumerate(settings, start=1):
         setting = {name: plain_value(value) for name, value in setting.items()}
         scores = cross_validate(
@@ -86,7 +100,7 @@ def tune(
         if on_trial is not None:
             on_trial(number, setting, float(rmse.mean()))
     table = pd.DataFrame(rows).sort_values("valid_rmse", kind="stable").reset_index(drop=True)
-    best = {name: plain_value(table.at[0, name]) for name in SEARCH_SPACES[base.engine]}
+    best = {name: plain_value(table.at[0, name]) for name in space}
     config = dataclasses.replace(base, **best)
     run = train_and_evaluate(dataset, config, run_dir=run_dir, progress=False)
     return TuneResult(table, best, run)

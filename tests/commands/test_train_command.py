@@ -330,8 +330,8 @@ def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]
         script.parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "None" not in text and "(default:" not in text
-    compiled = "dot 19, dotbias 20, linear 10, embproj 10, svdpp 10"
-    assert f"[default: {compiled}; with --engine autograd: dot 8, dotbias 5, svdpp 5]" in text
+    compiled = "dot 19, dotbias 20, linear 10, embproj 10, svdpp 10, bpmf 150"
+    assert f"[default: {compiled}; with --engine autograd: dot 8, dotbias 5, svdpp 5, bpmf 5]" in text
     assert "dotbias 2048" in text  # the autograd batch size
 
 

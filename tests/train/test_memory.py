@@ -1,5 +1,7 @@
 """recsys.train.memory: a model too large for this machine is refused before any table is allocated."""
 
+import dataclasses
+
 import pytest
 
 from recsys.config import config_for
@@ -11,6 +13,7 @@ from recsys.train.memory import (
     available_memory,
     bound_bytes,
     check_fits,
+    table_width,
     training_bytes,
 )
 
@@ -53,3 +56,12 @@ def test_an_ordinary_size_skips_the_exact_count(monkeypatch: pytest.MonkeyPatch)
     check_fits(config_for("dotbias"), 943, 1682)
     with pytest.raises(AssertionError, match="meta device"):
         check_fits(config_for("dotbias", n_factors=10**12), 100, 200)
+
+
+def test_a_sampled_models_tables_are_counted_one_block_per_kept_draw() -> None:
+    config = config_for("bpmf", dataset="ml-100k", epochs=100, n_factors=10)
+    assert table_width(config) == 10 * 80  # a fifth of the sweeps burnt in
+    assert table_width(config_for("bpmf", engine="autograd", n_factors=10)) == 10
+    assert bound_bytes(config, 1000, 1000) >= training_bytes(config, 1000, 1000)
+    with pytest.raises(RecsysError, match="or fewer --epochs"):
+        check_fits(dataclasses.replace(config, epochs=100_000), 100_000, 100_000)

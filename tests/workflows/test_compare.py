@@ -21,7 +21,7 @@ from recsys.workflows.compare import (
 
 def test_comparison_scores_every_model_and_baseline(tiny_comparison: Comparison) -> None:
     table = tiny_comparison.score_table()
-    assert table["model"].tolist() == [*BASELINES, "dot", "dotbias", "linear", "embproj", "svdpp"]
+    assert table["model"].tolist() == [*BASELINES, "dot", "dotbias", "linear", "embproj", "svdpp", "bpmf"]
     assert (table["rmse"] > 0).all() and (table["mae"] <= table["rmse"]).all()
     by_model = table.set_index("model")
     assert by_model.at["damped-bias", "rmse"] < by_model.at["global-mean", "rmse"]
@@ -29,7 +29,7 @@ def test_comparison_scores_every_model_and_baseline(tiny_comparison: Comparison)
         by_model.at["dot", "parameters"]
         == (len(tiny_comparison.data.users) + len(tiny_comparison.data.items)) * config_for("dot").n_factors
     )
-    assert models_with_biases(tiny_comparison) == ["dotbias", "linear", "embproj", "svdpp"]
+    assert models_with_biases(tiny_comparison) == ["dotbias", "linear", "embproj", "svdpp", "bpmf"]
 
 
 def test_item_table_decodes_raw_ids_and_titles(tiny_comparison: Comparison) -> None:

@@ -226,6 +226,7 @@ CONFIGS = {
     "compiled": config_for("dotbias", engine="compiled", dataset="tiny", epochs=5),
     "svdpp-autograd": config_for("svdpp", engine="autograd", dataset="tiny", epochs=5, batch_size=256),
     "svdpp-compiled": config_for("svdpp", engine="compiled", dataset="tiny", epochs=5),
+    "bpmf-gibbs": config_for("bpmf", dataset="tiny", epochs=10),
 }
 
 

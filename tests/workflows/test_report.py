@@ -21,7 +21,10 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
         assert f"({name})" in report.read_text()
     text = report.read_text()
     assert "`dot` has no per-user or per-item bias" in text
-    assert "Explicit biases (`dotbias`, `svdpp`)" in text and "Implied biases (`linear`, `embproj`)" in text
+    assert (
+        "Explicit biases (`dotbias`, `svdpp`, `bpmf`)" in text
+        and "Implied biases (`linear`, `embproj`)" in text
+    )
     # The report speaks to its reader alone: no pointers to documents the reader does not have.
     assert "mission" not in text.lower() and "issue" not in text.lower()
     assert "| dotbias | planted |" in text
