@@ -1,9 +1,11 @@
-"""Benchmarks in one run: recsys vs fastai, Surprise, cornac and LIBMF on ML-100K u1, throughput on
-synthetic ML-1M/10M/25M shapes (LIBMF and cornac epochs beside recsys'), load times, and a few rows
-again under contention. Writes bench.md and bench.json: `python scripts/bench.py`.
+"""Benchmarks in one run: recsys vs fastai, Surprise, cornac and LIBMF on ML-100K u1 and on each of
+its folds u1..u5 (their mean and spread), throughput on synthetic ML-1M/10M/25M shapes (LIBMF and
+cornac epochs beside recsys'), load times, and a few rows again under contention. Writes bench.md
+and bench.json: `python scripts/bench.py`; `--tasks folds` (say) runs one task alone.
 
 Every measurement runs in a fresh process (this script re-invoked with --worker) so that its peak
-RSS and timing are its own. Needs the real ML-100K (--data-dir or $RECSYS_DATA) for the u1 rows.
+RSS and timing are its own. Needs the real ML-100K (--data-dir or $RECSYS_DATA) for the u1, folds
+and load rows.
 The contended rows run last, while two processes spin a CPU-bound loop each (--no-contended skips
 them): recsys dotbias on u1, and one epoch of each contender at the ML-10M shape (else the first
 shape asked for), recsys' on its compiled engine at 2 threads.
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,13 @@ LARGE = {"sparse": True, "batch_size": 4096}  # what docs/training.md recommends
 REFERENCE = "recsys-dotbias"  # the u1 contender the others' time ratios divide by
 # The autograd engine with its own defaults: recsys' u1 run before the compiled engine.
 AUTOGRAD = "recsys-dotbias-autograd"
-U1_CONTENDERS = (REFERENCE, AUTOGRAD, "fastai", "surprise-svd", *benchmark.CORNAC_MF, *benchmark.LIBMF)
+# recsys' most accurate model beside them: bpmf, Bayesian MF by Gibbs sampling.
+BAYES = "recsys-bpmf"
+U1_CONTENDERS = (REFERENCE, AUTOGRAD, BAYES, "fastai", "surprise-svd", *benchmark.CORNAC_MF, *benchmark.LIBMF)
+# The folds task: the u1 contenders and the SVD++ models, recsys' svdpp and Surprise's SVDpp with its
+# defaults (20 factors, 20 epochs; one fit and prediction took about 17 s on u1 on 2 busy cores).
+FOLD_CONTENDERS = (*U1_CONTENDERS, "recsys-svdpp", "surprise-svdpp")
+FOLDS = ("u1", "u2", "u3", "u4", "u5")
 # Peer epochs at every shape, each timed as one fit of 1 and of 5 iterations (the second spreads a
 # fit's setup over its epochs), with the tuned settings: those whose u1 RMSE competes with recsys'.
 PEER_EPOCHS = ("libmf-tuned", "cornac-mf-tuned")
@@ -45,7 +54,13 @@ CONTENDED_SHAPE = "ml-10m"
 # Where the time to reach the autograd engine's accuracy is measured.
 CONVERGENCE_SHAPE = "ml-10m"
 BUSY_PROCESSES = 2
-TASKS = ("u1", "throughput", "convergence", "generate", "load", "write-file", "file-load")
+TASKS = ("u1", "folds", "throughput", "convergence", "generate", "load", "write-file", "file-load")
+# The task whose output another reads: run whenever that other one is.
+NEEDS = {"throughput": "generate", "convergence": "generate", "file-load": "write-file"}
+# The tasks --tasks names (those others need come along).
+SELECTABLE = tuple(task for task in TASKS if task not in NEEDS.values())
+# The tasks that need the real ML-100K.
+ML100K_TASKS = ("u1", "folds", "load")
 # Columns shown first, in this order, where a table has them; the rest follow.
 FIRST_COLUMNS = (
     "task",
@@ -59,6 +74,8 @@ FIRST_COLUMNS = (
     "threads",
     "iterations",
     "rmse",
+    "rmse_mean",
+    "rmse_sd",
     "final_valid_rmse",
     "seconds",
     "epoch_seconds",
@@ -73,6 +90,7 @@ WHOLE_NUMBERS = (
     "iterations",
     "batch_size",
     "runs",
+    "folds",
     "ratings",
     "peak_rss_mb",
     "ratings_per_second",
@@ -116,6 +134,17 @@ def contended_jobs(specs: list[dict[str, Any]], shape: str | None) -> list[dict[
     return [{**spec, "contended": True} for spec in specs if chosen(spec)]
 
 
+def ml100k_job(task: str, contender: str, device: str, **options: Any) -> dict[str, Any]:
+    """One ML-100K measurement of `contender`: recsys trains on `device`; fastai picks its own (a GPU
+    where there is one), the others the CPU."""
+    return {
+        "task": task,
+        "contender": contender,
+        **options,
+        **({"device": device} if contender.startswith("recsys") else {}),
+    }
+
+
 def jobs(
     folder: Path | None,
     shapes: list[str],
@@ -124,18 +153,16 @@ def jobs(
     device: str = "cpu",
     contended: bool = True,
     file_shape: str | None = None,
+    tasks: Collection[str] = SELECTABLE,
 ) -> list[dict[str, Any]]:
-    """Every measurement to run, as the keyword arguments of one worker; the contended ones last. The
-    u1 contenders take turns, `repeats` rounds, so that a slow spell of the machine does not fall on
-    one of them. recsys trains on `device`; fastai picks its own (a GPU where there is one), the
-    others the CPU."""
+    """Every measurement of `tasks` (and of those they need) to run, as the keyword arguments of one
+    worker; the contended ones last. The u1 contenders take turns, `repeats` rounds, so that a slow
+    spell of the machine does not fall on one of them; on the folds, one round per fold, the
+    contenders taking turns within each."""
     found: list[dict[str, Any]] = []
     if folder is not None:
-        found += [
-            {"task": "u1", "contender": name, **({"device": device} if name.startswith("recsys") else {})}
-            for _ in range(repeats)
-            for name in U1_CONTENDERS
-        ]
+        found += [ml100k_job("u1", name, device) for _ in range(repeats) for name in U1_CONTENDERS]
+        found += [ml100k_job("folds", name, device, fold=fold) for fold in FOLDS for name in FOLD_CONTENDERS]
         found.append({"task": "load", "name": "ml-100k"})
     for shape in shapes:
         tensors = str(scratch / f"{shape}.pt")
@@ -154,29 +181,41 @@ def jobs(
             for _ in range(repeats)
             for reader in benchmark.FILE_READERS
         ]
+    wanted = {*tasks, *(NEEDS[task] for task in tasks if task in NEEDS)}
+    found = [spec for spec in found if spec["task"] in wanted]
     if contended:
         loaded_shape = CONTENDED_SHAPE if CONTENDED_SHAPE in shapes else next(iter(shapes), None)
         found += contended_jobs(found, loaded_shape)
     return found
 
 
+def bench_ml100k(folder: Path, contender: str, **options: Any) -> dict[str, Any]:
+    """Fit `contender` on an ML-100K fold and rate its test ratings; `options`: `fold` (default u1)
+    and, for recsys, `device`."""
+    if contender in benchmark.CORNAC_MF:
+        return benchmark.bench_cornac(folder, contender, **options)
+    if contender in benchmark.LIBMF:
+        return benchmark.bench_libmf(folder, contender, **options)
+    if contender in benchmark.SURPRISE:
+        return benchmark.bench_surprise(folder, contender, **options)
+    measure = {
+        REFERENCE: benchmark.bench_recsys,
+        AUTOGRAD: partial(benchmark.bench_recsys, engine="autograd"),
+        "recsys-svdpp": partial(benchmark.bench_recsys, model="svdpp"),
+        BAYES: partial(benchmark.bench_recsys, model="bpmf"),
+        "fastai": benchmark.bench_fastai,
+    }[contender]
+    return measure(folder, **options)
+
+
 def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     """Run one measurement in this process."""
     task = spec.pop("task")
-    if task == "u1":
+    if task in ("u1", "folds"):
         assert folder is not None
         contender = spec.pop("contender")
-        if contender in benchmark.CORNAC_MF:
-            return {"contender": contender, **benchmark.bench_cornac(folder, contender)}
-        if contender in benchmark.LIBMF:
-            return {"contender": contender, **benchmark.bench_libmf(folder, contender)}
-        measure = {
-            REFERENCE: benchmark.bench_recsys,
-            AUTOGRAD: partial(benchmark.bench_recsys, engine="autograd"),
-            "fastai": benchmark.bench_fastai,
-            "surprise-svd": benchmark.bench_surprise,
-        }[contender]
-        return {"contender": contender, **measure(folder, **spec)}
+        marks = {"contender": contender, **({"fold": spec["fold"]} if "fold" in spec else {})}
+        return {**marks, **bench_ml100k(folder, contender, **spec)}
     if task == "load":
         assert folder is not None
         return benchmark.bench_load(spec["name"], folder)
@@ -245,6 +284,8 @@ def readable(table: pd.DataFrame) -> pd.DataFrame:
 
 TITLES = {
     "u1": "ML-100K u1: recsys vs fastai, Surprise, cornac and LIBMF (medians over the rounds)",
+    "folds": "ML-100K folds u1..u5, one run of each contender on each: the mean of each measure over "
+    "the folds, `rmse_sd` the RMSEs' sample standard deviation (ddof=1)",
     "u1-contention": "ML-100K u1 under contention (two busy processes): contended/quiet",
     "throughput": "Training throughput: one fit of `iterations` epochs, `epoch_seconds` its seconds per "
     "epoch (threads blank: fit's default, all cores; peak RSS: the training process or its LIBMF child)",
@@ -261,8 +302,8 @@ TITLES = {
 
 
 def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
-    """bench.md's tables: u1 medians with time ratios, throughput, the contended/quiet ratios of both,
-    generation and load times, and every measurement that failed."""
+    """bench.md's tables: u1 medians with time ratios, the folds' means and spread, throughput, the
+    contended/quiet ratios of both, generation and load times, and every measurement that failed."""
     rows: dict[str, list[dict[str, Any]]] = {task: [] for task in TASKS}
     failed = []
     for spec, result in zip(specs, results, strict=True):
@@ -279,6 +320,8 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
         medians = benchmark.median_runs(rows["u1"]).to_dict(orient="records")
         quiet_reference = any(row["contender"] == REFERENCE and row["contended"] == "no" for row in medians)
         found["u1"] = benchmark.ratio_table(medians, REFERENCE) if quiet_reference else pd.DataFrame(medians)
+    if rows["folds"]:
+        found["folds"] = benchmark.fold_table(rows["folds"])
     found["u1-contention"] = benchmark.contention_table(rows["u1"], ["contender"])
     found["throughput-contention"] = benchmark.contention_table(
         rows["throughput"], ["contender", "shape", "iterations", "threads"]
@@ -326,6 +369,13 @@ def main(argv: list[str] | None = None) -> int:
         help="write a ratings file of this shape and time reading it with recsys, pandas, pyarrow, "
         "polars and duckdb (none: skip)",
     )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        choices=SELECTABLE,
+        default=list(SELECTABLE),
+        help="the tasks to run (default: all)",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ml100k", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -339,14 +389,26 @@ def main(argv: list[str] | None = None) -> int:
 
     root = args.data_dir or (Path(os.environ["RECSYS_DATA"]) if os.environ.get("RECSYS_DATA") else None)
     folder = root / "ml-100k" if root is not None and (root / "ml-100k" / "u.data").is_file() else None
-    if folder is None:
-        print("ML-100K not found (--data-dir or $RECSYS_DATA): skipping the u1 comparison", file=sys.stderr)
+    if folder is None and set(args.tasks) <= set(ML100K_TASKS):
+        raise RecsysError(f"--tasks {' '.join(args.tasks)}: ML-100K not found (--data-dir or $RECSYS_DATA)")
+    if folder is None and set(args.tasks) & set(ML100K_TASKS):
+        print(
+            "ML-100K not found (--data-dir or $RECSYS_DATA): skipping the u1, folds and load rows",
+            file=sys.stderr,
+        )
     if args.out.exists() and not args.out.is_dir():
         raise RecsysError(f"--out {args.out} is a file; name a folder")
     with tempfile.TemporaryDirectory() as scratch:
         file_shape = None if args.file_shape == "none" else args.file_shape
         specs = jobs(
-            folder, args.shapes, Path(scratch), args.repeats, args.device, args.contended, file_shape
+            folder,
+            args.shapes,
+            Path(scratch),
+            args.repeats,
+            args.device,
+            args.contended,
+            file_shape,
+            args.tasks,
         )
         results = run_all(specs, folder)
     found = tables(specs, results)

@@ -1,7 +1,7 @@
 """Benchmarks measured in one run on one machine: recsys against fastai, Surprise, cornac and LIBMF
-on ML-100K u1, training throughput on MovieLens-shaped synthetic data (generated in one process,
-trained on in another, so the training's peak RSS is its own), load times, and a few of those again
-while other processes keep the cores busy.
+on ML-100K u1 and on each of its five folds, training throughput on MovieLens-shaped synthetic data
+(generated in one process, trained on in another, so the training's peak RSS is its own), load
+times, and a few of those again while other processes keep the cores busy.
 
 Each measurement runs in its own process (`scripts/bench.py` starts them), so peak RSS is that
 measurement's own and no library's import or cache leaks into another's timing. `seconds` is
@@ -73,6 +73,10 @@ LIBMF: dict[str, dict[str, Any]] = {
         "lambda_q2": 0.1,
     },
 }
+
+# Surprise's algorithms, by contender, each with its defaults: SVD (100 factors, 20 epochs of SGD) and
+# SVD++ (20 factors, 20 epochs).
+SURPRISE = {"surprise-svd": "SVD", "surprise-svdpp": "SVDpp"}
 
 # At the synthetic shapes every contender learns as many factors as recsys' default, so an epoch is the
 # same arithmetic everywhere.
@@ -166,16 +170,17 @@ def busy_processes(count: int) -> Iterator[list["subprocess.Popen[bytes]"]]:
             process.wait()
 
 
-def _u1(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """ML-100K u1.base and the u1.test ratings whose user and item occur in u1.base (recsys' policy)."""
-    split = fold_split(load_movielens("ml-100k", folder), "u1")
+def _fold(folder: Path, fold: str = "u1") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """ML-100K's `fold`.base and the `fold`.test ratings whose user and item occur in its base
+    (recsys' policy)."""
+    split = fold_split(load_movielens("ml-100k", folder), fold)
     known = split.test["user"].isin(split.train["user"]) & split.test["item"].isin(split.train["item"])
     return split.train, split.test[known]
 
 
-def u1_tensors(folder: Path) -> tuple[RatingTensors, RatingTensors]:
-    """u1 encoded as recsys trains on it: the same test ratings as `_u1`, ids as compact indices."""
-    encoded = encode_split(fold_split(load_movielens("ml-100k", folder), "u1"))
+def fold_tensors(folder: Path, fold: str = "u1") -> tuple[RatingTensors, RatingTensors]:
+    """`fold` encoded as recsys trains on it: the same test ratings as `_fold`, ids as compact indices."""
+    encoded = encode_split(fold_split(load_movielens("ml-100k", folder), fold))
     return encoded.train, encoded.test
 
 
@@ -195,11 +200,11 @@ def _warm_up_torch_optim() -> None:
 
 
 def bench_recsys(
-    folder: Path, model: str = "dotbias", device: str = "cpu", engine: str | None = None
+    folder: Path, model: str = "dotbias", device: str = "cpu", engine: str | None = None, fold: str = "u1"
 ) -> dict[str, Any]:
-    """recsys' default run of `model` on u1 (on `engine`; None: the one it chooses)."""
+    """recsys' default run of `model` on `fold` (on `engine`; None: the one it chooses)."""
     dataset = load_movielens("ml-100k", folder)
-    config = config_for(model, engine=engine, dataset="ml-100k", split="u1", device=device)
+    config = config_for(model, engine=engine, dataset="ml-100k", split=fold, device=device)
     # Each engine's one-off start-up (as the other contenders' imports) before the clock.
     if config.engine == "compiled":
         load_kernels()
@@ -215,15 +220,15 @@ def bench_recsys(
     }
 
 
-def bench_fastai(folder: Path) -> dict[str, Any]:
+def bench_fastai(folder: Path, fold: str = "u1") -> dict[str, Any]:
     """fastbook's recipe: collab_learner(n_factors=50, y_range=(0, 5.5)), fit_one_cycle(5, 5e-3, wd=0.1)."""
     from fastai.collab import Categorify, TabularCollab, collab_learner
     from fastai.data.block import TransformBlock
 
-    train, test = _u1(folder)
+    train, test = _fold(folder, fold)
     frame = pd.concat([train, test], ignore_index=True)[["user", "item", "rating"]]
     with measured() as clocks:
-        # What CollabDataLoaders.from_df builds, with the u1 test ratings as the validation set.
+        # What CollabDataLoaders.from_df builds, with the fold's test ratings as the validation set.
         splits = (list(range(len(train))), list(range(len(train), len(frame))))
         tabular = TabularCollab(
             frame, [Categorify], ["user", "item"], y_names=["rating"], y_block=TransformBlock(), splits=splits
@@ -240,25 +245,28 @@ def bench_fastai(folder: Path) -> dict[str, Any]:
     }
 
 
-def bench_surprise(folder: Path) -> dict[str, Any]:
-    """Surprise's SVD with its defaults (100 factors, 20 epochs of SGD)."""
-    from surprise import SVD, Dataset, Reader
+def bench_surprise(folder: Path, contender: str = "surprise-svd", fold: str = "u1") -> dict[str, Any]:
+    """Surprise's `contender` algorithm (see SURPRISE) with its defaults on `fold`."""
+    import surprise
 
-    train, test = _u1(folder)
+    train, test = _fold(folder, fold)
     with measured() as clocks:
-        trainset = Dataset.load_from_df(train[["user", "item", "rating"]], Reader(rating_scale=(1, 5)))
-        algorithm = SVD(random_state=0)
-        algorithm.fit(trainset.build_full_trainset())
+        data = surprise.Dataset.load_from_df(
+            train[["user", "item", "rating"]], surprise.Reader(rating_scale=(1, 5))
+        )
+        algorithm = getattr(surprise, SURPRISE[contender])(random_state=0)
+        algorithm.fit(data.build_full_trainset())
         predictions = [algorithm.predict(u, i).est for u, i in zip(test["user"], test["item"], strict=True)]
     return {
         "rmse": rmse(torch.tensor(predictions), torch.tensor(test["rating"].to_numpy())),
         **asdict(clocks),
-        "samples_per_second": 20 * len(train) / clocks.seconds,
+        "samples_per_second": algorithm.n_epochs * len(train) / clocks.seconds,
     }
 
 
-def _u1_row(result: dict[str, Any]) -> dict[str, Any]:
-    """A peer's u1 row from its timed fit: training samples per second in place of the rating count."""
+def _peer_row(result: dict[str, Any]) -> dict[str, Any]:
+    """A peer's ML-100K row from its timed fit: training samples per second in place of the rating
+    count."""
     ratings = result.pop("ratings")
     return {**result, "samples_per_second": result["iterations"] * ratings / result["seconds"]}
 
@@ -301,11 +309,11 @@ def cornac_dataset(train: RatingTensors) -> Any:
     )
 
 
-def bench_cornac(folder: Path, contender: str) -> dict[str, Any]:
-    """cornac's MF with the `contender` settings on u1, through its own `Dataset.from_uir`."""
+def bench_cornac(folder: Path, contender: str, fold: str = "u1") -> dict[str, Any]:
+    """cornac's MF with the `contender` settings on `fold`, through its own `Dataset.from_uir`."""
     from cornac.data import Dataset
 
-    train, test = _u1(folder)
+    train, test = _fold(folder, fold)
     rows = list(train[["user", "item", "rating"]].itertuples(index=False, name=None))
     result = cornac_fit_rate(
         partial(Dataset.from_uir, rows, seed=0),
@@ -313,7 +321,7 @@ def bench_cornac(folder: Path, contender: str) -> dict[str, Any]:
         torch.tensor(test["rating"].to_numpy()),
         CORNAC_MF[contender],
     )
-    return _u1_row(result)
+    return _peer_row(result)
 
 
 def libmf_fit_predict(load: Load, settings: dict[str, Any]) -> dict[str, Any]:
@@ -342,12 +350,12 @@ def libmf_fit_predict(load: Load, settings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def bench_libmf(folder: Path, contender: str, timeout: float = 120.0) -> dict[str, Any]:
-    """LIBMF with the `contender` settings on u1 (ids encoded before the clocks start, as it needs)."""
+def bench_libmf(folder: Path, contender: str, fold: str = "u1", timeout: float = 120.0) -> dict[str, Any]:
+    """LIBMF with the `contender` settings on `fold` (ids encoded before the clocks start, as it needs)."""
     result = call_in_subprocess(
-        libmf_fit_predict, partial(u1_tensors, folder), LIBMF[contender], timeout=timeout
+        libmf_fit_predict, partial(fold_tensors, folder, fold), LIBMF[contender], timeout=timeout
     )
-    return _u1_row(result)
+    return _peer_row(result)
 
 
 def synthetic_shape(shape: str) -> RatingsDataset:
@@ -605,6 +613,18 @@ def median_runs(rows: list[dict[str, Any]], key: str = "contender") -> pd.DataFr
     medians["seconds_max"] = grouped["seconds"].max()
     medians["runs"] = grouped.size()
     return medians.reset_index()
+
+
+def fold_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per contender from its runs on the folds: `rmse_mean` and `rmse_sd` (the sample standard
+    deviation, ddof=1: the folds are a sample of the splits one could draw), the mean of every other
+    measure, and the number of folds that gave a result."""
+    frame = pd.DataFrame(rows)
+    grouped = frame.groupby("contender", sort=False)
+    table = grouped.mean(numeric_only=True).rename(columns={"rmse": "rmse_mean"})
+    table["rmse_sd"] = grouped["rmse"].std(ddof=1)
+    table["folds"] = grouped.size()
+    return table.reset_index()
 
 
 def ratio_table(rows: list[dict[str, Any]], reference: str) -> pd.DataFrame:
