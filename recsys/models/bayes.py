@@ -16,6 +16,8 @@ from recsys.models.base import Explanation, LearnedBiases, SampledModel, YRange,
 from recsys.models.layers import embedding_table, lookup, mean_squared_norm, split_pairs
 
 _TABLES = ("user_factors.weight", "item_factors.weight")
+# Rows x columns of factor rows gathered at once when predicting (16 MB of float32 a table).
+_GATHERED_ENTRIES = 1 << 22
 # The first sweeps' draws are discarded, as the chain has not yet forgotten its start.
 BURN_IN_SHARE = 0.2
 
@@ -50,33 +52,40 @@ class BayesianMF(SampledModel):
         self.global_bias = nn.Parameter(torch.tensor(float(middle)))
         self.register_buffer("factor_scale", torch.tensor(1.0))
 
-    def _parts(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
-        """The scaled factors' dot product, the user and item biases (batch,), and the rows used."""
-        user_vectors, item_vectors = lookup(self.user_factors, users), lookup(self.item_factors, items)
-        factors = (user_vectors * item_vectors).sum(dim=-1) * self.factor_scale
-        user_bias, item_bias = lookup(self.user_bias, users), lookup(self.item_bias, items)
-        return (
-            factors,
-            user_bias.squeeze(-1),
-            item_bias.squeeze(-1),
-            [user_vectors, item_vectors, user_bias, item_bias],
-        )
+    def _factor_scores(self, users: Tensor, items: Tensor) -> Tensor:
+        """factor_scale * user_factors[u] . item_factors[i], gathering the rows a chunk at a time: with
+        a block per kept draw the tables are thousands of columns wide, and a whole batch's rows at
+        once would take gigabytes."""
+        chunk = max(1, _GATHERED_ENTRIES // self.user_factors.weight.shape[1])
+        scores = [self.factor_scale.new_zeros(0)]
+        for j in range(0, len(users), chunk):
+            user_rows = lookup(self.user_factors, users[j : j + chunk])
+            scores.append((user_rows * lookup(self.item_factors, items[j : j + chunk])).sum(-1))
+        return torch.cat(scores) * self.factor_scale
+
+    def _biases(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
+        return lookup(self.user_bias, users).squeeze(-1), lookup(self.item_bias, items).squeeze(-1)
 
     def terms(self, users: Tensor, items: Tensor) -> tuple[Tensor, list[Tensor]]:
         """The unclipped score and the per-id rows it used (what the L2 penalty weighs)."""
-        factors, user_bias, item_bias, rows = self._parts(users, items)
-        return self.global_bias + user_bias + item_bias + factors, rows
-
-    def squash(self, score: Tensor) -> Tensor:
-        """Clipped into y_range: the posterior mean is a linear prediction, not a sigmoid's."""
-        return score if self.y_range is None else score.clamp(*self.y_range)
+        user_vectors, item_vectors = lookup(self.user_factors, users), lookup(self.item_factors, items)
+        user_bias, item_bias = lookup(self.user_bias, users), lookup(self.item_bias, items)
+        factors = (user_vectors * item_vectors).sum(dim=-1) * self.factor_scale
+        score = self.global_bias + user_bias.squeeze(-1) + item_bias.squeeze(-1) + factors
+        return score, [user_vectors, item_vectors, user_bias, item_bias]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.squash(self.terms(*split_pairs(x))[0])
+        users, items = split_pairs(x)
+        user_bias, item_bias = self._biases(users, items)
+        return self.squash(self.global_bias + user_bias + item_bias + self._factor_scores(users, items))
 
     def forward_with_penalty(self, x: Tensor) -> tuple[Tensor, Tensor]:
         score, rows = self.terms(*split_pairs(x))
         return self.squash(score), mean_squared_norm(*rows)
+
+    def squash(self, score: Tensor) -> Tensor:
+        """Clipped into y_range: the posterior mean is a linear prediction, not a sigmoid's."""
+        return score if self.y_range is None else score.clamp(*self.y_range)
 
     def set_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor, mean: float) -> None:
         k = user_draw.shape[1] - 1
@@ -113,8 +122,8 @@ class BayesianMF(SampledModel):
     def explain(self, users: Tensor, items: Tensor) -> Explanation | None:
         """global + user_bias + item_bias + factors = score, clipped to the prediction."""
         with torch.no_grad():
-            factors, user_bias, item_bias, _ = self._parts(users, items)
-            score = self.global_bias + user_bias + item_bias + factors  # as `terms` adds them
+            factors, (user_bias, item_bias) = self._factor_scores(users, items), self._biases(users, items)
+            score = self.global_bias + user_bias + item_bias + factors  # as `forward` adds them
             terms = {"global": self.global_bias.detach().expand_as(score), "user_bias": user_bias}
             terms |= {"item_bias": item_bias, "factors": factors}
             return Explanation(terms, score, self.squash(score))
