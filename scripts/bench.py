@@ -154,6 +154,7 @@ def jobs(
     contended: bool = True,
     file_shape: str | None = None,
     tasks: Collection[str] = SELECTABLE,
+    lenskit_python: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every measurement of `tasks` (and of those they need) to run, as the keyword arguments of one
     worker; the contended ones last. The u1 contenders take turns, `repeats` rounds, so that a slow
@@ -161,8 +162,19 @@ def jobs(
     contenders taking turns within each."""
     found: list[dict[str, Any]] = []
     if folder is not None:
-        found += [ml100k_job("u1", name, device) for _ in range(repeats) for name in U1_CONTENDERS]
-        found += [ml100k_job("folds", name, device, fold=fold) for fold in FOLDS for name in FOLD_CONTENDERS]
+        # LensKit's contenders run where an interpreter that has it was named (--lenskit-python).
+        lenskit = {"python": lenskit_python} if lenskit_python else None
+        peers = [(name, {}) for name in U1_CONTENDERS]
+        peers += [(name, lenskit) for name in benchmark.LENSKIT if lenskit is not None]
+        found += [
+            ml100k_job("u1", name, device, **options) for _ in range(repeats) for name, options in peers
+        ]
+        fold_peers = [*peers, *((name, {}) for name in FOLD_CONTENDERS if name not in U1_CONTENDERS)]
+        found += [
+            ml100k_job("folds", name, device, fold=fold, **options)
+            for fold in FOLDS
+            for name, options in fold_peers
+        ]
         found.append({"task": "load", "name": "ml-100k"})
     for shape in shapes:
         tensors = str(scratch / f"{shape}.pt")
@@ -196,6 +208,8 @@ def bench_ml100k(folder: Path, contender: str, **options: Any) -> dict[str, Any]
         return benchmark.bench_cornac(folder, contender, **options)
     if contender in benchmark.LIBMF:
         return benchmark.bench_libmf(folder, contender, **options)
+    if contender in benchmark.LENSKIT:
+        return benchmark.bench_lenskit(folder, contender, **options)
     if contender in benchmark.SURPRISE:
         return benchmark.bench_surprise(folder, contender, **options)
     measure = {
@@ -376,6 +390,13 @@ def main(argv: list[str] | None = None) -> int:
         default=list(SELECTABLE),
         help="the tasks to run (default: all)",
     )
+    parser.add_argument(
+        "--lenskit-python",
+        default=os.environ.get("RECSYS_LENSKIT_PYTHON") or None,
+        help="a Python interpreter that has LensKit (it needs pandas 2: its own environment, see "
+        "docs/benchmarks.md); its ALS and FunkSVD then join the ML-100K rows "
+        "[default: $RECSYS_LENSKIT_PYTHON, else none]",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ml100k", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -409,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
             args.contended,
             file_shape,
             args.tasks,
+            args.lenskit_python,
         )
         results = run_all(specs, folder)
     found = tables(specs, results)

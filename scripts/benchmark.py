@@ -11,11 +11,13 @@ system, every thread) spent in the same span, so multi-threaded work shows its w
 LIBMF fits run in a child process with a time limit: its scheduler has been seen to deadlock.
 """
 
+import json
 import multiprocessing
 import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -77,6 +79,23 @@ LIBMF: dict[str, dict[str, Any]] = {
 # Surprise's algorithms, by contender, each with its defaults: SVD (100 factors, 20 epochs of SGD) and
 # SVD++ (20 factors, 20 epochs).
 SURPRISE = {"surprise-svd": "SVD", "surprise-svdpp": "SVDpp"}
+
+# LensKit 2025.8 (in its own environment, see scripts/lenskit_peer.py): its biased ALS and FunkSVD
+# with their defaults (ALS: 50 features, 10 epochs, regularization 0.1, damping 5; FunkSVD: 50
+# features, 100 epochs, learning rate 0.001, regularization 0.015), and the best of a sweep scored on
+# a random fifth of u1.base held out (never a test file): ALS over features (20, 50, 100, 200),
+# regularization (0.03-3) and epochs (10, 20), validation 0.9235 (defaults 0.9273); FunkSVD over
+# features (20, 50, 100), learning rate (0.001, 0.005), regularization (0.015, 0.05) and epochs (100,
+# 200, 400), validation 0.9221 (400 epochs diverged to 1.006).
+LENSKIT_ALS_TUNED = {"embedding_size": 200, "regularization": 0.1, "epochs": 10}
+LENSKIT_FUNKSVD_TUNED = {"embedding_size": 100, "epochs": 200}
+LENSKIT: dict[str, tuple[str, dict[str, Any]]] = {
+    "lenskit-als": ("als", {}),
+    "lenskit-als-tuned": ("als", LENSKIT_ALS_TUNED),
+    "lenskit-funksvd": ("funksvd", {}),
+    "lenskit-funksvd-tuned": ("funksvd", LENSKIT_FUNKSVD_TUNED),
+}
+LENSKIT_PEER = Path(__file__).with_name("lenskit_peer.py")
 
 # At the synthetic shapes every contender learns as many factors as recsys' default, so an epoch is the
 # same arithmetic everywhere.
@@ -356,6 +375,25 @@ def bench_libmf(folder: Path, contender: str, fold: str = "u1", timeout: float =
         libmf_fit_predict, partial(fold_tensors, folder, fold), LIBMF[contender], timeout=timeout
     )
     return _peer_row(result)
+
+
+def bench_lenskit(
+    folder: Path, contender: str, python: str, fold: str = "u1", timeout: float = 600.0
+) -> dict[str, Any]:
+    """LensKit's `contender` on `fold`, fitted by scripts/lenskit_peer.py under `python` (an interpreter
+    with LensKit), on the same ratings as the other peers; its own clocks time the fit and prediction."""
+    train, test = _fold(folder, fold)
+    algorithm, settings = LENSKIT[contender]
+    with tempfile.TemporaryDirectory() as scratch:
+        paths = [Path(scratch) / f"{part}.csv" for part in ("train", "test")]
+        for frame, path in zip((train, test), paths, strict=True):
+            frame[["user", "item", "rating"]].to_csv(path, index=False)
+        command = [python, str(LENSKIT_PEER), algorithm, json.dumps(settings), *map(str, paths)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"lenskit_peer.py {algorithm} failed (exit {done.returncode}): {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def synthetic_shape(shape: str) -> RatingsDataset:

@@ -1,8 +1,10 @@
 """The benchmark's bookkeeping (its timings are measured by scripts/bench.py, never asserted here)."""
 
 import importlib.util
+import json
 import math
 import multiprocessing
+import os
 import subprocess
 import sys
 import time
@@ -485,3 +487,56 @@ def test_file_load_reads_every_row_of_the_written_files(
     result = benchmark.bench_file_load(reader, tmp_path)
     assert result["rows"] == 1_000 and result["reader"] == reader
     assert result["table_mb"] > 0 and math.isfinite(result["peak_over_table"])
+
+
+def test_lenskit_contenders_run_only_where_an_interpreter_with_it_is_named(tmp_path: Path) -> None:
+    script = _bench_script()
+    without = script.jobs(tmp_path, [], tmp_path, repeats=1, tasks=["u1", "folds"])
+    assert not any(spec["contender"].startswith("lenskit") for spec in without)
+    specs = script.jobs(tmp_path, [], tmp_path, repeats=1, tasks=["u1", "folds"], lenskit_python="/lk/python")
+    lenskit = [spec for spec in specs if spec["contender"] in benchmark.LENSKIT]
+    assert len(lenskit) == len(benchmark.LENSKIT) * (1 + 5)  # u1 once, and each fold
+    assert all(spec["python"] == "/lk/python" and "device" not in spec for spec in lenskit)
+
+
+def test_bench_lenskit_runs_the_peer_script_on_the_folds_ratings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold's training and test ratings go to lenskit_peer.py as CSV files, its JSON line comes
+    back; a failing peer is an error naming it."""
+    train = pd.DataFrame({"user": [1, 2], "item": [10, 20], "rating": [4.0, 3.0], "timestamp": [0, 0]})
+    monkeypatch.setattr(benchmark, "_fold", lambda folder, fold: (train, train.iloc[:1]))
+    seen: dict[str, Any] = {}
+
+    def run(command: list[str], **kwargs: Any) -> Any:
+        seen["command"] = command
+        seen["train"] = pd.read_csv(command[-2])
+        return subprocess.CompletedProcess(command, 0, stdout='{"rmse": 0.91, "seconds": 1.0}\n', stderr="")
+
+    monkeypatch.setattr(benchmark.subprocess, "run", run)
+    assert benchmark.bench_lenskit(tmp_path, "lenskit-als-tuned", "/lk/python", fold="u2") == {
+        "rmse": 0.91,
+        "seconds": 1.0,
+    }
+    python, peer, algorithm, settings = seen["command"][:4]
+    assert (python, Path(peer).name, algorithm) == ("/lk/python", "lenskit_peer.py", "als")
+    assert json.loads(settings) == benchmark.LENSKIT["lenskit-als-tuned"][1]
+    assert seen["train"].columns.tolist() == ["user", "item", "rating"] and len(seen["train"]) == 2
+    monkeypatch.setattr(
+        benchmark.subprocess,
+        "run",
+        lambda command, **kwargs: subprocess.CompletedProcess(
+            command, 1, stdout="", stderr="ImportError: lenskit"
+        ),
+    )
+    with pytest.raises(RuntimeError, match=r"lenskit_peer\.py als failed .*ImportError: lenskit"):
+        benchmark.bench_lenskit(tmp_path, "lenskit-als", "/lk/python")
+
+
+@pytest.mark.slow
+def test_lenskit_peer_scores_u1_where_lenskit_is_installed(ml100k_folder: Path) -> None:
+    python = os.environ.get("RECSYS_LENSKIT_PYTHON")
+    if not python:
+        pytest.skip("no interpreter with LensKit: set RECSYS_LENSKIT_PYTHON (docs/benchmarks.md)")
+    result = benchmark.bench_lenskit(ml100k_folder, "lenskit-als", python)
+    assert 0.85 < result["rmse"] < 1.0 and result["seconds"] > 0
