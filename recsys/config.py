@@ -100,6 +100,13 @@ class RunConfig:
         if self.device != "cpu":
             raise RecsysError("--engine compiled runs on the CPU; use --engine autograd with --device cuda")
         default = RunConfig()
+        if model_entry(self.model).sampled:
+            for flag, field in (("--lr", "lr"), ("--l2", "l2")):
+                if getattr(self, field) != getattr(default, field):
+                    raise RecsysError(
+                        f"{flag} has no effect on {self.model}'s compiled engine, a Gibbs sampler (its "
+                        f"priors' strength is sampled too); leave it out, or use --engine autograd"
+                    )
         for flag, field in AUTOGRAD_ONLY.items():
             if getattr(self, field) != getattr(default, field):
                 raise RecsysError(

@@ -100,3 +100,11 @@ def test_default_threads_share_the_cores_among_torchruns_local_ranks(
     else:
         monkeypatch.setenv("LOCAL_WORLD_SIZE", local_ranks)
     assert default_threads() == expected
+
+
+@pytest.mark.parametrize("flag", ["lr", "l2"])
+def test_a_sampled_models_compiled_engine_refuses_a_step_size_or_penalty(flag: str) -> None:
+    with pytest.raises(RecsysError, match=f"--{flag} has no effect on bpmf's compiled engine"):
+        config_for("bpmf", **{flag: 0.5})
+    assert config_for("bpmf", engine="autograd", **{flag: 0.5}).engine == "autograd"
+    assert config_for("bpmf").engine == "compiled"

@@ -34,6 +34,8 @@ class ModelEntry:
     defaults: Mapping[str, Any]
     # the same for the compiled engine; None: the model has no compiled path (factorisation() is None)
     compiled_defaults: Mapping[str, Any] | None
+    # Its compiled engine samples a posterior (a SampledModel): no learning rate or penalty there.
+    sampled: bool = False
 
     def model_class(self) -> type[RatingModel]:
         """The model's class, imported on first use and checked against the interface."""
@@ -89,9 +91,11 @@ def register(
     *,
     defaults: Mapping[str, Any] | None = None,
     compiled_defaults: Mapping[str, Any] | None = None,
+    sampled: bool = False,
 ) -> ModelEntry:
     """Add model `name`: its class (or "module:ClassName", imported when first built), its autograd
-    `defaults` and, when the compiled engine can train it, its `compiled_defaults`.
+    `defaults` and, when the compiled engine can train it, its `compiled_defaults`; `sampled` when
+    that engine samples its posterior (a SampledModel) rather than taking steps.
 
     A class is checked now (a TypeError if it does not implement RatingModel in full); a name taken
     is a ValueError.
@@ -107,6 +111,7 @@ def register(
         model,
         MappingProxyType(dict(defaults or {})),
         None if compiled_defaults is None else MappingProxyType(dict(compiled_defaults)),
+        sampled,
     )
     _REGISTRY[name] = entry
     return entry
@@ -265,4 +270,5 @@ register(
     # Gibbs sweeps (the first fifth burn-in) and the rank of each draw; no lr or l2: the sampler
     # draws the priors' strength too. Chosen by scripts/tune.py on u1.base alone (docs/findings.md).
     compiled_defaults={"epochs": 150, "n_factors": 16},
+    sampled=True,
 )
