@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from recsys.models.base import Explanation, LearnedBiases, SampledModel, YRange, to_numpy
-from recsys.models.layers import embedding_table, lookup, mean_squared_norm, split_pairs
+from recsys.models.layers import bias_table, embedding_table, lookup, mean_squared_norm, split_pairs
 
 _TABLES = ("user_factors.weight", "item_factors.weight")
 # Rows x columns of factor rows gathered at once when predicting (16 MB of float32 a table).
@@ -43,10 +43,7 @@ class BayesianMF(SampledModel):
         super().__init__(y_range)
         self.user_factors = embedding_table(n_users, n_factors, generator)
         self.item_factors = embedding_table(n_items, n_factors, generator)
-        self.user_bias = nn.Embedding(n_users, 1)
-        self.item_bias = nn.Embedding(n_items, 1)
-        nn.init.zeros_(self.user_bias.weight)
-        nn.init.zeros_(self.item_bias.weight)
+        self.user_bias, self.item_bias = bias_table(n_users), bias_table(n_items)
         # Starts in the middle of the range, as the other models' sigmoid does.
         middle = 0.0 if y_range is None else (y_range[0] + y_range[1]) / 2
         self.global_bias = nn.Parameter(torch.tensor(float(middle)))

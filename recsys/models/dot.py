@@ -4,10 +4,17 @@ every model here shares: rating = squash(user vector . item vector + extra terms
 from abc import abstractmethod
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from recsys.models.base import Explanation, Factorisation, LearnedBiases, RatingModel, YRange, to_numpy
-from recsys.models.layers import embedding_table, lookup, mean_squared_norm, sigmoid_range, split_pairs
+from recsys.models.layers import (
+    bias_table,
+    embedding_table,
+    lookup,
+    mean_squared_norm,
+    sigmoid_range,
+    split_pairs,
+)
 
 
 class DotModel(RatingModel):
@@ -93,10 +100,7 @@ class DotProductBias(DotProduct):
     ) -> None:
         super().__init__(n_users, n_items, n_factors, y_range, generator)
         # Biases start at zero: the sigmoid's middle already sits near the mean rating.
-        self.user_bias = nn.Embedding(n_users, 1)
-        self.item_bias = nn.Embedding(n_items, 1)
-        nn.init.zeros_(self.user_bias.weight)
-        nn.init.zeros_(self.item_bias.weight)
+        self.user_bias, self.item_bias = bias_table(n_users), bias_table(n_items)
 
     def _parts(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
         """The factors' dot product, the user and item biases (batch,), and the rows they used."""

@@ -32,6 +32,13 @@ def embedding_table(n: int, n_factors: int, generator: torch.Generator | None) -
     return embedding
 
 
+def bias_table(n: int) -> nn.Embedding:
+    """One bias per id, starting at zero (the model's starting score already sits mid-range)."""
+    table = nn.Embedding(n, 1)
+    nn.init.zeros_(table.weight)
+    return table
+
+
 def lookup(table: nn.Embedding, ids: Tensor) -> Tensor:
     """The rows `ids` (1-d) of `table`, as `table(ids)` gives them.
 
