@@ -13,9 +13,15 @@ import torch
 from torch import Tensor, nn
 
 from recsys.models.base import Explanation, LearnedBiases, SampledModel, YRange, to_numpy
-from recsys.models.layers import bias_table, embedding_table, lookup, mean_squared_norm, split_pairs
+from recsys.models.layers import (
+    bias_table,
+    embedding_table,
+    lookup,
+    mean_squared_norm,
+    split_pairs,
+    take_saved_shapes,
+)
 
-_TABLES = ("user_factors.weight", "item_factors.weight")
 # Rows x columns of factor rows gathered at once when predicting (16 MB of float32 a table).
 _GATHERED_ENTRIES = 1 << 22
 # The first sweeps' draws are discarded, as the chain has not yet forgotten its start.
@@ -101,11 +107,7 @@ class BayesianMF(SampledModel):
 
     def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str, *args: object) -> None:
         # The factor tables are as wide as the samples kept: take the saved width before copying.
-        for name in _TABLES:
-            saved = state_dict.get(prefix + name)
-            module = getattr(self, name.split(".")[0])
-            if saved is not None and saved.shape != module.weight.shape:
-                module.weight = nn.Parameter(torch.empty_like(saved, device=module.weight.device))
+        take_saved_shapes(self, state_dict, prefix, ("user_factors.weight", "item_factors.weight"))
         super()._load_from_state_dict(state_dict, prefix, *args)  # type: ignore[arg-type]
 
     def id_vectors(self) -> tuple[Tensor, Tensor] | None:

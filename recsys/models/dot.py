@@ -12,7 +12,6 @@ from recsys.models.layers import (
     embedding_table,
     lookup,
     mean_squared_norm,
-    sigmoid_range,
     split_pairs,
 )
 
@@ -35,13 +34,13 @@ class DotModel(RatingModel):
         return self.terms(users, items)[0]
 
     def forward(self, x: Tensor) -> Tensor:
-        return sigmoid_range(self.score(*split_pairs(x)), self.y_range)
+        return self.squash(self.score(*split_pairs(x)))
 
     def forward_with_penalty(self, x: Tensor) -> tuple[Tensor, Tensor]:
         # One set of lookups for both (the trainer's hot path: a separate `penalty` call would look
         # every row up twice).
         score, rows = self.terms(*split_pairs(x))
-        return sigmoid_range(score, self.y_range), mean_squared_norm(*rows)
+        return self.squash(score), mean_squared_norm(*rows)
 
     def shared_offsets(self) -> tuple[Tensor, Tensor] | None:
         """The offset vectors b_u and b_i added to every user's and every item's vector (a Linear
@@ -131,4 +130,4 @@ class DotProductBias(DotProduct):
             factors, user_bias, item_bias, _ = self._parts(users, items)
             score = factors + user_bias + item_bias
             terms = {"user_bias": user_bias, "item_bias": item_bias, "factors": factors}
-            return Explanation(terms, score, sigmoid_range(score, self.y_range))
+            return Explanation(terms, score, self.squash(score))

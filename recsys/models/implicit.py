@@ -20,9 +20,7 @@ from torch.nn import functional as F
 
 from recsys.models.base import Explanation, Factorisation, YRange
 from recsys.models.dot import DotProductBias
-from recsys.models.layers import embedding_table, lookup, sigmoid_range, split_pairs
-
-_RATED = ("rated_items", "rated_starts")
+from recsys.models.layers import embedding_table, lookup, split_pairs, take_saved_shapes
 
 
 class SVDPlusPlus(DotProductBias):
@@ -61,14 +59,12 @@ class SVDPlusPlus(DotProductBias):
 
     def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str, *args: object) -> None:
         # N(u)'s size is the data's, not the model's: take the saved buffers' shapes before copying.
-        for name in _RATED:
-            if (saved := state_dict.get(prefix + name)) is not None:
-                setattr(self, name, torch.empty_like(saved, device=getattr(self, name).device))
+        take_saved_shapes(self, state_dict, prefix, ("rated_items", "rated_starts"))
         super()._load_from_state_dict(state_dict, prefix, *args)  # type: ignore[arg-type]
 
-    def implicit_vectors(self, users: Tensor) -> tuple[Tensor, Tensor]:
-        """Each user's |N(u)|^-1/2 sum_{j in N(u)} y_j, (batch, n_factors), from one bag per distinct
-        user; and the row that weighs the bags' rows in the penalty (see `terms`)."""
+    def _bags(self, users: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """One bag per distinct user of `users`: the bags' items flattened, where each bag starts,
+        its size, and each of `users`' bag."""
         distinct, inverse = torch.unique(users, return_inverse=True)
         starts = self.rated_starts[distinct]
         sizes = self.rated_starts[distinct + 1] - starts
@@ -77,42 +73,63 @@ class SVDPlusPlus(DotProductBias):
         entries = torch.arange(int(sizes.sum()), device=users.device) + torch.repeat_interleave(
             starts - bag_starts, sizes
         )
-        items = self.rated_items[entries]
+        return self.rated_items[entries], bag_starts, sizes, inverse
+
+    def implicit_vectors(self, users: Tensor) -> Tensor:
+        """Each user's |N(u)|^-1/2 sum_{j in N(u)} y_j, (batch, n_factors), from one bag per distinct
+        user."""
+        return self._implicit(*self._bags(users))
+
+    def _implicit(self, items: Tensor, bag_starts: Tensor, sizes: Tensor, inverse: Tensor) -> Tensor:
         scale = sizes.clamp(min=1).to(self.implicit_factors.weight.dtype).rsqrt()
-        table = self.implicit_factors.weight
         sums = F.embedding_bag(
-            items, table, bag_starts, mode="sum", per_sample_weights=scale.repeat_interleave(sizes)
+            items,
+            self.implicit_factors.weight,
+            bag_starts,
+            mode="sum",
+            per_sample_weights=scale.repeat_interleave(sizes),
         )
-        # The penalty: each rating weighs its user's bag rows by 1 / |N(u)|, so the implicit part of a
-        # rating's penalty is the mean squared norm of those rows, on the scale of one row's. Carried
-        # as one entry per distinct user, sqrt(ratings of u in the batch * that mean), so that its
-        # square is the users' share of the batch's sum of squares.
+        return sums[inverse]
+
+    def _implicit_penalty_row(self, items: Tensor, bag_starts: Tensor, inverse: Tensor) -> Tensor:
+        """The row that weighs the bags' rows in the penalty. Each rating weighs its user's bag rows by
+        1 / |N(u)|, so the implicit part of a rating's penalty is the mean squared norm of those rows,
+        on the scale of one row's. Carried as one entry per distinct user, sqrt(ratings of u in the
+        batch * that mean), so that its square is the users' share of the batch's sum of squares."""
+        table = self.implicit_factors.weight
         mean_squares = F.embedding_bag(items, table.pow(2).sum(1, keepdim=True), bag_starts, mode="mean")
-        in_batch = torch.bincount(inverse, minlength=len(distinct)).unsqueeze(1)
-        penalty_row = (in_batch * mean_squares).clamp(min=torch.finfo(table.dtype).tiny).sqrt()
-        return sums[inverse], penalty_row
+        in_batch = torch.bincount(inverse, minlength=len(bag_starts)).unsqueeze(1)
+        return (in_batch * mean_squares).clamp(min=torch.finfo(table.dtype).tiny).sqrt()
 
     def _implicit_parts(
         self, users: Tensor, items: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, list[Tensor]]:
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, list[Tensor], tuple[Tensor, Tensor, Tensor, Tensor]]:
         """The factors' dot product, the user and item biases, the implicit vectors' dot product with
-        the items' (each (batch,)) and the rows the penalty weighs."""
+        the items' (each (batch,)), dotbias's rows and the users' bags."""
         factors, user_bias, item_bias, rows = self._parts(users, items)
-        implicit, penalty_row = self.implicit_vectors(users)
-        implicit_score = (implicit * lookup(self.item_factors, items)).sum(dim=-1)
-        return factors, user_bias, item_bias, implicit_score, [*rows, penalty_row]
+        bags = self._bags(users)
+        implicit_score = (self._implicit(*bags) * lookup(self.item_factors, items)).sum(dim=-1)
+        return factors, user_bias, item_bias, implicit_score, rows, bags
+
+    def score(self, users: Tensor, items: Tensor) -> Tensor:
+        """The unsquashed prediction, without the penalty's rows (what `forward` needs)."""
+        factors, user_bias, item_bias, implicit_score, _, _ = self._implicit_parts(users, items)
+        return factors + user_bias + item_bias + implicit_score
 
     def terms(self, users: Tensor, items: Tensor) -> tuple[Tensor, list[Tensor]]:
         """The score and the rows the penalty weighs: dotbias's, then one entry per distinct user whose
         square is (its ratings in the batch) x (the mean squared norm of its N(u) rows)."""
-        factors, user_bias, item_bias, implicit_score, rows = self._implicit_parts(users, items)
-        return factors + user_bias + item_bias + implicit_score, rows
+        factors, user_bias, item_bias, implicit_score, rows, (bag_items, bag_starts, _, inverse) = (
+            self._implicit_parts(users, items)
+        )
+        penalty_row = self._implicit_penalty_row(bag_items, bag_starts, inverse)
+        return factors + user_bias + item_bias + implicit_score, [*rows, penalty_row]
 
     def id_vectors(self) -> tuple[Tensor, Tensor] | None:
         """Each user's whole vector, user_factors[u] plus its implicit vector, and the item factors."""
         with torch.no_grad():
             users = torch.arange(len(self.rated_starts) - 1, device=self.rated_starts.device)
-            user_vectors = self.user_factors.weight + self.implicit_vectors(users)[0]
+            user_vectors = self.user_factors.weight + self.implicit_vectors(users)
         return user_vectors.detach(), self.item_factors.weight.detach()
 
     def factorisation(self) -> Factorisation | None:
@@ -129,8 +146,8 @@ class SVDPlusPlus(DotProductBias):
     def explain(self, users: Tensor, items: Tensor) -> Explanation | None:
         """user_bias + item_bias + factors + implicit = score, squashed to the prediction."""
         with torch.no_grad():
-            factors, user_bias, item_bias, implicit_score, _ = self._implicit_parts(users, items)
-            score = factors + user_bias + item_bias + implicit_score  # as `terms` adds them
+            factors, user_bias, item_bias, implicit_score, _, _ = self._implicit_parts(users, items)
+            score = factors + user_bias + item_bias + implicit_score  # as `score` adds them
             terms = {"user_bias": user_bias, "item_bias": item_bias, "factors": factors}
             terms["implicit"] = implicit_score
-            return Explanation(terms, score, sigmoid_range(score, self.y_range))
+            return Explanation(terms, score, self.squash(score))

@@ -100,3 +100,20 @@ def mean_squared_norm(*rows: Tensor) -> Tensor:
     """Batch mean of the summed squared L2 norms of per-example parameter rows: the L2 penalty of the
     rows a batch used, (1 / batch) * sum over rows r of ||r||^2."""
     return _SumOfSquares.apply(*rows) / len(rows[0])  # type: ignore[no-any-return]
+
+
+def take_saved_shapes(
+    module: nn.Module, state_dict: dict[str, Tensor], prefix: str, names: tuple[str, ...]
+) -> None:
+    """Give `module`'s tensors `names` (dotted paths below it; parameters or buffers) the shapes they
+    have in `state_dict`, before `load_state_dict` copies into them: for tensors whose size is the
+    data's or the training's (N(u), a block per kept draw), not fixed by the constructor."""
+    for name in names:
+        saved = state_dict.get(prefix + name)
+        owner_path, _, attribute = name.rpartition(".")
+        owner = module.get_submodule(owner_path)
+        current = getattr(owner, attribute)
+        if saved is None or saved.shape == current.shape:
+            continue
+        fresh = torch.empty_like(saved, device=current.device)
+        setattr(owner, attribute, nn.Parameter(fresh) if isinstance(current, nn.Parameter) else fresh)

@@ -44,7 +44,9 @@ class ModelEntry:
         if self.name not in _LOADED:
             module, _, attribute = self.model.partition(":")
             _LOADED[self.name] = check_model_class(
-                getattr(import_module(module), attribute), compiled=self.compiled_defaults is not None
+                getattr(import_module(module), attribute),
+                compiled=self.compiled_defaults is not None,
+                sampled=self.sampled,
             )
         return _LOADED[self.name]
 
@@ -53,9 +55,12 @@ _REGISTRY: dict[str, ModelEntry] = {}
 _LOADED: dict[str, type[RatingModel]] = {}  # classes registered by path, once imported and checked
 
 
-def check_model_class(model_class: Any, *, compiled: bool = False) -> type[RatingModel]:
+def check_model_class(
+    model_class: Any, *, compiled: bool = False, sampled: bool = False
+) -> type[RatingModel]:
     """`model_class` if it implements RatingModel in full and is built as the registry builds models;
-    a TypeError saying what is missing if not. `compiled`: it must also have factorisation() tables."""
+    a TypeError saying what is missing if not. `compiled`: it must also have factorisation() tables,
+    or be a SampledModel; `sampled`: it must be a SampledModel (and, without it, must not be)."""
     import torch
 
     from recsys.models.base import RatingModel, SampledModel
@@ -72,15 +77,19 @@ def check_model_class(model_class: Any, *, compiled: bool = False) -> type[Ratin
             f"{model_class.__name__} must take (n_users, n_items, n_factors, y_range=None, "
             f"generator=None): {error}"
         ) from None
-    if compiled:
+    if sampled != issubclass(model_class, SampledModel):
+        raise TypeError(
+            f"{model_class.__name__} is registered with sampled={sampled} but "
+            f"{'is not' if sampled else 'is'} a SampledModel"
+        )
+    if compiled and not sampled:
         # Only the model's form is asked for: a tiny one on the CPU, initialised from a throwaway
         # generator (the meta device's first use imports torch's compiler, seconds of a run's start).
         throwaway = torch.Generator().manual_seed(0)
         model = _builder(model_class)(2, 2, 1, y_range=None, generator=throwaway)
-        if model.factorisation() is None and not isinstance(model, SampledModel):
+        if model.factorisation() is None:
             raise TypeError(
-                f"{model_class.__name__} has compiled-engine defaults but no factorisation() tables "
-                "and is not a SampledModel"
+                f"{model_class.__name__} has compiled-engine defaults but no factorisation() tables"
             )
     return model_class
 
@@ -105,7 +114,7 @@ def register(
     if name in _REGISTRY:
         raise ValueError(f"model {name!r} is already registered")
     if not isinstance(model, str):
-        check_model_class(model, compiled=compiled_defaults is not None)
+        check_model_class(model, compiled=compiled_defaults is not None, sampled=sampled)
     entry = ModelEntry(
         name,
         model,
@@ -131,9 +140,10 @@ def registered(
     *,
     defaults: Mapping[str, Any] | None = None,
     compiled_defaults: Mapping[str, Any] | None = None,
+    sampled: bool = False,
 ) -> Iterator[ModelEntry]:
     """`register` for the length of a `with` block, then remove it again."""
-    entry = register(name, model, defaults=defaults, compiled_defaults=compiled_defaults)
+    entry = register(name, model, defaults=defaults, compiled_defaults=compiled_defaults, sampled=sampled)
     try:
         yield entry
     finally:

@@ -63,6 +63,22 @@ def _next_random(state: np.ndarray) -> np.uint64:
 
 
 @compiled(fastmath=True)
+def _implicit_vector(
+    out: np.ndarray, implicit_factors: np.ndarray, rated_items: np.ndarray, first: int, last: int
+) -> np.float32:
+    """Write |N(u)|^-1/2 times the sum of the implicit rows rated_items[first:last] (N(u)) into `out`;
+    return that scale."""
+    scale = np.float32(1) / np.sqrt(np.float32(max(last - first, 1)))
+    out[:] = 0
+    for k in range(first, last):
+        for c in range(out.shape[0]):
+            out[c] += implicit_factors[rated_items[k], c]
+    for c in range(out.shape[0]):
+        out[c] *= scale
+    return scale  # type: ignore[no-any-return]
+
+
+@compiled(fastmath=True)
 def _train_blocks(
     tables: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     accumulators: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -104,14 +120,8 @@ def _train_blocks(
         total = 0.0
         if has_implicit:
             first, last = rated_starts[block], rated_starts[block + 1]
-            scale = one / np.sqrt(np.float32(max(last - first, 1)))
-            implicit_vector[:] = 0
+            scale = _implicit_vector(implicit_vector, implicit_factors, rated_items, first, last)
             implicit_gradient[:] = 0
-            for k in range(first, last):
-                for c in range(n_factors):
-                    implicit_vector[c] += implicit_factors[rated_items[k], c]
-            for c in range(n_factors):
-                implicit_vector[c] *= scale
         for j in range(start, end):
             if j + _PREFETCH_AHEAD < end:
                 prefetch_row(user_factors, users[j + _PREFETCH_AHEAD])
@@ -268,12 +278,13 @@ def _with_implicit(
     """Every user's whole vector: user_factors[u] + |N(u)|^-1/2 sum of implicit rows over N(u)."""
     implicit_factors, _, rated_items, rated_starts = implicit
     vectors = user_factors.copy()
+    implicit_vector = np.empty(user_factors.shape[1], np.float32)
     for user in range(user_factors.shape[0]):
-        first, last = rated_starts[user], rated_starts[user + 1]
-        scale = np.float32(1) / np.sqrt(np.float32(max(last - first, 1)))
-        for k in range(first, last):
-            for c in range(user_factors.shape[1]):
-                vectors[user, c] += scale * implicit_factors[rated_items[k], c]
+        _implicit_vector(
+            implicit_vector, implicit_factors, rated_items, rated_starts[user], rated_starts[user + 1]
+        )
+        for c in range(user_factors.shape[1]):
+            vectors[user, c] += implicit_vector[c]
     return vectors
 
 

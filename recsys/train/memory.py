@@ -11,7 +11,7 @@ import torch
 
 from recsys.config import RunConfig
 from recsys.errors import RecsysError
-from recsys.models import MODELS, SampledModel, build_model
+from recsys.models import build_model, model_entry
 from recsys.models.bayes import burn_in
 
 # Copies of every parameter a run holds: the weights, their gradients and Adam's two moments. The
@@ -50,7 +50,7 @@ def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
 def table_width(config: RunConfig) -> int:
     """Columns per id of the model's factor tables: `n_factors`, or for a sampled model on the
     compiled engine one block of them per draw it keeps."""
-    if config.engine == "compiled" and issubclass(MODELS[config.model], SampledModel):
+    if config.engine == "compiled" and model_entry(config.model).sampled:
         return config.n_factors * (config.epochs - burn_in(config.epochs))
     return config.n_factors
 

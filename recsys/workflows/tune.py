@@ -21,7 +21,7 @@ from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 from recsys.config import RunConfig, config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.splits import make_split
-from recsys.models import MODELS, SampledModel
+from recsys.models import model_entry
 from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, train_and_evaluate
 
@@ -62,7 +62,7 @@ class TuneResult:
 
 def search_space(model: str, engine: str) -> str:
     """Which of SEARCH_SPACES `model` is searched over on `engine`."""
-    if engine == "compiled" and issubclass(MODELS[model], SampledModel):
+    if engine == "compiled" and model_entry(model).sampled:
         return "sampled"
     return engine
 

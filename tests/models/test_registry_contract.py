@@ -22,6 +22,7 @@ from recsys.evaluate.factors import item_vectors
 from recsys.evaluate.metrics import predict
 from recsys.models import (
     MODELS,
+    BayesianMF,
     Explanation,
     RatingModel,
     YRange,
@@ -168,6 +169,8 @@ def test_a_model_without_its_penalty_cannot_be_registered_or_built() -> None:
         (type("NoGenerator", (OffsetDotProduct,), {"__init__": lambda self, n_users: None}), {},
          "must take \\(n_users, n_items, n_factors, y_range=None, generator=None\\)"),
         (OffsetDotProduct, {"compiled_defaults": {"lr": 0.1}}, "no factorisation\\(\\) tables"),
+        (OffsetDotProduct, {"sampled": True}, "registered with sampled=True but is not a SampledModel"),
+        (BayesianMF, {"compiled_defaults": {"epochs": 3}}, "sampled=False but is a SampledModel"),
     ],
 )  # fmt: skip
 def test_a_class_the_registry_cannot_build_is_refused(
