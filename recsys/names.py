@@ -10,3 +10,7 @@ SPLIT_KINDS = ("random", "user", "user-last", "time", *PREDEFINED_FOLDS)
 # recommending find it again without --data-dir.
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.json"
 CHECKPOINT_FILE, DATA_FILE = "checkpoint.pt", "data.json"
+
+# A mid-run checkpoint is written once this many seconds have passed since the last (and the last
+# epoch's always), so runs of short epochs do not spend their time writing them.
+CHECKPOINT_SECONDS = 30.0

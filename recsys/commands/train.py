@@ -28,7 +28,7 @@ from recsys.config import (
 )
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_names
-from recsys.names import CONFIG_FILE, METRICS_FILE, SPLIT_KINDS
+from recsys.names import CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE, SPLIT_KINDS
 
 if TYPE_CHECKING:
     from recsys.train.trainer import EpochStats
@@ -187,13 +187,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="CPU threads (compiled engine and torch's own); the compiled engine's result does not "
         "depend on it [default: the cores this process may use]",
     )
+    add(
+        "--checkpoint-every",
+        type=float,
+        default=CHECKPOINT_SECONDS,
+        metavar="SECONDS",
+        help="write the checkpoint to resume from after an epoch once this many seconds have passed "
+        "since the last (and after the last epoch); 0: after every epoch [default: %(default)g]",
+    )
     add("--device", default=None, help="cpu or cuda [default: cuda where available for the autograd engine]")
     add(
         "--resume",
         type=Path,
         default=None,
         metavar="RUN_DIR",
-        help="continue an interrupted run from its last completed epoch, with its own settings and data",
+        help="continue an interrupted run from its last checkpoint, with its own settings and data",
     )
     add("--out", type=Path, default=None, help="run folder [default: runs/<model>-<dataset>-<split>-<time>]")
     add(
@@ -307,6 +315,8 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
     """Reject bad flags before anything is loaded: RunConfig checks the values, this what depends on
     the machine (threads here; a CUDA device once torch is loaded). Returns a resumed run's config."""
     args.threads = check_threads(default_threads() if args.threads is None else args.threads)
+    if not args.checkpoint_every >= 0:  # also refuses nan
+        raise RecsysError(f"--checkpoint-every must be 0 or more seconds, got {args.checkpoint_every:g}")
     check_data_flags(args)
     if args.resume is not None:
         if args.out is not None:
@@ -404,6 +414,7 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             on_epoch=print_epoch if lead else None,
             resume=resume,
             threads=args.threads,
+            checkpoint_every=args.checkpoint_every,
         )
     if lead:
         metrics = result.metrics()

@@ -275,15 +275,18 @@ def fit(
     progress: bool = True,
     on_epoch: Callable[[EpochStats], None] | None = None,
     on_checkpoint: Callable[[EpochStats, dict[str, Any]], None] | None = None,
+    checkpoint_every: float = 0.0,
     resume: dict[str, Any] | None = None,
 ) -> list[EpochStats]:
     """Train `model` in place for `config.epochs` with `config.engine`, evaluating on `valid` after each.
 
     `generator` drives the shuffle (CPU), so the same seed, data and config give the same result (on
     the compiled engine, with any number of `threads`: None, the cores this process may use).
-    `on_epoch` gets each epoch's stats; `on_checkpoint` also the training state (optimizer state,
-    shuffle RNG, history) that `resume` takes back to continue after that epoch exactly as if never
-    stopped.
+    `on_checkpoint` gets an epoch's stats and the training state (optimizer state, shuffle RNG,
+    history) that `resume` takes back to continue after that epoch exactly as if never stopped: after
+    the last epoch, and after any other once `checkpoint_every` seconds have passed since the last
+    (0: every epoch), so that short epochs are not slowed by writing them. `on_epoch` gets every
+    epoch's stats, after its checkpoint.
     Under torch.distributed (torchrun) every rank draws the same permutation and takes its slice of
     each batch, and DistributedDataParallel averages the gradients: the same steps as one process
     with the whole batch, up to floating-point summation order.
@@ -297,14 +300,17 @@ def fit(
     epochs = _epochs_for(model, train, valid, config, threads)
     history = _restore(epochs, generator, resume) if resume is not None else []
     model.train()
+    last_checkpoint = time.monotonic()
     try:
         for epoch in range(len(history) + 1, config.epochs + 1):
             stats = _train_one_epoch(epochs, epoch, generator, valid, config, progress)
             history.append(stats)
+            due = epoch == config.epochs or time.monotonic() - last_checkpoint >= checkpoint_every
+            if on_checkpoint is not None and due:
+                on_checkpoint(stats, _training_state(epochs, generator, history))
+                last_checkpoint = time.monotonic()
             if on_epoch is not None:
                 on_epoch(stats)
-            if on_checkpoint is not None:
-                on_checkpoint(stats, _training_state(epochs, generator, history))
     finally:
         epochs.close()  # sparse gradients off again, also when training diverged
     return history

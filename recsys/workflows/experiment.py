@@ -24,7 +24,7 @@ from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, evaluate_test
 from recsys.files import write_json
 from recsys.models import build_model
-from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE, METRICS_FILE
+from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, DATA_FILE, METRICS_FILE
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
 from recsys.train.memory import check_fits
 from recsys.train.trainer import EpochStats, fit
@@ -125,14 +125,16 @@ def train_and_evaluate(
     on_epoch: Callable[[EpochStats], None] | None = None,
     resume: Checkpoint | None = None,
     threads: int | None = None,
+    checkpoint_every: float = CHECKPOINT_SECONDS,
 ) -> RunResult:
     """Train `config.model` on `dataset` and score it on the test split.
 
     Per-epoch validation is on the test ratings with known ids (monitoring only: nothing is selected
     by it, the number of epochs is fixed). With `run_dir`, a checkpoint (with the state to resume
-    from) is written after every epoch, and config, metrics and final checkpoint at the end. With
-    `resume`, training continues from that checkpoint's last completed epoch and ends as the
-    uninterrupted run would have. `threads`: CPU threads of the compiled engine (None: all this
+    from) is written after an epoch once `checkpoint_every` seconds have passed since the last one
+    (0: after every epoch), and config, metrics and final checkpoint at the end. With `resume`,
+    training continues from that checkpoint's last completed epoch and ends as the uninterrupted
+    run would have. `threads`: CPU threads of the compiled engine (None: all this
     process may use); the result does not depend on it.
     """
     if resume is not None:
@@ -153,16 +155,14 @@ def train_and_evaluate(
         write_json(run_dir / CONFIG_FILE, config.to_dict())
         write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
 
-    def after_epoch(stats: EpochStats, training: dict[str, Any]) -> None:
+    def checkpoint(stats: EpochStats, training: dict[str, Any]) -> None:
         nonlocal last_training
         last_training = training
-        if run_dir is not None:
+        if run_dir is not None and stats.epoch < config.epochs:  # the last is saved with the metrics
             metrics = {"epoch": stats.epoch}
             save_checkpoint(
                 run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, training
             )
-        if on_epoch is not None:
-            on_epoch(stats)
 
     start = time.perf_counter()
     history = fit(
@@ -173,7 +173,9 @@ def train_and_evaluate(
         generator,
         threads=threads,
         progress=progress,
-        on_checkpoint=after_epoch,
+        on_epoch=on_epoch,
+        on_checkpoint=checkpoint if run_dir is not None else None,
+        checkpoint_every=checkpoint_every,
         resume=last_training,
     )
     seconds = time.perf_counter() - start

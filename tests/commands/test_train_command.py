@@ -237,6 +237,8 @@ BAD_CASES = [
     pytest.param("no-test", ["--dataset", "tiny", "--split", "user-last", "--test-n", "1000"],
                  "no test rating", id="split-without-test-ratings"),
     pytest.param("huge", ["--dataset", "tiny", "--n-factors", "1000000000000"], "GiB", id="n-factors-absurd"),
+    pytest.param("checkpoint-every", ["--dataset", "tiny", "--checkpoint-every", "-1"],
+                 "--checkpoint-every must be 0 or more", id="checkpoint-every-negative"),
 ]  # fmt: skip
 KEPT = b"an earlier run's file\n"
 
@@ -406,7 +408,7 @@ def test_killed_run_leaves_a_loadable_checkpoint_and_resumes(tmp_path: Path) -> 
     }
     # One thread: two of torch's threads spin at every barrier while other processes hold the cores.
     command = [sys.executable, TRAIN, "--dataset", "tiny", "--bs", "64", "--epochs", "150",
-               "--no-progress", "--threads", "1"]  # fmt: skip
+               "--no-progress", "--threads", "1", "--checkpoint-every", "0"]  # fmt: skip
     log = tmp_path / "stderr.txt"
     with log.open("w") as stderr:
         process = subprocess.Popen([*command, "--out", str(run_dir)], cwd=ROOT, env=env,

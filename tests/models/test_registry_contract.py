@@ -215,7 +215,9 @@ def test_an_interrupted_run_resumes_to_the_same_model(
     offset_model: str, run_dir: Path, tiny: RatingsDataset, tmp_path: Path
 ) -> None:
     with pytest.raises(Interrupted):
-        train_and_evaluate(tiny, config(), run_dir=tmp_path, progress=False, on_epoch=stop_after(2))
+        train_and_evaluate(
+            tiny, config(), run_dir=tmp_path, progress=False, on_epoch=stop_after(2), checkpoint_every=0
+        )
     checkpoint = load_checkpoint(tmp_path / CHECKPOINT_FILE)
     assert checkpoint.metrics == {"epoch": 2}
     resumed = train_and_evaluate(tiny, config(), run_dir=tmp_path, progress=False, resume=checkpoint)

@@ -79,6 +79,26 @@ def test_fit_trains_in_place_and_every_parameter_moves(tiny_encoded: EncodedSpli
     assert all(not torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
+@pytest.mark.parametrize(("every", "expected"), [(0.0, [1, 2, 3, 4]), (math.inf, [4])])
+def test_checkpoints_come_after_the_last_epoch_and_when_due(
+    every: float, expected: list[int], tiny_encoded: EncodedSplit
+) -> None:
+    """Every epoch with no interval; with one too long to pass, only the last; each before on_epoch."""
+    config = config_for("dotbias", dataset="tiny", epochs=4, y_range=Y_RANGE)
+    generator = torch.Generator().manual_seed(0)
+    model = build_model("dotbias", len(tiny_encoded.users), len(tiny_encoded.items), 8, Y_RANGE, generator)
+    events: list[tuple[str, int]] = []
+    fit(
+        model, tiny_encoded.train, tiny_encoded.test, config, generator, progress=False,
+        on_epoch=lambda stats: events.append(("epoch", stats.epoch)),
+        on_checkpoint=lambda stats, state: events.append(("checkpoint", len(state["history"]))),
+        checkpoint_every=every,
+    )  # fmt: skip
+    assert [epoch for kind, epoch in events if kind == "checkpoint"] == expected
+    for epoch in expected:
+        assert events.index(("checkpoint", epoch)) == events.index(("epoch", epoch)) - 1
+
+
 def test_fit_without_training_ratings_is_an_error(tiny_encoded: EncodedSplit) -> None:
     empty = RatingTensors(torch.zeros((0, 2), dtype=torch.long), torch.zeros(0))
     model = build_model("dot", 3, 3, 2, Y_RANGE)

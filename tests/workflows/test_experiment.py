@@ -235,7 +235,9 @@ def test_resumed_run_is_bit_identical(tiny: RatingsDataset, tmp_path: Path, name
     config = CONFIGS[name]
     whole = train_and_evaluate(tiny, config, run_dir=tmp_path / "whole", progress=False)
     with pytest.raises(Interrupted):
-        train_and_evaluate(tiny, config, run_dir=tmp_path / "cut", progress=False, on_epoch=stop_after(2))
+        train_and_evaluate(
+            tiny, config, run_dir=tmp_path / "cut", progress=False, on_epoch=stop_after(2), checkpoint_every=0
+        )
     checkpoint = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
     assert checkpoint.metrics == {"epoch": 2}
     resumed = train_and_evaluate(tiny, config, run_dir=tmp_path / "cut", progress=False, resume=checkpoint)
