@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from recsys.commands.common import add_data_flags, check_data_flags, dataset_from_flags, run
-from recsys.config import UNKNOWN_POLICIES
+from recsys.config import ENGINES, UNKNOWN_POLICIES, config_for
 from recsys.data.catalog import planted_truth
 from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS
 from recsys.errors import RecsysError
@@ -54,6 +54,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="override every model's epochs (quick looks) [default: each model's tuned epochs]",
     )
     parser.add_argument(
+        "--engine",
+        choices=("auto", *ENGINES),
+        default="auto",
+        help="train every model on this engine (autograd: the one every model has); auto: each "
+        "model's default, compiled where it has one [default: auto]",
+    )
+    parser.add_argument(
         "--cost-sizes",
         type=int,
         nargs="+",
@@ -81,6 +88,9 @@ def say(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_data_flags(args)
+    engine = None if args.engine == "auto" else args.engine
+    for name in args.models:  # a model without the engine asked for: an error before any training
+        config_for(name, engine=engine, epochs=args.epochs)
     dataset = dataset_from_flags(args)
     if args.split is None:
         args.split = dataset.default_split
@@ -100,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 unknown=args.unknown,
                 truth=planted_truth(dataset.name),
                 progress=not args.no_progress,
+                engine=engine,
                 epochs=args.epochs,
             )
         )

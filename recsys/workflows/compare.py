@@ -44,6 +44,7 @@ class ModelScore:
     seconds: float  # training time; 0 for the closed-form baselines
     n_parameters: int  # trained parameters (the baselines' fitted biases count too)
     valid_rmse: list[float] = field(default_factory=list)  # per epoch
+    engine: str = "closed form"  # what fitted it: a trained model's engine, or the baselines' formula
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,8 @@ class Comparison:
 
     def score_table(self) -> pd.DataFrame:
         return pd.DataFrame(
-            [(s.name, s.rmse, s.mae, s.seconds, s.n_parameters) for s in self.scores],
-            columns=["model", "rmse", "mae", "seconds", "parameters"],
+            [(s.name, s.engine, s.rmse, s.mae, s.seconds, s.n_parameters) for s in self.scores],
+            columns=["model", "engine", "rmse", "mae", "seconds", "parameters"],
         )
 
 
@@ -101,6 +102,7 @@ def compare_models(
                 result.seconds,
                 _fitted_size(result.model),
                 [h.valid_rmse for h in result.history],
+                result.config.engine,
             )
         )
     if data is None:

@@ -29,6 +29,7 @@ from recsys.workflows.compare import (
 def fold_summary(fold_scores: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of RMSE and MAE per model over folds (rows: fold, model, ...)."""
     summary = fold_scores.groupby("model", sort=False).agg(
+        engine=("engine", "first"),
         rmse_mean=("rmse", "mean"),
         rmse_std=("rmse", "std"),
         mae_mean=("mae", "mean"),
@@ -169,7 +170,7 @@ def write_report(
 ) -> Path:
     """Write report.md, results.json and the figures for `comparison` into `out`; return report.md.
 
-    `fold_scores` (fold, model, rmse, mae, seconds, parameters rows) adds the mean and spread over
+    `fold_scores` (fold, model, engine, rmse, mae, seconds, parameters rows) adds the mean and spread over
     folds; `extra_sections` adds titled tables (e.g. measurements of embedding versus Linear).
     """
     out.mkdir(parents=True, exist_ok=True)
@@ -193,7 +194,7 @@ def write_report(
         f"Split `{comparison.split}`, seed {comparison.seed}; {len(comparison.data.train):,} training and "
         f"{len(comparison.data.test):,} test ratings. Test ratings whose user or item is unseen in "
         f"training: {len(comparison.data.unknown_test_ratings)}, policy `{comparison.unknown}`. Every "
-        "model uses its tuned defaults; baselines are closed-form (no training)."
+        "model uses its defaults for the engine shown; baselines are closed-form (no training)."
     )
     md += ["", "## Accuracy and cost", "", markdown_table(scores), ""]
     if summary is not None:

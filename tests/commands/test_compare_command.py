@@ -100,3 +100,40 @@ def test_compare_script_rejects_folds_on_tiny(tmp_path: Path, in_process: bool) 
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     assert result.stderr.startswith("error:") and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("engine", ["auto", "autograd"])
+def test_compare_script_trains_every_model_on_the_engine_asked_for(
+    engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "report"
+    code = _compare_script().main(
+        ["--dataset", "tiny", "--split", "random", "--epochs", "1", "--models", "dot", "linear",
+         "--engine", engine, "--no-measurements", "--no-progress", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    capsys.readouterr()
+    scores = {row["model"]: row["engine"] for row in json.loads((out / "results.json").read_text())["scores"]}
+    expected_dot = "compiled" if engine == "auto" else "autograd"
+    assert scores == {"global-mean": "closed form", "damped-bias": "closed form", "dot": expected_dot,
+                      "linear": "autograd"}  # fmt: skip
+
+
+def test_compare_script_refuses_an_engine_a_model_lacks_before_training(tmp_path: Path) -> None:
+    args = [
+        "--dataset",
+        "tiny",
+        "--engine",
+        "compiled",
+        "--models",
+        "dot",
+        "linear",
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    result = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
+    assert result.returncode == 2
+    assert (
+        result.stderr.startswith("error:") and "linear" in result.stderr and "Traceback" not in result.stderr
+    )
+    assert not (tmp_path / "r").exists()
