@@ -31,9 +31,8 @@ from recsys.errors import RecsysError
 from recsys.files import write_json
 from recsys.workflows.report import markdown_table
 
-LARGE = {"sparse": True, "batch_size": 4096}  # what docs/training.md recommends past ~100K users
 REFERENCE = "recsys-dotbias"  # the u1 contender the others' time ratios divide by
-# The autograd engine with its own defaults: recsys' u1 run before the compiled engine.
+# The autograd engine with its own defaults.
 AUTOGRAD = "recsys-dotbias-autograd"
 # recsys' most accurate model beside them: bpmf, Bayesian MF by Gibbs sampling.
 BAYES = "recsys-bpmf"
@@ -47,7 +46,7 @@ FOLDS = ("u1", "u2", "u3", "u4", "u5")
 PEER_EPOCHS = ("libmf-tuned", "cornac-mf-tuned")
 PEER_ITERATIONS = (1, 5)
 # recsys dotbias epochs at set thread counts, with its defaults: the compiled engine, the one that
-# takes threads (LARGE's sparse tables and batch size choose the autograd engine).
+# takes threads (LARGE_AUTOGRAD's sparse tables and batch size choose the autograd engine).
 THREAD_COUNTS = (1, 2)
 THREAD_EPOCHS = 5  # as the peers' longer fits: the setup (blocking the ratings) spread over them
 CONTENDED_SHAPE = "ml-10m"
@@ -107,7 +106,7 @@ def throughput_jobs(shape: str, tensors: str, device: str) -> list[dict[str, Any
     thread counts, and the peers' epochs."""
     large = shape != "ml-1m"
     common = {"task": "throughput", "shape": shape, "tensors": tensors}
-    recsys = {**common, "device": device, **(LARGE if large else {})}
+    recsys = {**common, "device": device, **(benchmark.LARGE_AUTOGRAD if large else {})}
     models = ("dot", "dotbias", "embproj", *(() if large else ("linear",)))
     found = [{**recsys, "model": model} for model in models]
     found += [

@@ -97,9 +97,12 @@ LENSKIT: dict[str, tuple[str, dict[str, Any]]] = {
 }
 LENSKIT_PEER = Path(__file__).with_name("lenskit_peer.py")
 
-# At the synthetic shapes every contender learns as many factors as recsys' default, so an epoch is the
-# same arithmetic everywhere.
+# At the synthetic shapes every contender, recsys included, learns 50 factors (recsys' default when
+# the scale figures were first taken), so an epoch is the same arithmetic everywhere.
 SHAPE_FACTORS = 50
+# The autograd engine at scale: `--sparse --bs 4096` (docs/training.md) with the lr and l2 of its
+# defaults when the scale figures were first taken, fixed so that the figures stay comparable.
+LARGE_AUTOGRAD = {"sparse": True, "batch_size": 4096, "lr": 2e-2, "l2": 0.1}
 
 Result = TypeVar("Result")
 Load = Callable[[], tuple[RatingTensors, RatingTensors]]
@@ -518,7 +521,7 @@ def bench_throughput(
     `threads` goes to `fit` only when given (None: fit's own default, every available core)."""
     train, valid = load_shape(tensors)
     n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
-    config = config_for(model, y_range=(0.0, 5.5), **{"epochs": 1, **overrides})
+    config = config_for(model, y_range=(0.0, 5.5), **{"epochs": 1, "n_factors": SHAPE_FACTORS, **overrides})
     network = build_model(
         model, n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
     )
@@ -544,8 +547,8 @@ def bench_throughput(
 
 
 def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
-    """dotbias with `engine`'s defaults (autograd: the `--sparse --bs 4096` settings recommended for
-    large data before the compiled engine) on 99% of the shape's ratings: the validation RMSE on the
+    """dotbias with `engine`'s defaults at SHAPE_FACTORS (autograd: LARGE_AUTOGRAD for 5 epochs, the
+    trainer before the compiled engine) on 99% of the shape's ratings: the validation RMSE on the
     held-out 1% after each epoch, and the seconds since `fit` started (setup included) at each."""
     saved = torch.load(tensors, weights_only=True)
     order = torch.randperm(len(saved["y"]), generator=torch.Generator().manual_seed(0))
@@ -554,8 +557,8 @@ def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
     train = RatingTensors(saved["x"][order[held_out:]], saved["y"][order[held_out:]])
     del saved, order
     n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
-    large = {"sparse": True, "batch_size": 4096} if engine == "autograd" else {}
-    config = config_for("dotbias", engine=engine, y_range=(0.0, 5.5), **large)
+    large = {**LARGE_AUTOGRAD, "epochs": 5} if engine == "autograd" else {}
+    config = config_for("dotbias", engine=engine, y_range=(0.0, 5.5), n_factors=SHAPE_FACTORS, **large)
     network = build_model(
         "dotbias", n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
     )

@@ -208,7 +208,7 @@ def test_bench_times_the_peers_epochs_and_recsys_threads_at_ml10m(tmp_path: Path
     assert peers == [("libmf-tuned", 1), ("libmf-tuned", 5), ("cornac-mf-tuned", 1), ("cornac-mf-tuned", 5)]
     threaded = [spec for spec in specs if "threads" in spec]
     assert [(spec["model"], spec["threads"]) for spec in threaded] == [("dotbias", 1), ("dotbias", 2)]
-    # Threads act on the compiled engine only, which LARGE's sparse tables and batch size turn off.
+    # Threads act on the compiled engine only, which LARGE_AUTOGRAD's sparse tables and batch size turn off.
     assert not any("sparse" in spec or "batch_size" in spec for spec in threaded)
     assert sum(spec.get("sparse", False) for spec in specs) == 3
 

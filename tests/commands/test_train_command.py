@@ -333,8 +333,8 @@ def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]
     text = " ".join(capsys.readouterr().out.split())
     assert "None" not in text and "(default:" not in text
     compiled = "dot 19, dotbias 20, linear 10, embproj 10, svdpp 10, bpmf 150"
-    assert f"[default: {compiled}; with --engine autograd: dot 8, dotbias 5, svdpp 5, bpmf 5]" in text
-    assert "dotbias 2048" in text  # the autograd batch size
+    assert f"[default: {compiled}; with --engine autograd: dot 11, dotbias 9, svdpp 5, bpmf 5]" in text
+    assert "dotbias 512, linear 512, embproj 512, svdpp 2048" in text  # the autograd batch sizes
 
 
 # --- resuming --------------------------------------------------------------------------------------
