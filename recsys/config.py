@@ -17,6 +17,8 @@ from recsys.models.registry import COMPILED_DEFAULTS, model_entry
 from recsys.models.registry import MODEL_DEFAULTS as MODEL_DEFAULTS
 
 ENGINES = ("compiled", "autograd")
+# What a sampled model's compiled engine, a Gibbs sampler, does not read: it draws the priors' strength.
+SAMPLER_UNUSED = {"--lr": "lr", "--l2": "l2"}
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("one-cycle", "constant")
 UNKNOWN_POLICIES = ("drop", "mean")
@@ -101,7 +103,7 @@ class RunConfig:
             raise RecsysError("--engine compiled runs on the CPU; use --engine autograd with --device cuda")
         default = RunConfig()
         if model_entry(self.model).sampled:
-            for flag, field in (("--lr", "lr"), ("--l2", "l2")):
+            for flag, field in SAMPLER_UNUSED.items():
                 if getattr(self, field) != getattr(default, field):
                     raise RecsysError(
                         f"{flag} has no effect on {self.model}'s compiled engine, a Gibbs sampler (its "

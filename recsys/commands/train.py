@@ -19,6 +19,7 @@ from recsys.config import (
     AUTOGRAD_ONLY,
     ENGINES,
     OPTIMIZERS,
+    SAMPLER_UNUSED,
     SCHEDULES,
     UNKNOWN_POLICIES,
     RunConfig,
@@ -27,7 +28,7 @@ from recsys.config import (
     default_threads,
 )
 from recsys.errors import RecsysError
-from recsys.models.registry import COMPILED_DEFAULTS, model_names
+from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
 from recsys.names import CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE, SPLIT_KINDS
 
 if TYPE_CHECKING:
@@ -75,8 +76,16 @@ def model_defaults(field: str) -> str:
     autograd = {model: getattr(config_for(model, engine="autograd"), field) for model in model_names()}
     if field in AUTOGRAD_ONLY.values():
         return f"[default: {_listing(autograd)}; autograd engine only]"
-    chosen = {model: getattr(config_for(model), field) for model in model_names()}
-    differing = {model: autograd[model] for model in COMPILED_DEFAULTS if autograd[model] != chosen[model]}
+    unread = field in SAMPLER_UNUSED.values()  # by a sampled model on its sampler, which is not shown
+    configs = {model: config_for(model) for model in model_names()}
+    chosen = {
+        model: getattr(config, field)
+        for model, config in configs.items()
+        if not (unread and config.engine == "compiled" and model_entry(model).sampled)
+    }
+    differing = {
+        model: autograd[model] for model in COMPILED_DEFAULTS if autograd[model] != chosen.get(model)
+    }
     named = ", ".join(f"{model} {_shown(value)}" for model, value in differing.items())
     tail = f"; with --engine autograd: {named}" if differing else ""
     return f"[default: {_listing(chosen)}{tail}]"

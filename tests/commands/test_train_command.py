@@ -335,6 +335,8 @@ def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]
     compiled = "dot 19, dotbias 20, linear 10, embproj 10, svdpp 10, bpmf 150"
     assert f"[default: {compiled}; with --engine autograd: dot 11, dotbias 9, svdpp 5, bpmf 5]" in text
     assert "dotbias 512, linear 512, embproj 512, svdpp 2048" in text  # the autograd batch sizes
+    # bpmf's sampler reads no lr: only its autograd default is listed.
+    assert "svdpp 0.035; with --engine autograd: dot 0.0021, dotbias 0.0094, svdpp 0.02, bpmf 0.02]" in text
 
 
 # --- resuming --------------------------------------------------------------------------------------
