@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -162,9 +162,9 @@ def jobs(
     found: list[dict[str, Any]] = []
     if folder is not None:
         # LensKit's contenders run where an interpreter that has it was named (--lenskit-python).
-        lenskit = {"python": lenskit_python} if lenskit_python else None
-        peers = [(name, {}) for name in U1_CONTENDERS]
-        peers += [(name, lenskit) for name in benchmark.LENSKIT if lenskit is not None]
+        peers: list[tuple[str, dict[str, Any]]] = [(name, {}) for name in U1_CONTENDERS]
+        if lenskit_python:
+            peers += [(name, {"python": lenskit_python}) for name in benchmark.LENSKIT]
         found += [
             ml100k_job("u1", name, device, **options) for _ in range(repeats) for name, options in peers
         ]
@@ -211,14 +211,14 @@ def bench_ml100k(folder: Path, contender: str, **options: Any) -> dict[str, Any]
         return benchmark.bench_lenskit(folder, contender, **options)
     if contender in benchmark.SURPRISE:
         return benchmark.bench_surprise(folder, contender, **options)
-    measure = {
+    measures: dict[str, Callable[..., dict[str, Any]]] = {
         REFERENCE: benchmark.bench_recsys,
         AUTOGRAD: partial(benchmark.bench_recsys, engine="autograd"),
         "recsys-svdpp": partial(benchmark.bench_recsys, model="svdpp"),
         BAYES: partial(benchmark.bench_recsys, model="bpmf"),
         "fastai": benchmark.bench_fastai,
-    }[contender]
-    return measure(folder, **options)
+    }
+    return measures[contender](folder, **options)
 
 
 def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
