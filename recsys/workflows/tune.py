@@ -21,6 +21,7 @@ from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 from recsys.config import RunConfig, config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.splits import make_split
+from recsys.errors import RecsysError
 from recsys.models import model_entry
 from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, train_and_evaluate
@@ -84,6 +85,11 @@ def tune(
     and score it on the test part once. `on_trial(n, setting, valid_rmse)` reports each setting."""
     base = config_for(model, engine=engine, dataset=dataset.name, split=split, seed=seed)
     train = make_split(dataset, split, test_frac=base.test_frac, test_n=base.test_n, seed=seed).train
+    if len(train) < folds:
+        raise RecsysError(
+            f"--folds {folds}: the training part of split {split} holds {len(train):,} ratings, too few "
+            f"to cut into {folds} folds"
+        )
     X, y = train[["user", "item"]], train["rating"].to_numpy(dtype=np.float64)
     estimator = RatingRegressor(model, engine=base.engine, seed=seed, threads=threads)
     cv = KFold(folds, shuffle=True, random_state=seed)

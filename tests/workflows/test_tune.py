@@ -8,6 +8,7 @@ import pytest
 
 from recsys.data.dataset import RatingsDataset
 from recsys.data.splits import make_split
+from recsys.errors import RecsysError
 from recsys.workflows.tune import SEARCH_SPACES, TuneResult, best_settings, tune
 
 SEARCH = {"trials": 3, "folds": 2, "threads": 1}
@@ -44,3 +45,8 @@ def test_poisoned_test_ratings_change_nothing_the_search_chose(
     assert again.best == tuned.best
     assert again.table.equals(tuned.table)
     assert again.run.test["rmse"] != tuned.run.test["rmse"]
+
+
+def test_more_folds_than_training_ratings_is_a_one_line_error(tiny: RatingsDataset) -> None:
+    with pytest.raises(RecsysError, match=r"^--folds 100000: the training part of split random holds 3,200 "):
+        tune(tiny, "dotbias", "random", trials=1, folds=100_000)
