@@ -176,7 +176,7 @@ def keep_latest_duplicates(ratings: pd.DataFrame, source: Path | str) -> pd.Data
     keep[order[latest]] = True
     warnings.warn(
         f"{source}: {len(ratings) - keep.sum()} duplicate (user, item) ratings dropped; "
-        "kept the latest of each by timestamp",
+        "kept the latest of each by timestamp (the later row where the file has no timestamps)",
         stacklevel=3,
     )
     return ratings[keep].reset_index(drop=True)

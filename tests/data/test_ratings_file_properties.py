@@ -143,7 +143,10 @@ def test_a_well_formed_file_reads_back_as_written(
     dropped = len(rows) - len(expected)
     duplicates = [str(warning.message) for warning in caught if "duplicate" in str(warning.message)]
     assert duplicates == (
-        [f"{path}: {dropped} duplicate (user, item) ratings dropped; kept the latest of each by timestamp"]
+        [
+            f"{path}: {dropped} duplicate (user, item) ratings dropped; kept the latest of each by timestamp "
+            "(the later row where the file has no timestamps)"
+        ]
         if dropped
         else []
     )
