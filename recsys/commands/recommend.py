@@ -1,4 +1,4 @@
-"""Use a trained run: `python scripts/recommend.py RUN_DIR --user 196` (or --similar TITLE, --explain).
+"""Use a trained run: `python scripts/recommend.py RUN_DIR --user 196` (or --similar ITEM, --explain).
 
 The checkpoint holds no ratings or titles, so the dataset named in its config is loaded again.
 """
@@ -22,7 +22,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder written by train.py")
     query = parser.add_mutually_exclusive_group(required=True)
     query.add_argument("--user", help="raw user id: recommend the items they have not rated")
-    query.add_argument("--similar", metavar="TITLE", help="exact title (any case): its nearest items")
+    query.add_argument(
+        "--similar", metavar="ITEM", help="an exact title (any case), or an item id: its nearest items"
+    )
     parser.add_argument("--top", type=int, default=10, help="how many items to list [default: 10]")
     parser.add_argument(
         "--cold-start",

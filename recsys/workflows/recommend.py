@@ -96,27 +96,34 @@ def close_titles(title: str, titles: list[str], n: int = 5) -> list[str]:
     return [titles[i] for i in order[:n] if ratios[i] >= 0.6]
 
 
-def find_title(checkpoint: Checkpoint, dataset: RatingsDataset, title: str) -> int:
-    """The inner index of the item titled `title` (case-insensitive; the lowest id among duplicates).
+def find_item(checkpoint: Checkpoint, dataset: RatingsDataset, name: str) -> int:
+    """The inner index of the item titled `name` (case-insensitive; the lowest id among duplicates),
+    else of the item whose id is `name` (data without titles is queried by id).
 
-    An unknown title is an error suggesting up to five close matches.
+    Neither is an error suggesting up to five close titles.
     """
     titles = dataset.items.loc[checkpoint.items.known(dataset.items["item"].to_numpy())]
-    matches = titles.loc[titles["title"].str.casefold() == title.casefold(), "item"].to_numpy()
-    if len(matches) == 0:
-        close = close_titles(title, titles["title"].tolist())
-        hint = f"; did you mean: {'; '.join(close)}" if close else ""
-        raise RecsysError(f"no item titled {title!r} in this model's training data{hint}")
-    return item_index(checkpoint, matches.min())
+    shown = titles["title"].astype(str)  # an empty table's column has no string type
+    matches = titles.loc[shown.str.casefold() == name.casefold(), "item"].to_numpy()
+    if len(matches) > 0:
+        return item_index(checkpoint, matches.min())
+    raw_ids = checkpoint.items.raw_ids
+    by_id = np.flatnonzero(raw_ids.astype(str) == name)
+    if len(by_id) > 0:
+        return item_index(checkpoint, raw_ids[by_id[0]])
+    close = close_titles(name, shown.tolist())
+    hint = f"; did you mean: {'; '.join(close)}" if close else ""
+    raise RecsysError(f"no item titled {name!r}, nor with that id, in this model's training data{hint}")
 
 
-def similar_items(checkpoint: Checkpoint, dataset: RatingsDataset, title: str, top: int = 10) -> pd.DataFrame:
-    """The `top` items nearest to `title` by cosine similarity of item factors: item, title, cosine."""
+def similar_items(checkpoint: Checkpoint, dataset: RatingsDataset, item: str, top: int = 10) -> pd.DataFrame:
+    """The `top` items nearest to `item` (a title, or an id: see `find_item`) by cosine similarity of
+    item factors: item, title, cosine."""
     _check_top(top)
     vectors = item_vectors(checkpoint.model)
     if vectors is None:
         raise RecsysError(f"model {checkpoint.config.model!r} has no item factors to compare")
-    neighbours, similarity = cosine_neighbours(vectors, find_title(checkpoint, dataset, title), top)
+    neighbours, similarity = cosine_neighbours(vectors, find_item(checkpoint, dataset, item), top)
     return _titled(dataset, checkpoint.items.decode(neighbours), "cosine", similarity)
 
 

@@ -1,8 +1,10 @@
 """recsys.workflows.recommend on small models trained once on data/tiny."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -120,8 +122,24 @@ def test_similar_items_are_the_nearest_by_cosine(checkpoint: Checkpoint, dataset
     assert table["cosine"].iloc[0] == pytest.approx(brute.max())
 
 
+def test_an_item_id_finds_what_its_title_finds(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+    query_item = int(checkpoint.items.raw_ids[9])
+    title = dataset.items.set_index("item").at[query_item, "title"]
+    by_title = similar_items(checkpoint, dataset, title, top=4)
+    pd.testing.assert_frame_equal(similar_items(checkpoint, dataset, str(query_item), top=4), by_title)
+
+
+def test_data_without_titles_is_queried_by_item_id(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+    untitled = dataclasses.replace(dataset, items=dataset.items.iloc[:0].astype("int64"))
+    query_item = int(checkpoint.items.raw_ids[2])
+    table = similar_items(checkpoint, untitled, str(query_item), top=3)
+    assert len(table) == 3 and query_item not in set(table["item"])
+    with pytest.raises(RecsysError, match="no item titled 'nope', nor with that id"):
+        similar_items(checkpoint, untitled, "nope")
+
+
 def test_an_unknown_title_suggests_close_matches(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
-    with pytest.raises(RecsysError, match="no item titled 'Synthetic item 1O'") as raised:
+    with pytest.raises(RecsysError, match="no item titled 'Synthetic item 1O', nor with that id") as raised:
         similar_items(checkpoint, dataset, "Synthetic item 1O")
     suggestions = str(raised.value).split("did you mean: ")[1].split("; ")
     assert "Synthetic item 10" in suggestions and len(suggestions) <= 5
