@@ -88,6 +88,8 @@ def say(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_data_flags(args)
+    if not args.no_measurements and (small := [size for size in args.cost_sizes if size < 1]):
+        raise RecsysError(f"--cost-sizes must be at least 1 user each, got {small[0]}")
     engine = None if args.engine == "auto" else args.engine
     for name in args.models:  # a model without the engine asked for: an error before any training
         config_for(name, engine=engine, epochs=args.epochs)

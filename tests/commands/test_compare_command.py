@@ -137,3 +137,13 @@ def test_compare_script_refuses_an_engine_a_model_lacks_before_training(tmp_path
         result.stderr.startswith("error:") and "linear" in result.stderr and "Traceback" not in result.stderr
     )
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("size", ["0", "-5"])
+def test_compare_script_refuses_cost_sizes_below_one_before_training(size: str, tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    args = ["--dataset", "tiny", "--models", "dot", "--cost-sizes", "100", size, "--out", str(out)]
+    result = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
+    assert result.returncode == 2
+    assert result.stderr == f"error: --cost-sizes must be at least 1 user each, got {size}\n"
+    assert not out.exists()
