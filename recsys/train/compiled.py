@@ -25,6 +25,8 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from itertools import pairwise
 
 import numpy as np
 import torch
@@ -213,12 +215,13 @@ def _errors(
 
 @compiled(fastmath=True)
 def _shuffle_blocks(
-    ratings: tuple[np.ndarray, np.ndarray, np.ndarray], offsets: np.ndarray, seed: int
+    ratings: tuple[np.ndarray, np.ndarray, np.ndarray], offsets: np.ndarray, seed: int, first: int, last: int
 ) -> None:
-    """Shuffle each block's ratings in place (Fisher-Yates, a splitmix64 stream per block)."""
+    """Shuffle the ratings of blocks first..last-1 in place (Fisher-Yates, a splitmix64 stream per
+    block, so a block's order depends on the seed and the block alone)."""
     users, items, values = ratings
     state = np.empty(1, np.uint64)
-    for block in range(offsets.shape[0] - 1):
+    for block in range(first, last):
         start, end = offsets[block], offsets[block + 1]
         state[0] = np.uint64(seed) ^ (np.uint64(block) * np.uint64(0xD1B54A32D192ED03))
         for j in range(end - 1, start, -1):
@@ -243,32 +246,88 @@ def _groups(ids: np.ndarray, n: int, grid: int) -> np.ndarray:
 
 
 @compiled()
+def _count_blocks(
+    ratings: tuple[np.ndarray, np.ndarray, np.ndarray],
+    groups: tuple[np.ndarray, np.ndarray],
+    item_grid: int,
+    first: int,
+    last: int,
+    counts: np.ndarray,
+) -> None:
+    """Add how many of ratings first..last-1 fall in each block (user group * item_grid + item
+    group) to `counts`."""
+    users, items, _ = ratings
+    user_groups, item_groups = groups
+    for j in range(first, last):
+        counts[user_groups[users[j]] * item_grid + item_groups[items[j]]] += 1
+
+
+@compiled()
+def _scatter_blocks(
+    ratings: tuple[np.ndarray, np.ndarray, np.ndarray],
+    groups: tuple[np.ndarray, np.ndarray],
+    item_grid: int,
+    first: int,
+    last: int,
+    positions: np.ndarray,
+    out: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """Write ratings first..last-1 into `out` in their order, each at its block's next position."""
+    users, items, values = ratings
+    user_groups, item_groups = groups
+    sorted_users, sorted_items, sorted_values = out
+    for j in range(first, last):
+        block = user_groups[users[j]] * item_grid + item_groups[items[j]]
+        position = positions[block]
+        sorted_users[position], sorted_items[position] = users[j], items[j]
+        sorted_values[position] = values[j]
+        positions[block] += 1
+
+
 def _sorted_by_block(
     ratings: tuple[np.ndarray, np.ndarray, np.ndarray],
     groups: tuple[np.ndarray, np.ndarray],
     item_grid: int,
     n_blocks: int,
+    threads: int,
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-    """The ratings (users, items, values) counting-sorted by block (user group * item_grid + item
-    group), as 32-bit ids and float32 values, and where each block starts (n_blocks + 1 offsets)."""
-    users, items, values = ratings
-    user_groups, item_groups = groups
+    """The ratings (users, items, values) in block order, keeping their order within a block, as
+    32-bit ids and float32 values, and where each block starts (n_blocks + 1 offsets).
+
+    A counting sort on `threads` threads, each over a run of the ratings: a run's ratings of a block
+    go after those of the runs before it, so the result is the same on any number of threads.
+    """
+    n = len(ratings[0])
+    runs = list(pairwise(n * part // threads for part in range(threads + 1)))
+    counts = np.zeros((threads, n_blocks), np.int64)
+    _on_threads(
+        [
+            partial(_count_blocks, ratings, groups, item_grid, first, last, row)
+            for (first, last), row in zip(runs, counts, strict=True)
+        ]
+    )
     offsets = np.zeros(n_blocks + 1, np.int64)
-    for j in range(users.shape[0]):
-        offsets[user_groups[users[j]] * item_grid + item_groups[items[j]] + 1] += 1
-    for b in range(n_blocks):
-        offsets[b + 1] += offsets[b]
-    sorted_users = np.empty(users.shape[0], np.int32)
-    sorted_items = np.empty(users.shape[0], np.int32)
-    sorted_values = np.empty(users.shape[0], np.float32)
-    filled = offsets[:-1].copy()
-    for j in range(users.shape[0]):
-        block = user_groups[users[j]] * item_grid + item_groups[items[j]]
-        position = filled[block]
-        sorted_users[position], sorted_items[position] = users[j], items[j]
-        sorted_values[position] = values[j]
-        filled[block] += 1
-    return (sorted_users, sorted_items, sorted_values), offsets
+    np.cumsum(counts.sum(axis=0), out=offsets[1:])
+    # Where each run's ratings of each block start: after the block's ratings of the runs before.
+    positions = offsets[:-1] + np.cumsum(counts, axis=0) - counts
+    out = (np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.float32))
+    _on_threads(
+        [
+            partial(_scatter_blocks, ratings, groups, item_grid, first, last, row, out)
+            for (first, last), row in zip(runs, positions, strict=True)
+        ]
+    )
+    return out, offsets
+
+
+def _on_threads(tasks: Sequence[Callable[[], object]]) -> None:
+    """Run `tasks` (nogil kernels) at once, one thread each; the first to raise raises here."""
+    if len(tasks) == 1:
+        tasks[0]()
+        return
+    with ThreadPoolExecutor(len(tasks)) as pool:
+        for future in [pool.submit(task) for task in tasks]:
+            future.result()
 
 
 @compiled(fastmath=True)
@@ -387,15 +446,22 @@ class CompiledEpochs:
         # Private copies in block order (32-bit ids: the kernel reads 12 bytes a rating, not 20),
         # shuffled within their blocks once: reshuffling every epoch cost more time than the
         # accuracy it bought (docs/performance.md).
+        # More threads than blocks in a stratum would only wait.
+        self.threads = max(1, min(threads, self.grid))
         self.ratings, self.offsets = _sorted_by_block(
-            (user_array, item_array, values.numpy()), groups, item_grid, self.n_blocks
+            (user_array, item_array, values.numpy()), groups, item_grid, self.n_blocks, self.threads
         )
-        _shuffle_blocks(self.ratings, self.offsets, seed)
+        # Each thread shuffles a run of consecutive blocks (about equal numbers of ratings).
+        cuts = [self.n_blocks * part // self.threads for part in range(self.threads + 1)]
+        _on_threads(
+            [
+                partial(_shuffle_blocks, self.ratings, self.offsets, seed, first, last)
+                for first, last in pairwise(cuts)
+            ]
+        )
         self.y_range = y_range
         self.l2 = l2
         self.error_weight = 1.0 / rating_unit**2  # errors in units of five stars, as the autograd loss
-        # More threads than blocks in a stratum would only wait.
-        self.threads = max(1, min(threads, self.grid))
 
     def _named_accumulators(self) -> dict[str, np.ndarray]:
         names = [*Factorisation._fields[:4], *(["implicit_factors"] if self.has_implicit else [])]

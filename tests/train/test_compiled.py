@@ -4,6 +4,7 @@ import dataclasses
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from scipy.stats import pearsonr
@@ -149,6 +150,25 @@ def test_blocks_of_a_stratum_share_no_user_and_no_item(monkeypatch: pytest.Monke
     for g in range(grid):
         row = set().union(*user_sets[g * grid : (g + 1) * grid])
         assert max(row) - min(row) + 1 == len(row)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_the_blocked_order_does_not_depend_on_the_threads_that_sort_it(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each thread sorts and shuffles a run of the ratings or of the blocks: the same arrays as one."""
+    monkeypatch.setattr(compiled, "RATINGS_PER_BLOCK", 100)
+    generator = torch.Generator().manual_seed(1)
+    users = torch.randint(0, 50, (2_001,), generator=generator)
+    items = torch.randint(0, 30, (2_001,), generator=generator)
+    values = torch.rand(2_001, generator=generator)
+    tables = DotProductBias(50, 30, 2, generator=generator).factorisation()
+    assert tables is not None
+    one, many = (CompiledEpochs(tables, users, items, values, None, 0.1, 0, threads=n) for n in (1, threads))
+    assert many.threads == threads and one.grid == many.grid == 4
+    np.testing.assert_array_equal(one.offsets, many.offsets)
+    for single, parallel in zip(one.ratings, many.ratings, strict=True):
+        np.testing.assert_array_equal(single, parallel)
 
 
 def test_result_does_not_depend_on_the_threads(tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch) -> None:
