@@ -8,7 +8,9 @@ from numba import njit
 Function = TypeVar("Function", bound=Callable[..., Any])
 
 
-def compiled(*, fastmath: bool = False, parallel: bool = False) -> Callable[[Function], Function]:
+def compiled(
+    *, fastmath: bool = False, parallel: bool = False, inline: bool = False
+) -> Callable[[Function], Function]:
     """A decorator compiling a function with numba in nopython mode.
 
     Cached on disk where numba finds a writable place (beside the package, else ~/.cache) so later
@@ -17,18 +19,27 @@ def compiled(*, fastmath: bool = False, parallel: bool = False) -> Callable[[Fun
     side by side. error_model="numpy": no Python zero-division check per `/`, which is what lets LLVM
     vectorise the loops. fastmath lets it reorder sums (vectorised dot products); the compiled code,
     and so the result, is still the same on every run. parallel: `numba.prange` loops run on numba's
-    threads (`numba.set_num_threads`).
+    threads (`numba.set_num_threads`). inline: a small helper whose body numba copies into each
+    kernel that calls it, so that the kernel's loops are optimised with it in view.
     """
 
     def decorate(function: Function) -> Function:
+        def build(cache: bool) -> Any:
+            return njit(
+                cache=cache,
+                nogil=True,
+                error_model="numpy",
+                fastmath=fastmath,
+                parallel=parallel,
+                inline="always" if inline else "never",
+            )(function)
+
         try:
-            kernel = njit(cache=True, nogil=True, error_model="numpy", fastmath=fastmath, parallel=parallel)(
-                function
-            )
+            kernel = build(cache=True)
         except RuntimeError as error:
             if "no locator available" not in str(error):
                 raise
-            kernel = njit(nogil=True, error_model="numpy", fastmath=fastmath, parallel=parallel)(function)
+            kernel = build(cache=False)
         return cast(Function, kernel)
 
     return decorate

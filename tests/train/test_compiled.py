@@ -152,6 +152,35 @@ def test_blocks_of_a_stratum_share_no_user_and_no_item(monkeypatch: pytest.Monke
         assert max(row) - min(row) + 1 == len(row)
 
 
+@pytest.mark.parametrize(("model", "y_range"), [("dotbias", (0.0, 5.5)), ("dot", None)])
+def test_ratings_trained_in_pairs_end_as_trained_one_by_one(
+    model: str, y_range: tuple[float, float] | None
+) -> None:
+    """Two neighbouring ratings that share no row train side by side: the same steps as one at a
+    time, up to float32 rounding (fastmath orders the two paths' sums differently)."""
+    generator = torch.Generator().manual_seed(2)
+    users = torch.randint(0, 40, (3_000,), generator=generator)
+    items = torch.randint(0, 25, (3_000,), generator=generator)
+    values = torch.randint(1, 6, (3_000,), generator=generator).float()
+    trained = []
+    for paired in (False, True):
+        network = build_model(model, 40, 25, 9, y_range, torch.Generator().manual_seed(0))
+        tables = network.factorisation()
+        assert tables is not None
+        epochs = CompiledEpochs(tables, users, items, values, y_range, 0.05, seed=1, threads=1)
+        epochs.paired = paired
+        losses = [epochs.run_epoch(lr, torch.Generator().manual_seed(5)) for lr in (0.05, 0.02)]
+        trained.append((losses, network.state_dict(), epochs.state_dict()))
+    (losses, weights, sums), (paired_losses, paired_weights, paired_sums) = trained
+    assert paired_losses == pytest.approx(losses, rel=1e-6)
+    for name in weights:
+        torch.testing.assert_close(paired_weights[name], weights[name], rtol=1e-5, atol=1e-6)
+    untrained = build_model(model, 40, 25, 9, y_range, torch.Generator().manual_seed(0)).state_dict()
+    assert all(not torch.equal(weights[name], untrained[name]) for name in weights)
+    for name in sums:
+        torch.testing.assert_close(paired_sums[name], sums[name], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("threads", [2, 3])
 def test_the_blocked_order_does_not_depend_on_the_threads_that_sort_it(
     threads: int, monkeypatch: pytest.MonkeyPatch
