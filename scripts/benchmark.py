@@ -213,6 +213,15 @@ def load_shape(tensors: Path) -> tuple[RatingTensors, RatingTensors]:
     return train, RatingTensors(train.x[:1000], train.y[:1000])
 
 
+def _warm_up(engine: str) -> None:
+    """An engine's one-off start-up, before the clock, as the other contenders' imports are: numba
+    loading the compiled kernels, or torch.optim's first import."""
+    if engine == "compiled":
+        load_kernels()
+    else:
+        _warm_up_torch_optim()
+
+
 def _warm_up_torch_optim() -> None:
     """One AdamW step on a dummy parameter: torch.optim imports torch._dynamo (about a second) on
     first use, an import the clock must not count, as it counts no contender's imports."""
@@ -227,11 +236,7 @@ def bench_recsys(
     """recsys' default run of `model` on `fold` (on `engine`; None: the one it chooses)."""
     dataset = load_movielens("ml-100k", folder)
     config = config_for(model, engine=engine, dataset="ml-100k", split=fold, device=device)
-    # Each engine's one-off start-up (as the other contenders' imports) before the clock.
-    if config.engine == "compiled":
-        load_kernels()
-    else:
-        _warm_up_torch_optim()
+    _warm_up(config.engine)
     with measured() as clocks:
         result = train_and_evaluate(dataset, config, progress=False)
     epochs = result.config.epochs
@@ -526,6 +531,7 @@ def bench_throughput(
         model, n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
     )
     thread_option: dict[str, Any] = {} if threads is None else {"threads": threads}
+    _warm_up(config.engine)
     with measured() as clocks:
         history = fit(
             network, train, valid, config, torch.Generator().manual_seed(0), progress=False, **thread_option
@@ -563,6 +569,7 @@ def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
         "dotbias", n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
     )
     elapsed: list[float] = []
+    _warm_up(engine)
     with measured() as clocks:
         start = time.perf_counter()
         history = fit(
