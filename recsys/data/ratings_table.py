@@ -4,6 +4,7 @@ The file reader and `RatingsDataset.from_frame` both end here, so a DataFrame in
 check a file does. A bad value is named by `where(row)`: "line N" of a file, "row N" of a frame.
 """
 
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -64,6 +65,10 @@ def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
     return text
 
 
+# A number written with a decimal comma, as spreadsheets in many locales export it ("3,5").
+DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
+
+
 def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
     """Ratings as float32; a missing, non-numeric or infinite one is an error naming its place."""
     values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float32, na_value=np.nan)
@@ -74,6 +79,8 @@ def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
         if pd.isna(raw) or raw == "":
             raise DataError(f"{source}: missing rating on {where(row)}")
         what = "not a number" if np.isnan(values[row]) else "not finite"
+        if DECIMAL_COMMA.fullmatch(str(raw)):
+            what += f" (a decimal comma? write it {str(raw).replace(',', '.')})"
         raise DataError(f"{source}: rating {str(raw)[:40]!r} on {where(row)} is {what}")
     return values
 

@@ -162,6 +162,7 @@ def test_an_id_column_that_turns_to_text_past_the_inferred_rows_is_read_as_text(
     [
         ("user,item,rating\n1,2,3\n\n2,3,x\n", "rating 'x' on line 4 is not a number"),
         ("user,item,rating\n1,2,3\n2,3,inf\n", "rating 'inf' on line 3 is not finite"),
+        ("user;item;rating\n1;2;3,5\n2;3;4\n", r"rating '3,5' on line 2 .* decimal comma\? write it 3\.5\)"),
         ("user,item,rating\n1,2,3\n2,3,\n", "missing rating on line 3"),
         ("user,item,rating\n1,2,3\n\n\n,3,4\n", "missing user id on line 5"),
         ("user,item,rating\n1,2,3\n2,3,4,5\n", "line 3 has 4 fields; expected 3"),
