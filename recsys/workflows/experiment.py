@@ -33,7 +33,7 @@ from recsys.train.trainer import EpochStats, fit
 # would leave a handful of steps, too few to move the model past predicting the mean.
 MIN_STEPS = 100
 # Training ratings scored after a run to check it beats their mean (a stride through them).
-MEAN_CHECK_SAMPLE = 200_000
+MEAN_CHECK_SAMPLE = 20_000
 
 
 @dataclass(frozen=True)
