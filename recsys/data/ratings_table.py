@@ -70,17 +70,31 @@ DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 
 
 def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
-    """Ratings as float32; a missing, non-numeric or infinite one is an error naming its place."""
+    """Ratings as float32; a missing, non-numeric or infinite one is an error naming its place.
+
+    Ratings written with a decimal comma ("3,5", as spreadsheets in many locales export them) are
+    read as decimals, with a warning.
+    """
     values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float32, na_value=np.nan)
     bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size and not pd.api.types.is_numeric_dtype(column):
+        text = column.iloc[bad].astype(str)
+        comma = text.str.fullmatch(DECIMAL_COMMA.pattern).to_numpy(dtype=bool)
+        if comma.any():
+            decimals = text[comma].str.replace(",", ".", regex=False)
+            values[bad[comma]] = pd.to_numeric(decimals).to_numpy(np.float32)
+            warnings.warn(
+                f"{source}: {comma.sum():,} rating(s) written with a decimal comma, read as decimals "
+                f"(e.g. {text[comma].iloc[0]!r} as {decimals.iloc[0]})",
+                stacklevel=3,
+            )
+            bad = bad[~comma]
     if bad.size:
         row = int(bad[0])
         raw = column.iloc[row]
         if pd.isna(raw) or raw == "":
             raise DataError(f"{source}: missing rating on {where(row)}")
         what = "not a number" if np.isnan(values[row]) else "not finite"
-        if DECIMAL_COMMA.fullmatch(str(raw)):
-            what += f" (a decimal comma? write it {str(raw).replace(',', '.')})"
         raise DataError(f"{source}: rating {str(raw)[:40]!r} on {where(row)} is {what}")
     return values
 
