@@ -343,12 +343,22 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
     return None
 
 
-def print_epoch(stats: "EpochStats") -> None:
-    from tqdm.auto import tqdm
+class EpochTable:
+    """Prints each epoch's row, under a header printed with the first: a run that stops before its
+    first epoch (bad data found while splitting) leaves no empty table above its error."""
 
-    tqdm.write(
-        f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {stats.valid_rmse:>10.4f}  {stats.seconds:>7.2f}"
-    )
+    def __init__(self) -> None:
+        self.started = False
+
+    def __call__(self, stats: "EpochStats") -> None:
+        from tqdm.auto import tqdm
+
+        if not self.started:
+            tqdm.write(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
+            self.started = True
+        tqdm.write(
+            f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {stats.valid_rmse:>10.4f}  {stats.seconds:>7.2f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -414,13 +424,12 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
                 f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}, "
                 f"{config.engine} engine, {args.threads} thread{'s' if args.threads > 1 else ''}"
             )
-            print(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
         result = train_and_evaluate(
             dataset,
             config,
             run_dir=out if lead else None,
             progress=not args.no_progress,
-            on_epoch=print_epoch if lead else None,
+            on_epoch=EpochTable() if lead else None,
             resume=resume,
             threads=args.threads,
             checkpoint_every=args.checkpoint_every,

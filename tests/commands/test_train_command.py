@@ -275,6 +275,7 @@ def test_bad_input_exits_2_with_a_one_line_error(key: str, args: list[str], expe
         assert lines[0].startswith("error: ")
         assert expected in lines[0]
     assert "test RMSE" not in result.stdout
+    assert "train_loss" not in result.stdout  # no epoch table's header left above the error
     out = bad.outs[key]
     if key == "out":
         assert [p.name for p in out.iterdir()] == ["keep.txt"]
