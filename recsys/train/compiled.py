@@ -127,8 +127,8 @@ def _train_blocks(
     implicit: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     paired: bool,
 ) -> None:
-    """Train on each block in `blocks`, one rating at a time in the block's order; each block's
-    summed squared error goes to `squared_errors[block]`.
+    """Train on each block in `blocks`, rating by rating in the block's order; each block's summed
+    squared error goes to `squared_errors[block]`.
 
     paired: two neighbouring ratings that share neither user nor item (without implicit factors)
     train side by side, the two ratings' chains of dependent steps overlapping in the CPU: the same
@@ -664,6 +664,4 @@ class CompiledEpochs:
                     items_done[strata[k][group] % grid] += 1
                     ready.notify_all()
 
-        with ThreadPoolExecutor(self.threads) as pool:
-            for future in [pool.submit(worker) for _ in range(self.threads)]:
-                future.result()
+        _on_threads([worker] * self.threads)
