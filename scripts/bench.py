@@ -5,7 +5,8 @@ and bench.json: `python scripts/bench.py`; `--tasks folds` (say) runs one task a
 
 Every measurement runs in a fresh process (this script re-invoked with --worker) so that its peak
 RSS and timing are its own. Needs the real ML-100K (--data-dir or $RECSYS_DATA) for the u1, folds
-and load rows.
+and load rows. At the ML-10M shape dotbias's autograd engine also runs under torchrun (two gloo
+processes on the CPU, one per GPU with --device cuda) beside the same run in one plain process.
 The contended rows run last, while two processes spin a CPU-bound loop each (--no-contended skips
 them): recsys dotbias on u1, and one epoch of each contender at the ML-10M shape (else the first
 shape asked for), recsys' on its compiled engine at 2 threads.
@@ -25,10 +26,12 @@ from typing import Any
 
 import benchmark
 import pandas as pd
+import torch
 
 from recsys.commands.common import check_device, run
 from recsys.errors import RecsysError
 from recsys.files import write_json
+from recsys.train.distributed import distributed_session
 from recsys.workflows.report import markdown_table
 
 REFERENCE = "recsys-dotbias"  # the u1 contender the others' time ratios divide by
@@ -49,6 +52,9 @@ PEER_ITERATIONS = (1, 5)
 # takes threads (LARGE_AUTOGRAD's sparse tables and batch size choose the autograd engine).
 THREAD_COUNTS = (1, 2)
 THREAD_EPOCHS = 5  # as the peers' longer fits: the setup (blocking the ratings) spread over them
+# The autograd engine alone and under torchrun at this shape, with LARGE_AUTOGRAD's setting, dense
+# on CUDA (nccl all-reduces no sparse gradients): two processes (gloo) on the CPU, one per GPU on CUDA.
+TORCHRUN_SHAPE = "ml-10m"
 CONTENDED_SHAPE = "ml-10m"
 # Where the time to reach the autograd engine's accuracy is measured.
 CONVERGENCE_SHAPE = "ml-10m"
@@ -71,6 +77,7 @@ FIRST_COLUMNS = (
     "engine",
     "contended",
     "threads",
+    "processes",
     "iterations",
     "rmse",
     "rmse_mean",
@@ -86,6 +93,7 @@ FIRST_COLUMNS = (
 # Counts, and measures whose fractions are noise, shown rounded to whole numbers.
 WHOLE_NUMBERS = (
     "threads",
+    "processes",
     "iterations",
     "batch_size",
     "runs",
@@ -102,17 +110,23 @@ WHOLE_NUMBERS = (
 
 
 def throughput_jobs(shape: str, tensors: str, device: str) -> list[dict[str, Any]]:
-    """The throughput measurements at one shape: recsys' models, dotbias on its default engine at set
-    thread counts, and the peers' epochs."""
+    """The throughput measurements at one shape: recsys' models, on the CPU dotbias on its default
+    engine at set thread counts, at TORCHRUN_SHAPE dotbias alone and under torchrun, and the peers'
+    epochs."""
     large = shape != "ml-1m"
     common = {"task": "throughput", "shape": shape, "tensors": tensors}
     recsys = {**common, "device": device, **(benchmark.LARGE_AUTOGRAD if large else {})}
     models = ("dot", "dotbias", "embproj", *(() if large else ("linear",)))
     found = [{**recsys, "model": model} for model in models]
-    found += [
-        {**common, "device": device, "model": "dotbias", "threads": threads, "epochs": THREAD_EPOCHS}
-        for threads in THREAD_COUNTS
-    ]
+    if device == "cpu":  # threads are the compiled engine's, which trains on the CPU
+        found += [
+            {**common, "device": device, "model": "dotbias", "threads": threads, "epochs": THREAD_EPOCHS}
+            for threads in THREAD_COUNTS
+        ]
+    if shape == TORCHRUN_SHAPE:
+        distributed = {**recsys, "model": "dotbias", "sparse": device == "cpu"}
+        processes = torch.cuda.device_count() if device.startswith("cuda") else 2
+        found += [distributed, {**distributed, "processes": processes}]
     peers = [(contender, iterations) for contender in PEER_EPOCHS for iterations in PEER_ITERATIONS]
     return found + [
         {**common, "contender": contender, "iterations": iterations} for contender, iterations in peers
@@ -221,8 +235,9 @@ def bench_ml100k(folder: Path, contender: str, **options: Any) -> dict[str, Any]
     return measures[contender](folder, **options)
 
 
-def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
-    """Run one measurement in this process."""
+def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
+    """Run one measurement in this process; under torchrun, its result from rank 0 alone (None on the
+    other ranks)."""
     task = spec.pop("task")
     if task in ("u1", "folds"):
         assert folder is not None
@@ -243,18 +258,30 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     shape, tensors = spec.pop("shape"), Path(spec.pop("tensors"))
     if "contender" in spec:
         return benchmark.bench_peer_throughput(shape, spec.pop("contender"), tensors, **spec)
-    return benchmark.bench_throughput(shape, spec.pop("model"), tensors, **spec)
+    processes = spec.pop("processes", None)
+    with distributed_session(spec.pop("device")) as (rank, device):
+        result = benchmark.bench_throughput(shape, spec.pop("model"), tensors, device=device, **spec)
+    return {**result, "processes": processes} if rank == 0 else None
+
+
+def worker_command(spec: dict[str, Any]) -> list[str]:
+    """The command that runs `spec` in a fresh process: under torchrun where it names `processes`."""
+    processes = spec.get("processes")
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+    return [sys.executable, *(launcher if processes else []), __file__, "--worker", json.dumps(spec)]
 
 
 def run_worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     """Start a fresh process for `spec`; add its wall time, peak RSS and contended mark, or the error
     it reported."""
     contended = "yes" if spec.pop("contended", False) else "no"
-    command = [sys.executable, __file__, "--worker", json.dumps(spec)]
+    command = worker_command(spec)
     if folder is not None:
         command += ["--ml100k", str(folder)]
+    # gloo on the loopback interface: torchrun's processes are all on this machine.
+    environment = {"GLOO_SOCKET_IFNAME": "lo", **os.environ}
     with benchmark.measured() as clocks:
-        result = subprocess.run(command, capture_output=True, text=True)
+        result = subprocess.run(command, capture_output=True, text=True, env=environment)
     marks = {"contended": contended, "wall_seconds": clocks.seconds}
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines() or ["no output"]
@@ -404,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     check_device(args.device)
     if args.worker is not None:
         result = worker(json.loads(args.worker), args.ml100k)
-        print(json.dumps({**result, "peak_rss_mb": benchmark.peak_rss_mb()}))
+        if result is not None:
+            print(json.dumps({**result, "peak_rss_mb": benchmark.peak_rss_mb()}))
         return 0
 
     root = args.data_dir or (Path(os.environ["RECSYS_DATA"]) if os.environ.get("RECSYS_DATA") else None)

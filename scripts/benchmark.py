@@ -213,21 +213,23 @@ def load_shape(tensors: Path) -> tuple[RatingTensors, RatingTensors]:
     return train, RatingTensors(train.x[:1000], train.y[:1000])
 
 
-def _warm_up(engine: str) -> None:
+def _warm_up(engine: str, device: str = "cpu") -> None:
     """An engine's one-off start-up, before the clock, as the other contenders' imports are: numba
-    loading the compiled kernels, or torch.optim's first import."""
+    loading the compiled kernels, or torch.optim's first import (and CUDA's context)."""
     if engine == "compiled":
         load_kernels()
     else:
-        _warm_up_torch_optim()
+        _warm_up_torch_optim(device)
 
 
-def _warm_up_torch_optim() -> None:
-    """One AdamW step on a dummy parameter: torch.optim imports torch._dynamo (about a second) on
-    first use, an import the clock must not count, as it counts no contender's imports."""
-    parameter = torch.nn.Parameter(torch.zeros(1))
-    parameter.grad = torch.zeros(1)
+def _warm_up_torch_optim(device: str = "cpu") -> None:
+    """One AdamW step on a dummy parameter on `device`: torch.optim imports torch._dynamo (about a
+    second) on first use, and CUDA starts its context on its first tensor; the clock must count
+    neither, as it counts no contender's imports."""
+    parameter = torch.nn.Parameter(torch.zeros(1, device=device))
+    parameter.grad = torch.zeros(1, device=device)
     torch.optim.AdamW([parameter], fused=True).step()
+    float(parameter.sum())  # waits for the step: CUDA runs it asynchronously
 
 
 def bench_recsys(
@@ -236,7 +238,7 @@ def bench_recsys(
     """recsys' default run of `model` on `fold` (on `engine`; None: the one it chooses)."""
     dataset = load_movielens("ml-100k", folder)
     config = config_for(model, engine=engine, dataset="ml-100k", split=fold, device=device)
-    _warm_up(config.engine)
+    _warm_up(config.engine, config.device)
     with measured() as clocks:
         result = train_and_evaluate(dataset, config, progress=False)
     epochs = result.config.epochs
@@ -531,7 +533,7 @@ def bench_throughput(
         model, n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
     )
     thread_option: dict[str, Any] = {} if threads is None else {"threads": threads}
-    _warm_up(config.engine)
+    _warm_up(config.engine, config.device)
     with measured() as clocks:
         history = fit(
             network, train, valid, config, torch.Generator().manual_seed(0), progress=False, **thread_option

@@ -31,6 +31,7 @@ from benchmark import (
 from conftest import ROOT, run_cli
 
 from recsys.commands.common import run
+from recsys.workflows.report import markdown_table
 
 
 def test_ratio_table_divides_by_the_reference() -> None:
@@ -196,7 +197,9 @@ def test_bench_u1_contenders_take_turns_and_recsys_trains_on_the_device_asked_fo
     # fastai picks its own device and the others have none to pick.
     assert [spec.get("device") for spec in u1] == (["cuda"] * 3 + [None] * 6) * 2
     recsys = [spec for spec in specs if spec["task"] == "throughput" and "model" in spec]
-    assert len(recsys) == 6 and all(spec["device"] == "cuda" for spec in recsys)
+    assert len(recsys) == 4 and all(spec["device"] == "cuda" for spec in recsys)
+    # Threads are the compiled engine's, which trains on the CPU only.
+    assert not any("threads" in spec for spec in recsys)
     assert not any(spec.get("contended") for spec in specs)
 
 
@@ -210,7 +213,40 @@ def test_bench_times_the_peers_epochs_and_recsys_threads_at_ml10m(tmp_path: Path
     assert [(spec["model"], spec["threads"]) for spec in threaded] == [("dotbias", 1), ("dotbias", 2)]
     # Threads act on the compiled engine only, which LARGE_AUTOGRAD's sparse tables and batch size turn off.
     assert not any("sparse" in spec or "batch_size" in spec for spec in threaded)
-    assert sum(spec.get("sparse", False) for spec in specs) == 3
+    assert sum(spec.get("sparse", False) for spec in specs) == 5  # 3 models, alone and under torchrun
+
+
+@pytest.mark.parametrize(("device", "processes", "sparse"), [("cpu", 2, True), ("cuda", 3, False)])
+def test_bench_runs_dotbias_alone_and_under_torchrun_at_ml10m(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str, processes: int, sparse: bool
+) -> None:
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    script = _bench_script()
+    specs = script.jobs(None, ["ml-1m", "ml-10m"], tmp_path, repeats=1, device=device, contended=False)
+    launched = [spec for spec in specs if "processes" in spec]
+    assert [(spec["shape"], spec["model"], spec["processes"]) for spec in launched] == [
+        ("ml-10m", "dotbias", processes)
+    ]
+    alone = {key: value for key, value in launched[0].items() if key != "processes"}
+    assert alone in specs  # the same run in one plain process, to compare with
+    # nccl all-reduces no sparse gradients: dense on CUDA, the documented sparse setting on the CPU.
+    assert alone["sparse"] is sparse and alone["batch_size"] == 4096 and alone["device"] == device
+    command = script.worker_command(launched[0])
+    assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+    assert script.worker_command(alone)[1:3] == [script.__file__, "--worker"]
+
+
+@pytest.mark.slow
+def test_bench_under_torchrun_reports_rank_zeros_epoch_once(tmp_path: Path) -> None:
+    path = tmp_path / "small.pt"
+    x = torch.stack([torch.arange(400) % 40, torch.arange(400) % 25], dim=1)
+    torch.save({"x": x, "y": (x[:, 0] % 5 + 1).float()}, path)
+    spec = {"task": "throughput", "shape": "small", "tensors": str(path), "device": "cpu", "model": "dotbias"}
+    settings = {"sparse": True, "batch_size": 64, "processes": 2}
+    result = _bench_script().run_worker({**spec, **settings}, None)
+    assert "error" not in result, result
+    assert result["processes"] == 2 and result["engine"] == "autograd" and result["sparse"] is True
+    assert result["ratings"] == 400 and result["final_valid_rmse"] > 0
 
 
 def test_bench_marks_the_few_contended_jobs_and_runs_them_last(tmp_path: Path) -> None:
@@ -333,6 +369,9 @@ def test_readable_puts_key_columns_first_and_prints_counts_whole() -> None:
     assert shown.columns.tolist() == ["contender", "threads", "seconds"]
     assert shown["threads"].iloc[0] == 2 and isinstance(shown["threads"].iloc[0], int)
     assert pd.isna(shown["threads"].iloc[1])
+    # A count no row has (threads on a GPU) prints blank, as a missing one does, not "None".
+    alone = pd.DataFrame({"contender": ["a", "b"], "threads": [None, None], "processes": [1, float("nan")]})
+    assert markdown_table(_bench_script().readable(alone)).splitlines()[2:] == ["| a |  | 1 |", "| b |  |  |"]
 
 
 def test_bench_throughput_passes_threads_to_fit_only_when_given(

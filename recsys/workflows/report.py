@@ -44,6 +44,8 @@ def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
     """A GitHub markdown table (no tabulate dependency)."""
 
     def cell(value: Any) -> str:
+        if value is None:  # a column of objects with a row that has no value
+            return ""
         if isinstance(value, float | np.floating):
             number = float(value)
             if np.isnan(number):
