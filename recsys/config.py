@@ -5,6 +5,7 @@ knowledge. The CLI builds it; library functions take it, never an argparse names
 """
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,8 @@ class RunConfig:
     unknown: str = "drop"  # test ratings with ids unseen in training: "drop" them, or predict the "mean"
     n_factors: int = 50  # latent dimensions per user and item
     y_range: tuple[float, float] | None = None  # sigmoid range; None: (0, 1.1 * max rating)
+    # Multiplies every initial weight: 1 keeps fastai's N(0, 0.01) tables (biases start at zero).
+    init_scale: float = 1.0
     # Errors are divided by this in the loss (2 for ratings 1-10); None: from the data's rating scale
     # (recsys.data.dataset.rating_unit), 1 for MovieLens.
     rating_unit: float | None = None
@@ -66,8 +69,9 @@ class RunConfig:
         ):
             if not isinstance(value, int) or value < 1:
                 raise RecsysError(f"{flag} must be at least 1, got {value!r}")
-        if not _is_number(self.lr) or not self.lr > 0:
-            raise RecsysError(f"--lr must be positive, got {self.lr!r}")
+        for flag, positive in (("--lr", self.lr), ("--init-scale", self.init_scale)):
+            if not _is_number(positive) or not 0 < positive < math.inf:
+                raise RecsysError(f"{flag} must be positive, got {positive!r}")
         for flag, strength in (("--l2", self.l2), ("--wd", self.wd)):
             if not _is_number(strength) or not strength >= 0:
                 raise RecsysError(f"{flag} must be zero or positive, got {strength!r}")

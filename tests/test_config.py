@@ -22,6 +22,8 @@ from recsys.errors import RecsysError
         ("batch_size", 0, "--bs must be at least 1"),
         ("n_factors", 0, "--n-factors must be at least 1"),
         ("lr", 0.0, "--lr must be positive"),
+        ("init_scale", 0.0, "--init-scale must be positive"),
+        ("init_scale", float("inf"), "--init-scale must be positive"),
         ("l2", -0.1, "--l2 must be zero or positive"),
         ("wd", -1.0, "--wd must be zero or positive"),
         ("y_range", (5.0, 0.0), "--y-range needs LOW < HIGH"),

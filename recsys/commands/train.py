@@ -45,6 +45,7 @@ CONFIG_FLAGS = {
     "--unknown": "unknown",
     "--n-factors": "n_factors",
     "--y-range": "y_range",
+    "--init-scale": "init_scale",
     "--epochs": "epochs",
     "--lr": "lr",
     "--bs": "batch_size",
@@ -161,6 +162,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="sigmoid output range [default: 0 to 1.1 x the top rating]",
     )
+    add(
+        "--init-scale",
+        type=float,
+        default=None,
+        help="multiplies every initial weight [default: 1, fastai's normal(0, 0.01) tables]",
+    )
     add("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimizer {model_defaults('optimizer')}")
     add(
         "--schedule",
@@ -237,6 +244,7 @@ def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> Run
         "unknown": args.unknown,
         "n_factors": args.n_factors,
         "y_range": tuple(args.y_range) if args.y_range else None,
+        "init_scale": args.init_scale,
         "epochs": args.epochs,
         "lr": args.lr,
         "batch_size": args.bs,

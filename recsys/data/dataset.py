@@ -84,11 +84,12 @@ class RatingsDataset:
 FIVE_STAR_WIDTH = 5.5
 
 
-def default_y_range(scale: tuple[float, float]) -> tuple[float, float]:
+def default_y_range(scale: tuple[float, float], margin: float = 0.1) -> tuple[float, float]:
     """fastai's convention, (0, 1.1 * max): (0, 5.5) for ratings 1-5 or 0.5-5, (0, 11) for 1-10;
-    a scale reaching below zero (-10 to 10) stretches by a tenth at both ends instead."""
+    a scale reaching below zero (-10 to 10) stretches by a tenth at both ends instead. `margin`: the
+    stretch, a tenth by default (tune.py searches it)."""
     low, high = scale
-    return (min(0.0, low * 1.1), max(0.0, high * 1.1))
+    return (min(0.0, low * (1 + margin)), max(0.0, high * (1 + margin)))
 
 
 def rating_unit(scale: tuple[float, float]) -> float:

@@ -25,6 +25,13 @@ def init_normal_(weight: Tensor, generator: torch.Generator | None) -> Tensor:
         return weight.normal_(0.0, INIT_STD, generator=generator)
 
 
+def scale_weights_(model: nn.Module, factor: float) -> None:
+    """Multiply every parameter of `model` by `factor` in place (its initial scale, searched)."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(factor)
+
+
 def embedding_table(n: int, n_factors: int, generator: torch.Generator | None) -> nn.Embedding:
     """An embedding table initialised from `generator`."""
     embedding = nn.Embedding(n, n_factors)

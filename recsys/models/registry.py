@@ -169,11 +169,18 @@ def build_model(
     n_factors: int,
     y_range: YRange | None,
     generator: torch.Generator | None = None,
+    init_scale: float = 1.0,
 ) -> RatingModel:
-    """Build the registered model `name`, initialised from `generator`; an unknown name lists the valid
-    ones."""
+    """Build the registered model `name`, initialised from `generator` with every initial weight
+    times `init_scale` (a searched hyperparameter; a registered class needs no argument for it); an
+    unknown name lists the valid ones."""
     builder = _builder(model_entry(name).model_class())
-    return builder(n_users, n_items, n_factors, y_range=y_range, generator=generator)
+    model = builder(n_users, n_items, n_factors, y_range=y_range, generator=generator)
+    if init_scale != 1.0:
+        from recsys.models.layers import scale_weights_  # torch: imported once a model is built
+
+        scale_weights_(model, init_scale)
+    return model
 
 
 def _builder(model_class: type[RatingModel]) -> Callable[..., RatingModel]:

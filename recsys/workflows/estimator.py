@@ -42,7 +42,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
     Parameters left at None take the model's tuned defaults for its engine (`config_for`), as
     `train.py` does; `engine` None picks the compiled engine where the model has one, unless a
     parameter only the autograd engine reads (batch_size, wd, optimizer, schedule) is set. `y_range`
-    None: fastai's (0, 1.1 * max rating) from the ratings fit sees. `unknown`: "mean" predicts the
+    None: fastai's (0, 1.1 * max rating) from the ratings fit sees; `init_scale` multiplies every
+    initial weight (None: 1, fastai's N(0, 0.01) tables). `unknown`: "mean" predicts the
     training mean for a user or item fit never saw; "error" raises a ValueError naming them. `seed`
     seeds the initialisation and the shuffle. `threads`: CPU threads of the compiled engine (whose
     result does not depend on them) and torch's threads during fit and predict, as train.py's
@@ -71,6 +72,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         l2: float | None = None,
         wd: float | None = None,
         y_range: tuple[float, float] | None = None,
+        init_scale: float | None = None,
         optimizer: str | None = None,
         schedule: str | None = None,
         unknown: str = "mean",
@@ -86,6 +88,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         self.l2 = l2
         self.wd = wd
         self.y_range = y_range
+        self.init_scale = init_scale
         self.optimizer = optimizer
         self.schedule = schedule
         self.unknown = unknown
@@ -137,6 +140,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 l2=self.l2,
                 wd=self.wd,
                 y_range=self.y_range,
+                init_scale=self.init_scale,
                 optimizer=self.optimizer,
                 schedule=self.schedule,
                 seed=self.seed,
@@ -153,7 +157,13 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         generator = torch.Generator().manual_seed(self.seed)
         config = self.config_
         self.model_ = build_model(
-            config.model, len(self.users_), len(self.items_), config.n_factors, config.y_range, generator
+            config.model,
+            len(self.users_),
+            len(self.items_),
+            config.n_factors,
+            config.y_range,
+            generator,
+            config.init_scale,
         )
         with _torch_threads(self.threads):
             fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)

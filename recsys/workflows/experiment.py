@@ -143,7 +143,13 @@ def train_and_evaluate(
     check_fits(config, len(data.users), len(data.items))
     generator = torch.Generator().manual_seed(config.seed)
     model = build_model(
-        config.model, len(data.users), len(data.items), config.n_factors, config.y_range, generator
+        config.model,
+        len(data.users),
+        len(data.items),
+        config.n_factors,
+        config.y_range,
+        generator,
+        config.init_scale,
     )
     # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
     last_training = None

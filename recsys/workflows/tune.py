@@ -19,20 +19,25 @@ from scipy.stats import loguniform, randint
 from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 
 from recsys.config import RunConfig, config_for
-from recsys.data.dataset import RatingsDataset
+from recsys.data.dataset import RatingsDataset, default_y_range
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError
 from recsys.models import model_entry
 from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, train_and_evaluate
 
-# What is searched, per engine: the compiled engine has no batches, optimizer or weight decay.
+# The y_range's stretch beyond the rating scale (default_y_range's margin; 0.1 is fastai's (0, 5.5))
+# and the multiplier of the initial weights, searched for every trained model.
+SHAPE_OF_START = {"y_margin": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3], "init_scale": loguniform(0.3, 10.0)}
+# What is searched, per engine: the compiled engine has no batches, optimizer, weight decay or choice
+# of schedule (its learning rate falls linearly over the epochs).
 SEARCH_SPACES: dict[str, dict[str, Any]] = {
     "compiled": {
         "lr": loguniform(0.02, 0.3),
         "epochs": randint(4, 31),
         "n_factors": [16, 32, 50, 64, 100, 128],
         "l2": loguniform(0.01, 0.3),
+        **SHAPE_OF_START,
     },
     "autograd": {
         "lr": loguniform(2e-3, 5e-2),
@@ -41,6 +46,8 @@ SEARCH_SPACES: dict[str, dict[str, Any]] = {
         "l2": loguniform(0.01, 0.3),
         "batch_size": [256, 512, 1024, 2048, 4096],
         "wd": [0.0, 1e-4, 1e-3, 1e-2],
+        "schedule": ["one-cycle", "constant"],
+        **SHAPE_OF_START,
     },
     # A sampled model's (bpmf's) Gibbs sweeps and rank: it has no learning rate or penalty to tune.
     "sampled": {
@@ -49,7 +56,7 @@ SEARCH_SPACES: dict[str, dict[str, Any]] = {
     },
 }
 # Drawn on a log scale: plotted on one.
-LOG_SCALED = ("lr", "l2")
+LOG_SCALED = ("lr", "l2", "init_scale")
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,7 @@ class TuneResult:
     """The settings tried (ranked by validation RMSE), the best one, and the final run."""
 
     table: pd.DataFrame  # one row per setting: its values, valid_rmse (mean over folds), valid_sd
-    best: dict[str, Any]  # the chosen hyperparameters
+    best: dict[str, Any]  # the chosen hyperparameters, as searched (y_margin, not y_range)
     run: RunResult  # the best setting retrained on the whole training part, scored on the test part
 
 
@@ -91,6 +98,7 @@ def tune(
             f"to cut into {folds} folds"
         )
     X, y = train[["user", "item"]], train["rating"].to_numpy(dtype=np.float64)
+    scale = (float(y.min()), float(y.max()))
     estimator = RatingRegressor(model, engine=base.engine, seed=seed, threads=threads)
     cv = KFold(folds, shuffle=True, random_state=seed)
     rows = []
@@ -99,7 +107,11 @@ def tune(
     for number, setting in enumerate(settings, start=1):
         setting = {name: plain_value(value) for name, value in setting.items()}
         scores = cross_validate(
-            estimator.set_params(**setting), X, y, cv=cv, scoring="neg_root_mean_squared_error"
+            estimator.set_params(**run_settings(setting, scale)),
+            X,
+            y,
+            cv=cv,
+            scoring="neg_root_mean_squared_error",
         )
         rmse = -scores["test_score"]
         rows.append({**setting, "valid_rmse": float(rmse.mean()), "valid_sd": float(rmse.std(ddof=1))})
@@ -107,15 +119,28 @@ def tune(
             on_trial(number, setting, float(rmse.mean()))
     table = pd.DataFrame(rows).sort_values("valid_rmse", kind="stable").reset_index(drop=True)
     best = {name: plain_value(table.at[0, name]) for name in space}
-    config = dataclasses.replace(base, **best)
+    config = dataclasses.replace(base, **run_settings(best, scale))
     run = train_and_evaluate(dataset, config, run_dir=run_dir, progress=False)
     return TuneResult(table, best, run)
 
 
+def run_settings(setting: dict[str, Any], scale: tuple[float, float]) -> dict[str, Any]:
+    """A searched setting as RunConfig fields: a y_margin becomes the y_range it gives on `scale`,
+    the training part's lowest and highest rating."""
+    fields = {name: value for name, value in setting.items() if name != "y_margin"}
+    if "y_margin" in setting:
+        fields["y_range"] = default_y_range(scale, setting["y_margin"])
+    return fields
+
+
 def best_settings(result: TuneResult) -> dict[str, Any]:
-    """What `train.py --config` reads: the model, its engine and the chosen hyperparameters."""
+    """What `train.py --config` reads: the model, its engine and the chosen hyperparameters (the
+    y_range a searched margin gave, as the final run used it)."""
     config: RunConfig = result.run.config
-    return {"model": config.model, "engine": config.engine, **result.best}
+    fields = {name: value for name, value in result.best.items() if name != "y_margin"}
+    if "y_margin" in result.best:
+        fields["y_range"] = list(config.y_range or ())
+    return {"model": config.model, "engine": config.engine, **fields}
 
 
 def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any]) -> None:

@@ -259,6 +259,18 @@ def test_wrong_input_shape_raises_value_error(name: str, shape: tuple[int, ...])
         model.penalty(x)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_init_scale_multiplies_every_initial_weight(name: str) -> None:
+    plain, scaled = (
+        build_model(name, 6, 5, 3, Y_RANGE, torch.Generator().manual_seed(2), init_scale=scale)
+        for scale in (1.0, 4.0)
+    )
+    pairs = list(zip(plain.parameters(), scaled.parameters(), strict=True))
+    assert all(torch.allclose(b, 4.0 * a) for a, b in pairs)
+    assert any(a.abs().sum() > 0 for a, _ in pairs)  # some weights start away from zero
+    assert all(torch.equal(a, b) for a, b in zip(plain.buffers(), scaled.buffers(), strict=True))
+
+
 def test_unknown_model_name_lists_the_valid_ones() -> None:
     with pytest.raises(RecsysError) as info:
         build_model("nope", 3, 3, 2, None)

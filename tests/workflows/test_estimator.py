@@ -138,6 +138,7 @@ CHANGED = {
     "l2": 0.5,
     "wd": 0.1,
     "y_range": (0.5, 5.5),
+    "init_scale": 3.0,
     "optimizer": "sgd",
     "schedule": "constant",
     "seed": 1,

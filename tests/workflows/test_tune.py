@@ -9,7 +9,7 @@ import pytest
 from recsys.data.dataset import RatingsDataset
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError
-from recsys.workflows.tune import SEARCH_SPACES, TuneResult, best_settings, tune
+from recsys.workflows.tune import SEARCH_SPACES, TuneResult, best_settings, run_settings, tune
 
 SEARCH = {"trials": 3, "folds": 2, "threads": 1}
 
@@ -26,9 +26,21 @@ def test_the_table_ranks_every_setting_and_the_best_is_retrained(
     assert len(table) == 3 and table["valid_rmse"].is_monotonic_increasing
     assert set(best) == set(SEARCH_SPACES["compiled"])
     assert all(table.at[0, name] == value for name, value in best.items())
-    assert all(getattr(run.config, name) == value for name, value in best.items())
+    fields = {name: value for name, value in best.items() if name != "y_margin"}
+    assert all(getattr(run.config, name) == value for name, value in fields.items())
+    # The margin searched is retrained as the y_range it gives on the training part's scale (1-5).
+    top = 5 * (1 + best["y_margin"])
+    assert run.config.y_range == (0.0, top)
     assert run.config.split == "random" and np.isfinite(run.test["rmse"])
-    assert best_settings(tuned) == {"model": "dotbias", "engine": "compiled", **best}
+    config_file = {"model": "dotbias", "engine": "compiled", **fields, "y_range": [0.0, top]}
+    assert best_settings(tuned) == config_file
+
+
+def test_a_searched_setting_becomes_run_config_fields() -> None:
+    setting = {"lr": 0.05, "y_margin": 0.2, "init_scale": 2.0}
+    assert run_settings(setting, (1.0, 5.0)) == {"lr": 0.05, "init_scale": 2.0, "y_range": (0.0, 6.0)}
+    assert run_settings({"y_margin": 0.0}, (-10.0, 10.0)) == {"y_range": (-10.0, 10.0)}
+    assert run_settings({"lr": 0.05}, (1.0, 5.0)) == {"lr": 0.05}  # no margin searched: y_range left
 
 
 def test_poisoned_test_ratings_change_nothing_the_search_chose(
