@@ -258,8 +258,8 @@ register(
     "dotbias",
     "recsys.models.dot:DotProductBias",
     # Both engines' defaults chosen by scripts/tune.py on u1.base alone (3-fold cross-validation
-    # inside it; 12 settings on the autograd engine, 120 on the compiled one): no test file was read
-    # to choose them (docs/findings.md). wd as dot's.
+    # inside it; 12 settings on the autograd engine, 120 on the compiled one, then refined one
+    # hyperparameter at a time): no test file was read to choose them (docs/findings.md). wd as dot's.
     defaults={"batch_size": 512, "lr": 0.0094, "epochs": 9, "n_factors": 32, "l2": 0.16},
     compiled_defaults={"lr": 0.023, "epochs": 20, "n_factors": 128, "l2": 0.065},
 )
