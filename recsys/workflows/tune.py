@@ -28,7 +28,7 @@ from recsys.workflows.experiment import RunResult, train_and_evaluate
 
 # The y_range's stretch beyond the rating scale (default_y_range's margin; 0.1 is fastai's (0, 5.5))
 # and the multiplier of the initial weights, searched for every trained model.
-SHAPE_OF_START = {"y_margin": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3], "init_scale": loguniform(0.3, 10.0)}
+RANGE_AND_INIT = {"y_margin": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3], "init_scale": loguniform(0.3, 10.0)}
 # What is searched, per engine: the compiled engine has no batches, optimizer, weight decay or choice
 # of schedule (its learning rate falls linearly over the epochs).
 SEARCH_SPACES: dict[str, dict[str, Any]] = {
@@ -37,7 +37,7 @@ SEARCH_SPACES: dict[str, dict[str, Any]] = {
         "epochs": randint(4, 31),
         "n_factors": [16, 32, 50, 64, 100, 128],
         "l2": loguniform(0.01, 0.3),
-        **SHAPE_OF_START,
+        **RANGE_AND_INIT,
     },
     "autograd": {
         "lr": loguniform(2e-3, 5e-2),
@@ -47,7 +47,7 @@ SEARCH_SPACES: dict[str, dict[str, Any]] = {
         "batch_size": [256, 512, 1024, 2048, 4096],
         "wd": [0.0, 1e-4, 1e-3, 1e-2],
         "schedule": ["one-cycle", "constant"],
-        **SHAPE_OF_START,
+        **RANGE_AND_INIT,
     },
     # A sampled model's (bpmf's) Gibbs sweeps and rank: it has no learning rate or penalty to tune.
     "sampled": {
