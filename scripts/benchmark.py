@@ -229,7 +229,7 @@ def _warm_up_torch_optim(device: str = "cpu") -> None:
     parameter = torch.nn.Parameter(torch.zeros(1, device=device))
     parameter.grad = torch.zeros(1, device=device)
     torch.optim.AdamW([parameter], fused=True).step()
-    float(parameter.sum())  # waits for the step: CUDA runs it asynchronously
+    float(parameter.detach().sum())  # waits for the step: CUDA runs it asynchronously
 
 
 def bench_recsys(
