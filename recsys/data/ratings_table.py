@@ -4,7 +4,6 @@ The file reader and `RatingsDataset.from_frame` both end here, so a DataFrame in
 check a file does. A bad value is named by `where(row)`: "line N" of a file, "row N" of a frame.
 """
 
-import re
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -66,7 +65,7 @@ def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
 
 
 # A number written with a decimal comma, as spreadsheets in many locales export it ("3,5").
-DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
+DECIMAL_COMMA = r"[-+]?\d+,\d+"
 
 
 def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
@@ -79,7 +78,7 @@ def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size and not pd.api.types.is_numeric_dtype(column):
         text = column.iloc[bad].astype(str)
-        comma = text.str.fullmatch(DECIMAL_COMMA.pattern).to_numpy(dtype=bool)
+        comma = text.str.fullmatch(DECIMAL_COMMA).to_numpy(dtype=bool)
         if comma.any():
             decimals = text[comma].str.replace(",", ".", regex=False)
             values[bad[comma]] = pd.to_numeric(decimals).to_numpy(np.float32)

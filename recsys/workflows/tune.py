@@ -124,23 +124,25 @@ def tune(
     return TuneResult(table, best, run)
 
 
+# A searched name that is not a RunConfig field, with the field it sets.
+SEARCHED_FIELDS = {"y_margin": "y_range"}
+
+
 def run_settings(setting: dict[str, Any], scale: tuple[float, float]) -> dict[str, Any]:
     """A searched setting as RunConfig fields: a y_margin becomes the y_range it gives on `scale`,
     the training part's lowest and highest rating."""
-    fields = {name: value for name, value in setting.items() if name != "y_margin"}
+    fields = {name: value for name, value in setting.items() if name not in SEARCHED_FIELDS}
     if "y_margin" in setting:
         fields["y_range"] = default_y_range(scale, setting["y_margin"])
     return fields
 
 
 def best_settings(result: TuneResult) -> dict[str, Any]:
-    """What `train.py --config` reads: the model, its engine and the chosen hyperparameters (the
-    y_range a searched margin gave, as the final run used it)."""
+    """What `train.py --config` reads: the model, its engine and the fields the search chose, as the
+    final run used them (the y_range a searched margin gave)."""
     config: RunConfig = result.run.config
-    fields = {name: value for name, value in result.best.items() if name != "y_margin"}
-    if "y_margin" in result.best:
-        fields["y_range"] = list(config.y_range or ())
-    return {"model": config.model, "engine": config.engine, **fields}
+    chosen = [SEARCHED_FIELDS.get(name, name) for name in result.best]
+    return {"model": config.model, "engine": config.engine, **{f: getattr(config, f) for f in chosen}}
 
 
 def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any]) -> None:

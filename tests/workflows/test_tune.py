@@ -32,7 +32,7 @@ def test_the_table_ranks_every_setting_and_the_best_is_retrained(
     top = 5 * (1 + best["y_margin"])
     assert run.config.y_range == (0.0, top)
     assert run.config.split == "random" and np.isfinite(run.test["rmse"])
-    config_file = {"model": "dotbias", "engine": "compiled", **fields, "y_range": [0.0, top]}
+    config_file = {"model": "dotbias", "engine": "compiled", **fields, "y_range": (0.0, top)}
     assert best_settings(tuned) == config_file
 
 
