@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.api import guess_datetime_format
 
 from recsys.data.columns import (
     ALIASES,
@@ -32,12 +33,13 @@ Where = Callable[[int], str]  # a row position as the user can find it ("line 7"
 # Distinct ratings up to which a step (stars, half stars) is looked for; beyond, the scale is continuous.
 MAX_STEPPED_VALUES = 1000
 STEP_RESOLUTION = 1000  # steps are told to a thousandth of a rating
+ORDERS = (False, True)  # a date's day order: month first, day first (pandas' `dayfirst`)
 INT64_LIMIT = 2**63  # a count of seconds at or past it (either way) does not fit the int64 timestamps
 
 
 def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
-    """Ids as int64 when every one is an integer (or text spelling one exactly), else as strings; a
-    missing id is an error."""
+    """Ids as int64 when every one is an integer (or text spelling one exactly), else as strings
+    without spaces around them; a missing id is an error."""
     if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":  # no gaps: nothing to check
         if column.dtype.kind == "i" or len(column) == 0 or column.max() < INT64_LIMIT:
             return column.to_numpy(dtype=np.int64)
@@ -53,7 +55,8 @@ def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
             return values.astype(np.int64)
     if pd.api.types.is_bool_dtype(column.dtype):
         raise DataError(f"{source}: the {kind} ids are true/false values, not ids")
-    text = column.astype(str).to_numpy(dtype=object)
+    # Spaces around an id are the file's layout ("1, 50, 3"), not part of it.
+    text = column.astype(str).str.strip().to_numpy(dtype=object)
     empty = np.flatnonzero(text == "")
     if empty.size:
         raise DataError(f"{source}: missing {kind} id on {where(int(empty[0]))}")
@@ -127,9 +130,7 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
         if gaps.size:
             raise DataError(f"{source}: missing timestamp on {where(int(gaps[0]))}")
         seconds = np.isfinite(numbers)
-        with warnings.catch_warnings():  # pandas warns when it guesses the date format per value
-            warnings.simplefilter("ignore", UserWarning)
-            times = pd.to_datetime(column, errors="coerce", utc=True, format="mixed")
+        times = _dates(column, source, where)
         neither = np.flatnonzero(~seconds & pd.isna(times).to_numpy())
         # Seconds among dates are refused too, not read as dates: "1000" would be the year 1000.
         if neither.size or seconds.any():
@@ -139,6 +140,74 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
                 "(expected seconds since 1970 or a date, the same kind on every line)"
             )
     return (pd.DatetimeIndex(times).as_unit("s").asi8).astype(np.int64)
+
+
+def _dates(column: pd.Series, source: str, where: Where) -> pd.Series:
+    """Dates and times as UTC (NaT where a value is no date), in one day order for the whole column.
+
+    Value by value, "13.01.2020" can only be day first and "05.02.2020" reads month first, so the
+    column's order is found first: ISO dates as they are; else the format guessed from the first
+    date, day first or month first, that reads every date; else (dates in more than one format, some
+    with times) the order in which every date part (before a space or "T") reads. Where two orders
+    read every date but differently, that is an error naming a date that tells them apart.
+    """
+    iso = _read_dates(column, date_format="ISO8601")
+    if not iso.isna().any():
+        return iso
+    text = column.astype(str).str.strip()
+    month_first, day_first = (_read_dates(text, dayfirst=order, date_format="mixed") for order in ORDERS)
+    dates = (month_first.notna() | day_first.notna()).to_numpy()
+    if not dates.any() or iso.notna().to_numpy()[dates].all():
+        return iso
+    whole = _one_format(text, dates, source, where)
+    if whole is not None:
+        return whole[1]
+    parts = _one_format(text.str.split(r"[ T]", n=1, regex=True).str[0], dates, source, where)
+    if parts is not None:
+        date_format = parts[0]
+        return day_first if date_format.find("%d") < date_format.find("%m") else month_first
+    _refuse_if_they_differ(month_first, day_first, text, source, where)
+    return month_first
+
+
+def _one_format(
+    values: pd.Series, dates: np.ndarray, source: str, where: Where
+) -> tuple[str, pd.Series] | None:
+    """A format guessed from the first date (day first, or month first) that reads every date in
+    `values`, and its reading; None if neither does."""
+    first = values[dates].iloc[0]
+    with warnings.catch_warnings():  # pandas warns when the format it guessed goes against `dayfirst`
+        warnings.simplefilter("ignore", UserWarning)
+        formats = {guess_datetime_format(first, dayfirst=order) for order in ORDERS} - {None}
+    found = [
+        (date_format, reading)
+        for date_format in sorted(formats)
+        if (reading := _read_dates(values, date_format=date_format)).notna().to_numpy()[dates].all()
+    ]
+    if len(found) == 2:
+        _refuse_if_they_differ(found[0][1], found[1][1], values, source, where)
+    return found[0] if found else None
+
+
+def _read_dates(text: pd.Series, *, dayfirst: bool = False, date_format: str) -> pd.Series:
+    with warnings.catch_warnings():  # pandas warns when it reads values one by one
+        warnings.simplefilter("ignore", UserWarning)
+        return pd.to_datetime(text, errors="coerce", utc=True, dayfirst=dayfirst, format=date_format)
+
+
+def _refuse_if_they_differ(
+    one: pd.Series, other: pd.Series, text: pd.Series, source: str, where: Where
+) -> None:
+    """An error naming the first value that two readings of `text` take for different dates."""
+    differ = np.flatnonzero((one != other).to_numpy() & one.notna().to_numpy() & other.notna().to_numpy())
+    if differ.size:
+        row = int(differ[0])
+        first, second = sorted([one.iloc[row], other.iloc[row]])
+        raise DataError(
+            f"{source}: date {text.iloc[row][:40]!r} on {where(row)} could be {first:%d %B %Y} or "
+            f"{second:%d %B %Y}, and no date in the column tells which: write the dates year first "
+            f"({first:%Y-%m-%d} or {second:%Y-%m-%d})"
+        )
 
 
 def rating_scale(
@@ -240,7 +309,7 @@ def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFram
         item = values.astype(np.int64)
     else:
         item = ids(column.astype(str), "item", source, row_of_frame)
-    titles = raw[labels[found["title"]]].fillna("").astype(str).to_numpy(dtype=object)
+    titles = raw[labels[found["title"]]].fillna("").astype(str).str.strip().to_numpy(dtype=object)
     genres = (
         raw[labels[found["genres"]]].fillna("").astype(str).to_numpy(dtype=object)
         if "genres" in found

@@ -268,6 +268,49 @@ def test_dates_become_seconds(tmp_path: Path) -> None:
     assert load_ratings(path).ratings["timestamp"].tolist() == [86_400, 60]
 
 
+DAY = 86_400
+JAN_13, FEB_5, MAR_1, MAY_2 = 12 * DAY, 35 * DAY, 59 * DAY, 121 * DAY  # of 1970, in seconds
+
+
+@pytest.mark.parametrize(
+    ("dates", "expected"),
+    [
+        # one date with a day past 12 tells the order for the whole column, wherever it stands
+        (["13.01.1970", "05.02.1970"], [JAN_13, FEB_5]),
+        (["05.02.1970", "13.01.1970"], [FEB_5, JAN_13]),
+        (["05/02/1970", "01/13/1970"], [MAY_2, JAN_13]),
+        # dates with and without times: the order from their date parts
+        (["13.01.1970", "05.02.1970 00:01", "01.03.1970"], [JAN_13, FEB_5 + 60, MAR_1]),
+        (["1970-01-13", "1970-02-05T00:00:00Z", "1970-03-01 00:00"], [JAN_13, FEB_5, MAR_1]),
+        (["Jan 13 1970", "Feb 5 1970 00:01"], [JAN_13, FEB_5 + 60]),
+    ],
+)
+def test_dates_are_read_in_one_day_order(dates: list[str], expected: list[int], tmp_path: Path) -> None:
+    lines = "".join(f"{row},{row},{row + 1},{date}\n" for row, date in enumerate(dates))
+    path = write(tmp_path / "r.csv", "user;item;rating;date\n" + lines.replace(",", ";"))
+    assert load_ratings(path).ratings.sort_values("user")["timestamp"].tolist() == expected
+
+
+@pytest.mark.parametrize("dates", [["05.02.1970", "06.02.1970"], ["05/02/1970 10:00", "06/02/1970"]])
+def test_dates_no_value_tells_the_order_of_are_refused(dates: list[str], tmp_path: Path) -> None:
+    lines = "".join(f"{row},{row},{row + 1},{date}\n" for row, date in enumerate(dates))
+    path = write(tmp_path / "r.csv", "user,item,rating,date\n" + lines)
+    with pytest.raises(DataError, match=r"date '05.02.1970.*' on line 2 could be 05 February 1970 or 02 May"):
+        load_ratings(path)
+
+
+def test_spaces_after_the_separator_are_not_part_of_the_ids(tmp_path: Path) -> None:
+    ratings = write(tmp_path / "r.csv", "user, item, rating\n1, 50, 3\n2, 50, 4\nann, b7 , 2\n")
+    items = write(tmp_path / "i.csv", "item, title\n50, Fifty\nb7, Seven\n")
+    dataset = load_ratings(ratings, items=items)
+    assert dataset.ratings["item"].tolist() == ["50", "50", "b7"]
+    assert dataset.ratings["user"].tolist() == ["1", "2", "ann"]
+    titles = dict(zip(dataset.items["item"], dataset.items["title"], strict=True))
+    assert titles == {"50": "Fifty", "b7": "Seven"}
+    numbers = load_ratings(write(tmp_path / "n.csv", "user, item, rating\n1, 50, 3\n2, 51, 4\n"))
+    assert numbers.ratings["item"].tolist() == [50, 51] and numbers.ratings["item"].dtype == np.int64
+
+
 def test_items_give_titles_typed_like_the_ratings_ids(tmp_path: Path) -> None:
     ratings = write(tmp_path / "r.csv", text(ROWS))
     items = write(tmp_path / "i.csv", 'isbn,title,genres\n978-1,"Dune, Part 1",SF\n978-2,Emma,\n')
@@ -481,7 +524,7 @@ def test_id_types_follow_their_spelling(values: list[str], dtype: type, tmp_path
         ("user,item,rating\n1,2,3\n,,\n2,3,x\n", "rating 'x' on line 4"),
         ("user\titem\trating\n1\t2\t3\n\t\t\n2\t3\tx\n", "rating 'x' on line 4"),
         # a line of blanks is a row (its first field is "  "): named where it is
-        ("user,item,rating\n1,2,3\n   \n2,3,x\n", "missing item id on line 3"),
+        ("user,item,rating\n1,2,3\n   \n2,3,x\n", "missing user id on line 3"),
         ("user item rating\n1 2 3\n   \n2 3 x\n", "line 3 has 4 fields; expected 3, separated by space"),
         # blank lines before the table, with a header or without
         ("\n\nuser,item,rating\n1,2,3\n2,3,x\n", "rating 'x' on line 5"),
