@@ -60,8 +60,8 @@ class TextLayout:
     sep: str
     header: bool
     names: list[str]  # from the header, else the 1-based positions "1", "2", ...
-    # Blank lines before the first line of the table, which polars is told to skip: it would take a
-    # blank first line for a one-column table.
+    # Blank lines and "#" comments (an export's preamble) before the first line of the table, which
+    # polars is told to skip: it would take a blank first line for a one-column table.
     skip: int = 0
     # Columns with a value such as "0345391802" in the first lines: read as text, so ids keep their zeros.
     zero_led: frozenset[str] = frozenset()
@@ -163,15 +163,17 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     text = text.removeprefix("\ufeff")  # a byte-order mark (Excel's "CSV UTF-8"); polars drops it too
     skip = 0
     for line in text.split("\n"):  # polars, like the line numbers, ends lines at "\n" only
-        if line.strip():
+        if line.strip() and not line.startswith("#"):
             break
         skip += 1
-    lines = text.splitlines()
+    lines = "\n".join(text.split("\n")[skip:]).splitlines()
     if not whole:
         lines = lines[:-1]  # the last one may be cut short
     lines = [line for line in lines if line.strip()][:SAMPLE_LINES]
     if not lines:
-        raise DataError(f"{path}: file is empty")
+        commented = any(line.startswith("#") for line in text.split("\n"))
+        problem = "no table in it, only # comment lines" if commented else "file is empty"
+        raise DataError(f"{path}: {problem}")
     sep = sep or _separator(lines, path)
     first = [_unquoted(field) for field in _fields(lines[0], sep)]
     if header is None:
@@ -394,16 +396,20 @@ class _LineFinder:
             if pending:
                 yield number + 1, pending.rstrip("\r")
 
+    def _records(self) -> Iterator[int]:
+        """The line each record of the table starts on: polars makes a record of every line after
+        the header, but for those of nothing but separators (blank lines, dropped from the table),
+        and a quoted field may hold line breaks (a review's text), so a record may span lines."""
+        in_quotes = False
+        for number, line in self._lines():
+            starts = not in_quotes
+            in_quotes ^= line.count('"') % 2 == 1  # a doubled "" inside quotes changes nothing
+            if starts and number > self.layout.skip and line.strip(self.layout.sep):
+                yield number
+
     def __call__(self, row: int) -> str:
-        # polars makes a row of every line after the header; those of nothing but separators (blank
-        # lines) are dropped from the table, so they are not counted here either.
-        data_rows = (
-            number
-            for number, line in self._lines()
-            if number > self.layout.skip and line.strip(self.layout.sep)
-        )
         skip = row + (1 if self.layout.header else 0)
-        for index, number in enumerate(data_rows):
+        for index, number in enumerate(self._records()):
             if index == skip:
                 return f"line {number}"
         return row_of_frame(row)

@@ -538,6 +538,11 @@ def test_id_types_follow_their_spelling(values: list[str], dtype: type, tmp_path
         ('user,item,rating\n"",2,3\n', "missing user id on line 2"),
         # a quoted separator is one field: the line with too many is named, not the one before
         ('user,item,rating\n"a,b",2,3\n2,3,4,5\n', "line 3 has 4 fields; expected 3"),
+        # an export's preamble of "#" comments (and blank lines) is skipped, and counted
+        ("# exported 2024-05-01\n#\n\nuser,item,rating\n1,2,3\n2,3,x\n", "rating 'x' on line 6"),
+        ("# exported 2024-05-01\n", "no table in it, only # comment lines"),
+        # a quoted field over three lines (one blank, one with a doubled quote) is one record
+        ('user,item,rating\n1,"A ""long""\n\nreview",4\n\n2,b,3\n3,c,x\n', "rating 'x' on line 7"),
         (
             "user,item,rating,time\n1,2,3,4\n2,3,4,99999999999999999999\n",
             "timestamp '99999999999999999999' on line 3",
