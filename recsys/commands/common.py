@@ -5,6 +5,7 @@ its flags, and answer `--help` or a mistake, before it loads the libraries that 
 """
 
 import argparse
+import math
 import sys
 import warnings
 from collections.abc import Callable
@@ -44,8 +45,8 @@ def scale_flag(text: str) -> tuple[float, float]:
         low, high = (float(part) for part in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected LO,HI (e.g. 1,10), got {text!r}") from None
-    if not low < high:
-        raise argparse.ArgumentTypeError(f"expected LO < HI, got {text!r}")
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise argparse.ArgumentTypeError(f"expected finite LO < HI, got {text!r}")
     return low, high
 
 
@@ -101,7 +102,8 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
         type=scale_flag,
         default=None,
         metavar="LO,HI",
-        help="the ratings' scale; a rating outside it is an error [default: read from the data]",
+        help="the ratings' scale; a rating outside it is an error; a negative LO is written "
+        "--rating-scale=-10,10 [default: read from the data]",
     )
     parser.add_argument("--offline", action="store_true", help="never download")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -58,6 +58,11 @@ def find_columns(
             )
         if column not in names:
             raise DataError(f"{source}: no column {column!r} for the {field}s (columns: {shown(names)})")
+    for column in set(given.values()):
+        named_for = [field for field, named in given.items() if named == column]
+        if len(named_for) > 1:
+            both = " and the ".join(named_for)
+            raise DataError(f"{source}: column {column!r} is named for both the {both}")
     found = dict(given)
     for field in fields:
         if field in found:

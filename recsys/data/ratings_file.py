@@ -35,7 +35,7 @@ from recsys.data.columns import (
     require_rating_columns,
 )
 from recsys.data.dataset import RatingsDataset
-from recsys.data.ratings_table import Where, data_name, dataset_from_table, row_of_frame
+from recsys.data.ratings_table import Where, check_scale, data_name, dataset_from_table, row_of_frame
 from recsys.errors import DataError
 
 COMPRESSIONS = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -86,8 +86,7 @@ def load_ratings(
     path = Path(path)
     if sep is not None and len(sep) != 1:
         raise DataError(f"--sep {sep!r}: the separator must be one character")
-    if rating_scale is not None and not rating_scale[0] < rating_scale[1]:
-        raise DataError(f"--rating-scale {rating_scale}: expected LO < HI")
+    check_scale(rating_scale, str(path))
     options = {"columns": dict(columns) if columns else None, "sep": sep, "header": header}
     origin: dict[str, Any] = {"ratings": str(path.resolve())}
     origin.update({key: value for key, value in options.items() if value is not None})

@@ -210,6 +210,12 @@ def _refuse_if_they_differ(
         )
 
 
+def check_scale(scale: tuple[float, float] | None, source: str) -> None:
+    """A rating scale given by the user must be two finite numbers, the lower first."""
+    if scale is not None and not (np.isfinite(scale).all() and scale[0] < scale[1]):
+        raise DataError(f"{source}: --rating-scale {scale[0]:g},{scale[1]:g}: expected finite LO < HI")
+
+
 def rating_scale(
     values: np.ndarray, given: tuple[float, float] | None, source: str, where: Where
 ) -> tuple[float, float]:
@@ -351,6 +357,9 @@ def dataset_from_frame(
 ) -> RatingsDataset:
     """`RatingsDataset.from_frame`: the columns given (None: found by common names) checked as a
     file's are; a bad value is named by its row position."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"from_frame takes a pandas DataFrame of ratings, got {type(frame).__name__}")
+    check_scale(rating_scale, "the ratings frame")
     labels = {str(label): label for label in frame.columns}
     given = {field: str(column) for field, column in columns.items() if column is not None}
     found = find_columns(list(labels), RATING_FIELDS, given, "the ratings frame")

@@ -100,7 +100,7 @@ def test_data_flags_that_do_not_go_together_are_refused(argv: list[str], expecte
 @pytest.mark.parametrize(
     ("flag", "value"),
     [("--columns", "user=u,item=i"), ("--columns", "who=u,item=i,rating=r"), ("--rating-scale", "10,1"),
-     ("--rating-scale", "one,ten")],
+     ("--rating-scale", "one,ten"), ("--rating-scale", "1,inf"), ("--rating-scale", "nan,5")],
 )  # fmt: skip
 def test_bad_columns_and_scales_are_argparse_errors(flag: str, value: str) -> None:
     with pytest.raises(SystemExit):

@@ -4,6 +4,7 @@ and from DataFrames, checked as the MovieLens files are."""
 import bz2
 import gzip
 import lzma
+import math
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -446,8 +447,24 @@ def test_a_separator_of_more_than_one_character_or_a_bad_scale_is_refused(tmp_pa
     path = write(tmp_path / "r.csv", text(ROWS))
     with pytest.raises(DataError, match="--sep '::': the separator must be one character"):
         load_ratings(path, sep="::")
-    with pytest.raises(DataError, match="expected LO < HI"):
-        load_ratings(path, rating_scale=(5, 1))
+    for scale in [(5, 1), (1, math.inf), (math.nan, 5)]:
+        with pytest.raises(DataError, match="expected finite LO < HI"):
+            load_ratings(path, rating_scale=scale)
+        with pytest.raises(DataError, match=r"the ratings frame: --rating-scale .* expected finite LO < HI"):
+            RatingsDataset.from_frame(load_ratings(path).ratings, rating_scale=scale)
+
+
+def test_one_column_named_for_two_fields_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.csv", "u,i,r,t\n1,2,3,4\n2,3,4,5\n")
+    with pytest.raises(DataError, match="column 'u' is named for both the user and the item"):
+        load_ratings(path, columns={"user": "u", "item": "u", "rating": "r"})
+    with pytest.raises(DataError, match="column 'r' is named for both the rating and the timestamp"):
+        RatingsDataset.from_frame(pd.read_csv(path), user="u", item="i", rating="r", timestamp="r")
+
+
+def test_from_frame_takes_a_data_frame_only() -> None:
+    with pytest.raises(TypeError, match="a pandas DataFrame of ratings, got Series"):
+        RatingsDataset.from_frame(pd.Series([1, 2]))  # type: ignore[arg-type]
 
 
 def test_quoted_fields_may_hold_the_separator(tmp_path: Path) -> None:
