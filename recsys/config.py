@@ -25,8 +25,17 @@ SCHEDULES = ("one-cycle", "constant")
 UNKNOWN_POLICIES = ("drop", "mean")
 
 
+# Seeds as numpy's and scikit-learn's generators take them.
+SEED_LIMIT = 2**32
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_whole(value: object) -> bool:
+    """An int, and not a bool (which Python counts as one: a config file's `true` is no epoch count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -67,18 +76,27 @@ class RunConfig:
             ("--bs", self.batch_size),
             ("--n-factors", self.n_factors),
         ):
-            if not isinstance(value, int) or value < 1:
+            if not _is_whole(value) or value < 1:
                 raise RecsysError(f"{flag} must be at least 1, got {value!r}")
+        if not _is_whole(self.seed) or not 0 <= self.seed < SEED_LIMIT:
+            raise RecsysError(f"--seed must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
+        if not isinstance(self.sparse, bool):
+            raise RecsysError(f"--sparse (sparse) is true or false, got {self.sparse!r}")
         for flag, positive in (("--lr", self.lr), ("--init-scale", self.init_scale)):
             if not _is_number(positive) or not 0 < positive < math.inf:
-                raise RecsysError(f"{flag} must be positive, got {positive!r}")
+                raise RecsysError(f"{flag} must be positive and finite, got {positive!r}")
         for flag, strength in (("--l2", self.l2), ("--wd", self.wd)):
-            if not _is_number(strength) or not strength >= 0:
-                raise RecsysError(f"{flag} must be zero or positive, got {strength!r}")
+            if not _is_number(strength) or not 0 <= strength < math.inf:
+                raise RecsysError(f"{flag} must be zero or positive and finite, got {strength!r}")
         if self.rating_unit is not None and not (_is_number(self.rating_unit) and self.rating_unit > 0):
             raise RecsysError(f"rating_unit must be positive, got {self.rating_unit!r}")
-        if self.y_range is not None and not (len(self.y_range) == 2 and self.y_range[0] < self.y_range[1]):
-            raise RecsysError(f"--y-range needs LOW < HIGH, got {self.y_range!r}")
+        if self.y_range is not None and not (
+            isinstance(self.y_range, tuple | list)
+            and len(self.y_range) == 2
+            and all(_is_number(end) and math.isfinite(end) for end in self.y_range)
+            and self.y_range[0] < self.y_range[1]
+        ):
+            raise RecsysError(f"--y-range needs finite LOW < HIGH, got {self.y_range!r}")
         for flag, name, allowed in (
             ("--optimizer", self.optimizer, OPTIMIZERS),
             ("--schedule", self.schedule, SCHEDULES),

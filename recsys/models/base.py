@@ -8,7 +8,7 @@ a prediction in parts; each accessor answers None for a model that has no such t
 
 from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import ClassVar, Literal, NamedTuple
 
 import numpy as np
 from torch import Tensor, nn
@@ -67,6 +67,10 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
     has, and takes `(n_users, n_items, n_factors, y_range=None, generator=None)`: the registry
     (recsys.models.registry) builds every model that way, initialising it from `generator` alone.
     """
+
+    # Whether its embedding tables can take sparse gradients (`--sparse`): every lookup goes through
+    # the table's own sparse setting and its penalty reads only the rows looked up.
+    sparse_gradients: ClassVar[bool] = True
 
     def __init__(self, y_range: YRange | None) -> None:
         super().__init__()

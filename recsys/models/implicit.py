@@ -28,6 +28,9 @@ class SVDPlusPlus(DotProductBias):
 
     rated_items: Tensor
     rated_starts: Tensor
+    # The implicit table is summed by the functional embedding_bag and penalised through its whole
+    # weight: its gradient is dense.
+    sparse_gradients = False
 
     def __init__(
         self,

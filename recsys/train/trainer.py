@@ -123,6 +123,8 @@ class _AutogradEpochs:
         # DistributedDataParallel all-reduces sparse gradients through gloo only (nccl has none).
         if self.world_size > 1 and config.sparse and (backend := dist.get_backend()) != "gloo":
             raise RecsysError(f"--sparse under torchrun needs the gloo backend (CPU), not {backend}")
+        if config.sparse and not rating_model(model).sparse_gradients:
+            raise RecsysError(f"--sparse: {config.model} takes dense gradients only; leave --sparse out")
         self.model, self.train, self.config = model, train, config
         self.error_weight = (config.rating_unit or 1.0) ** 2  # errors in units of five stars
         self.n_batches = -(-len(train) // config.batch_size)

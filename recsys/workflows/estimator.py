@@ -45,11 +45,11 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
     None: fastai's (0, 1.1 * max rating) from the ratings fit sees; `init_scale` multiplies every
     initial weight (None: 1, fastai's N(0, 0.01) tables). `unknown`: "mean" predicts the
     training mean for a user or item fit never saw; "error" raises a ValueError naming them. `seed`
-    seeds the initialisation and the shuffle. `threads`: CPU threads of the compiled engine (whose
-    result does not depend on them) and torch's threads during fit and predict, as train.py's
-    --threads (None: the compiled engine uses every core this process may use, and torch's threads
-    are left as they are); pass 1 when a search runs fits in parallel (`n_jobs`), and for results
-    that repeat bit for bit on the autograd engine.
+    seeds the initialisation and the shuffle (None: 0, train.py's default). `threads`: CPU threads
+    of the compiled engine (whose result does not depend on them) and torch's threads during fit
+    and predict, as train.py's --threads (None: the compiled engine uses every core this process
+    may use, and torch's threads are left as they are); pass 1 when a search runs fits in parallel
+    (`n_jobs`), and for results that repeat bit for bit on the autograd engine.
 
     `score` is R^2 (scikit-learn's rule for regressors); pass `scoring="neg_root_mean_squared_error"`
     to a search or `cross_validate` to rank by RMSE.
@@ -154,8 +154,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         encoded = np.stack([self.users_.encode(users), self.items_.encode(items)], axis=1)
         train = RatingTensors(torch.from_numpy(encoded), torch.from_numpy(ratings.astype(np.float32)))
         no_validation = RatingTensors(train.x[:0], train.y[:0])
-        generator = torch.Generator().manual_seed(self.seed)
         config = self.config_
+        generator = torch.Generator().manual_seed(config.seed)
         self.model_ = build_model(
             config.model,
             len(self.users_),

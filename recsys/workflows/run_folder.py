@@ -7,7 +7,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE
+from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE
 
 LOCK_FILE = ".recsys-run.lock"  # internal: held by the run that owns the folder
 
@@ -18,7 +18,8 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
 
     A fresh run (`resume` False) needs a new or empty folder, made here; a resumed one needs its
     checkpoint. A second claim while this one is held is an error. A fresh run that fails inside
-    the block takes back the lock file and folder it made, so a failed start leaves nothing behind.
+    the block takes back the lock file and folder it made, and what it wrote if it never reached a
+    checkpoint, so a failed start (bad data, a diverged first epoch) leaves nothing behind.
     """
     flag = "--resume" if resume else "--out"
     made_folder = not resume and _make_folder(path, flag)
@@ -84,7 +85,11 @@ def _check_contents(path: Path, flag: str, resume: bool) -> None:
 
 
 def _take_back(path: Path, *, made_folder: bool, made_lock: bool) -> None:
-    """Remove the lock file and folder this claim made; a folder the run wrote into stays."""
+    """Remove the lock file and folder this claim made, and the run's description (config, data) if
+    it never reached a checkpoint: with one the folder stays, to resume from."""
+    if not (path / CHECKPOINT_FILE).exists():  # the folder was empty: these are this run's own
+        for name in (CONFIG_FILE, DATA_FILE):
+            (path / name).unlink(missing_ok=True)
     if made_lock:
         (path / LOCK_FILE).unlink(missing_ok=True)
     if made_folder:

@@ -185,6 +185,13 @@ def test_sparse_gradients_train_with_lazy_adam(name: str, tiny_encoded: EncodedS
     assert not any(m.sparse for m in model.modules() if isinstance(m, nn.Embedding))  # left dense
 
 
+def test_sparse_gradients_for_a_model_without_them_are_refused(tiny_encoded: EncodedSplit) -> None:
+    # svdpp's implicit table is summed and penalised through its whole weight: a dense gradient,
+    # which LazyAdam met as a traceback.
+    with pytest.raises(RecsysError, match="--sparse: svdpp takes dense gradients only"):
+        fit_on(tiny_encoded, config_for("svdpp", dataset="tiny", epochs=1, sparse=True))
+
+
 def test_sparse_tables_off_the_cpu_get_torchs_sparse_adam() -> None:
     # LazyAdam's compiled kernel reads CPU memory; on a GPU the same update is SparseAdam's.
     model = build_model("dotbias", 5, 4, 3, Y_RANGE).to("meta")

@@ -242,7 +242,7 @@ def test_bad_input_is_a_value_error(X: Any, y: Any, expected: str) -> None:
         ({"model": "svd"}, "unknown model 'svd'; choose one of: dot, dotbias"),
         ({"n_factors": 0}, "n_factors must be at least 1, got 0"),
         ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
-        ({"y_range": (5.0, 1.0)}, "y_range needs LOW < HIGH"),
+        ({"y_range": (5.0, 1.0)}, "y_range needs finite LOW < HIGH"),
         ({"model": "linear", "engine": "compiled"}, "use engine autograd"),
         ({"threads": 0}, "threads must be at least 1"),
         ({"unknown": "ignore"}, "unknown='ignore'; choose one of: mean, error"),

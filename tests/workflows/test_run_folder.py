@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE
+from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE
 from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder
 
 
@@ -88,12 +88,28 @@ def test_failed_fresh_start_in_an_empty_folder_leaves_it_empty(tmp_path: Path) -
     assert list(tmp_path.iterdir()) == []
 
 
-def test_failed_run_keeps_the_files_it_wrote(tmp_path: Path) -> None:
+def test_failed_run_keeps_what_it_wrote_once_it_has_a_checkpoint(tmp_path: Path) -> None:
     out = tmp_path / "new"
     with pytest.raises(RuntimeError), claim_run_folder(out, resume=False):
-        (out / "config.json").write_text("{}")
+        (out / CONFIG_FILE).write_text("{}")
+        (out / CHECKPOINT_FILE).write_bytes(b"")
         raise RuntimeError
-    assert [p.name for p in out.iterdir()] == ["config.json"]
+    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT_FILE, CONFIG_FILE]
+
+
+def test_failed_run_without_a_checkpoint_takes_back_its_description(tmp_path: Path) -> None:
+    """A run that diverged in its first epoch has nothing to resume: the folder is free again."""
+    out = tmp_path / "new"
+    with pytest.raises(RuntimeError), claim_run_folder(out, resume=False):
+        (out / CONFIG_FILE).write_text("{}")
+        (out / DATA_FILE).write_text("{}")
+        raise RuntimeError
+    assert not out.exists()
+    with pytest.raises(RuntimeError), claim_run_folder(tmp_path, resume=False):  # a folder it did not make
+        (tmp_path / CONFIG_FILE).write_text("{}")
+        (tmp_path / "plot.png").write_bytes(b"")  # not one of the run's own files: left, with the folder
+        raise RuntimeError
+    assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]
 
 
 def test_failed_resume_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
