@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from recsys.models.base import Explanation, Factorisation, YRange
 from recsys.models.dot import DotProductBias
-from recsys.models.layers import embedding_table, lookup, split_pairs, take_saved_shapes
+from recsys.models.layers import check_pair_range, embedding_table, lookup, split_pairs, take_saved_shapes
 
 
 class SVDPlusPlus(DotProductBias):
@@ -49,10 +49,7 @@ class SVDPlusPlus(DotProductBias):
     def set_training_pairs(self, x: Tensor) -> None:
         users, items = split_pairs(x)
         n_users, n_items = len(self.rated_starts) - 1, len(self.implicit_factors.weight)
-        if len(x) and not (int(users.min()) >= 0 and int(users.max()) < n_users):
-            raise ValueError(f"user indices must lie in [0, {n_users})")
-        if len(x) and not (int(items.min()) >= 0 and int(items.max()) < n_items):
-            raise ValueError(f"item indices must lie in [0, {n_items})")
+        check_pair_range(x, n_users, n_items)
         # Each (user, item) pair once, sorted by user: a repeated rating is still one item rated.
         pairs = torch.unique(users.long().cpu() * n_items + items.long().cpu())
         counts = torch.bincount(pairs // n_items, minlength=n_users)

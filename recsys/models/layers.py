@@ -87,6 +87,15 @@ def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:
     return x[:, 0], x[:, 1]
 
 
+def check_pair_range(x: Tensor, n_users: int, n_items: int) -> None:
+    """A ValueError unless every [user, item] pair of `x` indexes a row of tables this size: code
+    that reads rows by raw index (the compiled kernels) would read past them instead of failing."""
+    for column, kind, n in ((x[:, 0], "user", n_users), (x[:, 1], "item", n_items)):
+        low, high = (int(column.min()), int(column.max())) if len(column) else (0, -1)
+        if low < 0 or high >= n:
+            raise ValueError(f"{kind} indices must lie in [0, {n}), got {low}..{high}")
+
+
 class _SumOfSquares(torch.autograd.Function):
     """Sum of squares of every entry of every tensor given: one dot product forward and one product
     backward per tensor. Autograd through `pow(2).sum(-1)` per tensor takes ~6 ops each and was a

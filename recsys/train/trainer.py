@@ -30,7 +30,8 @@ from recsys.config import RunConfig, check_threads, default_threads
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate
-from recsys.models import SampledModel, rating_model
+from recsys.models import RatingModel, SampledModel, rating_model
+from recsys.models.layers import check_pair_range
 from recsys.train.distributed import distributed_rank
 from recsys.train.optim import LazyAdam
 
@@ -299,6 +300,8 @@ def fit(
     model.to(config.device)
     train, valid = train.to(config.device), valid.to(config.device)
     rating_model(model).set_training_pairs(train.x)
+    if config.engine == "compiled":
+        _check_pairs_fit_the_tables(rating_model(model), train, valid)
     epochs = _epochs_for(model, train, valid, config, threads)
     history = _restore(epochs, generator, resume) if resume is not None else []
     model.train()
@@ -316,6 +319,16 @@ def fit(
     finally:
         epochs.close()  # sparse gradients off again, also when training diverged
     return history
+
+
+def _check_pairs_fit_the_tables(model: RatingModel, *parts: RatingTensors) -> None:
+    """The compiled kernels read rows by index unchecked: an index past a table would crash the
+    process, not raise (autograd's lookups raise on their own)."""
+    tables = model.factorisation()
+    vectors = (tables.user_factors, tables.item_factors) if tables is not None else model.id_vectors()
+    if vectors is not None:
+        for part in parts:
+            check_pair_range(part.x, len(vectors[0]), len(vectors[1]))
 
 
 def _epochs_for(
