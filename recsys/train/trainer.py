@@ -14,12 +14,14 @@ we tried. fastai's decoupled weight decay is available as `wd` as well.
 """
 
 import dataclasses
+import hashlib
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import distributed as dist
 from torch import nn
@@ -303,7 +305,8 @@ def fit(
     if config.engine == "compiled":
         _check_pairs_fit_the_tables(rating_model(model), train, valid)
     epochs = _epochs_for(model, train, valid, config, threads)
-    history = _restore(epochs, generator, resume) if resume is not None else []
+    ratings = _fingerprint(train, valid) if on_checkpoint is not None or resume is not None else ""
+    history = _restore(epochs, generator, resume, ratings) if resume is not None else []
     model.train()
     last_checkpoint = time.monotonic()
     try:
@@ -312,7 +315,7 @@ def fit(
             history.append(stats)
             due = epoch == config.epochs or time.monotonic() - last_checkpoint >= checkpoint_every
             if on_checkpoint is not None and due:
-                on_checkpoint(stats, _training_state(epochs, generator, history))
+                on_checkpoint(stats, {**_training_state(epochs, generator, history), "ratings": ratings})
                 last_checkpoint = time.monotonic()
             if on_epoch is not None:
                 on_epoch(stats)
@@ -372,8 +375,26 @@ def _training_state(epochs: Epochs, generator: torch.Generator, history: list[Ep
     }
 
 
-def _restore(epochs: Epochs, generator: torch.Generator, state: dict[str, Any]) -> list[EpochStats]:
-    """Load a `_training_state` back into the runner and the shuffle RNG; the history so far."""
+def _fingerprint(*parts: RatingTensors) -> str:
+    """A digest of the ratings trained and validated on, kept with the training state: the same users
+    and items with other ratings would resume silently onto other data."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        for tensor in (part.x, part.y):
+            digest.update(np.ascontiguousarray(tensor.cpu().numpy()).data)
+    return digest.hexdigest()
+
+
+def _restore(
+    epochs: Epochs, generator: torch.Generator, state: dict[str, Any], ratings: str
+) -> list[EpochStats]:
+    """Load a `_training_state` back into the runner and the shuffle RNG; the history so far. Its
+    `ratings` fingerprint must match the ratings now given (states saved before it had none)."""
+    if state.get("ratings", ratings) != ratings:
+        raise RecsysError(
+            "cannot resume: the ratings differ from those the run was trained on (the data changed "
+            "since the run started)"
+        )
     epochs.load_state_dict(state)
     generator.set_state(state["generator"])
     return [EpochStats(**stats) for stats in state["history"]]

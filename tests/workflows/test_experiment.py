@@ -256,3 +256,20 @@ def test_resume_refuses_other_data(tiny: RatingsDataset, tmp_path: Path) -> None
     )
     with pytest.raises(RecsysError, match="cannot resume"):
         train_and_evaluate(other, config, progress=False, resume=checkpoint)
+
+
+@pytest.mark.parametrize("engine", ["compiled", "autograd"])
+def test_resume_refuses_the_same_ids_with_other_ratings(
+    engine: str, tiny: RatingsDataset, tmp_path: Path
+) -> None:
+    # Same users and items, one rating changed: the run would have resumed silently onto other data.
+    config = config_for("dotbias", engine=engine, dataset="tiny", epochs=2)
+    train_and_evaluate(tiny, config, run_dir=tmp_path / "run", progress=False)
+    checkpoint = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    ratings = tiny.ratings.copy()
+    ratings.loc[ratings.index[0], "rating"] = 6 - ratings["rating"].iloc[0]
+    changed = dataclasses.replace(tiny, ratings=ratings)
+    with pytest.raises(RecsysError, match="cannot resume: the ratings differ"):
+        train_and_evaluate(changed, config, progress=False, resume=checkpoint)
+    resumed = train_and_evaluate(tiny, config, progress=False, resume=checkpoint)  # the same data resumes
+    assert len(resumed.history) == 2
