@@ -97,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.split is None:
         args.split = dataset.default_split
     splits = FOLDS if args.split == "folds" else (args.split,)
+    if args.split == "folds" and not set(FOLDS) <= set(dataset.folds):
+        raise RecsysError(
+            f"--split folds runs ml-100k's predefined folds u1..u5; the dataset is {dataset.name}, "
+            "which comes without them"
+        )
     out = args.out or Path("reports") / f"{dataset.name}-{args.split}"
     if out.exists() and not out.is_dir():
         raise RecsysError(f"--out {out} is a file; name a folder")

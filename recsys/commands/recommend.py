@@ -47,6 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--explain needs --user and --item, and --item is only for --explain")
     if args.cold_start and args.user is None:
         parser.error("--cold-start goes with --user")
+    if args.cold_start and args.explain:
+        parser.error("--cold-start is for a new user's top items; --explain needs a user the model knows")
     return args
 
 

@@ -304,11 +304,17 @@ def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
         given = tuple(given) if flag == "--y-range" else given
         if given == getattr(config, field):
             continue
+        sampler = config.engine == "compiled" and model_entry(config.model).sampled
         if flag == "--epochs":
+            laid_out = "burn-in and kept draws are laid out" if sampler else "learning rate falls"
             raise RecsysError(
                 f"--epochs {given}: {args.resume} was planned for {config.epochs} epochs, and its "
-                "learning rate falls over them; --resume finishes it as planned (for a longer run, "
+                f"{laid_out} over them; --resume finishes it as planned (for a longer run, "
                 f"start a new one with --epochs {given})"
+            )
+        if sampler and flag in SAMPLER_UNUSED:
+            raise RecsysError(
+                f"{flag} has no effect on {config.model}'s compiled engine, a Gibbs sampler; drop the flag"
             )
         raise RecsysError(
             f"{flag} {_shown(given)}: --resume continues {args.resume} with its own settings "

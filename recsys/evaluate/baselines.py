@@ -22,8 +22,12 @@ class DampedBias(nn.Module):
     user_bias: Tensor
     item_bias: Tensor
 
-    def __init__(self, global_mean: float, user_bias: Tensor, item_bias: Tensor) -> None:
+    def __init__(
+        self, global_mean: float, user_bias: Tensor, item_bias: Tensor, *, fitted: bool = True
+    ) -> None:
+        """`fitted` False: the biases are zeros standing in for none (the global mean alone)."""
         super().__init__()
+        self.n_fitted = 1 + (len(user_bias) + len(item_bias) if fitted else 0)  # values fitted to the data
         self.register_buffer("global_mean", torch.tensor(global_mean))
         self.register_buffer("user_bias", user_bias)
         self.register_buffer("item_bias", item_bias)
@@ -49,4 +53,5 @@ def fit_damped_bias(train: RatingTensors, n_users: int, n_items: int, damping: f
 
 def global_mean(train: RatingTensors, n_users: int, n_items: int) -> DampedBias:
     """Predict the training mean for everyone (no damping question: all biases are zero)."""
-    return DampedBias(float(train.y.double().mean()), torch.zeros(n_users), torch.zeros(n_items))
+    zeros = (torch.zeros(n_users), torch.zeros(n_items))
+    return DampedBias(float(train.y.double().mean()), *zeros, fitted=False)

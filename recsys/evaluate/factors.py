@@ -27,7 +27,7 @@ def cosine_neighbours(vectors: np.ndarray, index: int, n: int = 5) -> tuple[np.n
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     similarity = unit @ unit[index]
     similarity[index] = -np.inf
-    order = np.argsort(-similarity, kind="stable")[:n]
+    order = np.argsort(-similarity, kind="stable")[: min(n, len(vectors) - 1)]  # never itself
     return order, similarity[order]
 
 

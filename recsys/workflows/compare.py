@@ -18,7 +18,7 @@ from recsys.config import config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors
 from recsys.data.synthetic import PlantedTruth
-from recsys.evaluate.baselines import fit_damped_bias, global_mean
+from recsys.evaluate.baselines import DampedBias, fit_damped_bias, global_mean
 from recsys.evaluate.biases import learned_biases
 from recsys.evaluate.metrics import evaluate_test
 from recsys.models import model_names
@@ -69,8 +69,7 @@ class Comparison:
 
 def _fitted_size(model: nn.Module) -> int:
     """Trainable parameters, or for the closed-form baselines the fitted values."""
-    trainable = sum(p.numel() for p in model.parameters())
-    return trainable or sum(b.numel() for b in model.buffers())
+    return model.n_fitted if isinstance(model, DampedBias) else sum(p.numel() for p in model.parameters())
 
 
 def compare_models(

@@ -86,7 +86,13 @@ def test_script_cold_start_serves_an_unknown_user(run_dir: Path, tmp_path: Path)
 
 @pytest.mark.parametrize(
     "args",
-    [[], ["--user", "1", "--similar", "x"], ["--user", "1", "--explain"], ["--similar", "x", "--cold-start"]],
+    [
+        [],
+        ["--user", "1", "--similar", "x"],
+        ["--user", "1", "--explain"],
+        ["--similar", "x", "--cold-start"],
+        ["--user", "1", "--item", "2", "--explain", "--cold-start"],
+    ],
 )
 def test_script_needs_exactly_one_query(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     # The flag checks need no model.

@@ -28,7 +28,9 @@ import torch
 from conftest import ROOT, Ran, run_cli
 
 from recsys.commands import train as train_command
+from recsys.config import config_for
 from recsys.data.catalog import load_dataset
+from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test
 from recsys.models import MODELS, DotProductBias
 from recsys.train.checkpoints import load_checkpoint
@@ -357,6 +359,19 @@ def resumed(good: Runs, tmp_path_factory: pytest.TempPathFactory) -> Runs:
         "missing": Job(["--resume", str(tmp_path_factory.mktemp("empty"))], cache),
     }
     return Runs(run_jobs(jobs), {})
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [(["--lr", "0.1"], "--lr has no effect on bpmf's compiled engine, a Gibbs sampler"),
+     (["--epochs", "9"], "its burn-in and kept draws are laid out over them")],
+)  # fmt: skip
+def test_resuming_a_sampler_names_what_it_has(flags: list[str], expected: str) -> None:
+    # A sampler has no learning rate: the refusals had spoken of one.
+    config = config_for("bpmf", dataset="tiny")
+    args = train_command.parse_args(["--resume", "runs/any", *flags])
+    with pytest.raises(RecsysError, match=re.escape(expected)):
+        train_command.check_resume_flags(args, config)
 
 
 @pytest.mark.parametrize(

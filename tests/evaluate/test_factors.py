@@ -12,6 +12,8 @@ def test_factor_helpers() -> None:
     neighbours, similarity = cosine_neighbours(vectors, 0, n=2)
     assert neighbours.tolist() == [1, 3]
     assert similarity[0] == pytest.approx(0.9 / np.hypot(0.9, 0.1))
+    everyone, _ = cosine_neighbours(vectors, 3, n=10)  # more asked for than there are: never itself
+    assert sorted(everyone.tolist()) == [0, 1, 2]
     points = principal_components(np.array([[0.0, 0.0], [2.0, 2.0], [4.0, 4.0]]), 1)
     assert np.abs(points[:, 0]).tolist() == pytest.approx([2 * np.sqrt(2), 0.0, 2 * np.sqrt(2)])
     model = DotProductBias(3, 4, 2)

@@ -29,6 +29,9 @@ def test_comparison_scores_every_model_and_baseline(tiny_comparison: Comparison)
         by_model.at["dot", "parameters"]
         == (len(tiny_comparison.data.users) + len(tiny_comparison.data.items)) * config_for("dot").n_factors
     )
+    ids = len(tiny_comparison.data.users) + len(tiny_comparison.data.items)
+    assert by_model.at["global-mean", "parameters"] == 1  # its zero biases stand in for none
+    assert by_model.at["damped-bias", "parameters"] == 1 + ids
     assert models_with_biases(tiny_comparison) == ["dotbias", "linear", "embproj", "svdpp", "bpmf"]
 
 
