@@ -168,7 +168,7 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     lines = "\n".join(text.split("\n")[skip:]).splitlines()
     if not whole:
         lines = lines[:-1]  # the last one may be cut short
-    lines = [line for line in lines if line.strip()][:SAMPLE_LINES]
+    lines = [line for line in _records(lines) if line.strip()][:SAMPLE_LINES]
     if not lines:
         commented = any(line.startswith("#") for line in text.split("\n"))
         problem = "no table in it, only # comment lines" if commented else "file is empty"
@@ -183,6 +183,18 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         name for j, name in enumerate(names) if any(_zero_led(row[j]) for row in rows if j < len(row))
     )
     return TextLayout(compression, encoding, sep, header, names, skip, zero_led)
+
+
+def _records(lines: list[str]) -> list[str]:
+    """The lines joined where a quoted field holds a line break (a title, a review), one per record;
+    a quote still open at the end (a sample cut short) drops its record."""
+    records, pending = [], ""
+    for line in lines:
+        pending = f"{pending}\n{line}" if pending else line
+        if pending.count('"') % 2 == 0:  # a doubled "" inside quotes changes nothing
+            records.append(pending)
+            pending = ""
+    return records
 
 
 def _fields(line: str, sep: str) -> list[str]:

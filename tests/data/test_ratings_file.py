@@ -312,6 +312,15 @@ def test_spaces_after_the_separator_are_not_part_of_the_ids(tmp_path: Path) -> N
     assert numbers.ratings["item"].tolist() == [50, 51] and numbers.ratings["item"].dtype == np.int64
 
 
+def test_quoted_line_breaks_do_not_hide_the_separator(tmp_path: Path) -> None:
+    # Sniffed line by line, a two-column table whose second title holds a line break had lines of
+    # one field and two: "cannot tell the separator".
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,4\n1,2,3\n")
+    items = write(tmp_path / "i.csv", 'item,title\n1,"Film one"\n2,"Film\n\ntwo"\n')
+    titles = load_ratings(ratings, items=items).items["title"].tolist()
+    assert titles == ["Film one", "Film\n\ntwo"]
+
+
 def test_items_give_titles_typed_like_the_ratings_ids(tmp_path: Path) -> None:
     ratings = write(tmp_path / "r.csv", text(ROWS))
     items = write(tmp_path / "i.csv", 'isbn,title,genres\n978-1,"Dune, Part 1",SF\n978-2,Emma,\n')
