@@ -123,6 +123,10 @@ def read_item_file(path: Path) -> pd.DataFrame:
 
 def _first_bytes(path: Path, n: int) -> bytes:
     if not path.is_file():
+        if path.is_dir():
+            raise DataError(f"{path}: is a folder; name the ratings file in it")
+        if path.exists():  # polars and the sniffer each read the file from its start
+            raise DataError(f"{path}: is not a regular file (a pipe or a device); save it to a file first")
         raise DataError(f"{path}: file not found")
     try:
         with path.open("rb") as file:
@@ -152,14 +156,23 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
             whole = len(head) < SNIFF_BYTES or not file.read(1)
     except (OSError, EOFError, lzma.LZMAError, pa.ArrowException) as error:
         raise DataError(f"{path}: cannot decompress it as {compression} ({error})") from None
-    if b"\0" in head:
-        raise DataError(f"{path}: is not a text file (it holds NUL bytes)")
     encoding = "utf-8"
-    try:
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # Excel's "Unicode text"
+        encoding = "utf-16"
         text = codecs.getincrementaldecoder(encoding)().decode(head)
-    except UnicodeDecodeError:  # Latin-1 files (Book-Crossing) are common; any byte decodes
-        encoding, text = "latin-1", head.decode("latin-1")
+    elif b"\0" in head:
+        raise DataError(f"{path}: is not a text file (it holds NUL bytes)")
+    else:
+        try:
+            text = codecs.getincrementaldecoder(encoding)().decode(head)
+        except UnicodeDecodeError:  # Latin-1 files (Book-Crossing) are common; any byte decodes
+            encoding, text = "latin-1", head.decode("latin-1")
     text = text.removeprefix("\ufeff")  # a byte-order mark (Excel's "CSV UTF-8"); polars drops it too
+    if "\r" in text and "\n" not in text:
+        raise DataError(
+            f"{path}: its lines end in a lone carriage return (classic Mac OS); save it with \\n or "
+            "\\r\\n line ends"
+        )
     skip = 0
     for line in text.split("\n"):  # polars, like the line numbers, ends lines at "\n" only
         if line.strip() and not line.startswith("#"):

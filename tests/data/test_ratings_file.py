@@ -312,6 +312,23 @@ def test_spaces_after_the_separator_are_not_part_of_the_ids(tmp_path: Path) -> N
     assert numbers.ratings["item"].tolist() == [50, 51] and numbers.ratings["item"].dtype == np.int64
 
 
+def test_utf16_text_reads_as_text(tmp_path: Path) -> None:
+    # Excel's "Unicode text" export: UTF-16 with a byte-order mark, tab-separated (had been refused
+    # as "not a text file" for its NUL bytes).
+    path = tmp_path / "r.txt"
+    path.write_bytes("user\titem\trating\nann\t2\t3\nbob\t3\t4\nann\t3\tx\n".encode("utf-16"))
+    with pytest.raises(DataError, match="rating 'x' on line 4 is not a number"):
+        load_ratings(path)
+    path.write_bytes("user\titem\trating\nann\t2\t3\nbob\t3\t4\n".encode("utf-16"))
+    assert load_ratings(path).ratings["user"].tolist() == ["ann", "bob"]
+
+
+def test_old_mac_line_ends_are_named(tmp_path: Path) -> None:
+    old_mac = write(tmp_path / "r.csv", "user,item,rating\r1,2,3\r2,3,4\r")
+    with pytest.raises(DataError, match="lines end in a lone carriage return"):
+        load_ratings(old_mac)
+
+
 def test_quoted_line_breaks_do_not_hide_the_separator(tmp_path: Path) -> None:
     # Sniffed line by line, a two-column table whose second title holds a line break had lines of
     # one field and two: "cannot tell the separator".
@@ -620,8 +637,8 @@ def test_broken_compressed_files_are_one_line(packed: object, expected: str, tmp
 
 
 def test_a_missing_file_or_a_folder_is_one_line(tmp_path: Path) -> None:
-    for path in (tmp_path / "absent.csv", tmp_path):
-        with pytest.raises(DataError, match="file not found"):
+    for path, expected in ((tmp_path / "absent.csv", "file not found"), (tmp_path, "is a folder")):
+        with pytest.raises(DataError, match=expected):
             load_ratings(path)
 
 
