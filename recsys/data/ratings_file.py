@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import IO, Any
 
@@ -186,6 +187,8 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         commented = any(line.startswith("#") for line in text.split("\n"))
         problem = "no table in it, only # comment lines" if commented else "file is empty"
         raise DataError(f"{path}: {problem}")
+    if sep is not None and len(_fields(lines[0], sep)) == 1:
+        raise DataError(f"{path}: --sep {sep!r} does not split its first line ({lines[0][:60]!r})")
     sep = sep or _separator(lines, path)
     first = [_unquoted(field) for field in _fields(lines[0], sep)]
     if header is None:
@@ -372,6 +375,11 @@ def _read_text(
         message = str(error).strip().splitlines()[0]
         if "could not parse" in message and not as_text:
             raise _ConversionError from None
+        if "invalid utf-8" in message and (number := _LineFinder(path, layout).first_not_utf8()) is not None:
+            raise DataError(
+                f"{path}: line {number} is not UTF-8 text, though the file's first "
+                f"{SNIFF_BYTES // 1024} KB are; save the whole file as UTF-8"
+            ) from None
         if "more fields" in message:
             line = _LineFinder(path, layout).first_with_more_fields(len(layout.names))
             if line is not None:
@@ -437,6 +445,20 @@ class _LineFinder:
             if index == skip:
                 return f"line {number}"
         return row_of_frame(row)
+
+    def first_not_utf8(self) -> int | None:
+        """The number of the first line that is not UTF-8."""
+        number, pending = 0, b""
+        with _opened(self.path, self.layout.compression) as file:
+            for chunk in chain(iter(lambda: file.read(1 << 20), b""), [b"\n"]):  # a last line without \n too
+                *complete, pending = (pending + chunk).split(b"\n")
+                for line in complete:
+                    number += 1
+                    try:
+                        line.decode("utf-8")
+                    except UnicodeDecodeError:
+                        return number
+        return None
 
     def first_with_more_fields(self, expected: int) -> tuple[int, int] | None:
         """The first line with more than `expected` fields, and their count."""

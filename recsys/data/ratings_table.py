@@ -108,6 +108,8 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
         return np.arange(n, dtype=np.int64)
     if pd.api.types.is_bool_dtype(column.dtype):
         raise DataError(f"{source}: the timestamps are true/false values, not times")
+    if pd.api.types.is_timedelta64_dtype(column.dtype):
+        raise DataError(f"{source}: the timestamps are durations, not times (add them to a start date)")
     if isinstance(column.dtype, np.dtype) and column.dtype.kind == "i":  # seconds, no gaps
         return column.to_numpy(dtype=np.int64)
     if pd.api.types.is_datetime64_any_dtype(column.dtype):

@@ -323,6 +323,19 @@ def test_utf16_text_reads_as_text(tmp_path: Path) -> None:
     assert load_ratings(path).ratings["user"].tolist() == ["ann", "bob"]
 
 
+def test_latin1_past_the_sniffed_start_is_named_by_its_line(tmp_path: Path) -> None:
+    rows = "".join(f"{n},{n % 50},{n % 5 + 1}\n" for n in range(ratings_file.SNIFF_BYTES // 8))
+    path = tmp_path / "r.csv"
+    path.write_bytes(f"user,item,rating\n{rows}".encode() + "José,5,4".encode("latin-1"))
+    with pytest.raises(DataError, match=rf"line {rows.count(chr(10)) + 2} is not UTF-8 text.*save the whole"):
+        load_ratings(path)
+
+
+def test_a_separator_that_splits_nothing_is_named(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="--sep ';' does not split its first line"):
+        load_ratings(write(tmp_path / "r.csv", text(ROWS)), sep=";")
+
+
 def test_old_mac_line_ends_are_named(tmp_path: Path) -> None:
     old_mac = write(tmp_path / "r.csv", "user,item,rating\r1,2,3\r2,3,4\r")
     with pytest.raises(DataError, match="lines end in a lone carriage return"):
@@ -486,6 +499,13 @@ def test_one_column_named_for_two_fields_is_refused(tmp_path: Path) -> None:
         load_ratings(path, columns={"user": "u", "item": "u", "rating": "r"})
     with pytest.raises(DataError, match="column 'r' is named for both the rating and the timestamp"):
         RatingsDataset.from_frame(pd.read_csv(path), user="u", item="i", rating="r", timestamp="r")
+
+
+def test_durations_are_no_timestamps() -> None:
+    days = pd.to_timedelta([1, 2], "D")
+    frame = pd.DataFrame({"user": [1, 2], "item": [1, 2], "rating": [1, 5], "ts": days})
+    with pytest.raises(DataError, match="the timestamps are durations, not times"):
+        RatingsDataset.from_frame(frame)
 
 
 def test_from_frame_takes_a_data_frame_only() -> None:
