@@ -5,6 +5,7 @@ The checkpoint holds no ratings or titles, so the dataset named in its config is
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +15,7 @@ from recsys.data.catalog import dataset_from_record
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import recorded_data
-from recsys.workflows.recommend import cold_start, explain, knows_user, recommend, similar_items
+from recsys.workflows.recommend import cold_start, explain, knows_user, recommend, similar_items, trained_on
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     dataset = dataset_from_record(
         recorded_data(args.run_dir), checkpoint.config.dataset, args.data_dir, allow_download=not args.offline
     )
+    if not trained_on(checkpoint, dataset):
+        warnings.warn(
+            f"{args.run_dir}: its ratings have changed since it was trained; what each user rated, and "
+            "so what is left out, comes from them as they are now",
+            stacklevel=1,
+        )
     if user is None:
         table = similar_items(checkpoint, dataset, args.similar, args.top)
     elif args.cold_start and not knows_user(checkpoint, user):

@@ -305,7 +305,7 @@ def fit(
     if config.engine == "compiled":
         _check_pairs_fit_the_tables(rating_model(model), train, valid)
     epochs = _epochs_for(model, train, valid, config, threads)
-    ratings = _fingerprint(train, valid) if on_checkpoint is not None or resume is not None else ""
+    ratings = ratings_fingerprint(train, valid) if on_checkpoint is not None or resume is not None else ""
     history = _restore(epochs, generator, resume, ratings) if resume is not None else []
     model.train()
     last_checkpoint = time.monotonic()
@@ -375,7 +375,7 @@ def _training_state(epochs: Epochs, generator: torch.Generator, history: list[Ep
     }
 
 
-def _fingerprint(*parts: RatingTensors) -> str:
+def ratings_fingerprint(*parts: RatingTensors) -> str:
     """A digest of the ratings trained and validated on, kept with the training state: the same users
     and items with other ratings would resume silently onto other data."""
     digest = hashlib.blake2b(digest_size=16)

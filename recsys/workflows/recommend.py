@@ -17,6 +17,21 @@ from recsys.evaluate.factors import cosine_neighbours, item_vectors
 from recsys.evaluate.metrics import predict
 from recsys.models import rating_model
 from recsys.train.checkpoints import Checkpoint
+from recsys.train.trainer import ratings_fingerprint
+from recsys.workflows.experiment import prepare
+
+
+def trained_on(checkpoint: Checkpoint, dataset: RatingsDataset) -> bool:
+    """Whether `dataset` splits into the ratings the run trained and validated on (True where the
+    checkpoint keeps no digest of them): a ratings file edited since would tell other rated items."""
+    saved = (checkpoint.training or {}).get("ratings")
+    if saved is None:
+        return True
+    try:
+        data, _ = prepare(dataset, checkpoint.config)
+    except RecsysError:  # the data no longer splits as it did
+        return False
+    return bool(ratings_fingerprint(data.train, data.test) == saved)
 
 
 def _check_top(top: int) -> None:

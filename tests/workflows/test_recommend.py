@@ -18,7 +18,7 @@ from recsys.evaluate.metrics import predict
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
-from recsys.workflows.recommend import cold_start, explain, recommend, similar_items
+from recsys.workflows.recommend import cold_start, explain, recommend, similar_items, trained_on
 
 
 def train_run(model: str, run_dir: Path) -> Checkpoint:
@@ -157,3 +157,13 @@ def test_explain_parts_sum_to_the_models_prediction(checkpoint: Checkpoint) -> N
 def test_explain_needs_a_model_with_biases(dot: Checkpoint) -> None:
     with pytest.raises(RecsysError, match="'dot' has no bias terms to explain"):
         explain(dot, int(dot.users.raw_ids[0]), int(dot.items.raw_ids[0]))
+
+
+def test_a_run_tells_whether_the_ratings_are_those_it_trained_on(checkpoint: Checkpoint) -> None:
+    tiny = load_dataset("tiny")
+    assert trained_on(checkpoint, tiny)
+    ratings = tiny.ratings.copy()
+    ratings.loc[ratings.index[0], "rating"] = 6 - ratings["rating"].iloc[0]  # one rating edited
+    assert not trained_on(checkpoint, dataclasses.replace(tiny, ratings=ratings))
+    fewer = dataclasses.replace(tiny, ratings=tiny.ratings.iloc[1:])
+    assert not trained_on(checkpoint, fewer)
