@@ -111,7 +111,12 @@ def _split_hint(config: RunConfig) -> str:
             f"; lower --test-n (now {config.test_n}): users with at most that many ratings stay "
             "wholly in training"
         )
-    if config.split in ("random", "user", "time"):
+    if config.split == "user":
+        return (
+            f"; it holds out --test-frac (now {config.test_frac}) of each user's ratings but always "
+            "keeps one in training, so users with one rating give none: use more data or --split random"
+        )
+    if config.split in ("random", "time"):
         return f"; change --test-frac (now {config.test_frac}) or use more data"
     return ""
 
