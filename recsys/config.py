@@ -197,7 +197,7 @@ def check_threads(threads: int) -> int:
     Threads are not part of RunConfig: the compiled engine gives the same result on any number.
     """
     cores = available_cores()
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+    if not _is_whole(threads) or threads < 1:
         raise RecsysError(f"--threads must be at least 1, got {threads!r}")
     if threads > cores:
         raise RecsysError(f"--threads {threads}: this process may use {cores} core(s); pass at most {cores}")

@@ -11,10 +11,9 @@ import csv
 import io
 import lzma
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import IO, Any
 
@@ -174,17 +173,18 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
             f"{path}: its lines end in a lone carriage return (classic Mac OS); save it with \\n or "
             "\\r\\n line ends"
         )
+    physical = text.split("\n")  # polars, like the line numbers, ends lines at "\n" only
     skip = 0
-    for line in text.split("\n"):  # polars, like the line numbers, ends lines at "\n" only
+    for line in physical:
         if line.strip() and not line.startswith("#"):
             break
         skip += 1
-    lines = "\n".join(text.split("\n")[skip:]).splitlines()
+    lines = "\n".join(physical[skip:]).splitlines()
     if not whole:
         lines = lines[:-1]  # the last one may be cut short
-    lines = [line for line in _records(lines) if line.strip()][:SAMPLE_LINES]
+    lines = [record for _, record in _records(enumerate(lines)) if record.strip()][:SAMPLE_LINES]
     if not lines:
-        commented = any(line.startswith("#") for line in text.split("\n"))
+        commented = any(line.startswith("#") for line in physical)
         problem = "no table in it, only # comment lines" if commented else "file is empty"
         raise DataError(f"{path}: {problem}")
     if sep is not None and len(_fields(lines[0], sep)) == 1:
@@ -201,16 +201,19 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     return TextLayout(compression, encoding, sep, header, names, skip, zero_led)
 
 
-def _records(lines: list[str]) -> list[str]:
-    """The lines joined where a quoted field holds a line break (a title, a review), one per record;
-    a quote still open at the end (a sample cut short) drops its record."""
-    records, pending = [], ""
-    for line in lines:
-        pending = f"{pending}\n{line}" if pending else line
+def _records(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """Numbered lines joined where a quoted field holds a line break (a title, a review): each
+    record with the number of the line it starts on. A quote still open at the end (a sample cut
+    short) drops its record."""
+    start, pending = 0, None
+    for number, line in lines:
+        if pending is None:
+            start, pending = number, line
+        else:
+            pending = f"{pending}\n{line}"
         if pending.count('"') % 2 == 0:  # a doubled "" inside quotes changes nothing
-            records.append(pending)
-            pending = ""
-    return records
+            yield start, pending
+            pending = None
 
 
 def _fields(line: str, sep: str) -> list[str]:
@@ -428,37 +431,24 @@ class _LineFinder:
             if pending:
                 yield number + 1, pending.rstrip("\r")
 
-    def _records(self) -> Iterator[int]:
-        """The line each record of the table starts on: polars makes a record of every line after
-        the header, but for those of nothing but separators (blank lines, dropped from the table),
-        and a quoted field may hold line breaks (a review's text), so a record may span lines."""
-        in_quotes = False
-        for number, line in self._lines():
-            starts = not in_quotes
-            in_quotes ^= line.count('"') % 2 == 1  # a doubled "" inside quotes changes nothing
-            if starts and number > self.layout.skip and line.strip(self.layout.sep):
-                yield number
-
     def __call__(self, row: int) -> str:
+        # polars makes a record of every line after the header (a quoted field may hold line breaks);
+        # those of nothing but separators (blank lines) are dropped from the table, so not counted.
+        data_rows = (
+            number
+            for number, record in _records(self._lines())
+            if number > self.layout.skip and record.strip(self.layout.sep)
+        )
         skip = row + (1 if self.layout.header else 0)
-        for index, number in enumerate(self._records()):
+        for index, number in enumerate(data_rows):
             if index == skip:
                 return f"line {number}"
         return row_of_frame(row)
 
     def first_not_utf8(self) -> int | None:
-        """The number of the first line that is not UTF-8."""
-        number, pending = 0, b""
-        with _opened(self.path, self.layout.compression) as file:
-            for chunk in chain(iter(lambda: file.read(1 << 20), b""), [b"\n"]):  # a last line without \n too
-                *complete, pending = (pending + chunk).split(b"\n")
-                for line in complete:
-                    number += 1
-                    try:
-                        line.decode("utf-8")
-                    except UnicodeDecodeError:
-                        return number
-        return None
+        """The number of the first line that is not UTF-8: read as the file's UTF-8, its bad bytes
+        come out as the replacement character."""
+        return next((number for number, line in self._lines() if "\ufffd" in line), None)
 
     def first_with_more_fields(self, expected: int) -> tuple[int, int] | None:
         """The first line with more than `expected` fields, and their count."""
