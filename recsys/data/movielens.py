@@ -223,7 +223,9 @@ def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.Data
         raw = _expect_fields(raw, path, 4, ",".join(expected)).set_axis(RATING_COLUMNS, axis=1)
     else:
         raise ValueError(f"unknown layout {layout!r}")
-    numeric = raw[RATING_COLUMNS].apply(pd.to_numeric, errors="coerce")
+    numeric = raw[RATING_COLUMNS]
+    if not all(pd.api.types.is_numeric_dtype(dtype) for dtype in numeric.dtypes):
+        numeric = numeric.apply(pd.to_numeric, errors="coerce")
     check_ratings(numeric, path, scale)
     user, item, timestamp = (
         _whole_numbers(numeric[column], path, what)
@@ -298,7 +300,8 @@ class PredefinedFolds(Mapping[str, FoldRows]):
     def __init__(self, folder: Path, ratings: pd.DataFrame, scale: tuple[float, float]) -> None:
         self._folder, self._ratings, self._scale = folder, ratings, scale
         self._read: dict[str, FoldRows] = {}
-        self._sorted_keys: tuple[np.ndarray, np.ndarray] | None = None  # the ratings', once needed
+        # The ratings' (user, item) keys in increasing order and the row of each, once needed.
+        self._sorted_keys: tuple[np.ndarray, np.ndarray] | None = None
 
     def __getitem__(self, fold: str) -> FoldRows:
         if fold not in PREDEFINED_FOLDS:
@@ -319,12 +322,13 @@ class PredefinedFolds(Mapping[str, FoldRows]):
         part = read_ratings(path, "100k", self._scale)
         if self._sorted_keys is None:
             keys = _pair_keys(self._ratings)
-            self._sorted_keys = keys, np.argsort(keys, kind="stable")
-        keys, order = self._sorted_keys
+            order = np.argsort(keys)  # no two rows share a key: the loader kept one rating per pair
+            self._sorted_keys = keys[order], order
+        sorted_keys, order = self._sorted_keys
         wanted = _pair_keys(part)
-        found = np.searchsorted(keys, wanted, sorter=order).clip(max=len(keys) - 1)
+        found = np.searchsorted(sorted_keys, wanted).clip(max=len(sorted_keys) - 1)
         rows = order[found]
-        same = (keys[rows] == wanted) & (
+        same = (sorted_keys[found] == wanted) & (
             self._ratings["rating"].to_numpy()[rows] == part["rating"].to_numpy()
         )
         if not same.all():
