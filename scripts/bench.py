@@ -9,7 +9,9 @@ and load rows. At the ML-10M shape dotbias's autograd engine also runs under tor
 processes on the CPU, one per GPU with --device cuda) beside the same run in one plain process.
 The contended rows run last, while two processes spin a CPU-bound loop each (--no-contended skips
 them): recsys dotbias on u1, and one epoch of each contender at the ML-10M shape (else the first
-shape asked for), recsys' on its compiled engine at 2 threads.
+shape asked for), recsys' on its compiled engine at 2 threads. `--baseline CHECKOUT` adds another
+checkout's dotbias u1 run to the u1 rounds: the code before a change against the code after it, in
+one run of the same machine.
 """
 
 import argparse
@@ -37,6 +39,8 @@ from recsys.workflows.report import markdown_table
 REFERENCE = "recsys-dotbias"  # the u1 contender the others' time ratios divide by
 # The autograd engine with its own defaults.
 AUTOGRAD = "recsys-dotbias-autograd"
+# REFERENCE's run from another checkout of recsys (--baseline), by that checkout's own bench worker.
+BASELINE = "recsys-dotbias-baseline"
 # recsys' most accurate model beside them: bpmf, Bayesian MF by Gibbs sampling.
 BAYES = "recsys-bpmf"
 U1_CONTENDERS = (REFERENCE, AUTOGRAD, BAYES, "fastai", "surprise-svd", *benchmark.CORNAC_MF, *benchmark.LIBMF)
@@ -168,19 +172,21 @@ def jobs(
     file_shape: str | None = None,
     tasks: Collection[str] = SELECTABLE,
     lenskit_python: str | None = None,
+    baseline: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Every measurement of `tasks` (and of those they need) to run, as the keyword arguments of one
     worker; the contended ones last. The u1 contenders take turns, `repeats` rounds, so that a slow
-    spell of the machine does not fall on one of them; on the folds, one round per fold, the
-    contenders taking turns within each."""
+    spell of the machine does not fall on one of them (`baseline`'s recsys among them); on the folds,
+    one round per fold, the contenders taking turns within each."""
     found: list[dict[str, Any]] = []
     if folder is not None:
         # LensKit's contenders run where an interpreter that has it was named (--lenskit-python).
         peers: list[tuple[str, dict[str, Any]]] = [(name, {}) for name in U1_CONTENDERS]
         if lenskit_python:
             peers += [(name, {"python": lenskit_python}) for name in benchmark.LENSKIT]
+        u1_peers = [*peers, *([(BASELINE, {"checkout": str(baseline)})] if baseline is not None else [])]
         found += [
-            ml100k_job("u1", name, device, **options) for _ in range(repeats) for name, options in peers
+            ml100k_job("u1", name, device, **options) for _ in range(repeats) for name, options in u1_peers
         ]
         fold_peers = [*peers, *((name, {}) for name in FOLD_CONTENDERS if name not in U1_CONTENDERS)]
         found += [
@@ -265,7 +271,11 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
 
 
 def worker_command(spec: dict[str, Any]) -> list[str]:
-    """The command that runs `spec` in a fresh process: under torchrun where it names `processes`."""
+    """The command that runs `spec` in a fresh process: under torchrun where it names `processes`; a
+    baseline's u1 run (`checkout`) by that checkout's bench script, as its REFERENCE."""
+    if "checkout" in spec:
+        script = Path(spec["checkout"]) / "scripts" / "bench.py"
+        return [sys.executable, str(script), "--worker", json.dumps({"task": "u1", "contender": REFERENCE})]
     processes = spec.get("processes")
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     return [sys.executable, *(launcher if processes else []), __file__, "--worker", json.dumps(spec)]
@@ -273,20 +283,24 @@ def worker_command(spec: dict[str, Any]) -> list[str]:
 
 def run_worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     """Start a fresh process for `spec`; add its wall time, peak RSS and contended mark, or the error
-    it reported."""
+    it reported. A baseline's run imports recsys from its checkout, and is named as the spec names it."""
     contended = "yes" if spec.pop("contended", False) else "no"
     command = worker_command(spec)
     if folder is not None:
         command += ["--ml100k", str(folder)]
     # gloo on the loopback interface: torchrun's processes are all on this machine.
     environment = {"GLOO_SOCKET_IFNAME": "lo", **os.environ}
+    checkout = spec.get("checkout")
+    if checkout is not None:
+        environment["PYTHONPATH"] = checkout
     with benchmark.measured() as clocks:
-        result = subprocess.run(command, capture_output=True, text=True, env=environment)
+        result = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=checkout)
     marks = {"contended": contended, "wall_seconds": clocks.seconds}
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines() or ["no output"]
         return {**spec, **marks, "error": lines[-1]}
-    return {**json.loads(result.stdout.strip().splitlines()[-1]), **marks}
+    named = {"contender": spec["contender"]} if checkout is not None else {}
+    return {**json.loads(result.stdout.strip().splitlines()[-1]), **named, **marks}
 
 
 def run_all(specs: list[dict[str, Any]], folder: Path | None) -> list[dict[str, Any]]:
@@ -423,6 +437,13 @@ def main(argv: list[str] | None = None) -> int:
         "docs/benchmarks.md); its ALS and FunkSVD then join the ML-100K rows "
         "[default: $RECSYS_LENSKIT_PYTHON, else none]",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout of recsys (say `git worktree add ../before COMMIT`): its dotbias u1 run, "
+        "by its own scripts/bench.py and this interpreter, takes turns with the u1 contenders",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ml100k", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -446,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.out.exists() and not args.out.is_dir():
         raise RecsysError(f"--out {args.out} is a file; name a folder")
+    if args.baseline is not None and not (args.baseline / "scripts" / "bench.py").is_file():
+        raise RecsysError(f"--baseline {args.baseline}: not a recsys checkout (no scripts/bench.py in it)")
+    baseline = None if args.baseline is None else args.baseline.resolve()
     with tempfile.TemporaryDirectory() as scratch:
         file_shape = None if args.file_shape == "none" else args.file_shape
         specs = jobs(
@@ -458,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
             file_shape,
             args.tasks,
             args.lenskit_python,
+            baseline,
         )
         results = run_all(specs, folder)
     found = tables(specs, results)

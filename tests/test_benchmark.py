@@ -579,3 +579,42 @@ def test_lenskit_peer_scores_u1_where_lenskit_is_installed(ml100k_folder: Path) 
         pytest.skip("no interpreter with LensKit: set RECSYS_LENSKIT_PYTHON (docs/benchmarks.md)")
     result = benchmark.bench_lenskit(ml100k_folder, "lenskit-als", python)
     assert 0.85 < result["rmse"] < 1.0 and result["seconds"] > 0
+
+
+def test_bench_baseline_takes_its_turn_in_every_u1_round_only(tmp_path: Path) -> None:
+    script = _bench_script()
+    before = tmp_path / "before"
+    specs = script.jobs(tmp_path, [], tmp_path, repeats=2, tasks=["u1", "folds"], baseline=before)
+    baseline = [spec for spec in specs if spec.get("contender") == script.BASELINE]
+    assert [spec["task"] for spec in baseline] == ["u1", "u1"]
+    assert all(spec["checkout"] == str(before) for spec in baseline)
+    rounds = [spec["contender"] for spec in specs if spec["task"] == "u1" and not spec.get("contended")]
+    assert rounds == [*script.U1_CONTENDERS, script.BASELINE] * 2
+
+
+def test_bench_baseline_runs_the_checkouts_own_worker_on_its_own_recsys(tmp_path: Path) -> None:
+    checkout = tmp_path / "before"
+    (checkout / "scripts").mkdir(parents=True)
+    # A stand-in for an older bench.py: says what it was asked, from where, and with which path.
+    (checkout / "scripts" / "bench.py").write_text(
+        "import json, os, sys\n"
+        "spec = json.loads(sys.argv[sys.argv.index('--worker') + 1])\n"
+        "print(json.dumps({**spec, 'seconds': 0.2, 'cwd': os.getcwd(), 'path': os.environ['PYTHONPATH'],"
+        " 'data': sys.argv[-1]}))\n"
+    )
+    script = _bench_script()
+    spec = {"task": "u1", "contender": script.BASELINE, "device": "cpu", "checkout": str(checkout)}
+    result = script.run_worker(spec, tmp_path / "ml-100k")
+    assert result["contender"] == script.BASELINE and result["task"] == "u1" and result["seconds"] == 0.2
+    assert result["cwd"] == str(checkout) and result["path"] == str(checkout)
+    assert result["data"] == str(tmp_path / "ml-100k") and result["contended"] == "no"
+
+
+def test_bench_baseline_that_is_no_checkout_is_one_line(tmp_path: Path) -> None:
+    args = ["--tasks", "throughput", "--baseline", str(tmp_path), "--out", str(tmp_path / "bench")]
+    result = run_cli(lambda: run(_bench_script().main), "bench.py", args, tmp_path / "cache")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --baseline {tmp_path}: not a recsys checkout (no scripts/bench.py in it)"
+    ]
+    assert not (tmp_path / "bench").exists()
