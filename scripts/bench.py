@@ -275,7 +275,8 @@ def worker_command(spec: dict[str, Any]) -> list[str]:
     baseline's u1 run (`checkout`) by that checkout's bench script, as its REFERENCE."""
     if "checkout" in spec:
         script = Path(spec["checkout"]) / "scripts" / "bench.py"
-        return [sys.executable, str(script), "--worker", json.dumps({"task": "u1", "contender": REFERENCE})]
+        asked = {"task": "u1", "contender": REFERENCE, "device": spec["device"]}
+        return [sys.executable, str(script), "--worker", json.dumps(asked)]
     processes = spec.get("processes")
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     return [sys.executable, *(launcher if processes else []), __file__, "--worker", json.dumps(spec)]

@@ -606,6 +606,7 @@ def test_bench_baseline_runs_the_checkouts_own_worker_on_its_own_recsys(tmp_path
     spec = {"task": "u1", "contender": script.BASELINE, "device": "cpu", "checkout": str(checkout)}
     result = script.run_worker(spec, tmp_path / "ml-100k")
     assert result["contender"] == script.BASELINE and result["task"] == "u1" and result["seconds"] == 0.2
+    assert result["device"] == "cpu"  # trains where the other recsys rows do
     assert result["cwd"] == str(checkout) and result["path"] == str(checkout)
     assert result["data"] == str(tmp_path / "ml-100k") and result["contended"] == "no"
 
