@@ -115,6 +115,26 @@ def _bias_step(
     sums[row] += row_gradient * row_gradient
 
 
+@compiled(fastmath=True, inline=True)
+def _step_terms(
+    learning_rate: np.float32, row_sum: np.float32, decay: np.float32, gradient: np.float32
+) -> tuple[np.float32, np.float32]:
+    """A row's AdaGrad step against the other row `other` of its rating, as keep * row + take * other:
+    row - step * (gradient * other + decay * row), with the row's step lr / sqrt(its sum)."""
+    step = learning_rate / np.sqrt(row_sum)
+    return np.float32(1) - step * decay, -step * gradient
+
+
+@compiled(fastmath=True, inline=True)
+def _squared_norm(
+    a: np.float32, x_norm: np.float32, cross: np.float32, b: np.float32, y_norm: np.float32
+) -> np.float32:
+    """|a x + b y|^2 from |x|^2, x . y and |y|^2 (never below 0, which rounding could give): a row's
+    squared gradient from the sums its rating's dot product loop gathers, so that the update loop
+    need not form the gradient."""
+    return max(a * a * x_norm + 2 * a * b * cross + b * b * y_norm, np.float32(0))  # type: ignore[no-any-return]
+
+
 @compiled(fastmath=True)
 def _train_blocks(
     tables: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -152,6 +172,8 @@ def _train_blocks(
     learning_rate, decay, span = np.float32(lr), np.float32(2 * l2), np.float32(high - low)
     # d(weight * error^2)/d(prediction): the squared error's 2 times its weight (1 / rating unit^2).
     low32, twice_weight = np.float32(low), np.float32(2 * error_weight)
+    # A row's accumulator takes the mean of its squared gradient over the model's factors.
+    per_factor = np.float32(1 / factor_count)
     n_factors = user_factors.shape[1]  # padded: the columns past the model's stay zero
     has_bias = user_bias.shape[0] > 0
     has_implicit = implicit_factors.shape[0] > 0
@@ -176,9 +198,18 @@ def _train_blocks(
             if paired and not has_implicit and j + 1 < end and users[j + 1] != user and items[j + 1] != item:
                 user2, item2 = users[j + 1], items[j + 1]
                 score, score2 = np.float32(0), np.float32(0)
+                user_norm, item_norm = np.float32(0), np.float32(0)
+                user_norm2, item_norm2 = np.float32(0), np.float32(0)
                 for c in range(n_factors):
-                    score += user_factors[user, c] * item_factors[item, c]
-                    score2 += user_factors[user2, c] * item_factors[item2, c]
+                    old_user, old_item = user_factors[user, c], item_factors[item, c]
+                    old_user2, old_item2 = user_factors[user2, c], item_factors[item2, c]
+                    score += old_user * old_item
+                    score2 += old_user2 * old_item2
+                    user_norm += old_user * old_user
+                    item_norm += old_item * old_item
+                    user_norm2 += old_user2 * old_user2
+                    item_norm2 += old_item2 * old_item2
+                dot, dot2 = score, score2
                 if has_bias:
                     score += user_bias[user] + item_bias[item]
                     score2 += user_bias[user2] + item_bias[item2]
@@ -188,31 +219,22 @@ def _train_blocks(
                 )
                 total += float(error * error)
                 total += float(error2 * error2)
-                user_step = learning_rate / np.sqrt(user_sums[user])
-                item_step = learning_rate / np.sqrt(item_sums[item])
-                user_step2 = learning_rate / np.sqrt(user_sums[user2])
-                item_step2 = learning_rate / np.sqrt(item_sums[item2])
-                user_square, item_square = np.float32(0), np.float32(0)
-                user_square2, item_square2 = np.float32(0), np.float32(0)
+                user_keep, user_take = _step_terms(learning_rate, user_sums[user], decay, gradient)
+                item_keep, item_take = _step_terms(learning_rate, item_sums[item], decay, gradient)
+                user_keep2, user_take2 = _step_terms(learning_rate, user_sums[user2], decay, gradient2)
+                item_keep2, item_take2 = _step_terms(learning_rate, item_sums[item2], decay, gradient2)
                 for c in range(n_factors):
                     old_user, old_item = user_factors[user, c], item_factors[item, c]
-                    user_gradient = gradient * old_item + decay * old_user
-                    item_gradient = gradient * old_user + decay * old_item
-                    user_factors[user, c] = old_user - user_step * user_gradient
-                    item_factors[item, c] = old_item - item_step * item_gradient
-                    user_square += user_gradient * user_gradient
-                    item_square += item_gradient * item_gradient
+                    user_factors[user, c] = user_keep * old_user + user_take * old_item
+                    item_factors[item, c] = item_keep * old_item + item_take * old_user
                     old_user, old_item = user_factors[user2, c], item_factors[item2, c]
-                    user_gradient = gradient2 * old_item + decay * old_user
-                    item_gradient = gradient2 * old_user + decay * old_item
-                    user_factors[user2, c] = old_user - user_step2 * user_gradient
-                    item_factors[item2, c] = old_item - item_step2 * item_gradient
-                    user_square2 += user_gradient * user_gradient
-                    item_square2 += item_gradient * item_gradient
-                user_sums[user] += user_square / factor_count
-                item_sums[item] += item_square / factor_count
-                user_sums[user2] += user_square2 / factor_count
-                item_sums[item2] += item_square2 / factor_count
+                    user_factors[user2, c] = user_keep2 * old_user + user_take2 * old_item
+                    item_factors[item2, c] = item_keep2 * old_item + item_take2 * old_user
+                # g_user = gradient * item + decay * user, g_item = gradient * user + decay * item.
+                user_sums[user] += _squared_norm(gradient, item_norm, dot, decay, user_norm) * per_factor
+                item_sums[item] += _squared_norm(gradient, user_norm, dot, decay, item_norm) * per_factor
+                user_sums[user2] += _squared_norm(gradient2, item_norm2, dot2, decay, user_norm2) * per_factor
+                item_sums[item2] += _squared_norm(gradient2, user_norm2, dot2, decay, item_norm2) * per_factor
                 if has_bias:
                     _bias_step(user_bias, user_bias_sums, user, gradient, decay, learning_rate)
                     _bias_step(item_bias, item_bias_sums, item, gradient, decay, learning_rate)
@@ -221,30 +243,36 @@ def _train_blocks(
                 j += 2
                 continue
             # Rows indexed in place, never sliced: a slice is a reference-counted view (an atomic
-            # increment and decrement per rating).
-            score = np.float32(0)
+            # increment and decrement per rating). The user's whole vector is user + implicit.
+            score, dot = np.float32(0), np.float32(0)
+            user_norm, item_norm, whole_norm = np.float32(0), np.float32(0), np.float32(0)
             for c in range(n_factors):
-                score += (user_factors[user, c] + implicit_vector[c]) * item_factors[item, c]
+                old_user, old_item = user_factors[user, c], item_factors[item, c]
+                whole_user = old_user + implicit_vector[c]
+                score += whole_user * old_item
+                dot += old_user * old_item
+                user_norm += old_user * old_user
+                item_norm += old_item * old_item
+                whole_norm += whole_user * whole_user
+            whole_dot = score
             if has_bias:
                 score += user_bias[user] + item_bias[item]
             error, gradient = _error_and_gradient(score, values[j], squash, low32, span, twice_weight)
             total += float(error * error)
+            # g_user = gradient * item + decay * user, g_item = gradient * whole_user + decay * item.
+            user_square = _squared_norm(gradient, item_norm, dot, decay, user_norm)
+            item_square = _squared_norm(gradient, whole_norm, whole_dot, decay, item_norm)
             # Row-wise AdaGrad (LIBMF's): a step scaled by the row's accumulated squared gradient so
             # far, then the mean squared gradient of this step joins it; one pass over the factors.
-            user_step = learning_rate / np.sqrt(user_sums[user])
-            item_step = learning_rate / np.sqrt(item_sums[item])
-            user_square, item_square = np.float32(0), np.float32(0)
+            user_keep, user_take = _step_terms(learning_rate, user_sums[user], decay, gradient)
+            item_keep, item_take = _step_terms(learning_rate, item_sums[item], decay, gradient)
             for c in range(n_factors):
                 old_user, old_item = user_factors[user, c], item_factors[item, c]
-                user_gradient = gradient * old_item + decay * old_user
-                item_gradient = gradient * (old_user + implicit_vector[c]) + decay * old_item
-                user_factors[user, c] = old_user - user_step * user_gradient
-                item_factors[item, c] = old_item - item_step * item_gradient
+                user_factors[user, c] = user_keep * old_user + user_take * old_item
+                item_factors[item, c] = item_keep * old_item + item_take * (old_user + implicit_vector[c])
                 implicit_gradient[c] += gradient * old_item
-                user_square += user_gradient * user_gradient
-                item_square += item_gradient * item_gradient
-            user_sums[user] += user_square / factor_count
-            item_sums[item] += item_square / factor_count
+            user_sums[user] += user_square * per_factor
+            item_sums[item] += item_square * per_factor
             if has_bias:
                 _bias_step(user_bias, user_bias_sums, user, gradient, decay, learning_rate)
                 _bias_step(item_bias, item_bias_sums, item, gradient, decay, learning_rate)
@@ -260,7 +288,7 @@ def _train_blocks(
                     row_gradient = scale * implicit_gradient[c] + row_decay * implicit_factors[row, c]
                     implicit_factors[row, c] -= step * row_gradient
                     square += row_gradient * row_gradient
-                implicit_sums[row] += square / factor_count
+                implicit_sums[row] += square * per_factor
         squared_errors[block] = total
 
 
