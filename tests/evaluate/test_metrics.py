@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from recsys.data.encoding import EncodedSplit, IdMap, RatingTensors
-from recsys.evaluate.metrics import evaluate_test, mae, predict, rmse
+from recsys.evaluate.metrics import CPU_CHUNK, evaluate_test, mae, predict, rmse
 
 
 def test_rmse_and_mae_by_hand() -> None:
@@ -87,3 +87,9 @@ def test_predict_covers_every_row_in_order_and_restores_train_mode() -> None:
     model.eval()
     predict(model, x, batch_size=4)
     assert not model.training
+
+
+def test_predict_by_default_covers_rows_past_the_cpu_chunk_in_order() -> None:
+    users = torch.arange(CPU_CHUNK + 3) % 7
+    x = torch.stack([users, torch.zeros_like(users)], dim=1)
+    assert torch.equal(predict(Encode(), x), (users * 10).float())
