@@ -16,6 +16,12 @@ from torch import Tensor
 from recsys.data.splits import Split
 from recsys.errors import RecsysError
 
+# Integer ids spanning at most this many times their count (MovieLens') are found through a table
+# indexed by the id itself, instead of sorting and binary search.
+DENSE_SPAN = 4
+# Beyond this magnitude an id's offset from the smallest could overflow int64.
+_DENSE_LIMIT = 2**62
+
 
 @dataclass(frozen=True)
 class IdMap:
@@ -25,7 +31,12 @@ class IdMap:
 
     @classmethod
     def fit(cls, raw: np.ndarray) -> "IdMap":
-        return cls(np.unique(raw))
+        raw = np.asarray(raw)
+        bounds = _dense_range(raw)
+        if bounds is None:
+            return cls(np.unique(raw))
+        present = np.flatnonzero(np.bincount(raw.astype(np.int64) - bounds[0]))
+        return cls((present + bounds[0]).astype(raw.dtype))
 
     def __len__(self) -> int:
         return len(self.raw_ids)
@@ -47,19 +58,37 @@ class IdMap:
         return positions
 
     def _positions(self, raw: np.ndarray) -> np.ndarray:
-        """Each raw id's inner index, -1 where it has none: a binary search among integer ids, a hash
-        lookup among text ids (a binary search compares Python strings one by one)."""
+        """Each raw id's inner index, -1 where it has none: a table lookup among dense integer ids, a
+        binary search among other integer ids, a hash lookup among text ids (a binary search compares
+        Python strings one by one)."""
         raw = np.asarray(raw)
         if len(self.raw_ids) == 0 or (raw.dtype.kind in "OUS") == self.integer_ids:
             return np.full(np.shape(raw), -1, dtype=np.int64)
         if not self.integer_ids:
             return self._text_index.get_indexer(raw.astype(object)).astype(np.int64)
+        table = self._dense_table
+        if table is not None and _integer_range(raw) is not None:
+            offset = raw.astype(np.int64) - int(self.raw_ids[0])
+            inside = (offset >= 0) & (offset < len(table))
+            return np.where(inside, table[np.where(inside, offset, 0)], -1)
         position = np.searchsorted(self.raw_ids, raw).clip(max=len(self.raw_ids) - 1)
         return np.where(self.raw_ids[position] == raw, position, -1).astype(np.int64)
 
     @cached_property
     def _text_index(self) -> pd.Index:
         return pd.Index(self.raw_ids, dtype=object)
+
+    @cached_property
+    def _dense_table(self) -> np.ndarray | None:
+        """Each raw id's inner index at (id - the smallest id), -1 at the absent ids between; None
+        unless the ids are integers spanning at most DENSE_SPAN times their count."""
+        bounds = _dense_range(self.raw_ids)
+        if bounds is None:
+            return None
+        low, high = bounds
+        table = np.full(high - low + 1, -1, np.int64)
+        table[self.raw_ids.astype(np.int64) - low] = np.arange(len(self.raw_ids))
+        return table
 
     def decode(self, inner: np.ndarray) -> np.ndarray:
         """Raw ids of inner indices."""
@@ -91,6 +120,23 @@ class IdMap:
         if not isinstance(stored, list) or not all(isinstance(raw, str) for raw in stored):
             raise TypeError("raw ids are neither a tensor nor a list of strings")
         return cls(np.array(stored, dtype=object))
+
+
+def _integer_range(ids: np.ndarray) -> tuple[int, int] | None:
+    """The smallest and largest of non-empty integer `ids` whose offsets from each other fit int64;
+    else None."""
+    if ids.dtype.kind not in "iu" or len(ids) == 0:
+        return None
+    low, high = int(ids.min()), int(ids.max())
+    return (low, high) if low > -_DENSE_LIMIT and high < _DENSE_LIMIT else None
+
+
+def _dense_range(ids: np.ndarray) -> tuple[int, int] | None:
+    """`_integer_range` of `ids` where it spans at most DENSE_SPAN times their count; else None."""
+    bounds = _integer_range(ids)
+    if bounds is None or bounds[1] - bounds[0] + 1 > DENSE_SPAN * len(ids):
+        return None
+    return bounds
 
 
 @dataclass(frozen=True)

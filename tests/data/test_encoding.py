@@ -6,9 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recsys.data.dataset import ratings_frame
-from recsys.data.encoding import IdMap, encode_split
+from recsys.data.encoding import DENSE_SPAN, IdMap, encode_split
 from recsys.data.splits import Split
 from recsys.errors import RecsysError
 
@@ -48,6 +50,46 @@ def test_known_mask() -> None:
 def test_known_with_a_single_id() -> None:
     ids = IdMap.fit(np.array([4, 4]))
     assert ids.known(np.array([3, 4, 5])).tolist() == [False, True, False]
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    dtype=st.sampled_from([np.int64, np.int32, np.uint16, np.uint64]),
+    low=st.integers(0, 1000),
+    width=st.integers(1, 300),
+    count=st.integers(1, 60),
+    data=st.data(),
+)
+def test_ids_map_the_same_whether_dense_or_sparse(dtype, low, width, count, data) -> None:
+    """Narrow ranges go through the dense table, wide ones through sorting: both give np.unique's
+    ids, and the same inner index (or none) for any query, including ids outside the range."""
+    signed = np.dtype(dtype).kind == "i"
+    offset = -500 if signed else 0
+    draws = st.integers(low + offset, low + offset + width)
+    raw = np.array(data.draw(st.lists(draws, min_size=count, max_size=count)), dtype=dtype)
+    ids = IdMap.fit(raw)
+    assert ids.raw_ids.dtype == raw.dtype
+    assert ids.raw_ids.tolist() == np.unique(raw).tolist()
+    lowest = 0 if not signed else -2000
+    query = np.array(data.draw(st.lists(st.integers(lowest, 3000), max_size=30)), dtype=dtype)
+    index = {raw_id: position for position, raw_id in enumerate(ids.raw_ids.tolist())}
+    assert ids.known(query).tolist() == [value in index for value in query.tolist()]
+    known = query[ids.known(query)]
+    assert ids.encode(known).tolist() == [index[value] for value in known.tolist()]
+
+
+def test_narrow_integer_ids_take_the_table_and_wide_ones_the_binary_search() -> None:
+    """So that the property above meets both paths (its widths run from 1 to 300 over 1 to 60 ids)."""
+    assert IdMap.fit(np.arange(1, 944))._dense_table is not None
+    assert IdMap.fit(np.arange(1, 944) * (DENSE_SPAN + 1))._dense_table is None
+    assert IdMap.fit(np.array(["a", "b"]))._dense_table is None
+
+
+def test_huge_integer_ids_are_looked_up_without_overflow() -> None:
+    raw = np.array([2**63 - 10, 2**63 - 3, 2**63 - 10], dtype=np.uint64)
+    ids = IdMap.fit(raw)
+    assert ids.encode(np.array([2**63 - 3], dtype=np.uint64)).tolist() == [1]
+    assert not ids.known(np.array([0, 2**64 - 1], dtype=np.uint64)).any()
 
 
 # ---------------------------------------------------------------------------------------------
