@@ -34,6 +34,7 @@ from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate
 from recsys.models import RatingModel, SampledModel, rating_model
 from recsys.models.layers import check_pair_range
+from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank
 from recsys.train.optim import LazyAdam
 
@@ -299,6 +300,7 @@ def fit(
     if len(train) == 0:
         raise RecsysError("no training ratings")
     threads = check_threads(default_threads() if threads is None else threads)
+    keep_freed_memory()
     model.to(config.device)
     train, valid = train.to(config.device), valid.to(config.device)
     rating_model(model).set_training_pairs(train.x)

@@ -25,6 +25,7 @@ from recsys.evaluate.metrics import evaluate, evaluate_test
 from recsys.files import write_json
 from recsys.models import build_model
 from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, DATA_FILE, METRICS_FILE
+from recsys.train.allocator import keep_freed_memory
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
 from recsys.train.memory import check_fits
 from recsys.train.trainer import EpochStats, fit
@@ -142,6 +143,7 @@ def train_and_evaluate(
     run would have. `threads`: CPU threads of the compiled engine (None: all this
     process may use); the result does not depend on it.
     """
+    keep_freed_memory()
     if resume is not None:
         config = resume.config
     data, config = prepare(dataset, config)
