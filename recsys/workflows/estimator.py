@@ -6,8 +6,6 @@ same settings; scikit-learn's splitters do the holding out.
 """
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -23,6 +21,7 @@ from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
 from recsys.models import build_model
 from recsys.train.memory import check_fits
+from recsys.train.threads import torch_threads
 from recsys.train.trainer import fit
 from recsys.workflows.experiment import fitted_config
 
@@ -165,7 +164,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             generator,
             config.init_scale,
         )
-        with _torch_threads(self.threads):
+        with torch_threads(self.threads):
             fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
         self.model_.cpu()
         self.train_mean_ = float(ratings.mean())
@@ -196,7 +195,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         predictions = np.full(len(known), self.train_mean_, dtype=np.float64)
         if known.any():
             inner = np.stack([self.users_.encode(users[known]), self.items_.encode(items[known])], axis=1)
-            with _torch_threads(self.threads):
+            with torch_threads(self.threads):
                 predictions[known] = predict(self.model_, torch.from_numpy(inner)).numpy()
         return predictions
 
@@ -223,22 +222,6 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             f"{' and '.join(parts)} did not occur in the ratings fit was given (new users or items, or "
             "ids of another type or column order); unknown='mean' predicts the training mean for them"
         )
-
-
-@contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    """torch's own threads set to `threads` for the block and restored after (None: left as they are),
-    as train.py's --threads sets them: on cores that other work (a search's parallel fits) contends
-    for, the autograd engine's small steps ran ten times slower on two threads than on one."""
-    if threads is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _as_parameters(message: str) -> str:

@@ -28,11 +28,14 @@ from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, DATA_
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
 from recsys.train.memory import check_fits
+from recsys.train.threads import torch_threads
 from recsys.train.trainer import EpochStats, fit
 
 # An autograd run takes at least this many optimizer steps: on a small file the tuned batch sizes
 # would leave a handful of steps, too few to move the model past predicting the mean.
 MIN_STEPS = 100
+# torch's intra-op threads during a compiled-engine run, whose own threads are numba's.
+COMPILED_TORCH_THREADS = 1
 # Training ratings scored after a run to check it beats their mean (a stride through them).
 MEAN_CHECK_SAMPLE = 20_000
 
@@ -146,6 +149,25 @@ def train_and_evaluate(
     keep_freed_memory()
     if resume is not None:
         config = resume.config
+    # Beside the compiled engine torch only builds the tables and scores the test ratings: on one
+    # thread it never waits for a second one that another process holds.
+    with torch_threads(COMPILED_TORCH_THREADS if config.engine == "compiled" else None):
+        return _train_and_evaluate(
+            dataset, config, run_dir, progress, on_epoch, resume, threads, checkpoint_every
+        )
+
+
+def _train_and_evaluate(
+    dataset: RatingsDataset,
+    config: RunConfig,
+    run_dir: Path | None,
+    progress: bool,
+    on_epoch: Callable[[EpochStats], None] | None,
+    resume: Checkpoint | None,
+    threads: int | None,
+    checkpoint_every: float,
+) -> RunResult:
+    """`train_and_evaluate` once the config is settled."""
     data, config = prepare(dataset, config)
     check_fits(config, len(data.users), len(data.items))
     generator = torch.Generator().manual_seed(config.seed)

@@ -24,7 +24,13 @@ from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test
 from recsys.names import DATA_FILE
 from recsys.train.checkpoints import load_checkpoint
-from recsys.workflows.experiment import MIN_STEPS, prepare, recorded_data, train_and_evaluate
+from recsys.workflows.experiment import (
+    COMPILED_TORCH_THREADS,
+    MIN_STEPS,
+    prepare,
+    recorded_data,
+    train_and_evaluate,
+)
 
 
 def _dataset(users: list[int], items: list[int]) -> RatingsDataset:
@@ -83,6 +89,24 @@ def test_a_model_worse_than_the_mean_is_warned_about(tiny: RatingsDataset) -> No
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         train_and_evaluate(tiny, config_for("dotbias", dataset="tiny"), progress=False)
+
+
+@pytest.mark.parametrize(("engine", "during"), [("compiled", COMPILED_TORCH_THREADS), ("autograd", 2)])
+def test_torch_runs_on_one_thread_beside_the_compiled_engine_and_is_restored_after(
+    tiny: RatingsDataset, engine: str, during: int
+) -> None:
+    seen: list[int] = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        config = config_for("dotbias", engine=engine, dataset="tiny", epochs=2)
+        train_and_evaluate(
+            tiny, config, progress=False, on_epoch=lambda _: seen.append(torch.get_num_threads())
+        )
+        assert seen == [during, during]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_the_run_records_where_its_data_came_from(tiny: RatingsDataset, tmp_path: Path) -> None:
