@@ -144,7 +144,9 @@ def train_and_evaluate(
     (0: after every epoch), and config, metrics and final checkpoint at the end. With `resume`,
     training continues from that checkpoint's last completed epoch and ends as the uninterrupted
     run would have. `threads`: CPU threads of the compiled engine (None: all this
-    process may use); the result does not depend on it.
+    process may use); the result does not depend on it. Meanwhile torch's own threads are
+    COMPILED_TORCH_THREADS on the compiled engine (restored after), and the process keeps the memory
+    it frees (`keep_freed_memory`).
     """
     keep_freed_memory()
     if resume is not None:
