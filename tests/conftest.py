@@ -82,6 +82,19 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     return cache
 
 
+@pytest.fixture(autouse=True, scope="session")
+def commands_exit_by_system_exit() -> Iterator[None]:
+    """A command run in this process ends with SystemExit, as `sys.exit` would, instead of ending the
+    process (recsys.commands.common.end_process, which would end pytest with the command's code and
+    no summary; a test in tests/commands runs the real one in a subprocess). Session-wide, so that it
+    is in place before the module fixtures that run commands."""
+    from recsys.commands import common
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(common, "end_process", sys.exit)
+        yield
+
+
 @dataclass(frozen=True)
 class Ran:
     """A command run in this process: its exit code and what it printed, as a CompletedProcess has them."""

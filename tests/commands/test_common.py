@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -136,3 +139,21 @@ def test_check_device_refuses_cuda_without_one() -> None:
     check_device("cpu")
     with pytest.raises(RecsysError, match="--device cuda:1: no CUDA device is available here"):
         check_device("cuda:1")
+
+
+@pytest.mark.parametrize(("code", "stream"), [(0, "stdout"), (3, "stderr")])
+def test_end_process_flushes_both_streams_and_exits_with_the_code(code: int, stream: str) -> None:
+    """The real end of a command, in a process of its own: what was printed but not yet flushed
+    (stdout is a pipe here, so block-buffered) arrives, and the code is the process's."""
+    program = (
+        "import sys\n"
+        "from recsys.commands.common import end_process\n"
+        f"print('left in the buffer', end='', file=sys.{stream})\n"
+        f"end_process({code})\n"
+    )
+    buffered = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    ran = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, env=buffered
+    )
+    assert ran.returncode == code
+    assert getattr(ran, stream) == "left in the buffer"
