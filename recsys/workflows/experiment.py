@@ -148,85 +148,69 @@ def train_and_evaluate(
     COMPILED_TORCH_THREADS on the compiled engine (restored after), and the process keeps the memory
     it frees (`keep_freed_memory`).
     """
-    keep_freed_memory()
+    keep_freed_memory()  # fit sets it too; here it is in place before the data is prepared
     if resume is not None:
         config = resume.config
     # Beside the compiled engine torch only builds the tables and scores the test ratings: on one
     # thread it never waits for a second one that another process holds.
     with torch_threads(COMPILED_TORCH_THREADS if config.engine == "compiled" else None):
-        return _train_and_evaluate(
-            dataset, config, run_dir, progress, on_epoch, resume, threads, checkpoint_every
+        data, config = prepare(dataset, config)
+        check_fits(config, len(data.users), len(data.items))
+        generator = torch.Generator().manual_seed(config.seed)
+        model = build_model(
+            config.model,
+            len(data.users),
+            len(data.items),
+            config.n_factors,
+            config.y_range,
+            generator,
+            config.init_scale,
         )
+        # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
+        last_training = None
+        if resume is not None:
+            _check_resumable(resume, data)
+            model.load_state_dict(resume.model.state_dict())
+            last_training = resume.training
+        if run_dir is not None:
+            write_json(run_dir / CONFIG_FILE, config.to_dict())
+            write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
 
+        def checkpoint(stats: EpochStats, training: dict[str, Any]) -> None:
+            nonlocal last_training
+            last_training = training
+            if run_dir is not None and stats.epoch < config.epochs:  # the last is saved with the metrics
+                metrics = {"epoch": stats.epoch}
+                save_checkpoint(
+                    run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, training
+                )
 
-def _train_and_evaluate(
-    dataset: RatingsDataset,
-    config: RunConfig,
-    run_dir: Path | None,
-    progress: bool,
-    on_epoch: Callable[[EpochStats], None] | None,
-    resume: Checkpoint | None,
-    threads: int | None,
-    checkpoint_every: float,
-) -> RunResult:
-    """`train_and_evaluate` once the config is settled."""
-    data, config = prepare(dataset, config)
-    check_fits(config, len(data.users), len(data.items))
-    generator = torch.Generator().manual_seed(config.seed)
-    model = build_model(
-        config.model,
-        len(data.users),
-        len(data.items),
-        config.n_factors,
-        config.y_range,
-        generator,
-        config.init_scale,
-    )
-    # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
-    last_training = None
-    if resume is not None:
-        _check_resumable(resume, data)
-        model.load_state_dict(resume.model.state_dict())
-        last_training = resume.training
-    if run_dir is not None:
-        write_json(run_dir / CONFIG_FILE, config.to_dict())
-        write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
-
-    def checkpoint(stats: EpochStats, training: dict[str, Any]) -> None:
-        nonlocal last_training
-        last_training = training
-        if run_dir is not None and stats.epoch < config.epochs:  # the last is saved with the metrics
-            metrics = {"epoch": stats.epoch}
+        start = time.perf_counter()
+        history = fit(
+            model,
+            data.train,
+            data.test,
+            config,
+            generator,
+            threads=threads,
+            progress=progress,
+            on_epoch=on_epoch,
+            on_checkpoint=checkpoint if run_dir is not None else None,
+            checkpoint_every=checkpoint_every,
+            resume=last_training,
+        )
+        seconds = time.perf_counter() - start
+        result = RunResult(
+            config, model.cpu(), data, history, evaluate_test(model, data, config.unknown), seconds
+        )
+        _warn_if_worse_than_mean(result)
+        if run_dir is not None:
+            metrics = result.metrics()
             save_checkpoint(
-                run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, training
+                run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, last_training
             )
-
-    start = time.perf_counter()
-    history = fit(
-        model,
-        data.train,
-        data.test,
-        config,
-        generator,
-        threads=threads,
-        progress=progress,
-        on_epoch=on_epoch,
-        on_checkpoint=checkpoint if run_dir is not None else None,
-        checkpoint_every=checkpoint_every,
-        resume=last_training,
-    )
-    seconds = time.perf_counter() - start
-    result = RunResult(
-        config, model.cpu(), data, history, evaluate_test(model, data, config.unknown), seconds
-    )
-    _warn_if_worse_than_mean(result)
-    if run_dir is not None:
-        metrics = result.metrics()
-        save_checkpoint(
-            run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, last_training
-        )
-        write_json(run_dir / METRICS_FILE, metrics)
-    return result
+            write_json(run_dir / METRICS_FILE, metrics)
+        return result
 
 
 def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit) -> None:
