@@ -6,6 +6,7 @@ knowledge. The CLI builds it; library functions take it, never an argparse names
 
 import dataclasses
 import math
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,14 @@ SEED_LIMIT = 2**32
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _plain(value: object) -> object:
+    """numpy's numbers (from `np.arange` in a grid search, a float32 learning rate) as Python's, which
+    the checks below and the config's JSON take; anything else as it is."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or type(value) in (int, float):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def _is_whole(value: object) -> bool:
@@ -71,6 +80,14 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         """Reject values no run can use, naming the flag that sets them."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            plain = (
+                tuple(_plain(end) for end in value)
+                if field.name == "y_range" and isinstance(value, tuple | list)
+                else _plain(value)
+            )
+            object.__setattr__(self, field.name, plain)
         for flag, value in (
             ("--epochs", self.epochs),
             ("--bs", self.batch_size),
@@ -197,6 +214,7 @@ def check_threads(threads: int) -> int:
     Threads are not part of RunConfig: the compiled engine gives the same result on any number.
     """
     cores = available_cores()
+    threads = _plain(threads)  # type: ignore[assignment]
     if not _is_whole(threads) or threads < 1:
         raise RecsysError(f"--threads must be at least 1, got {threads!r}")
     if threads > cores:

@@ -7,6 +7,7 @@ import dataclasses
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 
 from recsys.config import RunConfig, available_cores, check_threads, config_for, default_threads
@@ -87,6 +88,19 @@ def test_threads_are_checked() -> None:
             check_threads(bad)
     with pytest.raises(RecsysError, match=f"may use {available_cores()} core"):
         check_threads(available_cores() + 1)
+
+
+def test_numpy_numbers_are_taken_as_pythons() -> None:
+    """A grid search over np.arange, or a float32 learning rate, sets numpy's numbers."""
+    config = config_for(
+        "dotbias", n_factors=np.int64(8), epochs=np.int32(2), lr=np.float32(0.5), y_range=[np.int8(0), 5.5]
+    )
+    assert (config.n_factors, config.epochs, config.lr, config.y_range) == (8, 2, 0.5, (0, 5.5))
+    assert type(config.n_factors) is int and type(config.lr) is float
+    assert RunConfig.from_dict(config.to_dict()) == config
+    assert check_threads(np.int64(1)) == 1
+    with pytest.raises(RecsysError, match="--epochs must be at least 1"):
+        config_for("dotbias", epochs=np.bool_(True))
 
 
 def test_every_field_has_a_default_that_passes_its_own_checks() -> None:

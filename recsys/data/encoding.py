@@ -141,10 +141,26 @@ def _dense_range(ids: np.ndarray) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class RatingTensors:
-    """Encoded ratings as compact tensors: x is (n, 2) [user, item] int64, y is (n,) float32."""
+    """Encoded ratings as compact tensors: x is (n, 2) [user, item] int64, y is (n,) float32.
+
+    The shapes are checked here because the compiled kernels index y by x's rows unchecked: a y shorter
+    than x would be read past its end. A (n, 1) y, fastai's usual target shape, is flattened.
+    """
 
     x: Tensor
     y: Tensor
+
+    def __post_init__(self) -> None:
+        if self.x.ndim != 2 or self.x.shape[1] != 2:
+            raise ValueError(
+                f"x must be a (n, 2) tensor of [user, item] indices, got shape {tuple(self.x.shape)}"
+            )
+        if self.y.ndim == 2 and self.y.shape[1] == 1:
+            object.__setattr__(self, "y", self.y.reshape(-1))
+        if self.y.ndim != 1:
+            raise ValueError(f"y must be a (n,) tensor of ratings, got shape {tuple(self.y.shape)}")
+        if len(self.x) != len(self.y):
+            raise ValueError(f"x has {len(self.x)} rows but y has {len(self.y)} ratings")
 
     def __len__(self) -> int:
         return len(self.y)

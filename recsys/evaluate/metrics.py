@@ -10,12 +10,28 @@ from recsys.data.encoding import EncodedSplit, RatingTensors
 
 def rmse(predictions: Tensor, targets: Tensor) -> float:
     """Root mean squared error."""
-    return float(torch.sqrt(torch.mean((predictions - targets) ** 2)))
+    return float(torch.sqrt(torch.mean(_errors(predictions, targets) ** 2)))
 
 
 def mae(predictions: Tensor, targets: Tensor) -> float:
     """Mean absolute error."""
-    return float(torch.mean(torch.abs(predictions - targets)))
+    return float(torch.mean(torch.abs(_errors(predictions, targets))))
+
+
+def _errors(predictions: Tensor, targets: Tensor) -> Tensor:
+    """predictions - targets, one per rating: a (n, 1) column (fastai's target shape) counts as (n,),
+    and other shapes must match, since broadcasting (n,) against (n, 1) would compare every pair."""
+    predictions, targets = _as_vector(predictions), _as_vector(targets)
+    if predictions.shape != targets.shape:
+        raise ValueError(
+            f"{tuple(predictions.shape)} predictions against {tuple(targets.shape)} targets: "
+            "one of each per rating"
+        )
+    return predictions - targets
+
+
+def _as_vector(values: Tensor) -> Tensor:
+    return values.reshape(-1) if values.ndim == 2 and values.shape[1] == 1 else values
 
 
 # Pairs scored at once: on the CPU few enough that a chunk's looked-up rows stay in cache

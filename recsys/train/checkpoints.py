@@ -47,7 +47,7 @@ class Checkpoint:
 
 
 def save_checkpoint(
-    path: Path,
+    path: str | Path,
     model: nn.Module,
     config: RunConfig,
     users: IdMap,
@@ -56,6 +56,7 @@ def save_checkpoint(
     training: dict[str, Any] | None = None,
 ) -> None:
     """Atomically save weights (on CPU), config, id maps, metrics and the state to resume from."""
+    path = Path(path)
     payload = {
         "format": CHECKPOINT_FORMAT,
         "config": config.to_dict(),
@@ -78,11 +79,12 @@ def write_checkpoint_payload(path: Path, payload: dict[str, Any]) -> None:
     atomic_write(path, lambda file: file.writelines((header, body)))
 
 
-def load_checkpoint(path: Path) -> Checkpoint:
+def load_checkpoint(path: str | Path) -> Checkpoint:
     """Rebuild the model of a checkpoint; refuse a damaged file and anything that is not plain data.
 
     Every failure is one RecsysError line naming `path`.
     """
+    path = Path(path)
     payload = _read_payload(path)
     try:
         config = RunConfig.from_dict(payload["config"])

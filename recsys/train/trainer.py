@@ -245,8 +245,10 @@ class _SampledEpochs:
 
         from recsys.train.gibbs import GibbsEpochs
 
-        numba.set_num_threads(min(threads, getattr(numba.config, "NUMBA_NUM_THREADS")))  # noqa: B009
         self.epochs = GibbsEpochs(model, train, valid, config.epochs, config.n_factors, model.y_range)
+        self._numba = numba
+        self.threads_before = numba.get_num_threads()  # given back by close: the caller's, not ours
+        numba.set_num_threads(min(threads, getattr(numba.config, "NUMBA_NUM_THREADS")))  # noqa: B009
 
     def state_dict(self) -> dict[str, Any]:
         return {"sampler": self.epochs.state_dict()}
@@ -264,7 +266,7 @@ class _SampledEpochs:
         return self.epochs.evaluate()
 
     def close(self) -> None:
-        pass
+        self._numba.set_num_threads(self.threads_before)
 
 
 Epochs = _AutogradEpochs | _CompiledEpochs | _SampledEpochs
@@ -307,11 +309,11 @@ def fit(
     if config.engine == "compiled":
         _check_pairs_fit_the_tables(rating_model(model), train, valid)
     epochs = _epochs_for(model, train, valid, config, threads)
-    ratings = ratings_fingerprint(train, valid) if on_checkpoint is not None or resume is not None else ""
-    history = _restore(epochs, generator, resume, ratings) if resume is not None else []
-    model.train()
-    last_checkpoint = time.monotonic()
     try:
+        ratings = ratings_fingerprint(train, valid) if on_checkpoint is not None or resume is not None else ""
+        history = _restore(epochs, generator, resume, ratings) if resume is not None else []
+        model.train()
+        last_checkpoint = time.monotonic()
         for epoch in range(len(history) + 1, config.epochs + 1):
             stats = _train_one_epoch(epochs, epoch, generator, valid, config, progress)
             history.append(stats)
@@ -322,7 +324,7 @@ def fit(
             if on_epoch is not None:
                 on_epoch(stats)
     finally:
-        epochs.close()  # sparse gradients off again, also when training diverged
+        epochs.close()  # sparse gradients off, numba's threads back, also when training failed
     return history
 
 

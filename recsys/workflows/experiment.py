@@ -129,7 +129,7 @@ def train_and_evaluate(
     dataset: RatingsDataset,
     config: RunConfig,
     *,
-    run_dir: Path | None = None,
+    run_dir: str | Path | None = None,
     progress: bool = True,
     on_epoch: Callable[[EpochStats], None] | None = None,
     resume: Checkpoint | None = None,
@@ -149,6 +149,7 @@ def train_and_evaluate(
     it frees (`keep_freed_memory`).
     """
     keep_freed_memory()  # fit sets it too; here it is in place before the data is prepared
+    run_dir = Path(run_dir) if run_dir is not None else None
     if resume is not None:
         config = resume.config
     # Beside the compiled engine torch only builds the tables and scores the test ratings: on one

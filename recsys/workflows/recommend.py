@@ -5,12 +5,14 @@ titles and what each user already rated, which a checkpoint does not hold.
 """
 
 import difflib
+import numbers
 
 import numpy as np
 import pandas as pd
 import torch
 
 from recsys.data.dataset import RatingsDataset
+from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
 from recsys.evaluate.biases import learned_biases
 from recsys.evaluate.factors import cosine_neighbours, item_vectors
@@ -36,8 +38,8 @@ def trained_on(checkpoint: Checkpoint, dataset: RatingsDataset) -> bool:
 
 def _check_top(top: int) -> None:
     """Reject a list length no table can have."""
-    if top < 1:
-        raise RecsysError(f"--top must be at least 1, got {top}")
+    if isinstance(top, bool) or not isinstance(top, numbers.Integral) or top < 1:
+        raise RecsysError(f"--top must be a whole number of at least 1, got {top!r}")
 
 
 def _titled(dataset: RatingsDataset, raw_items: np.ndarray, column: str, values: np.ndarray) -> pd.DataFrame:
@@ -45,14 +47,23 @@ def _titled(dataset: RatingsDataset, raw_items: np.ndarray, column: str, values:
     return pd.DataFrame({"item": raw_items, "title": dataset.titles(raw_items), column: values})
 
 
+def _as_id(id_map: IdMap, raw: int | str, kind: str) -> int | str:
+    """`raw` as `id_map`'s ids are: "9" is user 9 where the ids are integers, 9 is "9" where they are
+    text (a typed id and a stored one of the other type would never match)."""
+    if isinstance(raw, str):
+        return id_map.parse(raw, kind)
+    return raw if id_map.integer_ids else str(raw)
+
+
 def knows_user(checkpoint: Checkpoint, user: int | str) -> bool:
     """Whether raw user id `user` was in the model's training data (else only a cold start can serve them)."""
-    return bool(checkpoint.users.known(np.array([user]))[0])
+    return bool(checkpoint.users.known(np.array([_as_id(checkpoint.users, user, "user")]))[0])
 
 
 def user_index(checkpoint: Checkpoint, user: int | str) -> int:
     """The inner index of raw user id `user`; an unknown user is an error saying what is known."""
     users = checkpoint.users
+    user = _as_id(users, user, "user")
     if not knows_user(checkpoint, user):
         raise RecsysError(
             f"user {user} is not in this model's training data ({len(users)} users, ids "
@@ -63,7 +74,7 @@ def user_index(checkpoint: Checkpoint, user: int | str) -> int:
 
 def item_index(checkpoint: Checkpoint, item: int | str) -> int:
     """The inner index of raw item id `item`; an unknown item is an error naming it."""
-    return int(checkpoint.items.encode(np.array([item]), "item")[0])
+    return int(checkpoint.items.encode(np.array([_as_id(checkpoint.items, item, "item")]), "item")[0])
 
 
 def recommend(
@@ -71,6 +82,7 @@ def recommend(
 ) -> pd.DataFrame:
     """The `top` items `user` has not rated, by predicted rating: columns item, title, predicted."""
     _check_top(top)
+    user = _as_id(checkpoint.users, user, "user")
     index = user_index(checkpoint, user)
     n_items = len(checkpoint.items)
     pairs = torch.stack([torch.full((n_items,), index), torch.arange(n_items)], dim=1)
@@ -111,12 +123,13 @@ def close_titles(title: str, titles: list[str], n: int = 5) -> list[str]:
     return [titles[i] for i in order[:n] if ratios[i] >= 0.6]
 
 
-def find_item(checkpoint: Checkpoint, dataset: RatingsDataset, name: str) -> int:
+def find_item(checkpoint: Checkpoint, dataset: RatingsDataset, name: int | str) -> int:
     """The inner index of the item titled `name` (case-insensitive; the lowest id among duplicates),
     else of the item whose id is `name` (data without titles is queried by id).
 
     Neither is an error suggesting up to five close titles.
     """
+    name = str(name)
     titles = dataset.items.loc[checkpoint.items.known(dataset.items["item"].to_numpy())]
     shown = titles["title"].astype(str)  # an empty table's column has no string type
     matches = titles.loc[shown.str.casefold() == name.casefold(), "item"].to_numpy()
@@ -131,7 +144,9 @@ def find_item(checkpoint: Checkpoint, dataset: RatingsDataset, name: str) -> int
     raise RecsysError(f"no item titled {name!r}, nor with that id, in this model's training data{hint}")
 
 
-def similar_items(checkpoint: Checkpoint, dataset: RatingsDataset, item: str, top: int = 10) -> pd.DataFrame:
+def similar_items(
+    checkpoint: Checkpoint, dataset: RatingsDataset, item: int | str, top: int = 10
+) -> pd.DataFrame:
     """The `top` items nearest to `item` (a title, or an id: see `find_item`) by cosine similarity of
     item factors: item, title, cosine."""
     _check_top(top)

@@ -86,7 +86,7 @@ def tune(
     seed: int = 0,
     threads: int | None = None,
     on_trial: Callable[[int, dict[str, Any], float], None] | None = None,
-    run_dir: Path | None = None,
+    run_dir: str | Path | None = None,
 ) -> TuneResult:
     """Search `model`'s hyperparameters on the training part of `split` only, then retrain the best
     and score it on the test part once. `on_trial(n, setting, valid_rmse)` reports each setting."""

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recsys.data.dataset import ratings_frame
-from recsys.data.encoding import DENSE_SPAN, IdMap, encode_split
+from recsys.data.encoding import DENSE_SPAN, IdMap, RatingTensors, encode_split
 from recsys.data.splits import Split
 from recsys.errors import RecsysError
 
@@ -180,3 +180,15 @@ def test_encode_split_on_tiny(tiny) -> None:
     assert int(enc.train.x[:, 0].max()) == len(enc.users) - 1
     assert int(enc.train.x[:, 1].max()) == len(enc.items) - 1
     assert enc.train_mean == pytest.approx(float(parts.train["rating"].mean()))
+
+
+def test_rating_tensors_refuse_shapes_the_kernels_would_misread() -> None:
+    x = torch.tensor([[0, 1], [1, 0], [1, 1]])
+    column = RatingTensors(x, torch.tensor([[4.0], [3.0], [5.0]]))  # fastai's (n, 1) targets
+    assert column.y.shape == (3,) and len(column) == 3
+    with pytest.raises(ValueError, match="x has 3 rows but y has 2 ratings"):
+        RatingTensors(x, torch.tensor([4.0, 3.0]))
+    with pytest.raises(ValueError, match=r"x must be a \(n, 2\) tensor.*\(3, 3\)"):
+        RatingTensors(torch.zeros(3, 3, dtype=torch.long), torch.ones(3))
+    with pytest.raises(ValueError, match=r"y must be a \(n,\) tensor.*\(3, 2\)"):
+        RatingTensors(x, torch.ones(3, 2))

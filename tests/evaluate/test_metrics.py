@@ -23,6 +23,17 @@ def test_rmse_and_mae_by_hand() -> None:
     assert isinstance(rmse(predictions, targets), float)
 
 
+def test_a_column_of_targets_scores_as_a_vector_and_other_shapes_are_refused() -> None:
+    predictions = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    targets = torch.tensor([1.0, 4.0, 2.0, 4.0])
+    column = targets.unsqueeze(1)  # broadcast against (4,), it would compare all 16 pairs
+    assert rmse(predictions, column) == rmse(predictions, targets)
+    assert mae(column.T.T, predictions) == mae(targets, predictions)
+    for metric in (rmse, mae):
+        with pytest.raises(ValueError, match=r"\(4,\) predictions against \(1,\) targets"):
+            metric(predictions, torch.tensor([2.5]))
+
+
 class Constant(nn.Module):
     """Predicts the same rating for every pair."""
 

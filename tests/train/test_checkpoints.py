@@ -105,6 +105,11 @@ def test_round_trip_gives_back_what_was_saved(checkpoint: Path, model: nn.Module
     assert torch.equal(loaded.training["rng"], TRAINING["rng"])
 
 
+def test_a_path_given_as_text_loads_the_same(checkpoint: Path) -> None:
+    loaded = load_checkpoint(str(checkpoint))
+    assert loaded.config == CONFIG and loaded.metrics == METRICS
+
+
 def test_file_is_a_header_with_size_and_digest_then_a_torch_archive(checkpoint: Path) -> None:
     header, body = split_file(checkpoint.read_bytes())
     digest = hashlib.sha256(body).hexdigest()

@@ -104,3 +104,18 @@ def test_the_draws_do_not_depend_on_the_threads(tiny: RatingsDataset) -> None:
     runs = [train_and_evaluate(tiny, config, progress=False, threads=threads) for threads in (1, 2)]
     for name, tensor in runs[0].model.state_dict().items():
         assert torch.equal(tensor, runs[1].model.state_dict()[name]), name
+
+
+def test_a_run_gives_back_numbas_thread_count(tiny: RatingsDataset) -> None:
+    """The sampler runs on the run's threads; the caller's own numba code keeps the caller's."""
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here: nothing a run could change")
+    before = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        train_and_evaluate(tiny, config_for("bpmf", dataset="tiny", epochs=2), progress=False, threads=1)
+        assert numba.get_num_threads() == 2
+    finally:
+        numba.set_num_threads(before)

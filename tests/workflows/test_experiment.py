@@ -110,8 +110,8 @@ def test_torch_runs_on_one_thread_beside_the_compiled_engine_and_is_restored_aft
 
 
 def test_the_run_records_where_its_data_came_from(tiny: RatingsDataset, tmp_path: Path) -> None:
-    train_and_evaluate(
-        tiny, config_for("dotbias", dataset="tiny", epochs=1), run_dir=tmp_path, progress=False
+    train_and_evaluate(  # a folder named as text, as torch and pandas take paths
+        tiny, config_for("dotbias", dataset="tiny", epochs=1), run_dir=str(tmp_path), progress=False
     )
     recorded = json.loads((tmp_path / DATA_FILE).read_text())
     assert recorded["dataset"] == "tiny"

@@ -77,8 +77,20 @@ def test_recommend_excludes_rated_items_and_ranks_by_the_models_predictions(
 def test_recommend_respects_top(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
     user = int(checkpoint.users.raw_ids[0])
     assert len(recommend(checkpoint, dataset, user, top=3)) == 3
-    with pytest.raises(RecsysError, match="--top must be at least 1"):
-        recommend(checkpoint, dataset, user, top=0)
+    for top in (0, 2.5, True):
+        with pytest.raises(RecsysError, match="--top must be a whole number of at least 1"):
+            recommend(checkpoint, dataset, user, top=top)  # type: ignore[arg-type]
+
+
+def test_an_id_typed_as_text_or_as_a_number_finds_the_same_user_and_item(
+    checkpoint: Checkpoint, dataset: RatingsDataset
+) -> None:
+    user, item = int(checkpoint.users.raw_ids[0]), int(checkpoint.items.raw_ids[0])
+    assert recommend(checkpoint, dataset, str(user)).equals(recommend(checkpoint, dataset, user))
+    assert explain(checkpoint, str(user), str(item)) == explain(checkpoint, user, item)
+    assert similar_items(checkpoint, dataset, item).equals(similar_items(checkpoint, dataset, str(item)))
+    with pytest.raises(RecsysError, match="user id 'someone': this model's user ids are integers"):
+        recommend(checkpoint, dataset, "someone")
 
 
 def test_recommend_to_an_unknown_user_is_an_error_naming_it(
