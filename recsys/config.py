@@ -208,6 +208,15 @@ def default_threads() -> int:
     return max(1, available_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
+def check_device(device: str) -> None:
+    """Refuse a CUDA device on a machine without one, naming the flag (torch is imported here, not
+    with this module: the flags are checked before torch loads)."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RecsysError(f"--device {device}: no CUDA device is available here; use --device cpu")
+
+
 def check_threads(threads: int) -> int:
     """`threads` if this process may use that many cores; a one-line error naming --threads if not.
 

@@ -30,7 +30,8 @@ import benchmark
 import pandas as pd
 import torch
 
-from recsys.commands.common import check_device, run
+from recsys.commands.common import run
+from recsys.config import check_device
 from recsys.errors import RecsysError
 from recsys.files import write_json
 from recsys.train.distributed import distributed_session

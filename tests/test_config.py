@@ -9,9 +9,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
-from recsys.config import RunConfig, available_cores, check_threads, config_for, default_threads
+from recsys.config import (
+    RunConfig,
+    available_cores,
+    check_device,
+    check_threads,
+    config_for,
+    default_threads,
+)
+from recsys.data.dataset import RatingsDataset
 from recsys.errors import RecsysError
+from recsys.workflows.experiment import train_and_evaluate
 
 
 @pytest.mark.parametrize(
@@ -133,3 +143,13 @@ def test_a_sampled_models_compiled_engine_refuses_a_step_size_or_penalty(flag: s
         config_for("bpmf", **{flag: 0.5})
     assert config_for("bpmf", engine="autograd", **{flag: 0.5}).engine == "autograd"
     assert config_for("bpmf").engine == "compiled"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_a_cuda_device_is_refused_without_one_by_the_command_and_the_library(tiny: RatingsDataset) -> None:
+    check_device("cpu")
+    with pytest.raises(RecsysError, match="--device cuda:1: no CUDA device is available here"):
+        check_device("cuda:1")
+    config = config_for("dotbias", engine="autograd", dataset="tiny", device="cuda", epochs=1)
+    with pytest.raises(RecsysError, match="--device cuda: no CUDA device"):
+        train_and_evaluate(tiny, config, progress=False)

@@ -167,14 +167,6 @@ def ratings_from_flags(args: argparse.Namespace, *, announce: bool) -> "RatingsD
     return dataset
 
 
-def check_device(device: str) -> None:
-    """Refuse a CUDA device on a machine without one, naming the flag."""
-    import torch
-
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RecsysError(f"--device {device}: no CUDA device is available here; use --device cpu")
-
-
 def run(main: Callable[[], int]) -> None:
     """Run a script's main and end the process with its code: a user's mistake (RecsysError) is one
     `error:` line and exit code 2, and a warning one `warning:` line. A bug's exception propagates,

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recsys.commands.common import add_data_flags, check_data_flags, check_device, dataset_from_flags, run
+from recsys.commands.common import add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.config import (
     AUTOGRAD_ONLY,
     ENGINES,
@@ -23,6 +23,7 @@ from recsys.config import (
     SCHEDULES,
     UNKNOWN_POLICIES,
     RunConfig,
+    check_device,
     check_threads,
     config_for,
     default_threads,

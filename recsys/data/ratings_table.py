@@ -4,6 +4,7 @@ The file reader and `RatingsDataset.from_frame` both end here, so a DataFrame in
 check a file does. A bad value is named by `where(row)`: "line N" of a file, "row N" of a frame.
 """
 
+import numbers
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -212,10 +213,25 @@ def _refuse_if_they_differ(
         )
 
 
+def check_unique_columns(frame: pd.DataFrame, source: str) -> None:
+    """Each column label once: a repeated label selects a frame of columns, not one column."""
+    twice = frame.columns[frame.columns.duplicated()]
+    if len(twice):
+        raise DataError(f"{source}: column {str(twice[0])!r} appears more than once")
+
+
 def check_scale(scale: tuple[float, float] | None, source: str) -> None:
     """A rating scale given by the user must be two finite numbers, the lower first."""
-    if scale is not None and not (np.isfinite(scale).all() and scale[0] < scale[1]):
-        raise DataError(f"{source}: --rating-scale {scale[0]:g},{scale[1]:g}: expected finite LO < HI")
+    if scale is None:
+        return
+    two_numbers = (
+        isinstance(scale, tuple | list)
+        and len(scale) == 2
+        and all(isinstance(end, numbers.Real) and not isinstance(end, bool) for end in scale)
+    )
+    if not (two_numbers and np.isfinite(scale).all() and scale[0] < scale[1]):
+        shown = ",".join(f"{end:g}" for end in scale) if two_numbers else repr(scale)
+        raise DataError(f"{source}: --rating-scale {shown}: expected finite LO < HI")
 
 
 def rating_scale(
@@ -292,6 +308,7 @@ def ratings_table(
 def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFrame:
     """An item table (id, title, optional genres) with its ids in the ratings' id type; columns found
     by common names, else taken as id, title[, genres] in order."""
+    check_unique_columns(raw, source)
     labels = {str(label): label for label in raw.columns}  # a frame's labels need not be strings
     names = list(labels)
     found = find_columns(names, ITEM_FIELDS, None, source, aliases={**ALIASES, "item": ITEM_ID_ALIASES})
@@ -307,7 +324,7 @@ def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFram
         if missing.size:
             raise DataError(f"{source}: missing item id on {row_of_frame(int(missing[0]))}")
         values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        bad = np.flatnonzero(~(values == np.round(values)))
+        bad = np.flatnonzero(~(values == np.round(values)) | ~(np.abs(values) < 2**53))
         if bad.size:
             row = int(bad[0])
             raise DataError(
@@ -362,6 +379,7 @@ def dataset_from_frame(
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"from_frame takes a pandas DataFrame of ratings, got {type(frame).__name__}")
     check_scale(rating_scale, "the ratings frame")
+    check_unique_columns(frame, "the ratings frame")
     labels = {str(label): label for label in frame.columns}
     given = {field: str(column) for field, column in columns.items() if column is not None}
     found = find_columns(list(labels), RATING_FIELDS, given, "the ratings frame")

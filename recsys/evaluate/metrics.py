@@ -45,11 +45,15 @@ def predict(model: nn.Module, x: Tensor, batch_size: int | None = None) -> Tenso
     time (None: by `x`'s device); restores train mode."""
     if batch_size is None:
         batch_size = CPU_CHUNK if x.device.type == "cpu" else DEVICE_CHUNK
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+            # At least one call, so that no rows give the model's own empty predictions.
+            starts = range(0, max(len(x), 1), batch_size)
+            return torch.cat([model(x[i : i + batch_size]) for i in starts])
     finally:
         model.train(was_training)
 

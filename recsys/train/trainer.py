@@ -28,7 +28,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from recsys.config import RunConfig, check_threads, default_threads
+from recsys.config import RunConfig, check_device, check_threads, default_threads
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate
@@ -302,6 +302,7 @@ def fit(
     if len(train) == 0:
         raise RecsysError("no training ratings")
     threads = check_threads(default_threads() if threads is None else threads)
+    check_device(config.device)
     keep_freed_memory()
     model.to(config.device)
     train, valid = train.to(config.device), valid.to(config.device)

@@ -10,9 +10,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-import torch
 
-from recsys.commands.common import add_data_flags, check_data_flags, check_device, dataset_from_flags, run
+from recsys.commands.common import add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.errors import DataError, RecsysError
 
 
@@ -132,13 +131,6 @@ def test_dataset_from_flags_says_when_it_falls_back_to_synthetic(
     assert dataset_from_flags(args).name == "synthetic"
     note = capsys.readouterr().err
     assert note.count("\n") == 1 and "ml-100k is not available" in note and "synthetic" in note
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
-def test_check_device_refuses_cuda_without_one() -> None:
-    check_device("cpu")
-    with pytest.raises(RecsysError, match="--device cuda:1: no CUDA device is available here"):
-        check_device("cuda:1")
 
 
 @pytest.mark.parametrize(("code", "stream"), [(0, "stdout"), (3, "stderr")])

@@ -985,6 +985,27 @@ def test_an_items_frame_may_have_any_labels() -> None:
         RatingsDataset.from_frame(ratings, items=pd.DataFrame({"id": [7, None], "title": ["Seven", "?"]}))
     with pytest.raises(DataError, match="the items frame: an item table needs an id and a title column"):
         RatingsDataset.from_frame(ratings, items=pd.DataFrame({"id": [7]}))
+    # Regression: an infinite id passed `x == round(x)` and became int64's lowest value.
+    for huge in (np.inf, 1e30):
+        with pytest.raises(DataError, match=r"item id .* on row 2 is not an integer"):
+            RatingsDataset.from_frame(ratings, items=pd.DataFrame({"id": [7.0, huge], "title": ["a", "b"]}))
+
+
+def test_a_frame_naming_a_column_twice_is_refused() -> None:
+    """One label would select two columns: pandas' own error named neither the frame nor the label."""
+    ratings = pd.DataFrame({"user": [1, 2], "item": [7, 8], "rating": [1.0, 2.0]})
+    with pytest.raises(DataError, match="the ratings frame: column 'rating' appears more than once"):
+        RatingsDataset.from_frame(pd.concat([ratings, ratings[["rating"]]], axis=1))
+    items = pd.DataFrame([[7, "Seven", "7"], [8, "Eight", "8"]], columns=["item", "title", "title"])
+    with pytest.raises(DataError, match="the items frame: column 'title' appears more than once"):
+        RatingsDataset.from_frame(ratings, items=items)
+
+
+@pytest.mark.parametrize("scale", [(1,), ("1", "5"), (True, 5), 5, (5, 1), (1, np.nan)])
+def test_a_given_scale_that_is_not_two_numbers_low_first_is_refused(scale: object) -> None:
+    ratings = pd.DataFrame({"user": [1, 2], "item": [7, 8], "rating": [1.0, 2.0]})
+    with pytest.raises(DataError, match=r"the ratings frame: --rating-scale .*: expected finite LO < HI"):
+        RatingsDataset.from_frame(ratings, rating_scale=scale)  # type: ignore[arg-type]
 
 
 def test_sniff_reports_the_layout(tmp_path: Path) -> None:

@@ -100,6 +100,12 @@ def test_predict_covers_every_row_in_order_and_restores_train_mode() -> None:
     assert not model.training
 
 
+def test_predict_on_no_rows_gives_the_models_empty_predictions() -> None:
+    assert predict(Encode(), torch.zeros(0, 2, dtype=torch.long)).shape == (0,)
+    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
+        predict(Encode(), torch.zeros(3, 2, dtype=torch.long), batch_size=0)
+
+
 def test_predict_by_default_covers_rows_past_the_cpu_chunk_in_order() -> None:
     users = torch.arange(CPU_CHUNK + 3) % 7
     x = torch.stack([users, torch.zeros_like(users)], dim=1)
