@@ -6,6 +6,7 @@ a prediction in parts; each accessor answers None for a model that has no such t
 `recsys.models` asks these questions and never names a concrete model class.
 """
 
+import math
 from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Literal, NamedTuple
@@ -74,6 +75,10 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
 
     def __init__(self, y_range: YRange | None) -> None:
         super().__init__()
+        if y_range is not None and not (
+            len(y_range) == 2 and math.isfinite(sum(y_range)) and y_range[0] < y_range[1]
+        ):
+            raise ValueError(f"y_range must be finite (low, high) with low < high, got {y_range!r}")
         self.y_range = y_range  # predictions are squashed into (low, high); None leaves them as they are
 
     @abstractmethod

@@ -291,6 +291,13 @@ def test_y_range_is_stored_and_applied(name: str) -> None:
         assert torch.allclose(ranged(x), torch.sigmoid(plain(x)) * 2.0 + 1.0, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("y_range", [(5.5, 0.0), (1.0, 1.0), (0.0, math.inf), (math.nan, 5.0)])
+def test_a_y_range_no_rating_fits_in_is_refused(name: str, y_range: tuple[float, float]) -> None:
+    with pytest.raises(ValueError, match="y_range must be finite"):
+        make(name, y_range=y_range)
+
+
 # --- the interface: what each model says it has --------------------------------------------------
 
 
