@@ -22,7 +22,7 @@ from recsys.evaluate.metrics import predict
 from recsys.models import build_model
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
-from recsys.train.trainer import fit
+from recsys.train.trainer import TrainingDiverged, fit
 from recsys.workflows.experiment import fitted_config
 
 # What predict does with a user or item that fit never saw. recsys.config.UNKNOWN_POLICIES' "drop"
@@ -165,7 +165,12 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             config.init_scale,
         )
         with torch_threads(self.threads):
-            fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
+            try:
+                fit(
+                    self.model_, train, no_validation, config, generator, threads=self.threads, progress=False
+                )
+            except TrainingDiverged as error:  # its advice names the parameter, as the config errors do
+                raise TrainingDiverged(_as_parameters(str(error))) from None
         self.model_.cpu()
         self.train_mean_ = float(ratings.mean())
         return self

@@ -19,6 +19,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from recsys import RatingRegressor
 from recsys.config import available_cores
 from recsys.data.dataset import RatingsDataset
+from recsys.train.trainer import TrainingDiverged
 
 # Three epochs at a learning rate that learns tiny's ratings in three, whatever the tuned defaults.
 QUICK = {"epochs": 3, "lr": 0.08, "threads": 1}
@@ -253,6 +254,17 @@ def test_bad_parameters_are_value_errors_naming_the_parameter(
 ) -> None:
     with pytest.raises(ValueError, match=expected):
         RatingRegressor(**parameters).fit([[1, 2], [2, 1]], [4.0, 3.0])
+
+
+def test_numpy_numbers_are_parameters_and_divergence_names_the_parameter() -> None:
+    X, y = [[1, 2], [2, 1], [1, 1]], [4.0, 3.0, 5.0]
+    fitted = RatingRegressor(model="dot", n_factors=np.int64(4), epochs=np.int32(1), threads=np.int64(1)).fit(
+        X, y
+    )
+    assert fitted.config_.n_factors == 4 and fitted.config_.epochs == 1
+    many = np.arange(200)
+    with pytest.raises(TrainingDiverged, match=r"lower lr \(now 1e\+30\)"):
+        RatingRegressor(lr=1e30, epochs=1, threads=1).fit(np.stack([many % 20, many % 17], 1), many % 5 + 1.0)
 
 
 def test_predict_checks_its_input(fitted: RatingRegressor, split: Split) -> None:
