@@ -17,7 +17,7 @@ from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS
 from recsys.errors import RecsysError
 from recsys.models import MODELS
 from recsys.workflows.compare import Comparison, compare_models, measurement_sections
-from recsys.workflows.report import fold_summary, write_report
+from recsys.workflows.report import claim_report_folder, fold_summary, write_report
 
 FOLDS = PREDEFINED_FOLDS[:5]  # u1..u5: together they test every rating once
 COST_SIZES = (1_000, 10_000, 100_000)
@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             "which comes without them"
         )
     out = args.out or Path("reports") / f"{dataset.name}-{args.split}"
-    if out.exists() and not out.is_dir():
-        raise RecsysError(f"--out {out} is a file; name a folder")
+    if claim_report_folder(out):
+        print(f"the report in {out} will be replaced", file=sys.stderr)
     comparisons: list[Comparison] = []
     for split in splits:
         print(f"training {', '.join(args.models)} on {dataset.name}, split {split}")

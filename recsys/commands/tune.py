@@ -58,7 +58,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise RecsysError(f"--trials must be at least 1, got {args.trials}")
     if args.folds < 2:
         raise RecsysError(f"--folds must be at least 2 (cross-validation), got {args.folds}")
-    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+    if args.out is not None and args.out.is_dir() and any(args.out.iterdir()):
         raise RecsysError(f"--out {args.out} already exists and is not an empty folder; choose a new one")
 
 
@@ -66,13 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
     from recsys.files import write_json
+    from recsys.workflows.run_folder import make_folder
     from recsys.workflows.tune import best_settings, plot_trials, tune
 
     dataset = dataset_from_flags(args)
     split = args.split or dataset.default_split
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
-    if out.exists() and any(out.iterdir()):
+    if out.is_dir() and any(out.iterdir()):
         raise RecsysError(f"{out} already holds a search; name another with --out")
+    make_folder(out, "--out")  # before the search: a path that cannot be a folder fails now
     print(
         f"tuning {args.model} on the training part of {dataset.name} split {split}: {args.trials} settings, "
         f"{args.folds}-fold cross-validation inside it; the test part is read once, at the end"
@@ -90,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-    out.mkdir(parents=True, exist_ok=True)
     result = tune(
         dataset,
         args.model,

@@ -87,6 +87,13 @@ def load_ratings(
     if sep is not None and len(sep) != 1:
         raise DataError(f"--sep {sep!r}: the separator must be one character")
     check_scale(rating_scale, str(path))
+    # Read before their paths are resolved for the run's record: a missing file, or a link that
+    # leads nowhere, is then a DataError naming it.
+    if _first_bytes(path, len(PARQUET_MAGIC)) == PARQUET_MAGIC:
+        raw, n, where = _read_parquet(path, columns)
+    else:
+        raw, n, where = _read_ratings_text(path, columns, sep, header)
+    raw_items = read_item_file(Path(items)) if items is not None else None
     options = {"columns": dict(columns) if columns else None, "sep": sep, "header": header}
     origin: dict[str, Any] = {"ratings": str(path.resolve())}
     origin.update({key: value for key, value in options.items() if value is not None})
@@ -94,15 +101,11 @@ def load_ratings(
         origin["rating_scale"] = list(rating_scale)
     if items is not None:
         origin["items"] = str(Path(items).resolve())
-    if _first_bytes(path, len(PARQUET_MAGIC)) == PARQUET_MAGIC:
-        raw, n, where = _read_parquet(path, columns)
-    else:
-        raw, n, where = _read_ratings_text(path, columns, sep, header)
     return dataset_from_table(
         name or data_name(path),
         raw,
         n,
-        raw_items=read_item_file(Path(items)) if items is not None else None,
+        raw_items=raw_items,
         rating_scale_given=rating_scale,
         source=str(path),
         items_source=str(items),
@@ -127,6 +130,8 @@ def _first_bytes(path: Path, n: int) -> bytes:
             raise DataError(f"{path}: is a folder; name the ratings file in it")
         if path.exists():  # polars and the sniffer each read the file from its start
             raise DataError(f"{path}: is not a regular file (a pipe or a device); save it to a file first")
+        if path.is_symlink():
+            raise DataError(f"{path}: a link that leads to no file (to a missing one, or round in a loop)")
         raise DataError(f"{path}: file not found")
     try:
         with path.open("rb") as file:

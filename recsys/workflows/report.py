@@ -1,6 +1,7 @@
 """The comparison as a report folder: report.md (figures embedded), results.json and PNG figures."""
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pandas as pd
 # notebooks all draw the same way.
 from matplotlib.figure import Figure
 
+from recsys.errors import RecsysError
 from recsys.evaluate.biases import learned_biases
 from recsys.evaluate.factors import cosine_neighbours, item_vectors, principal_components
 from recsys.files import write_json
@@ -24,6 +26,35 @@ from recsys.workflows.compare import (
     models_with_biases,
     user_table,
 )
+from recsys.workflows.run_folder import make_folder
+
+# Every file write_report may write: an earlier report's own files, replaced by the next report.
+REPORT_FILES = (
+    "report.md",
+    "results.json",
+    "rmse.png",
+    "learning_curves.png",
+    "item_bias_extremes.png",
+    "item_bias_scatter.png",
+    "bias_distributions.png",
+    "item_map.png",
+)
+
+
+def claim_report_folder(out: Path) -> bool:
+    """Check before anything is trained that `out` can take a report: made if new, else empty or
+    holding an earlier report (whose files write_report replaces; the user's own stay). Whether it
+    holds one; any other folder is an error naming --out, so no report overwrites other files."""
+    make_folder(out, "--out")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise RecsysError(f"--out {out}: cannot write in it")
+    names = {entry.name for entry in out.iterdir()}
+    earlier = {"report.md", "results.json"} <= names
+    if names and not earlier:
+        raise RecsysError(
+            f"--out {out} already exists and holds no earlier report; choose a new or empty folder"
+        )
+    return earlier
 
 
 def fold_summary(fold_scores: pd.DataFrame) -> pd.DataFrame:
@@ -176,6 +207,8 @@ def write_report(
     folds; `extra_sections` adds titled tables (e.g. measurements of embedding versus Linear).
     """
     out.mkdir(parents=True, exist_ok=True)
+    for name in REPORT_FILES:  # an earlier report's figures this one may not draw
+        (out / name).unlink(missing_ok=True)
     scores = comparison.score_table()
     items, users = item_table(comparison), user_table(comparison)
     biased = models_with_biases(comparison)

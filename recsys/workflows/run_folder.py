@@ -22,7 +22,7 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
     checkpoint, so a failed start (bad data, a diverged first epoch) leaves nothing behind.
     """
     flag = "--resume" if resume else "--out"
-    made_folder = not resume and _make_folder(path, flag)
+    made_folder = not resume and make_folder(path, flag)
     if not path.is_dir():
         raise RecsysError(f"{flag} {path} is not a folder")
     lock = path / LOCK_FILE
@@ -37,15 +37,19 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
             raise
 
 
-def _make_folder(path: Path, flag: str) -> bool:
-    """Create `path` with its parents; whether this call made it (one of two racing runs does)."""
+def make_folder(path: Path, flag: str) -> bool:
+    """Create `path` with its parents unless it is a folder already; whether this call made it (one
+    of two racing runs does). A path that cannot be a folder is an error naming `flag`."""
     try:
         path.mkdir(parents=True)
-    except FileExistsError:
-        return False
+        made = True
+    except FileExistsError:  # a folder, a file, or a link to nowhere
+        made = False
     except OSError as error:
         raise RecsysError(f"{flag} {path}: cannot create it: {error.strerror or error}") from None
-    return True
+    if not path.is_dir():
+        raise RecsysError(f"{flag} {path} is not a folder")
+    return made
 
 
 @contextmanager

@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 from recsys.commands import compare as compare_command
+from recsys.workflows.report import REPORT_FILES
 
 
 def _compare_script() -> ModuleType:
@@ -148,3 +149,36 @@ def test_compare_script_refuses_cost_sizes_below_one_before_training(size: str, 
     assert result.returncode == 2
     assert result.stderr == f"error: --cost-sizes must be at least 1 user each, got {size}\n"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["under a file", "a link to nowhere", "a folder of other files"])
+def test_an_out_that_cannot_take_a_report_is_refused_before_training(where: str, tmp_path: Path) -> None:
+    (tmp_path / "file").touch()
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    (tmp_path / "others").mkdir()
+    (tmp_path / "others" / "notes.txt").write_text("mine")
+    out = {"under a file": "file/report", "a link to nowhere": "link", "a folder of other files": "others"}
+    args = ["--dataset", "tiny", "--models", "dot", "--no-measurements", "--out", str(tmp_path / out[where])]
+    result = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"error: --out {tmp_path / out[where]}")
+    assert "training" not in result.stdout
+    assert (tmp_path / "others" / "notes.txt").read_text() == "mine"
+
+
+def test_an_earlier_report_is_replaced_whole_and_the_users_files_stay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "report"
+    common = ["--dataset", "tiny", "--split", "random", "--epochs", "1", "--no-measurements", "--no-progress"]
+    assert _compare_script().main([*common, "--models", "dotbias", "--out", str(out)]) == 0
+    assert (out / "item_map.png").is_file()  # drawn for a model with biases
+    (out / "notes.txt").write_text("mine")
+    assert _compare_script().main([*common, "--models", "dot", "--out", str(out)]) == 0
+    assert f"the report in {out} will be replaced" in capsys.readouterr().err
+    assert not (out / "item_map.png").exists()  # the earlier report's figure, which dot has none for
+    scores = json.loads((out / "results.json").read_text())["scores"]
+    assert "dot" in {row["model"] for row in scores} and "dotbias" not in {row["model"] for row in scores}
+    assert (out / "notes.txt").read_text() == "mine"
+    written = {path.name for path in out.iterdir()} - {"notes.txt"}
+    assert written <= set(REPORT_FILES)

@@ -72,3 +72,12 @@ def test_bad_tuning_flags_and_config_files_are_one_line(
     assert ran.returncode == 2, ran.stderr
     assert ran.stderr.startswith("error: ") and ran.stderr.count("\n") == 1 and expected in ran.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_out_under_a_file_is_one_line_before_the_search(tmp_path: Path) -> None:
+    (tmp_path / "file").touch()
+    out = tmp_path / "file" / "search"
+    ran = run_cli(tune_command.cli, "tune.py", ["--dataset", "tiny", "--out", str(out)], tmp_path / "c")
+    assert ran.returncode == 2
+    assert ran.stderr == f"error: --out {out}: cannot create it: Not a directory\n"
+    assert "tuning" not in ran.stdout

@@ -5,6 +5,7 @@ import bz2
 import gzip
 import lzma
 import math
+import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -506,6 +507,20 @@ def test_durations_are_no_timestamps() -> None:
     frame = pd.DataFrame({"user": [1, 2], "item": [1, 2], "rating": [1, 5], "ts": days})
     with pytest.raises(DataError, match="the timestamps are durations, not times"):
         RatingsDataset.from_frame(frame)
+
+
+def test_a_link_to_no_file_is_named_for_the_ratings_and_the_items(tmp_path: Path) -> None:
+    """Regression: a loop of links crashed in Path.resolve (RuntimeError) before the file was read."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "gone").symlink_to(tmp_path / "missing.csv")
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,4\n2,1,3\n")
+    for link in ("a", "gone"):
+        expected = f"{tmp_path / link}: a link that leads to no file"
+        with pytest.raises(DataError, match=re.escape(expected)):
+            load_ratings(tmp_path / link)
+        with pytest.raises(DataError, match=re.escape(expected)):
+            load_ratings(ratings, items=tmp_path / link)
 
 
 def test_from_frame_takes_a_data_frame_only() -> None:
