@@ -8,7 +8,7 @@ from recsys.data.dataset import RatingsDataset
 from recsys.data.movielens import VARIANTS, load_movielens, read_folder
 from recsys.data.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
 from recsys.errors import DataError
-from recsys.names import DATASETS
+from recsys.names import DATA_FILE, DATASETS
 
 TINY_FOLDER = Path(__file__).resolve().parents[2] / "data" / "tiny"  # the repository's data/tiny
 DEFAULT_DATASET = "ml-100k"
@@ -63,10 +63,20 @@ def dataset_from_record(
     if "ratings" in record:
         from recsys.data.ratings_file import load_ratings
 
+        for key in ("ratings", "items"):
+            if key in record and not Path(record[key]).exists():
+                raise DataError(
+                    f"the run read its {key} from {record[key]} (recorded in its {DATA_FILE}), which is no "
+                    f"longer there; put the file back, or write its new place into {DATA_FILE}"
+                )
         options = {key: record[key] for key in ("columns", "sep", "header", "items") if key in record}
         scale = record.get("rating_scale")
         return load_ratings(
             record["ratings"], rating_scale=tuple(scale) if scale else None, name=name, **options
+        )
+    if name not in DATASETS and not record:
+        raise DataError(
+            f"the run's {DATA_FILE}, which says where its data {name!r} came from, is missing or damaged"
         )
     if name not in DATASETS:
         raise DataError(

@@ -916,10 +916,23 @@ def test_a_run_record_of_a_headerless_file_read_with_header_false_reads_it_again
     assert again.ratings.equals(first.ratings)
 
 
-def test_a_run_record_whose_file_is_gone_is_one_line(tmp_path: Path) -> None:
-    record = {"dataset": "r", "ratings": str(tmp_path / "gone.csv")}
-    with pytest.raises(DataError, match=r"gone\.csv: file not found"):
-        dataset_from_record(record, "r")
+def test_a_run_record_whose_file_is_gone_says_where_the_place_is_recorded(tmp_path: Path) -> None:
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,4\n2,1,3\n")
+    for record in (
+        {"dataset": "r", "ratings": str(tmp_path / "gone.csv")},
+        {"dataset": "r", "ratings": str(ratings), "items": str(tmp_path / "gone.csv")},
+    ):
+        with pytest.raises(
+            DataError, match=r"gone\.csv \(recorded in its data\.json\), which is no longer there"
+        ):
+            dataset_from_record(record, "r")
+
+
+def test_a_run_without_its_data_record_says_so(tmp_path: Path) -> None:
+    with pytest.raises(
+        DataError, match=r"the run's data\.json, which says where its data 'r' came from, is missing"
+    ):
+        dataset_from_record({}, "r")
 
 
 @pytest.mark.parametrize(
