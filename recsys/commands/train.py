@@ -451,11 +451,12 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
         )
     if lead:
         metrics = result.metrics()
+        unseen = metrics["n_test_unknown"]
+        how = "given the training mean" if config.unknown == "mean" else "left out"
         print(
             f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}"
-            f"  on {metrics['n_test']:,} ratings ({metrics['n_test_unknown']} with ids unseen in training:"
-            f" {config.unknown})"
-            f"  in {result.seconds:.1f} s"
+            f"  on {metrics['n_test_scored']:,} ratings ({unseen:,} test ratings with ids unseen in training"
+            f" {how})  in {result.seconds:.1f} s"
         )
         print(f"run folder: {out}")
 

@@ -57,8 +57,11 @@ class RunResult:
             "test_rmse": self.test["rmse"],
             "test_mae": self.test["mae"],
             "n_train": len(self.data.train),
-            "n_test": len(self.data.test),
+            "n_test": len(self.data.test),  # with ids seen in training
             "n_test_unknown": len(self.data.unknown_test_ratings),
+            # What test_rmse and test_mae cover: the unseen ids' ratings too, where they get the mean.
+            "n_test_scored": len(self.data.test)
+            + (len(self.data.unknown_test_ratings) if self.config.unknown == "mean" else 0),
             "unknown_policy": self.config.unknown,
             "n_users": len(self.data.users),
             "n_items": len(self.data.items),

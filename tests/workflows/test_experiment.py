@@ -21,7 +21,7 @@ from recsys.config import AUTOGRAD_ONLY, ENGINES, config_for
 from recsys.data.catalog import dataset_from_record
 from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import evaluate_test
+from recsys.evaluate.metrics import evaluate_test, predict, rmse
 from recsys.names import DATA_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import (
@@ -149,6 +149,20 @@ def base_runs(tiny: RatingsDataset) -> dict[str, Any]:
 @pytest.fixture(params=ENGINES)
 def base_run(request: pytest.FixtureRequest, base_runs: dict[str, Any]) -> Any:
     return base_runs[request.param]
+
+
+def test_the_scored_count_is_what_the_test_figures_cover(tiny: RatingsDataset) -> None:
+    """Regression: under --unknown mean, train.py said "on N ratings" with N the known ones only."""
+    config = config_for("dotbias", dataset="tiny", epochs=1, split="user-last", test_n=20)
+    for policy in ("drop", "mean"):
+        result = train_and_evaluate(tiny, dataclasses.replace(config, unknown=policy), progress=False)
+        metrics = result.metrics()
+        assert metrics["n_test_unknown"] > 0  # the run has unseen ids to score or not
+        unseen = metrics["n_test_unknown"] if policy == "mean" else 0
+        assert metrics["n_test_scored"] == metrics["n_test"] + unseen
+        predictions = predict(result.model, result.data.test.x)
+        known_only = rmse(predictions, result.data.test.y)
+        assert (result.test["rmse"] == pytest.approx(known_only)) == (policy == "drop")
 
 
 def test_same_seed_is_bit_identical(tiny: RatingsDataset, base_run: Any) -> None:
