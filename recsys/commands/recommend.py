@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         table = cold_start(checkpoint, dataset, args.top)
     else:
         table = recommend(checkpoint, dataset, user, args.top)
+    if table.empty:  # pandas would print "Empty DataFrame" and its columns
+        print(f"no items to list: user {user} has rated every item this model knows", file=sys.stderr)
+        return 0
     print(table.to_string(index=False))
     return 0
 

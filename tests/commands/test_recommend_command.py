@@ -121,3 +121,16 @@ def test_a_run_reads_its_data_again_from_where_it_was_read(tmp_path: Path) -> No
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
     # The default tiny folder has no such title.
     assert len(shown.stdout.strip().splitlines()) == 11  # a header and the 10 nearest items
+
+
+def test_a_user_who_rated_everything_gets_a_line_not_an_empty_table(tmp_path: Path) -> None:
+    ratings = tmp_path / "r.csv"
+    rows = [f"{user},{item},{1 + (user * item) % 5}" for user in range(1, 21) for item in range(1, 9)]
+    ratings.write_text("user,item,rating\n" + "\n".join(rows) + "\n")  # everyone rated all 8 items
+    out = tmp_path / "run"
+    args = ["--ratings", str(ratings), "--epochs", "1", "--no-progress", "--out", str(out)]
+    train = run_cli(train_command.cli, "train.py", args, tmp_path / "cache")
+    assert train.returncode == 0, train.stderr
+    shown = run_script(str(out), "--user", "3", cache=tmp_path / "cache")
+    assert shown.returncode == 0 and shown.stdout == ""
+    assert "no items to list: user 3 has rated every item this model knows" in shown.stderr
