@@ -93,7 +93,9 @@ class RunConfig:
             ("--bs", self.batch_size),
             ("--n-factors", self.n_factors),
         ):
-            if not _is_whole(value) or value < 1:
+            if not _is_whole(value):
+                raise RecsysError(f"{flag} must be a whole number, got {value!r}")
+            if value < 1:
                 raise RecsysError(f"{flag} must be at least 1, got {value!r}")
         if not _is_whole(self.seed) or not 0 <= self.seed < SEED_LIMIT:
             raise RecsysError(f"--seed must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")

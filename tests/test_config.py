@@ -36,7 +36,8 @@ from recsys.workflows.experiment import train_and_evaluate
         ("lr", 0.0, "--lr must be positive"),
         ("init_scale", 0.0, "--init-scale must be positive"),
         ("init_scale", float("inf"), "--init-scale must be positive"),
-        ("epochs", True, "--epochs must be at least 1, got True"),  # a config file's `true`
+        ("epochs", True, "--epochs must be a whole number, got True"),  # a config file's `true`
+        ("n_factors", 5.0, "--n-factors must be a whole number, got 5.0"),  # JSON written by numpy
         ("l2", -0.1, "--l2 must be zero or positive"),
         ("l2", float("inf"), "--l2 must be zero or positive and finite"),
         ("wd", -1.0, "--wd must be zero or positive"),
@@ -109,7 +110,7 @@ def test_numpy_numbers_are_taken_as_pythons() -> None:
     assert type(config.n_factors) is int and type(config.lr) is float
     assert RunConfig.from_dict(config.to_dict()) == config
     assert check_threads(np.int64(1)) == 1
-    with pytest.raises(RecsysError, match="--epochs must be at least 1"):
+    with pytest.raises(RecsysError, match="--epochs must be a whole number"):
         config_for("dotbias", epochs=np.bool_(True))
 
 

@@ -276,6 +276,11 @@ def config_file_values(path: Path) -> dict[str, Any]:
         raise RecsysError(f'--config {path}: expected a JSON object of settings, e.g. {{"lr": 0.05}}')
     known = [field.name for field in dataclasses.fields(RunConfig) if field.name not in ("dataset", "device")]
     unknown = sorted(set(values) - set(known))
+    if unknown and set(unknown) <= {"dataset", "device"}:  # what a run folder's config.json adds
+        raise RecsysError(
+            f"--config {path}: names the {' and the '.join(unknown)}, which come from their own flags; "
+            f"a run's {CONFIG_FILE} is continued with --resume RUN_DIR, or used as settings without them"
+        )
     if unknown:
         raise RecsysError(
             f"--config {path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(known)}"
