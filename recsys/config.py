@@ -47,6 +47,20 @@ def _is_whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def check_test_frac(test_frac: float) -> None:
+    """The share of ratings a random, per-user or time split holds out."""
+    if not (_is_number(test_frac) and 0.0 < test_frac < 1.0):
+        raise RecsysError(f"--test-frac must lie strictly between 0 and 1, got {test_frac}")
+
+
+def check_test_n(test_n: int) -> None:
+    """The ratings per user the user-last split holds out."""
+    if not _is_whole(test_n):
+        raise RecsysError(f"--test-n must be a whole number, got {test_n!r}")
+    if test_n < 1:
+        raise RecsysError(f"--test-n must be at least 1, got {test_n}")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines a run's result."""
@@ -97,6 +111,8 @@ class RunConfig:
                 raise RecsysError(f"{flag} must be a whole number, got {value!r}")
             if value < 1:
                 raise RecsysError(f"{flag} must be at least 1, got {value!r}")
+        check_test_frac(self.test_frac)
+        check_test_n(self.test_n)
         if not _is_whole(self.seed) or not 0 <= self.seed < SEED_LIMIT:
             raise RecsysError(f"--seed must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
         if not isinstance(self.sparse, bool):

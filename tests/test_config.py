@@ -38,6 +38,11 @@ from recsys.workflows.experiment import train_and_evaluate
         ("init_scale", float("inf"), "--init-scale must be positive"),
         ("epochs", True, "--epochs must be a whole number, got True"),  # a config file's `true`
         ("n_factors", 5.0, "--n-factors must be a whole number, got 5.0"),  # JSON written by numpy
+        # Checked with the flags, before a data file is read, though only the splits use them.
+        ("test_frac", 1.0, "--test-frac must lie strictly between 0 and 1, got 1.0"),
+        ("test_frac", float("nan"), "--test-frac must lie strictly between 0 and 1, got nan"),
+        ("test_n", 0, "--test-n must be at least 1, got 0"),
+        ("test_n", 2.5, "--test-n must be a whole number, got 2.5"),
         ("l2", -0.1, "--l2 must be zero or positive"),
         ("l2", float("inf"), "--l2 must be zero or positive and finite"),
         ("wd", -1.0, "--wd must be zero or positive"),

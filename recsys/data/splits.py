@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from recsys.config import check_test_frac, check_test_n
 from recsys.data.dataset import RatingsDataset
 from recsys.errors import RecsysError
 from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
@@ -21,18 +22,13 @@ class Split:
     test: pd.DataFrame
 
 
-def _check_fraction(test_frac: float) -> None:
-    if not 0.0 < test_frac < 1.0:
-        raise RecsysError(f"--test-frac must lie strictly between 0 and 1, got {test_frac}")
-
-
 def _by_mask(ratings: pd.DataFrame, test_mask: np.ndarray) -> Split:
     return Split(ratings[~test_mask], ratings[test_mask])
 
 
 def random_split(ratings: pd.DataFrame, test_frac: float, seed: int) -> Split:
     """Hold out a random `test_frac` of all ratings."""
-    _check_fraction(test_frac)
+    check_test_frac(test_frac)
     n_test = round(len(ratings) * test_frac)
     order = np.random.default_rng(seed).permutation(len(ratings))
     mask = np.zeros(len(ratings), dtype=bool)
@@ -56,7 +52,7 @@ def _rank_within_user(users: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, 
 
 def user_split(ratings: pd.DataFrame, test_frac: float, seed: int) -> Split:
     """Hold out a random `test_frac` of each user's ratings, always leaving one in training."""
-    _check_fraction(test_frac)
+    check_test_frac(test_frac)
     keys = np.random.default_rng(seed).random(len(ratings))
     rank, count = _rank_within_user(ratings["user"].to_numpy(), keys)
     n_test = np.minimum(np.round(count * test_frac), count - 1)
@@ -65,8 +61,7 @@ def user_split(ratings: pd.DataFrame, test_frac: float, seed: int) -> Split:
 
 def user_last_split(ratings: pd.DataFrame, test_n: int) -> Split:
     """Hold out each user's last `test_n` ratings by time (users with fewer stay in training)."""
-    if test_n < 1:
-        raise RecsysError(f"--test-n must be at least 1, got {test_n}")
+    check_test_n(test_n)
     # Newest first; ties in time keep file order (lexsort is stable).
     keys = -ratings["timestamp"].to_numpy()
     rank, count = _rank_within_user(ratings["user"].to_numpy(), keys)
@@ -75,7 +70,7 @@ def user_last_split(ratings: pd.DataFrame, test_n: int) -> Split:
 
 def time_split(ratings: pd.DataFrame, test_frac: float) -> Split:
     """Hold out the latest `test_frac` of all ratings: train on the past, test on the future."""
-    _check_fraction(test_frac)
+    check_test_frac(test_frac)
     order = np.argsort(ratings["timestamp"].to_numpy(), kind="stable")
     n_train = len(ratings) - round(len(ratings) * test_frac)
     mask = np.zeros(len(ratings), dtype=bool)
