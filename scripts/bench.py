@@ -30,7 +30,7 @@ import benchmark
 import pandas as pd
 import torch
 
-from recsys.commands.common import run
+from recsys.commands.common import CommandParser, run
 from recsys.config import check_device
 from recsys.errors import RecsysError
 from recsys.files import write_json
@@ -389,9 +389,7 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--data-dir", type=Path, default=None, help="folder holding ml-100k/ (else $RECSYS_DATA)"
     )

@@ -24,13 +24,23 @@ if TYPE_CHECKING:
 RATING_FIELDS = ("user", "item", "rating", "timestamp")
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser with its errors as one `error:` line, as the commands' own checks give them,
+    instead of a usage block over a dozen lines above the message."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} ({self.prog} --help lists the flags)\n")
+
+
 def columns_flag(text: str) -> dict[str, str]:
     """`--columns user=A,item=B,rating=C[,timestamp=D]` as a mapping; argparse reports a bad one."""
     columns: dict[str, str] = {}
     for part in text.split(","):
         field, sep, column = part.partition("=")
         field, column = field.strip(), column.strip()
-        if not sep or field not in RATING_FIELDS or not column or field in columns:
+        if field in columns:
+            raise argparse.ArgumentTypeError(f"{text!r} names the {field} column twice")
+        if not sep or field not in RATING_FIELDS or not column:
             raise argparse.ArgumentTypeError(
                 f"expected user=COLUMN,item=COLUMN,rating=COLUMN[,timestamp=COLUMN], got {text!r}"
             )

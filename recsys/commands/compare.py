@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from recsys.commands.common import add_data_flags, check_data_flags, dataset_from_flags, run
+from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.config import ENGINES, UNKNOWN_POLICIES, config_for
 from recsys.data.catalog import planted_truth
 from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS
@@ -26,7 +26,7 @@ COST_SIZES = (1_000, 10_000, 100_000)
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # Defaults are written into the help by hand: argparse's own would print "None" for the flags
     # whose default is worked out later.
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = CommandParser(description=__doc__)
     add_data_flags(parser)
     parser.add_argument(
         "--split",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from recsys.commands.common import run
+from recsys.commands.common import CommandParser, run
 from recsys.data.catalog import dataset_from_record
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import load_checkpoint
@@ -19,7 +19,7 @@ from recsys.workflows.recommend import cold_start, explain, knows_user, recommen
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = CommandParser(description=__doc__)
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder written by train.py")
     query = parser.add_mutually_exclusive_group(required=True)
     query.add_argument("--user", help="raw user id: recommend the items they have not rated")

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recsys.commands.common import add_data_flags, check_data_flags, dataset_from_flags, run
+from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.config import (
     AUTOGRAD_ONLY,
     ENGINES,
@@ -95,7 +95,7 @@ def model_defaults(field: str) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The flags; those left unset stay None so that a resumed run can tell which were given."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         description=__doc__,
         epilog="Training flags left unset take the model's tuned defaults (recsys/models/registry.py).",
     )

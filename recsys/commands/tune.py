@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recsys.commands.common import add_data_flags, check_data_flags, dataset_from_flags, run
+from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.config import ENGINES, check_threads, default_threads
 from recsys.errors import RecsysError
 from recsys.models.registry import model_names
@@ -20,9 +20,7 @@ from recsys.names import SPLIT_KINDS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_flags(parser)
     parser.add_argument("--model", choices=model_names(), default="dotbias", help="[default: dotbias]")
     parser.add_argument(

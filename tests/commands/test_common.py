@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from recsys.commands.common import add_data_flags, check_data_flags, dataset_from_flags, run
+from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.errors import DataError, RecsysError
 
 
@@ -107,6 +107,18 @@ def test_data_flags_that_do_not_go_together_are_refused(argv: list[str], expecte
 def test_bad_columns_and_scales_are_argparse_errors(flag: str, value: str) -> None:
     with pytest.raises(SystemExit):
         data_flags([flag, value])
+
+
+def test_a_parse_error_is_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = CommandParser(prog="train.py")
+    add_data_flags(parser)
+    with pytest.raises(SystemExit) as raised:
+        parser.parse_args(["--columns", "user=a,user=b,rating=c"])
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: argument --columns: 'user=a,user=b,rating=c' names the user column twice "
+        "(train.py --help lists the flags)\n"
+    )
 
 
 def test_columns_and_scale_flags_parse() -> None:

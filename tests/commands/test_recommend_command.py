@@ -99,7 +99,8 @@ def test_script_needs_exactly_one_query(args: list[str], capsys: pytest.CaptureF
     with pytest.raises(SystemExit) as raised:
         recommend_command.parse_args(["runs/any", *args])
     assert raised.value.code == 2
-    assert "usage:" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1 and "--help lists the flags" in error
 
 
 def test_a_run_reads_its_data_again_from_where_it_was_read(tmp_path: Path) -> None:
