@@ -6,6 +6,7 @@ titles and what each user already rated, which a checkpoint does not hold.
 
 import difflib
 import numbers
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -133,6 +134,13 @@ def find_item(checkpoint: Checkpoint, dataset: RatingsDataset, name: int | str) 
     titles = dataset.items.loc[checkpoint.items.known(dataset.items["item"].to_numpy())]
     shown = titles["title"].astype(str)  # an empty table's column has no string type
     matches = titles.loc[shown.str.casefold() == name.casefold(), "item"].to_numpy()
+    if len(matches) > 1:  # catalogues repeat titles: say which item answers, and how to ask for another
+        listed = ", ".join(str(item) for item in sorted(matches)[:5]) + (", ..." if len(matches) > 5 else "")
+        warnings.warn(
+            f"{len(matches)} items are titled {name!r} (ids {listed}); using {matches.min()}, the lowest id; "
+            "give an id to ask for another",
+            stacklevel=2,
+        )
     if len(matches) > 0:
         return item_index(checkpoint, matches.min())
     raw_ids = checkpoint.items.raw_ids

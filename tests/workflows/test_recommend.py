@@ -141,6 +141,21 @@ def test_an_item_id_finds_what_its_title_finds(checkpoint: Checkpoint, dataset: 
     pd.testing.assert_frame_equal(similar_items(checkpoint, dataset, str(query_item), top=4), by_title)
 
 
+def test_a_title_several_items_share_names_the_item_used(
+    checkpoint: Checkpoint, dataset: RatingsDataset
+) -> None:
+    first, second = (int(item) for item in checkpoint.items.raw_ids[[7, 3]])
+    items = dataset.items.copy()
+    items.loc[items["item"].isin([first, second]), "title"] = "Same Title"
+    shared = dataclasses.replace(dataset, items=items)
+    lowest = min(first, second)
+    with pytest.warns(
+        UserWarning, match=rf"2 items are titled 'same title' .*; using {lowest}, the lowest id"
+    ):
+        table = similar_items(checkpoint, shared, "same title", top=3)
+    pd.testing.assert_frame_equal(table, similar_items(checkpoint, shared, str(lowest), top=3))
+
+
 def test_data_without_titles_is_queried_by_item_id(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
     untitled = dataclasses.replace(dataset, items=dataset.items.iloc[:0].astype("int64"))
     query_item = int(checkpoint.items.raw_ids[2])
