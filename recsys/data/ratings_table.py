@@ -340,7 +340,18 @@ def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFram
         if "genres" in found
         else ""
     )
-    return pd.DataFrame({"item": item, "title": titles, "genres": genres})[ITEM_COLUMNS]
+    table = pd.DataFrame({"item": item, "title": titles, "genres": genres})[ITEM_COLUMNS]
+    repeated = table["item"].duplicated()
+    if repeated.any():  # an item table by mistake (the ratings file itself), or an export's repeats
+        row, count = int(np.flatnonzero(repeated.to_numpy())[0]), int(repeated.sum())
+        entries = "1 item entry repeats" if count == 1 else f"{count:,} item entries repeat"
+        warnings.warn(
+            f"{source}: {entries} an id named before, the first "
+            f"{table['item'].iloc[row]} on {row_of_frame(row)}; each id keeps its first title",
+            stacklevel=4,
+        )
+        table = table[~repeated].reset_index(drop=True)
+    return table
 
 
 def dataset_from_table(

@@ -1019,6 +1019,16 @@ def test_an_items_frame_may_have_any_labels() -> None:
             RatingsDataset.from_frame(ratings, items=pd.DataFrame({"id": [7.0, huge], "title": ["a", "b"]}))
 
 
+def test_an_item_table_repeating_an_id_keeps_its_first_title_and_says_so() -> None:
+    ratings = pd.DataFrame({"user": [1, 2], "item": [7, 8], "rating": [1.0, 2.0]})
+    items = pd.DataFrame({"item": [7, 8, 7], "title": ["Seven", "Eight", "Other seven"]})
+    with pytest.warns(
+        UserWarning, match="the items frame: 1 item entry repeats an id named before, the first 7 on row 3"
+    ):
+        dataset = RatingsDataset.from_frame(ratings, items=items)
+    assert dataset.items["item"].tolist() == [7, 8] and dataset.titles(np.array([7])).tolist() == ["Seven"]
+
+
 def test_a_frame_naming_a_column_twice_is_refused() -> None:
     """One label would select two columns: pandas' own error named neither the frame nor the label."""
     ratings = pd.DataFrame({"user": [1, 2], "item": [7, 8], "rating": [1.0, 2.0]})
