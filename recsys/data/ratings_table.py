@@ -250,7 +250,31 @@ def rating_scale(
     low, high = float(values.min()), float(values.max())
     if low == high:
         raise DataError(f"{source}: every rating is {low:g}; there is nothing to learn from one value")
+    _warn_of_a_stray_end(values, (low, high), source, where)
     return low, high
+
+
+# A scale's end is taken for a typing slip when at most this share of the ratings hold it and it lies
+# further from the next rating than STRAY_GAP times the span of all the others.
+STRAY_SHARE, STRAY_GAP = 0.01, 2.0
+
+
+def _warn_of_a_stray_end(values: np.ndarray, scale: tuple[float, float], source: str, where: Where) -> None:
+    """Warn where the scale read from the data rests on a few ratings far from the rest (a 1e6 among
+    stars): the scale, and so the model's output range, would follow them."""
+    low, high = scale
+    for end, others in ((high, values[values < high]), (low, values[values > low])):
+        if len(others) < 2 or len(values) - len(others) > STRAY_SHARE * len(values):
+            continue
+        near, far = (others.max(), others.min()) if end == high else (others.min(), others.max())
+        if abs(end - near) > STRAY_GAP * abs(near - far) > 0:
+            row = int(np.flatnonzero(values == end)[0])
+            warnings.warn(
+                f"{source}: rating {end:g} on {where(row)} lies far from all the others "
+                f"({min(near, far):g} to {max(near, far):g}), and the scale is read from the data: check it, "
+                "or set --rating-scale",
+                stacklevel=4,
+            )
 
 
 def rating_step(values: np.ndarray) -> float | None:
@@ -260,6 +284,8 @@ def rating_step(values: np.ndarray) -> float | None:
     if len(distinct) > MAX_STEPPED_VALUES or len(distinct) < 2:
         return None
     thousandths = np.diff(distinct) * STEP_RESOLUTION
+    if not np.all(thousandths < 2**53):  # past exact integers in float64 (and int64's cast)
+        return None
     whole = np.round(thousandths)
     if not np.allclose(thousandths, whole, atol=1e-3):
         return None

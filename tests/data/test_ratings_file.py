@@ -721,6 +721,30 @@ def test_describe_scale_for_the_usual_scales(values: list[float], shown: str, tm
 def test_rating_step_is_none_for_a_single_value_or_too_many() -> None:
     assert rating_step(np.array([3.0, 3.0], dtype=np.float32)) is None
     assert rating_step(np.arange(2000, dtype=np.float32)) is None  # beyond MAX_STEPPED_VALUES: continuous
+    # Regression: differences past int64 were cast to its lowest value, with numpy's warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert rating_step(np.array([1.0, 2.0, 1e30], dtype=np.float32)) is None
+
+
+@pytest.mark.parametrize(("stray", "line"), [(1e6, 5), (-400.0, 5), (1e30, 5)])
+def test_a_rating_far_from_all_the_others_is_named_when_it_sets_the_scale(
+    stray: float, line: int, tmp_path: Path
+) -> None:
+    rows = [f"{user},{item},{1 + (user + item) % 5}" for user in range(1, 21) for item in range(1, 11)]
+    rows.insert(3, f"99,1,{stray:g}")  # the file's line 5, after the header
+    path = write(tmp_path / "r.csv", "user,item,rating\n" + "\n".join(rows) + "\n")
+    with pytest.warns(
+        UserWarning,
+        match=rf"rating {re.escape(f'{stray:g}')} on line {line} lies far from all the others \(1 to 5\)",
+    ):
+        load_ratings(path)
+    with warnings.catch_warnings():  # the same data without it, or with the scale given: no warning
+        warnings.simplefilter("error")
+        load_ratings(
+            write(tmp_path / "plain.csv", "user,item,rating\n" + "\n".join(rows[:3] + rows[4:]) + "\n")
+        )
+        load_ratings(path, rating_scale=(min(stray, 1), max(stray, 5)))
     assert rating_step(np.array([1, 3, 7], dtype=np.float32)) == 2.0
 
 
