@@ -30,7 +30,7 @@ from recsys.config import (
 )
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
-from recsys.names import CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE, SPLIT_KINDS
+from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE, SPLIT_KINDS
 
 if TYPE_CHECKING:
     from recsys.train.trainer import EpochStats
@@ -329,12 +329,16 @@ def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
 
 
 def finished_message(run_dir: Path) -> str | None:
-    """What to say instead of resuming a run that completed (its metrics file is written last)."""
+    """What to say instead of resuming a run that completed (its metrics file is written last); a
+    finished run whose checkpoint is damaged is an error saying so, not finished."""
+    from recsys.train.checkpoint_file import checkpoint_body  # torch-free: checks the file's framing
+
     try:
         metrics = json.loads((run_dir / METRICS_FILE).read_text())
         epochs, rmse = len(metrics["history"]), float(metrics["test_rmse"])
     except (OSError, ValueError, TypeError, KeyError):
         return None
+    checkpoint_body(run_dir / CHECKPOINT_FILE)
     return (
         f"{run_dir} is finished ({epochs} epochs, test RMSE {rmse:.4f}); nothing to resume, nothing changed"
     )
@@ -410,7 +414,6 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
     dataset, once it is.
     """
     from recsys.data.catalog import dataset_from_record
-    from recsys.names import CHECKPOINT_FILE
     from recsys.train.checkpoints import load_checkpoint
     from recsys.workflows.experiment import recorded_data, train_and_evaluate
     from recsys.workflows.run_folder import claim_run_folder

@@ -6,7 +6,6 @@ A checkpoint is a header line naming its payload's size and SHA-256, then the pa
 file as damaged; the payload rebuilds its model with no outside knowledge.
 """
 
-import hashlib
 import io
 import json
 import pickle
@@ -23,14 +22,8 @@ from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
 from recsys.files import atomic_write
 from recsys.models import build_model
+from recsys.train.checkpoint_file import CHECKPOINT_FORMAT, LEGACY_FORMAT, checkpoint_body, header_line
 
-# 3: a header line with the payload's size and SHA-256 precedes torch.save's bytes.
-# 2: a bare torch.save archive; still read (unchecked), so that existing run folders keep working.
-#    Each epoch of its training history records `ratings`, which resuming needs.
-CHECKPOINT_FORMAT = 3
-LEGACY_FORMAT = 2
-HEADER = re.compile(rb"recsys-checkpoint (\d+) size=(\d+) sha256=([0-9a-f]{64})\n")
-HEADER_START, ARCHIVE_START = b"recsys-checkpoint ", b"PK"  # the latter: torch.save's zip archive
 REASON_LENGTH = 160  # characters of an underlying error quoted in a one-line message
 
 
@@ -74,9 +67,7 @@ def write_checkpoint_payload(path: Path, payload: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     body = buffer.getbuffer()
-    digest = hashlib.sha256(body).hexdigest()
-    header = f"recsys-checkpoint {CHECKPOINT_FORMAT} size={len(body)} sha256={digest}\n".encode()
-    atomic_write(path, lambda file: file.writelines((header, body)))
+    atomic_write(path, lambda file: file.writelines((header_line(body), body)))
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -99,23 +90,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
 
 def _read_payload(path: Path) -> dict[str, Any]:
     """The payload of a format-3 file after its checksum is verified, or of a format-2 archive."""
-    if not path.is_file():
-        raise RecsysError(f"{path}: checkpoint not found")
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise RecsysError(f"cannot read {path}: {error.strerror or error}") from None
-    if not data:
-        raise RecsysError(f"{path}: damaged checkpoint (the file is empty)")
-    if data.startswith(HEADER_START):
-        body, expected = _verified_body(path, data), CHECKPOINT_FORMAT
-    elif data.startswith(ARCHIVE_START):
-        body, expected = data, LEGACY_FORMAT
-    else:
-        raise RecsysError(
-            f"{path}: not a recsys checkpoint, or one damaged at its start (it begins with neither "
-            "the recsys header nor a torch archive)"
-        )
+    body, expected = checkpoint_body(path)
     payload = _unpickle(path, body)
     found = payload.get("format") if isinstance(payload, dict) else None
     if found != expected:
@@ -124,31 +99,6 @@ def _read_payload(path: Path) -> dict[str, Any]:
             f"(this recsys reads formats {LEGACY_FORMAT} and {CHECKPOINT_FORMAT})"
         )
     return payload
-
-
-def _verified_body(path: Path, data: bytes) -> bytes:
-    """The payload bytes after the header line, once their size and SHA-256 match the header's."""
-    match = HEADER.match(data)
-    if match is None:
-        raise RecsysError(f"{path}: damaged checkpoint (its header line is cut short or garbled)")
-    version, size, digest = int(match[1]), int(match[2]), match[3].decode()
-    if version != CHECKPOINT_FORMAT:
-        raise RecsysError(
-            f"{path}: unsupported checkpoint format {version} "
-            f"(this recsys reads formats {LEGACY_FORMAT} and {CHECKPOINT_FORMAT})"
-        )
-    body = data[match.end() :]
-    if len(body) < size:
-        raise RecsysError(
-            f"{path}: damaged checkpoint (truncated: {len(body):,} of {size:,} bytes): it was cut "
-            "short after it was written, e.g. by an interrupted copy or a full disk"
-        )
-    if len(body) > size or hashlib.sha256(body).hexdigest() != digest:
-        raise RecsysError(
-            f"{path}: damaged checkpoint (checksum mismatch): it was changed or corrupted after it "
-            "was written"
-        )
-    return body
 
 
 def _unpickle(path: Path, body: bytes) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -391,6 +392,17 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(good: Runs, resumed
     result = ok(resumed.results["same"])
     assert "is finished (2 epochs, test RMSE" in result.stdout and "epoch" not in result.stdout.split(")")[-1]
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir() if p.is_file()} == before
+
+
+def test_resuming_a_finished_run_whose_checkpoint_is_damaged_says_so(good: Runs, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(good.outs["main"], run)
+    checkpoint = run / "checkpoint.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-100])
+    result = run_cli(train_command.cli, "train.py", ["--resume", str(run)], tmp_path / "cache")
+    assert result.returncode == 2 and "is finished" not in result.stdout
+    assert result.stderr.startswith(f"error: {checkpoint}: damaged checkpoint (truncated")
+    assert result.stderr.count("\n") == 1
 
 
 @pytest.mark.slow
