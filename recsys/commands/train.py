@@ -259,8 +259,15 @@ def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> Run
     settings.pop("engine", None)
     model = args.model or settings.pop("model", None) or DEFAULTS.model
     settings.pop("model", None)
+    from_file = set(settings) - {field for field, value in flags.items() if value is not None}
     settings.update({field: value for field, value in flags.items() if value is not None})
-    return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
+    try:
+        return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
+    except RecsysError as error:
+        if not from_file:
+            raise
+        # The error names the flag of a setting the user may have given in the file, not as a flag.
+        raise RecsysError(f"{error} (with the settings of --config {args.config})") from None
 
 
 def config_file_values(path: Path) -> dict[str, Any]:
@@ -315,7 +322,7 @@ def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
             laid_out = "burn-in and kept draws are laid out" if sampler else "learning rate falls"
             raise RecsysError(
                 f"--epochs {given}: {args.resume} was planned for {config.epochs} epochs, and its "
-                f"{laid_out} over them; --resume finishes it as planned (for a longer run, "
+                f"{laid_out} over them; --resume finishes it as planned (for a run of {given} epochs, "
                 f"start a new one with --epochs {given})"
             )
         if sampler and flag in SAMPLER_UNUSED:
