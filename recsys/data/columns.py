@@ -57,7 +57,11 @@ def find_columns(
                 f"{source}: no field {field!r} to name a column for (fields: {', '.join(fields)})"
             )
         if column not in names:
-            raise DataError(f"{source}: no column {column!r} for the {field}s (columns: {shown(names)})")
+            # In any case, as the common names are matched, where that names one column only.
+            same = [name for name in names if name.casefold() == column.casefold()]
+            if len(same) != 1:
+                raise DataError(f"{source}: no column {column!r} for the {field}s (columns: {shown(names)})")
+            given[field] = same[0]
     for column in set(given.values()):
         named_for = [field for field, named in given.items() if named == column]
         if len(named_for) > 1:

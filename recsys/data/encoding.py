@@ -100,9 +100,10 @@ class IdMap:
         return self.raw_ids.dtype.kind in "iu"
 
     def parse(self, text: str, kind: str = "id") -> int | str:
-        """A raw id typed by a user, as this map's id type: an integer where the ids are integers."""
+        """A raw id typed by a user, as this map's id type: an integer where the ids are integers;
+        without spaces around it, as the readers keep ids."""
         if not self.integer_ids:
-            return text
+            return text.strip()
         try:
             return int(text)
         except ValueError:

@@ -297,7 +297,8 @@ def describe_scale(dataset: RatingsDataset) -> str:
     low, high = dataset.rating_scale
     step = rating_step(dataset.ratings["rating"].to_numpy())
     spacing = f"in steps of {step:g}" if step is not None else "continuous"
-    return f"{low:g}-{high:g} {spacing} ({len(dataset.ratings):,} ratings)"
+    span = f"{low:g} to {high:g}" if low < 0 else f"{low:g}-{high:g}"  # not "-2-2"
+    return f"{span} {spacing} ({len(dataset.ratings):,} ratings)"
 
 
 def row_of_frame(row: int) -> str:

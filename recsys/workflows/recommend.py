@@ -66,9 +66,14 @@ def user_index(checkpoint: Checkpoint, user: int | str) -> int:
     users = checkpoint.users
     user = _as_id(users, user, "user")
     if not knows_user(checkpoint, user):
+        known = (
+            f"ids {users.raw_ids.min()}..{users.raw_ids.max()}"
+            if users.integer_ids
+            else f"ids such as {', '.join(repr(str(raw)) for raw in users.raw_ids[:3])}"
+        )
         raise RecsysError(
-            f"user {user} is not in this model's training data ({len(users)} users, ids "
-            f"{users.raw_ids.min()}..{users.raw_ids.max()}); use --cold-start to recommend to a new user"
+            f"user {user!r} is not in this model's training data ({len(users)} users, {known}); "
+            "use --cold-start to recommend to a new user"
         )
     return int(users.encode(np.array([user]), "user")[0])
 

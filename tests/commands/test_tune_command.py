@@ -57,7 +57,11 @@ def test_tune_writes_its_trials_plot_best_setting_and_run(tmp_path: Path) -> Non
         ("train", ["--config", '{"learning_rate": 1}'], "unknown setting(s) learning_rate"),
         ("train", ["--config", '{"lr": 0.1, "dataset": "x", "device": "cpu"}'], "continued with --resume"),
         ("train", ["--config", '{"n_factors": 5.0}'], "--n-factors must be a whole number, got 5.0"),
-        ("train", ["--config", '{"batch_size": 256, "engine": "compiled"}'], "(with the settings of --config"),
+        (
+            "train",
+            ["--config", '{"batch_size": 256, "engine": "compiled"}'],
+            "(with the settings of --config",
+        ),
         ("train", ["--config", "[1, 2]"], "expected a JSON object"),
         ("train", ["--config", '{"lr": -1}'], "--lr must be positive"),
     ],

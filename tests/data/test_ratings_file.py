@@ -555,6 +555,14 @@ def test_columns_by_name_with_a_misspelt_field_is_refused(tmp_path: Path) -> Non
         load_ratings(path, columns={"user": "a", "item": "b", "rating": "c", "timestamp": "e"})
 
 
+def test_a_column_named_in_another_case_is_found_where_only_one_matches(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.csv", "User ID,Item,Score,score\n1,2,3,4\n2,3,4,5\n")
+    dataset = load_ratings(path, columns={"user": "user id", "item": "ITEM", "rating": "Score"})
+    assert dataset.ratings["rating"].tolist() == [3.0, 4.0]
+    with pytest.raises(DataError, match="no column 'SCORE' for the ratings"):  # Score or score?
+        load_ratings(path, columns={"user": "user id", "item": "item", "rating": "SCORE"})
+
+
 @pytest.mark.parametrize(
     ("header", "rows"),
     [
@@ -710,7 +718,7 @@ def test_a_given_scale_holds_ratings_on_its_bounds_and_may_exceed_the_data(tmp_p
         ([0.5, 1.0, 4.5, 5.0], "0.5-5 in steps of 0.5 (4 ratings)"),
         ([1, 10, 2, 9, 5], "1-10 in steps of 1 (5 ratings)"),
         ([0, 100, 50, 75, 25], "0-100 in steps of 25 (5 ratings)"),
-        ([-10, 9.8, 0.31, 3.7713], "-10-9.8 continuous (4 ratings)"),
+        ([-10, 9.8, 0.31, 3.7713], "-10 to 9.8 continuous (4 ratings)"),
     ],
 )
 def test_describe_scale_for_the_usual_scales(values: list[float], shown: str, tmp_path: Path) -> None:

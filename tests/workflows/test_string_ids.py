@@ -40,11 +40,14 @@ def test_a_run_on_string_ids_keeps_them_through_its_checkpoint(
     title = string_ids.items["title"].iloc[0]
     assert len(similar_items(checkpoint, string_ids, title, 2)) == 2
     assert set(explain(checkpoint, "reader-001", top["item"].iloc[0])) >= {"prediction"}
+    with pytest.raises(RecsysError, match=r"user '' is not in .*ids such as 'reader-001', 'reader-002'"):
+        recommend(checkpoint, string_ids, "")
 
 
 def test_id_maps_parse_what_a_user_types_as_their_id_type() -> None:
     integers, strings = IdMap(np.array([3, 7])), IdMap(np.array(["a", "b"], dtype=object))
     assert integers.parse("7", "user") == 7 and strings.parse("7", "user") == "7"
+    assert strings.parse(" a ", "user") == "a"  # spaces around an id are layout, as in files
     with pytest.raises(RecsysError, match=r"user id 'x1': this model's user ids are integers"):
         integers.parse("x1", "user")
     assert not integers.known(np.array(["3"])).any() and not strings.known(np.array([3])).any()
