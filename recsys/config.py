@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from recsys.data.split_settings import check_test_frac, check_test_n
 from recsys.errors import RecsysError
 
 # Each model's tuned defaults live with the model in its registry (importable without torch); they
@@ -45,20 +46,6 @@ def _plain(value: object) -> object:
 def _is_whole(value: object) -> bool:
     """An int, and not a bool (which Python counts as one: a config file's `true` is no epoch count)."""
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_test_frac(test_frac: float) -> None:
-    """The share of ratings a random, per-user or time split holds out."""
-    if not (_is_number(test_frac) and 0.0 < test_frac < 1.0):
-        raise RecsysError(f"--test-frac must lie strictly between 0 and 1, got {test_frac}")
-
-
-def check_test_n(test_n: int) -> None:
-    """The ratings per user the user-last split holds out."""
-    if not _is_whole(test_n):
-        raise RecsysError(f"--test-n must be a whole number, got {test_n!r}")
-    if test_n < 1:
-        raise RecsysError(f"--test-n must be at least 1, got {test_n}")
 
 
 @dataclass(frozen=True)

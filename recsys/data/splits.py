@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from recsys.config import check_test_frac, check_test_n
 from recsys.data.dataset import RatingsDataset
+from recsys.data.split_settings import check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
 
