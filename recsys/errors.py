@@ -9,5 +9,9 @@ class DataError(RecsysError):
     """A dataset file is missing, malformed, or cannot be obtained."""
 
 
-class DownloadError(DataError):
+class DataUnavailable(DataError):
+    """A named dataset has no local copy and cannot be downloaded (not: a copy that is damaged)."""
+
+
+class DownloadError(DataUnavailable):
     """A download failed, timed out, or did not match its pinned size or digest."""

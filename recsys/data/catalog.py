@@ -7,7 +7,7 @@ from typing import Any
 from recsys.data.dataset import RatingsDataset
 from recsys.data.movielens import VARIANTS, load_movielens, read_folder
 from recsys.data.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
-from recsys.errors import DataError
+from recsys.errors import DataError, DataUnavailable
 from recsys.names import DATA_FILE, DATASETS
 
 TINY_FOLDER = Path(__file__).resolve().parents[2] / "data" / "tiny"  # the repository's data/tiny
@@ -38,7 +38,7 @@ def resolve_dataset(
         ), None
     try:
         return load_dataset(DEFAULT_DATASET, progress=progress, allow_download=allow_download), None
-    except DataError as error:
+    except DataUnavailable as error:  # a copy that is there but damaged is an error, not a fallback
         note = f"{DEFAULT_DATASET} is not available ({error}); training on built-in synthetic data instead"
         return load_dataset("synthetic"), note
 

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import IO
 
@@ -40,8 +41,10 @@ def download(
     allow_http: bool = False,
     timeout: float = 60.0,
     progress: bool = True,
+    max_size: int | None = None,
 ) -> Path:
-    """Save url at dest only if it matches its pinned size and digests, so bad bytes never land."""
+    """Save url at dest only if it matches its pinned size and digests, so bad bytes never land.
+    Without a pinned `size`, `max_size` bounds what is written before the digest can be checked."""
     if sha256 is None and md5 is None:
         raise ValueError("download() needs a pinned sha256 or md5 to verify what it fetched")
     _check_scheme(url, allow_http)
@@ -53,7 +56,15 @@ def download(
     tmp_path = Path(tmp.name)
     try:
         with tmp:
-            digests = _stream(url, tmp, size=size, timeout=timeout, progress=progress)
+            digests = _stream(
+                url,
+                tmp,
+                size=size,
+                timeout=timeout,
+                progress=progress,
+                allow_http=allow_http,
+                max_size=max_size,
+            )
             tmp.flush()
             os.fsync(tmp.fileno())
         _verify(url, digests, sha256=sha256, md5=md5)
@@ -78,12 +89,36 @@ def _check_scheme(url: str, allow_http: bool) -> None:
     raise DownloadError(f"cannot download {url}: only https urls are supported")
 
 
-def _stream(url: str, out: IO[bytes], *, size: int | None, timeout: float, progress: bool) -> dict[str, str]:
+class _SchemeCheckingRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to a url the first one would have been allowed to be: https (or http
+    where allowed), never from https down to plain http."""
+
+    def __init__(self, allow_http: bool) -> None:
+        self.allow_http = allow_http
+
+    def redirect_request(  # type: ignore[override]
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: object, newurl: str
+    ) -> urllib.request.Request | None:
+        _check_scheme(newurl, self.allow_http)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)  # type: ignore[arg-type]
+
+
+def _stream(
+    url: str,
+    out: IO[bytes],
+    *,
+    size: int | None,
+    timeout: float,
+    progress: bool,
+    allow_http: bool,
+    max_size: int | None,
+) -> dict[str, str]:
     """Copy the response body into out while hashing it, so the file is read only once."""
     hashers = {"sha256": hashlib.sha256(), "md5": hashlib.md5(usedforsecurity=False)}
     received = 0
     request = urllib.request.Request(url, headers={"User-Agent": "recsys-download"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    opener = urllib.request.build_opener(_SchemeCheckingRedirects(allow_http))
+    with opener.open(request, timeout=timeout) as response:
         length = response.headers.get("Content-Length")
         total = size if size is not None else (int(length) if length and length.isdigit() else None)
         with tqdm(
@@ -102,6 +137,8 @@ def _stream(url: str, out: IO[bytes], *, size: int | None, timeout: float, progr
                         f"download of {url} is larger than expected: expected {size} bytes, "
                         f"got more than {size}"
                     )
+                if max_size is not None and received > max_size:
+                    raise DownloadError(f"download of {url} is larger than expected: over {max_size} bytes")
                 for hasher in hashers.values():
                     hasher.update(chunk)
                 out.write(chunk)
@@ -124,8 +161,9 @@ def _verify(url: str, digests: dict[str, str], *, sha256: str | None, md5: str |
 
 def _describe(url: str, exc: BaseException, timeout: float) -> str:
     """Turn a network exception into one line a user can act on."""
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"download of {url} failed: HTTP {exc.code} {exc.reason}"
+    if isinstance(exc, urllib.error.HTTPError):  # a reason can run over lines (a redirect loop's does)
+        first_line = (str(exc.reason).splitlines() or [""])[0]
+        return f"download of {url} failed: HTTP {exc.code} {first_line}"
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     if isinstance(reason, TimeoutError):
         return f"download of {url} timed out after {timeout:g} s without data"
@@ -155,7 +193,8 @@ def extract_zip(archive: Path, target: Path) -> Path:
             content.mkdir()
             zf.extractall(content)
             os.rename(content, target)
-        except (zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, OSError) as exc:
+        except (zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, OSError, zlib.error) as exc:
+            # zlib.error: a damaged deflate stream (a zip's own CRC check comes only after it).
             raise DataError(f"cannot extract {archive} into {target}: {exc}") from exc
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -10,10 +10,11 @@ import codecs
 import contextlib
 import errno
 import hashlib
-import itertools
+import json
 import os
 import shutil
 import tempfile
+import time
 import warnings
 import zipfile
 from collections.abc import Iterator, Mapping
@@ -35,13 +36,13 @@ from recsys.data.dataset import (
     warn_unnamed_items,
 )
 from recsys.data.download import download, extract_zip
-from recsys.errors import DataError, DownloadError
+from recsys.errors import DataError, DataUnavailable, DownloadError
 from recsys.names import PREDEFINED_FOLDS
 
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens"
 DATA_ROOT_ENV = "RECSYS_DATA"
 CACHE_ENV = "RECSYS_CACHE"
-OFFLINE_HINT = f"offline, pass --data-dir or set ${DATA_ROOT_ENV} to a local copy"
+OFFLINE_HINT = f"to train without a download, pass --data-dir or set ${DATA_ROOT_ENV} to a local copy"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Variant:
     size: int | None
     sha256: str | None = None
     md5: str | None = None
+    max_size: int | None = None  # where `size` is unknown: a bound on what a download may write
 
 
 VARIANTS: dict[str, Variant] = {
@@ -77,7 +79,16 @@ VARIANTS: dict[str, Variant] = {
             sha256="a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
         ),
         # GroupLens publishes only an md5 for 10M and no size we could confirm offline.
-        Variant("ml-10m", "ml-10M100K", "dat", (0.5, 5), None, md5="ce571fd55effeba0271552578f2648bd"),
+        # GroupLens lists the zip at 63 MB: twice that bounds a server that sends without end.
+        Variant(
+            "ml-10m",
+            "ml-10M100K",
+            "dat",
+            (0.5, 5),
+            None,
+            md5="ce571fd55effeba0271552578f2648bd",
+            max_size=128 << 20,
+        ),
         Variant(
             "ml-20m",
             "ml-20m",
@@ -354,6 +365,45 @@ def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]
     return RatingsDataset(name, ratings, items, scale, folder, folds, {"folder": str(folder.resolve())})
 
 
+# What recsys unpacked into a folder: each file's size, checked whenever the copy is used again, so a
+# copy cut short or edited since (a disk error, an interrupted copy) is named instead of read.
+MANIFEST = ".recsys-files.json"
+
+
+def _write_manifest(folder: Path) -> None:
+    sizes = {
+        str(path.relative_to(folder)): path.stat().st_size
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+    (folder / MANIFEST).write_text(json.dumps(sizes, indent=0))
+
+
+def _check_manifest(folder: Path) -> Path:
+    """`folder`, once every file its manifest lists has its size (a folder without one, unpacked by
+    hand or by an older recsys, is taken as it is)."""
+    try:
+        sizes = json.loads((folder / MANIFEST).read_text())
+    except FileNotFoundError:
+        return folder
+    except (OSError, ValueError):
+        sizes = None
+    if not isinstance(sizes, dict):
+        raise DataError(
+            f"{folder}: its {MANIFEST} is damaged; delete the folder to unpack or download it again"
+        )
+    for name, size in sizes.items():
+        path = folder / name
+        found = path.stat().st_size if path.is_file() else None
+        if found != size:
+            state = "is missing" if found is None else f"has {found:,} bytes, not the {size:,} unpacked"
+            raise DataError(
+                f"{path} {state}: the copy in {folder} is damaged; delete that folder to unpack or download "
+                "it again"
+            )
+    return folder
+
+
 def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
     """The unpacked folder of `variant` from `data_dir`, $RECSYS_DATA or the cache, if present."""
     ratings_file = RATINGS_FILE[variant.layout]
@@ -362,14 +412,14 @@ def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
             return _unpack_given_archive(data_dir, variant)
         for candidate in (data_dir, data_dir / variant.folder):
             if (candidate / ratings_file).is_file():
-                return candidate
+                return _check_manifest(candidate)
         raise DataError(
             f"--data-dir {data_dir}: no {ratings_file} there or in {variant.folder}/ "
             f"(expected an unpacked {variant.name} folder, its parent, or {variant.name}.zip)"
         )
     for root in [*_data_roots(), cache_root()]:
         if (root / variant.folder / ratings_file).is_file():
-            return root / variant.folder
+            return _check_manifest(root / variant.folder)
     return None
 
 
@@ -409,16 +459,22 @@ def _unpack(archive: Path, variant: Variant, root: Path) -> Path:
     final = root / variant.folder
     marker = RATINGS_FILE[variant.layout]
     if (final / marker).is_file():
-        return final
+        return _check_manifest(final)
     staging = _private_folder(root, f".{variant.folder}.", ".unpacking")
     try:
         unpacked = extract_zip(archive, staging / "archive") / variant.folder
         if not (unpacked / marker).is_file():
             raise DataError(f"{archive}: no {variant.folder}/{marker} inside")
-        _move_into_place(unpacked, final, marker, staging)
+        _write_manifest(unpacked)
+        _move_into_place(unpacked, final, marker)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+# A download's or unpack's private folder older than this was left by a process killed outright
+# (SIGKILL, SIGTERM: no `finally` ran); the next one to make such a folder removes it.
+STALE_SECONDS = 24 * 3600
 
 
 def _private_folder(root: Path, prefix: str, suffix: str) -> Path:
@@ -426,6 +482,7 @@ def _private_folder(root: Path, prefix: str, suffix: str) -> Path:
     one-line error naming the variable that moves it."""
     try:
         root.mkdir(parents=True, exist_ok=True)
+        _remove_stale(root, suffix)
         return Path(tempfile.mkdtemp(dir=root, prefix=prefix, suffix=suffix))
     except OSError as error:
         raise DataError(
@@ -434,20 +491,36 @@ def _private_folder(root: Path, prefix: str, suffix: str) -> Path:
         ) from None
 
 
-def _move_into_place(unpacked: Path, final: Path, marker: str, staging: Path) -> None:
-    """Rename `unpacked` to `final`, unless another process has put a complete copy there first."""
-    for attempt in itertools.count():
-        try:
-            os.rename(unpacked, final)
-            return
-        except OSError as error:
-            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                raise
-        if (final / marker).is_file():
-            return  # another process won the race with the same content: its copy serves
-        # An incomplete copy, interrupted or hand-made: move it aside (into our staging) and retry.
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(final, staging / f"stale{attempt}")
+def _remove_stale(root: Path, suffix: str) -> None:
+    """Remove the private folders ending in `suffix` that dead processes left in `root`."""
+    now = time.time()
+    for leftover in root.glob(f".*{suffix}"):
+        with contextlib.suppress(OSError):
+            if leftover.is_dir() and now - leftover.stat().st_mtime > STALE_SECONDS:
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _move_into_place(unpacked: Path, final: Path, marker: str) -> None:
+    """Rename `unpacked` to `final`, unless another process has put a complete copy there first.
+
+    A copy is renamed into place whole, so a folder already there without `marker` was not put there
+    by recsys: it is the user's, and is refused rather than replaced.
+    """
+    try:
+        os.rename(unpacked, final)
+        return
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+            raise DataError(
+                f"cannot write the dataset cache {final.parent}: {error.strerror or error}"
+            ) from None
+    if (final / marker).is_file():
+        return  # another process won the race with the same content: its copy serves
+    what = "a folder without its" if final.is_dir() else "not a folder holding"
+    raise DataError(
+        f"{final} is {what} {marker}, and recsys does not replace what it did not put there; move it "
+        f"away to unpack the dataset there, or set ${CACHE_ENV} to another folder"
+    )
 
 
 def load_movielens(
@@ -466,7 +539,7 @@ def load_movielens(
     folder = _find_local(variant, data_dir)
     if folder is None:
         if not allow_download:
-            raise DataError(f"{name} is not available locally; {OFFLINE_HINT}")
+            raise DataUnavailable(f"{name} is not available locally; {OFFLINE_HINT}")
         root = cache_root()
         # A folder of its own: two processes fetching at once must not unpack or delete each other's zip.
         inbox = _private_folder(root, f".{name}.", ".download")
@@ -478,6 +551,7 @@ def load_movielens(
                     size=variant.size,
                     sha256=variant.sha256,
                     md5=variant.md5,
+                    max_size=variant.max_size,
                     allow_http=allow_http,
                     progress=progress,
                 )

@@ -70,6 +70,17 @@ def test_default_dataset_uses_ml100k_from_data_root(tmp_path: Path, monkeypatch:
     pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
 
 
+def test_a_damaged_copy_of_the_default_dataset_is_an_error_not_a_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Synthetic data stands in only for data that cannot be had, never for a copy that is broken."""
+    folder = write_dataset(tmp_path / "root" / "ml-100k", "100k", WHOLE_RATINGS)
+    (folder / "u.item").unlink()
+    monkeypatch.setenv("RECSYS_DATA", str(tmp_path / "root"))
+    with pytest.raises(DataError, match=r"u\.item: file not found"):
+        resolve_dataset(None, allow_download=False)
+
+
 def test_tiny_is_read_from_the_repositorys_data_folder() -> None:
     assert load_dataset("tiny").folder == TINY_FOLDER
     assert (TINY_FOLDER / "ratings.csv").is_file() and (TINY_FOLDER / "movies.csv").is_file()

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import io
+import urllib.error
+import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
 from conftest import SLOW_PATH, Served, zip_bytes
 
-from recsys.data.download import download, extract_zip
+from recsys.data.download import _describe, _SchemeCheckingRedirects, download, extract_zip
 from recsys.errors import DataError, DownloadError
 
 TINY_LINES = b"1\t10\t4\t881250949\n2\t20\t3\t881250950\n3\t10\t5\t881250951\n"
@@ -252,3 +255,70 @@ def test_extract_zip_refuses_existing_target(archive_bytes: bytes, tmp_path: Pat
 
     assert leftovers(target) == ["keep.txt"]
     assert leftovers(tmp_path) == ["ml-tiny.zip", "out"]
+
+
+def test_extract_zip_names_a_damaged_deflate_stream(tmp_path: Path) -> None:
+    """Regression: zlib's own error (a stream damaged before the member's CRC is checked) escaped."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("ml-tiny/u.data", TINY_LINES * 2000)
+    whole = buffer.getvalue()
+    start = whole.index(b"u.data") + len("u.data")  # the member's data follows its local header
+    for position in range(start + 10, start + 400):  # the first flip that zlib itself refuses
+        damaged = bytearray(whole)
+        damaged[position] ^= 0xFF
+        try:
+            with zipfile.ZipFile(io.BytesIO(bytes(damaged))) as zf:
+                zf.read("ml-tiny/u.data")
+        except zlib.error:
+            break
+        except zipfile.BadZipFile:
+            continue
+    else:
+        pytest.fail("no flipped byte made zlib fail")
+    archive = tmp_path / "damaged.zip"
+    archive.write_bytes(bytes(damaged))
+    with pytest.raises(DataError, match=r"cannot extract .*damaged\.zip into .*: Error -3"):
+        extract_zip(archive, tmp_path / "out")
+    assert leftovers(tmp_path) == ["damaged.zip"]
+
+
+def test_a_redirect_to_a_scheme_the_download_may_not_use_is_refused() -> None:
+    """urllib follows redirects by itself: https must not become plain http on the way."""
+    handler = _SchemeCheckingRedirects(allow_http=False)
+    request = urllib.request.Request("https://example.org/ml-100k.zip")
+    with pytest.raises(DownloadError, match=r"refusing to download http://example\.org/x\.zip over"):
+        handler.redirect_request(request, io.BytesIO(), 302, "Found", {}, "http://example.org/x.zip")
+    followed = handler.redirect_request(request, io.BytesIO(), 302, "Found", {}, "https://mirror.org/x.zip")
+    assert followed is not None and followed.full_url == "https://mirror.org/x.zip"
+
+
+def test_a_reason_over_several_lines_is_described_in_one() -> None:
+    loop = urllib.error.HTTPError(
+        "https://example.org/x.zip",
+        302,
+        "would lead to an infinite loop.\nThe last 30x error was:\nFound",
+        {},
+        None,
+    )
+    assert _describe("https://example.org/x.zip", loop, 60) == (
+        "download of https://example.org/x.zip failed: HTTP 302 would lead to an infinite loop."
+    )
+
+
+def test_without_a_pinned_size_a_bound_stops_what_is_written(
+    served: Served, archive_bytes: bytes, tmp_path: Path
+) -> None:
+    url = served.put("ml-tiny.zip", archive_bytes)
+    with pytest.raises(DownloadError, match=rf"is larger than expected: over {len(archive_bytes) - 1} bytes"):
+        download(
+            url,
+            tmp_path / "out" / "ml-tiny.zip",
+            size=None,
+            md5=hashlib.md5(archive_bytes).hexdigest(),
+            allow_http=True,
+            timeout=5,
+            progress=False,
+            max_size=len(archive_bytes) - 1,
+        )
+    assert leftovers(tmp_path / "out") == []

@@ -43,7 +43,7 @@ from movielens_files import (
 
 import recsys.data.movielens as movielens
 from recsys.data.dataset import RatingsDataset
-from recsys.data.movielens import RATINGS_FILE, VARIANTS, load_movielens, read_folder, read_ratings
+from recsys.data.movielens import MANIFEST, RATINGS_FILE, VARIANTS, load_movielens, read_folder, read_ratings
 from recsys.errors import DataError, DownloadError
 
 # ---------------------------------------------------------------------------------------------
@@ -607,7 +607,7 @@ def test_local_zip_is_unpacked_into_the_cache(
     assert ds.folder == folder
     assert listing(isolated_cache) == ["archives"]
     assert listing(folder.parent) == ["ml-100k"]  # no staging folder left behind
-    assert listing(folder) == ["u.data", "u.genre", "u.item"]
+    assert listing(folder) == [MANIFEST, "u.data", "u.genre", "u.item"]
     assert archive.read_bytes() == data  # the user's zip is left as it was
 
     # The same zip again reads the copy unpacked before.
@@ -620,6 +620,51 @@ def test_local_zip_is_unpacked_into_the_cache(
     # Without --data-dir the copy is not taken for the dataset: another zip may have been meant.
     with pytest.raises(DataError, match="not available locally"):
         load_movielens("ml-100k", allow_download=False)
+
+
+@pytest.mark.parametrize("damage", ["cut", "gone"])
+def test_a_copy_damaged_after_it_was_unpacked_is_named_not_read(
+    tmp_path: Path, isolated_cache: Path, no_data_root: None, damage: str
+) -> None:
+    archive = archive_of(tmp_path, WHOLE_RATINGS)
+    with pytest.warns(UserWarning, match="unpacked from"):
+        folder = load_movielens("ml-100k", data_dir=archive, allow_download=False).folder
+    assert folder is not None
+    ratings = folder / "u.item"
+    if damage == "cut":  # a disk error, an interrupted copy: the file still parses, shorter
+        ratings.write_bytes(ratings.read_bytes()[: len(ratings.read_bytes()) // 2])
+    else:
+        ratings.unlink()
+    state = "is missing" if damage == "gone" else "has .* bytes, not the .* unpacked"
+    with pytest.raises(DataError, match=rf"u\.item {state}: the copy in .* is damaged; delete that folder"):
+        load_movielens("ml-100k", data_dir=archive, allow_download=False)
+
+
+def test_a_file_where_the_copy_would_go_is_refused_and_kept(
+    tmp_path: Path, isolated_cache: Path, no_data_root: None
+) -> None:
+    archive = archive_of(tmp_path, WHOLE_RATINGS)
+    where = unpacked_at(isolated_cache, archive)
+    where.parent.mkdir(parents=True)
+    where.write_text("mine\n")
+    with pytest.raises(DataError, match=r"ml-100k is not a folder holding u\.data"):
+        load_movielens("ml-100k", data_dir=archive, allow_download=False)
+    assert where.read_text() == "mine\n" and listing(where.parent) == ["ml-100k"]
+
+
+def test_folders_that_killed_processes_left_in_the_cache_are_cleared(
+    tmp_path: Path, isolated_cache: Path, no_data_root: None
+) -> None:
+    archive = archive_of(tmp_path, WHOLE_RATINGS)
+    root = unpacked_at(isolated_cache, archive).parent
+    old, recent = root / ".ml-100k.x1.unpacking", root / ".ml-100k.x2.unpacking"
+    for folder in (old, recent):
+        (folder / "archive").mkdir(parents=True)
+    long_ago = time.time() - movielens.STALE_SECONDS - 60
+    os.utime(old, (long_ago, long_ago))
+    with pytest.warns(UserWarning, match="unpacked from"):
+        load_movielens("ml-100k", data_dir=archive, allow_download=False)
+    assert not old.exists() and recent.exists()  # a day-old one is dead; a recent one may be running
 
 
 def test_a_different_zip_of_the_same_dataset_is_read(
@@ -658,12 +703,13 @@ def test_local_zip_over_a_stale_cache_folder(
     stale.mkdir(parents=True)
     (stale / "notes.txt").write_text("left over\n")
 
-    # The incomplete copy is replaced by the archive's folder.
-    with pytest.warns(UserWarning, match="unpacked from"):
-        ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
-    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
-    assert listing(stale) == ["u.data", "u.genre", "u.item"]
-    assert listing(stale.parent) == ["ml-100k"]
+    # Copies are renamed into place whole, so this folder is not one recsys made: it is kept, and named.
+    with pytest.raises(
+        DataError, match=r"ml-100k is a folder without its u\.data, and recsys does not replace"
+    ):
+        load_movielens("ml-100k", data_dir=archive, allow_download=False)
+    assert listing(stale) == ["notes.txt"]
+    assert listing(stale.parent) == ["ml-100k"]  # and the unpacked copy's staging folder is gone
 
 
 def test_unpack_that_loses_the_race_reads_the_winners_copy(
@@ -782,7 +828,7 @@ def test_download_verifies_unpacks_and_caches(
     assert served.requests == ["/ml-latest-small.zip"]
     # Only the unpacked folder stays: no zip, no .part file, no staging folder.
     assert listing(isolated_cache) == ["ml-latest-small"]
-    assert listing(isolated_cache / "ml-latest-small") == ["movies.csv", "ratings.csv"]
+    assert listing(isolated_cache / "ml-latest-small") == [MANIFEST, "movies.csv", "ratings.csv"]
 
     again = load_movielens("ml-latest-small", base_url=served.base, allow_http=True, progress=False)
 
@@ -851,7 +897,7 @@ def test_no_download_when_not_allowed(
     assert served.requests == []
 
 
-OFFLINE_HINT = "; offline, pass --data-dir or set $RECSYS_DATA to a local copy"
+OFFLINE_HINT = "; to train without a download, pass --data-dir or set $RECSYS_DATA to a local copy"
 
 
 def closed_port_url() -> str:
