@@ -8,7 +8,9 @@ import argparse
 import contextlib
 import math
 import os
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -177,11 +179,23 @@ def ratings_from_flags(args: argparse.Namespace, *, announce: bool) -> "RatingsD
     return dataset
 
 
+class Terminated(BaseException):
+    """SIGTERM (a `kill`, a scheduler's or container's stop), raised in the main thread as Ctrl-C
+    raises KeyboardInterrupt, so that the same cleanup runs: a download's partial file, a fresh run
+    folder without a checkpoint."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def run(main: Callable[[], int]) -> None:
     """Run a script's main and end the process with its code: a user's mistake (RecsysError) is one
     `error:` line and exit code 2, and a warning one `warning:` line. A bug's exception propagates,
-    with its traceback."""
+    with its traceback. Ctrl-C ends with 130 and SIGTERM with 143, each after the cleanup it triggers."""
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"
+    in_main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
+    before = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
         code = main()
     except RecsysError as error:
@@ -190,6 +204,12 @@ def run(main: Callable[[], int]) -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         code = 130
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        code = 128 + signal.SIGTERM
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, before)
     end_process(code)
 
 

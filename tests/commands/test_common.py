@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.errors import DataError, RecsysError
@@ -52,7 +55,36 @@ def test_an_interrupt_is_exit_code_130(capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr().err == "interrupted\n"
 
 
-def test_other_exceptions_are_not_hidden() -> None:
+def test_a_sigterm_ends_as_ctrl_c_does_with_code_143(capsys: pytest.CaptureFixture[str]) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+
+    def main() -> int:
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to this, the main thread: raises here
+        time.sleep(5)
+        return 0
+
+    assert exit_code(main) == 143
+    assert capsys.readouterr().err == "terminated\n"
+    assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
+
+
+@pytest.mark.slow  # a subprocess: a torch import
+def test_a_terminated_run_takes_back_the_folder_it_made(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    command = [sys.executable, "-u", "scripts/train.py", "--dataset", "synthetic", "--epochs", "200",
+               "--checkpoint-every", "3600", "--no-progress", "--out", str(out)]  # fmt: skip
+    with subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None
+        for line in child.stdout:  # the first epoch's row: training is under way
+            if line.split()[:1] == ["1"]:
+                break
+        child.send_signal(signal.SIGTERM)
+        _, errors = child.communicate(timeout=120)
+    assert child.returncode == 143 and errors.strip().endswith("terminated"), errors
+    assert not out.exists()  # no checkpoint yet: nothing to resume, so nothing is left
+
     def main() -> int:
         raise ValueError("a bug")
 
