@@ -153,11 +153,9 @@ class RunConfig:
                         f"{flag} has no effect on {self.model}'s compiled engine, a Gibbs sampler (its "
                         f"priors' strength is sampled too); leave it out, or use --engine autograd"
                     )
-        for flag, field in AUTOGRAD_ONLY.items():
-            if getattr(self, field) != getattr(default, field):
-                raise RecsysError(
-                    f"{flag} applies to --engine autograd only (the compiled engine has no {flag})"
-                )
+        _refuse_autograd_only(
+            {field for field in AUTOGRAD_ONLY.values() if getattr(self, field) != getattr(default, field)}
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -186,6 +184,13 @@ AUTOGRAD_ONLY = {
 }
 
 
+def _refuse_autograd_only(fields: set[str]) -> None:
+    """The compiled engine reads none of these fields: setting one is an error naming its flag."""
+    for flag, field in AUTOGRAD_ONLY.items():
+        if field in fields:
+            raise RecsysError(f"{flag} applies to --engine autograd only (the compiled engine has no {flag})")
+
+
 def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> RunConfig:
     """The config for `model` with its tuned defaults, then `overrides` (None values ignored).
 
@@ -195,10 +200,12 @@ def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> Ru
     entry = model_entry(model)  # an unknown model is an error listing the registered ones
     given = {k: v for k, v in overrides.items() if v is not None}
     compiled = entry.compiled_defaults  # None: no compiled path (RunConfig refuses --engine compiled)
+    autograd_only = set(AUTOGRAD_ONLY.values()) & set(given)
     if engine is None:
-        autograd_only = set(AUTOGRAD_ONLY.values()) & set(given)
         on_cpu = given.get("device", "cpu") == "cpu"
         engine = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
+    elif engine == "compiled":  # given at all, even at the autograd engine's default, it would be ignored
+        _refuse_autograd_only(autograd_only)
     defaults = compiled if engine == "compiled" and compiled is not None else entry.defaults
     return RunConfig(model=model, engine=engine, **{**defaults, **given})
 

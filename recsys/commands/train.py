@@ -193,7 +193,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--engine",
         choices=("auto", *ENGINES),
         default=None,
-        help="compiled: per-rating AdaGrad in numba (dot, dotbias; CPU); autograd: batches through "
+        help="compiled: numba on the CPU (per-rating AdaGrad for dot, dotbias and svdpp; bpmf's Gibbs "
+        "sampler); autograd: batches through "
         "torch (every model, GPUs, torchrun); auto: compiled where the model has it on the CPU and "
         "no autograd-only flag (--bs, --optimizer, --schedule, --sparse, --wd) is given [default: auto]",
     )
