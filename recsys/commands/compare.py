@@ -5,6 +5,7 @@ analysis is read from the first fold.
 """
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pandas as pd
 from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.config import ENGINES, UNKNOWN_POLICIES, config_for
 from recsys.data.catalog import planted_truth
+from recsys.data.dataset import RatingsDataset
 from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS
 from recsys.errors import RecsysError
 from recsys.models import MODELS
@@ -103,8 +105,22 @@ def main(argv: list[str] | None = None) -> int:
             "which comes without them"
         )
     out = args.out or Path("reports") / f"{dataset.name}-{args.split}"
+    made = not out.exists()
     if claim_report_folder(out):
         print(f"the report in {out} will be replaced", file=sys.stderr)
+    try:
+        return _compare_into(args, dataset, splits, engine, out)
+    except BaseException:
+        if made:  # a run that fails leaves no empty folder behind, as train.py's does not
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+
+
+def _compare_into(
+    args: argparse.Namespace, dataset: RatingsDataset, splits: tuple[str, ...], engine: str | None, out: Path
+) -> int:
+    """Train and score every model on each split, then write the report into `out`."""
     comparisons: list[Comparison] = []
     for split in splits:
         print(f"training {', '.join(args.models)} on {dataset.name}, split {split}")

@@ -182,3 +182,11 @@ def test_an_earlier_report_is_replaced_whole_and_the_users_files_stay(
     assert (out / "notes.txt").read_text() == "mine"
     written = {path.name for path in out.iterdir()} - {"notes.txt"}
     assert written <= set(REPORT_FILES)
+
+
+def test_a_comparison_that_fails_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    args = ["--dataset", "tiny", "--split", "u1", "--models", "dot", "--no-measurements", "--out", str(out)]
+    result = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
+    assert result.returncode == 2 and "--split u1" in result.stderr, result.stderr
+    assert not out.exists()
