@@ -30,6 +30,9 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
     with _locked(lock, f"{flag} {path}"):
         try:
             _check_contents(path, flag, resume)
+            if resume:  # the half-written files of a run killed while writing one (atomic_write's)
+                for partial in path.glob(".*.tmp"):
+                    partial.unlink(missing_ok=True)
             yield path
         except BaseException:
             if not resume:

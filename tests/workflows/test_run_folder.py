@@ -121,6 +121,15 @@ def test_failed_resume_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_resuming_clears_what_a_killed_write_left_half_done(tmp_path: Path) -> None:
+    with claim_run_folder(tmp_path, resume=False):
+        (tmp_path / CHECKPOINT_FILE).write_bytes(b"whole")
+    partial = tmp_path / f".{CHECKPOINT_FILE}.k3j2.tmp"  # atomic_write's name, never renamed
+    partial.write_bytes(b"half")
+    with claim_run_folder(tmp_path, resume=True):
+        assert not partial.exists() and (tmp_path / CHECKPOINT_FILE).read_bytes() == b"whole"
+
+
 # Claims `out` once `go` exists, holds it for a second, then writes a file named after itself.
 CLAIMER = """
 import pathlib, sys, time
