@@ -153,7 +153,7 @@ class RunConfig:
                         f"{flag} has no effect on {self.model}'s compiled engine, a Gibbs sampler (its "
                         f"priors' strength is sampled too); leave it out, or use --engine autograd"
                     )
-        _refuse_autograd_only(
+        refuse_autograd_only(
             {field for field in AUTOGRAD_ONLY.values() if getattr(self, field) != getattr(default, field)}
         )
 
@@ -184,8 +184,9 @@ AUTOGRAD_ONLY = {
 }
 
 
-def _refuse_autograd_only(fields: set[str]) -> None:
-    """The compiled engine reads none of these fields: setting one is an error naming its flag."""
+def refuse_autograd_only(fields: set[str]) -> None:
+    """The compiled engine reads none of these fields: setting one is an error naming its flag (a
+    RunConfig refuses one set apart from its default; train.py one given as a flag at all)."""
     for flag, field in AUTOGRAD_ONLY.items():
         if field in fields:
             raise RecsysError(f"{flag} applies to --engine autograd only (the compiled engine has no {flag})")
@@ -200,12 +201,10 @@ def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> Ru
     entry = model_entry(model)  # an unknown model is an error listing the registered ones
     given = {k: v for k, v in overrides.items() if v is not None}
     compiled = entry.compiled_defaults  # None: no compiled path (RunConfig refuses --engine compiled)
-    autograd_only = set(AUTOGRAD_ONLY.values()) & set(given)
     if engine is None:
+        autograd_only = set(AUTOGRAD_ONLY.values()) & set(given)
         on_cpu = given.get("device", "cpu") == "cpu"
         engine = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
-    elif engine == "compiled":  # given at all, even at the autograd engine's default, it would be ignored
-        _refuse_autograd_only(autograd_only)
     defaults = compiled if engine == "compiled" and compiled is not None else entry.defaults
     return RunConfig(model=model, engine=engine, **{**defaults, **given})
 

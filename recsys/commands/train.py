@@ -27,6 +27,7 @@ from recsys.config import (
     check_threads,
     config_for,
     default_threads,
+    refuse_autograd_only,
 )
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
@@ -260,15 +261,18 @@ def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> Run
     settings.pop("engine", None)
     model = args.model or settings.pop("model", None) or DEFAULTS.model
     settings.pop("model", None)
-    from_file = set(settings) - {field for field, value in flags.items() if value is not None}
+    given = {field for field, value in flags.items() if value is not None}
+    if engine == "compiled":  # a flag given at all, even at the autograd engine's default, would be ignored
+        refuse_autograd_only(given)
+    from_file = set(settings) - given
     settings.update({field: value for field, value in flags.items() if value is not None})
     try:
         return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
     except RecsysError as error:
-        if not from_file:
-            raise
-        # The error names the flag of a setting the user may have given in the file, not as a flag.
-        raise RecsysError(f"{error} (with the settings of --config {args.config})") from None
+        # An error naming the flag of a setting the file gave: the user may never have typed that flag.
+        if any(flag in str(error) for flag, field in CONFIG_FLAGS.items() if field in from_file):
+            raise RecsysError(f"{error} (with the settings of --config {args.config})") from None
+        raise
 
 
 def config_file_values(path: Path) -> dict[str, Any]:

@@ -85,6 +85,8 @@ def test_a_terminated_run_takes_back_the_folder_it_made(tmp_path: Path) -> None:
     assert child.returncode == 143 and errors.strip().endswith("terminated"), errors
     assert not out.exists()  # no checkpoint yet: nothing to resume, so nothing is left
 
+
+def test_other_exceptions_are_not_hidden() -> None:
     def main() -> int:
         raise ValueError("a bug")
 

@@ -242,6 +242,9 @@ BAD_CASES = [
     pytest.param("huge", ["--dataset", "tiny", "--n-factors", "1000000000000"], "GiB", id="n-factors-absurd"),
     pytest.param("checkpoint-every", ["--dataset", "tiny", "--checkpoint-every", "-1"],
                  "--checkpoint-every must be 0 or more", id="checkpoint-every-negative"),
+    # Given as a flag, even at the autograd engine's default, it would be ignored: refused.
+    pytest.param("compiled-bs", ["--dataset", "tiny", "--engine", "compiled", "--bs", "512"],
+                 "--bs applies to --engine autograd only", id="compiled-engine-with-bs"),
 ]  # fmt: skip
 KEPT = b"an earlier run's file\n"
 
@@ -466,3 +469,21 @@ def test_killed_run_leaves_a_loadable_checkpoint_and_resumes(tmp_path: Path) -> 
     assert resumed.returncode == 0, resumed.stderr
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert len(metrics["history"]) == 150
+
+
+def test_a_runs_own_settings_train_again_through_config(tmp_path: Path) -> None:
+    """A compiled run's config.json holds the autograd-only fields at their defaults: as settings
+    (without the data and device, which have flags of their own) they are no error."""
+    first = tmp_path / "first"
+    args = ["--dataset", "tiny", "--epochs", "2", "--no-progress"]
+    ok(run_cli(train_command.cli, "train.py", [*args, "--out", str(first)], tmp_path / "cache"))
+    settings = json.loads((first / "config.json").read_text())
+    assert settings["engine"] == "compiled" and "batch_size" in settings
+    del settings["dataset"], settings["device"]
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    again = ["--dataset", "tiny", "--no-progress", "--config", str(tmp_path / "settings.json")]
+    ok(run_cli(train_command.cli, "train.py", [*again, "--out", str(tmp_path / "again")], tmp_path / "cache"))
+    assert (
+        json.loads((tmp_path / "again" / "metrics.json").read_text())["test_rmse"]
+        == json.loads((first / "metrics.json").read_text())["test_rmse"]
+    )

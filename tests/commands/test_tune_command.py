@@ -62,6 +62,7 @@ def test_tune_writes_its_trials_plot_best_setting_and_run(tmp_path: Path) -> Non
             ["--config", '{"batch_size": 256, "engine": "compiled"}'],
             "(with the settings of --config",
         ),
+        ("train", ["--config", '{"epochs": 0}'], "--epochs must be at least 1, got 0 (with the settings of"),
         ("train", ["--config", "[1, 2]"], "expected a JSON object"),
         ("train", ["--config", '{"lr": -1}'], "--lr must be positive"),
     ],
