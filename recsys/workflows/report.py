@@ -49,7 +49,7 @@ def claim_report_folder(out: Path) -> bool:
     if not os.access(out, os.W_OK | os.X_OK):
         raise RecsysError(f"--out {out}: cannot write in it")
     names = {entry.name for entry in out.iterdir()}
-    earlier = {"report.md", "results.json"} <= names
+    earlier = bool(names & set(REPORT_FILES))  # also a report cut short while it was written
     if names and not earlier:
         raise RecsysError(
             f"--out {out} already exists and holds no earlier report; choose a new or empty folder"

@@ -182,6 +182,11 @@ def test_an_earlier_report_is_replaced_whole_and_the_users_files_stay(
     assert (out / "notes.txt").read_text() == "mine"
     written = {path.name for path in out.iterdir()} - {"notes.txt"}
     assert written <= set(REPORT_FILES)
+    # A report cut short while it was written (its figures, no report.md) is replaced too.
+    (out / "report.md").unlink()
+    (out / "results.json").unlink()
+    assert _compare_script().main([*common, "--models", "dot", "--out", str(out)]) == 0
+    assert (out / "report.md").is_file() and (out / "notes.txt").read_text() == "mine"
 
 
 def test_a_comparison_that_fails_leaves_no_folder_it_made(tmp_path: Path) -> None:
