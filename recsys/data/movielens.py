@@ -388,7 +388,9 @@ def _check_manifest(folder: Path) -> Path:
         return folder
     except (OSError, ValueError):
         sizes = None
-    if not isinstance(sizes, dict):
+    if not isinstance(sizes, dict) or not all(
+        isinstance(name, str) and isinstance(size, int) for name, size in sizes.items()
+    ):
         raise DataError(
             f"{folder}: its {MANIFEST} is damaged; delete the folder to unpack or download it again"
         )
@@ -417,10 +419,32 @@ def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
             f"--data-dir {data_dir}: no {ratings_file} there or in {variant.folder}/ "
             f"(expected an unpacked {variant.name} folder, its parent, or {variant.name}.zip)"
         )
-    for root in [*_data_roots(), cache_root()]:
+    for root in _data_roots():
         if (root / variant.folder / ratings_file).is_file():
             return _check_manifest(root / variant.folder)
+    # The cache is recsys' own: whatever is in the copy's place is checked before any download.
+    return _cached_copy(cache_root() / variant.folder, ratings_file)
+
+
+def _cached_copy(folder: Path, marker: str) -> Path | None:
+    """`folder` if it holds a whole copy (`marker` there, its sizes as unpacked), None if nothing is
+    there; anything else in its place is an error naming it, so it is neither fetched again on every
+    run nor replaced."""
+    if (folder / marker).is_file() or (folder / MANIFEST).is_file():
+        return _check_manifest(folder)  # a copy recsys made that lost `marker` is named by it
+    if os.path.lexists(folder):
+        raise _not_ours(folder, marker)
     return None
+
+
+def _not_ours(folder: Path, marker: str) -> DataError:
+    """The error for a file or folder without `marker` where recsys would put a copy: copies are
+    renamed into place whole, so it is not one recsys made, and is kept."""
+    what = "a folder without its" if folder.is_dir() else "not a folder holding"
+    return DataError(
+        f"{folder} is {what} {marker}, and recsys does not replace what it did not put there; move it "
+        f"away to unpack the dataset there, or set ${CACHE_ENV} to another folder"
+    )
 
 
 def _data_roots() -> list[Path]:
@@ -458,8 +482,8 @@ def _unpack(archive: Path, variant: Variant, root: Path) -> Path:
     """
     final = root / variant.folder
     marker = RATINGS_FILE[variant.layout]
-    if (final / marker).is_file():
-        return _check_manifest(final)
+    if _cached_copy(final, marker) is not None:
+        return final
     staging = _private_folder(root, f".{variant.folder}.", ".unpacking")
     try:
         unpacked = extract_zip(archive, staging / "archive") / variant.folder
@@ -484,8 +508,8 @@ def _private_folder(root: Path, prefix: str, suffix: str) -> Path:
         root.mkdir(parents=True, exist_ok=True)
         _remove_stale(root, suffix)
         return Path(tempfile.mkdtemp(dir=root, prefix=prefix, suffix=suffix))
-    except OSError as error:
-        raise DataError(
+    except OSError as error:  # with nowhere to put it, the data cannot be had (no --dataset: synthetic)
+        raise DataUnavailable(
             f"cannot write the dataset cache {root}: {error.strerror or error}; "
             f"set ${CACHE_ENV} to a writable folder"
         ) from None
@@ -501,11 +525,8 @@ def _remove_stale(root: Path, suffix: str) -> None:
 
 
 def _move_into_place(unpacked: Path, final: Path, marker: str) -> None:
-    """Rename `unpacked` to `final`, unless another process has put a complete copy there first.
-
-    A copy is renamed into place whole, so a folder already there without `marker` was not put there
-    by recsys: it is the user's, and is refused rather than replaced.
-    """
+    """Rename `unpacked` to `final`, unless another process has put a complete copy there first
+    (what else appeared there since `_cached_copy` looked is refused, not replaced)."""
     try:
         os.rename(unpacked, final)
         return
@@ -516,11 +537,7 @@ def _move_into_place(unpacked: Path, final: Path, marker: str) -> None:
             ) from None
     if (final / marker).is_file():
         return  # another process won the race with the same content: its copy serves
-    what = "a folder without its" if final.is_dir() else "not a folder holding"
-    raise DataError(
-        f"{final} is {what} {marker}, and recsys does not replace what it did not put there; move it "
-        f"away to unpack the dataset there, or set ${CACHE_ENV} to another folder"
-    )
+    raise _not_ours(final, marker)
 
 
 def load_movielens(

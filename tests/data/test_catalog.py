@@ -81,6 +81,16 @@ def test_a_damaged_copy_of_the_default_dataset_is_an_error_not_a_fallback(
         resolve_dataset(None, allow_download=False)
 
 
+def test_an_unwritable_cache_still_falls_back_to_synthetic_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_data_root: None
+) -> None:
+    """No copy and nowhere to put one (a read-only home in a container): the data cannot be had."""
+    (tmp_path / "file").write_text("not a folder\n")
+    monkeypatch.setenv("RECSYS_CACHE", str(tmp_path / "file" / "cache"))
+    ds, note = resolve_dataset(None, progress=False)
+    assert ds.name == "synthetic" and note is not None and "cannot write the dataset cache" in note
+
+
 def test_tiny_is_read_from_the_repositorys_data_folder() -> None:
     assert load_dataset("tiny").folder == TINY_FOLDER
     assert (TINY_FOLDER / "ratings.csv").is_file() and (TINY_FOLDER / "movies.csv").is_file()

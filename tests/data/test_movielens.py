@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import lzma
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -809,6 +810,31 @@ def pin(monkeypatch: pytest.MonkeyPatch, data: bytes, sha256: str | None = None)
         VARIANTS["ml-latest-small"], size=len(data), sha256=sha256 or hashlib.sha256(data).hexdigest()
     )
     monkeypatch.setitem(movielens.VARIANTS, "ml-latest-small", variant)
+
+
+@pytest.mark.parametrize("damage", ["ratings gone", "manifest garbled"])
+def test_a_downloaded_copy_damaged_since_is_named_before_any_download(
+    served: Served,
+    latest_small_zip: bytes,
+    isolated_cache: Path,
+    no_data_root: None,
+    monkeypatch: pytest.MonkeyPatch,
+    damage: str,
+) -> None:
+    """Regression: a copy that lost its ratings file was fetched again on every run, then refused."""
+    pin(monkeypatch, latest_small_zip)
+    load_movielens("ml-latest-small", base_url=served.base, allow_http=True, progress=False)
+    copy = isolated_cache / "ml-latest-small"
+    if damage == "ratings gone":
+        (copy / "ratings.csv").unlink()
+        expected = r"ratings\.csv is missing: the copy in .* is damaged; delete that folder"
+    else:
+        (copy / MANIFEST).write_text('{"ratings.csv": null}')
+        expected = rf"its {re.escape(MANIFEST)} is damaged; delete the folder"
+    for _ in range(2):
+        with pytest.raises(DataError, match=expected):
+            load_movielens("ml-latest-small", base_url=served.base, allow_http=True, progress=False)
+    assert served.requests == ["/ml-latest-small.zip"]  # the first download only
 
 
 def test_download_verifies_unpacks_and_caches(
