@@ -100,6 +100,11 @@ class _SchemeCheckingRedirects(urllib.request.HTTPRedirectHandler):
         self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: object, newurl: str
     ) -> urllib.request.Request | None:
         _check_scheme(newurl, self.allow_http)
+        if (
+            urllib.parse.urlsplit(req.full_url).scheme == "https"
+            and urllib.parse.urlsplit(newurl).scheme != "https"
+        ):
+            raise DownloadError(f"refusing to follow {req.full_url}'s redirect from https to {newurl}")
         return super().redirect_request(req, fp, code, msg, headers, newurl)  # type: ignore[arg-type]
 
 

@@ -225,7 +225,7 @@ def check_scale(scale: tuple[float, float] | None, source: str) -> None:
     if scale is None:
         return
     two_numbers = (
-        isinstance(scale, tuple | list)
+        isinstance(scale, tuple | list | np.ndarray)
         and len(scale) == 2
         and all(isinstance(end, numbers.Real) and not isinstance(end, bool) for end in scale)
     )

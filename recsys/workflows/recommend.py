@@ -57,8 +57,13 @@ def _as_id(id_map: IdMap, raw: int | str, kind: str) -> int | str:
 
 
 def knows_user(checkpoint: Checkpoint, user: int | str) -> bool:
-    """Whether raw user id `user` was in the model's training data (else only a cold start can serve them)."""
-    return bool(checkpoint.users.known(np.array([_as_id(checkpoint.users, user, "user")]))[0])
+    """Whether raw user id `user` was in the model's training data (else only a cold start can serve
+    them); a text id that cannot be one of a model's integer ids is simply not known."""
+    try:
+        raw = _as_id(checkpoint.users, user, "user")
+    except RecsysError:
+        return False
+    return bool(checkpoint.users.known(np.array([raw]))[0])
 
 
 def user_index(checkpoint: Checkpoint, user: int | str) -> int:

@@ -291,6 +291,11 @@ def test_a_redirect_to_a_scheme_the_download_may_not_use_is_refused() -> None:
         handler.redirect_request(request, io.BytesIO(), 302, "Found", {}, "http://example.org/x.zip")
     followed = handler.redirect_request(request, io.BytesIO(), 302, "Found", {}, "https://mirror.org/x.zip")
     assert followed is not None and followed.full_url == "https://mirror.org/x.zip"
+    # Where plain http is allowed (a local test server), https still never steps down to it.
+    with pytest.raises(DownloadError, match=r"redirect from https to http://example\.org/x\.zip"):
+        _SchemeCheckingRedirects(allow_http=True).redirect_request(
+            request, io.BytesIO(), 302, "Found", {}, "http://example.org/x.zip"
+        )
 
 
 def test_a_reason_over_several_lines_is_described_in_one() -> None:

@@ -1071,6 +1071,12 @@ def test_a_frame_naming_a_column_twice_is_refused() -> None:
         RatingsDataset.from_frame(ratings, items=items)
 
 
+def test_a_given_scale_may_be_a_numpy_array() -> None:
+    ratings = pd.DataFrame({"user": [1, 2], "item": [7, 8], "rating": [1.0, 2.0]})
+    dataset = RatingsDataset.from_frame(ratings, rating_scale=np.array([1.0, 5.0]))  # type: ignore[arg-type]
+    assert dataset.rating_scale == (1.0, 5.0)
+
+
 @pytest.mark.parametrize("scale", [(1,), ("1", "5"), (True, 5), 5, (5, 1), (1, np.nan)])
 def test_a_given_scale_that_is_not_two_numbers_low_first_is_refused(scale: object) -> None:
     ratings = pd.DataFrame({"user": [1, 2], "item": [7, 8], "rating": [1.0, 2.0]})

@@ -18,7 +18,7 @@ from recsys.evaluate.metrics import predict
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
-from recsys.workflows.recommend import cold_start, explain, recommend, similar_items, trained_on
+from recsys.workflows.recommend import cold_start, explain, knows_user, recommend, similar_items, trained_on
 
 
 def train_run(model: str, run_dir: Path) -> Checkpoint:
@@ -91,6 +91,8 @@ def test_an_id_typed_as_text_or_as_a_number_finds_the_same_user_and_item(
     assert similar_items(checkpoint, dataset, item).equals(similar_items(checkpoint, dataset, str(item)))
     with pytest.raises(RecsysError, match="user id 'someone': this model's user ids are integers"):
         recommend(checkpoint, dataset, "someone")
+    assert not knows_user(checkpoint, "someone")  # a question: no, not an error
+    assert knows_user(checkpoint, str(user)) and knows_user(checkpoint, user)
 
 
 def test_recommend_to_an_unknown_user_is_an_error_naming_it(
