@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from recsys.data.split_settings import check_test_frac, check_test_n
+from recsys.data.split_settings import FRACTION_SPLITS, check_test_frac, check_test_n
 from recsys.errors import RecsysError
 
 # Each model's tuned defaults live with the model in its registry (importable without torch); they
@@ -98,8 +98,11 @@ class RunConfig:
                 raise RecsysError(f"{flag} must be a whole number, got {value!r}")
             if value < 1:
                 raise RecsysError(f"{flag} must be at least 1, got {value!r}")
-        check_test_frac(self.test_frac)
-        check_test_n(self.test_n)
+        # Checked where the split uses them: a run saved with an unused odd value still loads.
+        if self.split in FRACTION_SPLITS:
+            check_test_frac(self.test_frac)
+        if self.split == "user-last":
+            check_test_n(self.test_n)
         if not _is_whole(self.seed) or not 0 <= self.seed < SEED_LIMIT:
             raise RecsysError(f"--seed must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
         if not isinstance(self.sparse, bool):

@@ -38,11 +38,9 @@ from recsys.workflows.experiment import train_and_evaluate
         ("init_scale", float("inf"), "--init-scale must be positive"),
         ("epochs", True, "--epochs must be a whole number, got True"),  # a config file's `true`
         ("n_factors", 5.0, "--n-factors must be a whole number, got 5.0"),  # JSON written by numpy
-        # Checked with the flags, before a data file is read, though only the splits use them.
+        # Checked with the flags, before a data file is read (the default split, random, uses it).
         ("test_frac", 1.0, "--test-frac must lie strictly between 0 and 1, got 1.0"),
         ("test_frac", float("nan"), "--test-frac must lie strictly between 0 and 1, got nan"),
-        ("test_n", 0, "--test-n must be at least 1, got 0"),
-        ("test_n", 2.5, "--test-n must be a whole number, got 2.5"),
         ("l2", -0.1, "--l2 must be zero or positive"),
         ("l2", float("inf"), "--l2 must be zero or positive and finite"),
         ("wd", -1.0, "--wd must be zero or positive"),
@@ -59,6 +57,18 @@ from recsys.workflows.experiment import train_and_evaluate
 def test_config_rejects_values_no_run_can_use(field: str, value: Any, message: str) -> None:
     with pytest.raises(RecsysError, match=re.escape(message)):
         config_for("dot", **{field: value})
+
+
+def test_split_settings_are_checked_where_the_split_uses_them() -> None:
+    with pytest.raises(RecsysError, match="--test-n must be at least 1, got 0"):
+        config_for("dot", split="user-last", test_n=0)
+    with pytest.raises(RecsysError, match=r"--test-n must be a whole number, got 2\.5"):
+        config_for("dot", split="user-last", test_n=2.5)
+    with pytest.raises(RecsysError, match="--test-frac must lie strictly between 0 and 1"):
+        config_for("dot", split="time", test_frac=0.0)
+    # A fold ignores both: a run saved with odd unused values still loads.
+    saved = config_for("dot", split="u1", test_frac=0.0, test_n=0)
+    assert RunConfig.from_dict(saved.to_dict()) == saved
 
 
 def test_config_for_applies_overrides_and_rejects_unknown_models() -> None:

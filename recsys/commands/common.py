@@ -194,8 +194,12 @@ def run(main: Callable[[], int]) -> None:
     `error:` line and exit code 2, and a warning one `warning:` line. A bug's exception propagates,
     with its traceback. Ctrl-C ends with 130 and SIGTERM with 143, each after the cleanup it triggers."""
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"
-    in_main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
-    before = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    # Only in the main thread can a handler be set. Under torchrun the agent stops its workers with
+    # SIGTERM, and one blocked in a collective would not run Python's handler: the default stays.
+    handles_term = (
+        threading.current_thread() is threading.main_thread() and "TORCHELASTIC_RUN_ID" not in os.environ
+    )
+    before = signal.signal(signal.SIGTERM, _terminate) if handles_term else None
     try:
         code = main()
     except RecsysError as error:
@@ -208,7 +212,7 @@ def run(main: Callable[[], int]) -> None:
         print("terminated", file=sys.stderr)
         code = 128 + signal.SIGTERM
     finally:
-        if in_main_thread:
+        if handles_term:
             signal.signal(signal.SIGTERM, before)
     end_process(code)
 

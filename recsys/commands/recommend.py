@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         table = recommend(checkpoint, dataset, user, args.top)
     if table.empty:  # pandas would print "Empty DataFrame" and its columns
-        print(f"no items to list: user {user} has rated every item this model knows", file=sys.stderr)
+        why = f"user {user} has rated every item this model knows" if user is not None else "no other items"
+        print(f"no items to list: {why}", file=sys.stderr)
         return 0
     print(table.to_string(index=False))
     return 0

@@ -56,7 +56,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise RecsysError(f"--trials must be at least 1, got {args.trials}")
     if args.folds < 2:
         raise RecsysError(f"--folds must be at least 2 (cross-validation), got {args.folds}")
-    if args.out is not None and args.out.is_dir() and any(args.out.iterdir()):
+    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         raise RecsysError(f"--out {args.out} already exists and is not an empty folder; choose a new one")
 
 

@@ -5,6 +5,8 @@ import numbers
 
 from recsys.errors import RecsysError
 
+FRACTION_SPLITS = ("random", "user", "time")  # the splits that hold out --test-frac of the ratings
+
 
 def check_test_frac(test_frac: float) -> None:
     """The share of ratings a random, per-user or time split holds out."""
