@@ -133,16 +133,30 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
         if gaps.size:
             raise DataError(f"{source}: missing timestamp on {where(int(gaps[0]))}")
         seconds = np.isfinite(numbers)
-        times = _dates(column, source, where)
-        neither = np.flatnonzero(~seconds & pd.isna(times).to_numpy())
-        # Seconds among dates are refused too, not read as dates: "1000" would be the year 1000.
-        if neither.size or seconds.any():
-            row = int(neither[0]) if neither.size else int(np.flatnonzero(seconds != seconds[0])[0])
-            raise DataError(
-                f"{source}: timestamp {str(column.iloc[row])[:40]!r} on {where(row)} is not a time "
-                "(expected seconds since 1970 or a date, the same kind on every line)"
+        if seconds.any():
+            # Seconds among dates are refused, not read as dates ("1000" would be the year 1000), and
+            # never handed to the date reader, which would take "120100" for an ambiguous date. The
+            # first value that is no time at all is named, else the first of the other kind.
+            text = column.astype(str).str.strip()
+            datelike = np.zeros(len(column), dtype=bool)
+            datelike[~seconds] = np.logical_or.reduce(
+                [_read_dates(text[~seconds], dayfirst=order, date_format="mixed").notna() for order in ORDERS]
             )
+            neither = np.flatnonzero(~seconds & ~datelike)
+            row = int(neither[0]) if neither.size else int(np.flatnonzero(seconds != seconds[0])[0])
+            raise _not_a_time(column, row, source, where)
+        times = _dates(column, source, where)
+        neither = np.flatnonzero(pd.isna(times).to_numpy())
+        if neither.size:
+            raise _not_a_time(column, int(neither[0]), source, where)
     return (pd.DatetimeIndex(times).as_unit("s").asi8).astype(np.int64)
+
+
+def _not_a_time(column: pd.Series, row: int, source: str, where: Where) -> DataError:
+    return DataError(
+        f"{source}: timestamp {str(column.iloc[row])[:40]!r} on {where(row)} is not a time "
+        "(expected seconds since 1970 or a date, the same kind on every line)"
+    )
 
 
 def _dates(column: pd.Series, source: str, where: Where) -> pd.Series:

@@ -509,6 +509,19 @@ def test_durations_are_no_timestamps() -> None:
         RatingsDataset.from_frame(frame)
 
 
+def test_a_bad_timestamp_among_seconds_is_the_one_named(tmp_path: Path) -> None:
+    """Regression (found by the property test): with a word among the seconds, the date reader took
+    '120100' for an ambiguous date and named it instead of the word."""
+    path = write(tmp_path / "r.csv", "user,item,rating,timestamp\n0,0,1,120100\n1,1,2,5\n2,2,3,oops\n")
+    with pytest.raises(DataError, match="timestamp 'oops' on line 4 is not a time"):
+        load_ratings(path)
+    dated = write(
+        tmp_path / "d.csv", "user,item,rating,timestamp\n0,0,1,2024-01-02\n1,1,2,5\n2,2,3,2024-01-03\n"
+    )
+    with pytest.raises(DataError, match="timestamp '5' on line 3 is not a time"):  # seconds among dates
+        load_ratings(dated)
+
+
 def test_a_link_to_no_file_is_named_for_the_ratings_and_the_items(tmp_path: Path) -> None:
     """Regression: a loop of links crashed in Path.resolve (RuntimeError) before the file was read."""
     (tmp_path / "a").symlink_to(tmp_path / "b")
