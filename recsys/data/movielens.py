@@ -430,11 +430,14 @@ def _cached_copy(folder: Path, marker: str) -> Path | None:
     """`folder` if it holds a whole copy (`marker` there, its sizes as unpacked), None if nothing is
     there; anything else in its place is an error naming it, so it is neither fetched again on every
     run nor replaced."""
+    # Whether anything is there first: a copy is renamed into place whole, so once the folder is seen
+    # its files are there too (looked at the other way round, another process's copy moved in between
+    # the two looks would be refused).
+    if not os.path.lexists(folder):
+        return None
     if (folder / marker).is_file() or (folder / MANIFEST).is_file():
         return _check_manifest(folder)  # a copy recsys made that lost `marker` is named by it
-    if os.path.lexists(folder):
-        raise _not_ours(folder, marker)
-    return None
+    raise _not_ours(folder, marker)
 
 
 def _not_ours(folder: Path, marker: str) -> DataError:
@@ -442,8 +445,8 @@ def _not_ours(folder: Path, marker: str) -> DataError:
     renamed into place whole, so it is not one recsys made, and is kept."""
     what = "a folder without its" if folder.is_dir() else "not a folder holding"
     return DataError(
-        f"{folder} is {what} {marker}, and recsys does not replace what it did not put there; move it "
-        f"away to unpack the dataset there, or set ${CACHE_ENV} to another folder"
+        f"{folder} is {what} {marker}, not a whole copy, and recsys replaces nothing it cannot tell is "
+        f"its own; move it away to unpack the dataset there, or set ${CACHE_ENV} to another folder"
     )
 
 

@@ -706,7 +706,8 @@ def test_local_zip_over_a_stale_cache_folder(
 
     # Copies are renamed into place whole, so this folder is not one recsys made: it is kept, and named.
     with pytest.raises(
-        DataError, match=r"ml-100k is a folder without its u\.data, and recsys does not replace"
+        DataError,
+        match=r"ml-100k is a folder without its u\.data, not a whole copy, and recsys replaces nothing",
     ):
         load_movielens("ml-100k", data_dir=archive, allow_download=False)
     assert listing(stale) == ["notes.txt"]
@@ -733,6 +734,28 @@ def test_unpack_that_loses_the_race_reads_the_winners_copy(
     assert ds.folder == final and (final / "winner").exists()
     pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
     assert listing(final.parent) == ["ml-100k"]  # this process's own copy is gone
+
+
+def test_a_copy_moved_in_while_this_process_looks_is_used(
+    tmp_path: Path, isolated_cache: Path, no_data_root: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: looking for the ratings file before the folder, a copy another process moved in
+    between the two looks was refused as not recsys' own."""
+    archive = archive_of(tmp_path, WHOLE_RATINGS)
+    final = unpacked_at(isolated_cache, archive)
+    real_lexists = os.path.lexists
+
+    def another_process_finishes_first(path: str | os.PathLike[str]) -> bool:
+        if Path(path) == final and not real_lexists(final):
+            monkeypatch.setattr(movielens.os.path, "lexists", real_lexists)
+            movielens._unpack(archive, VARIANTS["ml-100k"], final.parent)  # the other process's copy
+        return real_lexists(path)
+
+    monkeypatch.setattr(movielens.os.path, "lexists", another_process_finishes_first)
+    with pytest.warns(UserWarning, match="unpacked from"):
+        ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
+    assert ds.folder == final
+    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(WHOLE_RATINGS))
 
 
 # Waits for a go file, so that both processes unpack at the same moment, then prints what it read.
