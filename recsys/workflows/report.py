@@ -2,6 +2,8 @@
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,9 @@ REPORT_FILES = (
 )
 
 
+DRAFT_PREFIX = ".report-draft."  # the folder inside `out` a report is drawn in before it moves in
+
+
 def claim_report_folder(out: Path) -> bool:
     """Check before anything is trained that `out` can take a report: made if new, else empty or
     holding an earlier report (whose files write_report replaces; the user's own stay). Whether it
@@ -48,8 +53,10 @@ def claim_report_folder(out: Path) -> bool:
     make_folder(out, "--out")
     if not os.access(out, os.W_OK | os.X_OK):
         raise RecsysError(f"--out {out}: cannot write in it")
+    for draft in out.glob(f"{DRAFT_PREFIX}*"):  # left by a run killed outright (SIGKILL) as it drew
+        shutil.rmtree(draft, ignore_errors=True)
     names = {entry.name for entry in out.iterdir()}
-    earlier = bool(names & set(REPORT_FILES))  # also a report cut short while it was written
+    earlier = {"report.md", "results.json"} <= names
     if names and not earlier:
         raise RecsysError(
             f"--out {out} already exists and holds no earlier report; choose a new or empty folder"
@@ -205,10 +212,31 @@ def write_report(
 
     `fold_scores` (fold, model, engine, rmse, mae, seconds, parameters rows) adds the mean and spread over
     folds; `extra_sections` adds titled tables (e.g. measurements of embedding versus Linear).
+    Everything is drawn in a folder of its own inside `out` first, then moved in, replacing an earlier
+    report's files (those this one does not draw are removed): stopped part way, the run leaves the
+    earlier report whole.
     """
     out.mkdir(parents=True, exist_ok=True)
-    for name in REPORT_FILES:  # an earlier report's figures this one may not draw
-        (out / name).unlink(missing_ok=True)
+    draft = Path(tempfile.mkdtemp(dir=out, prefix=DRAFT_PREFIX))
+    try:
+        _write_report_files(comparison, draft, fold_scores, extra_sections)
+        for name in REPORT_FILES:
+            if not (draft / name).exists():
+                (out / name).unlink(missing_ok=True)
+        for path in sorted(draft.iterdir(), key=lambda path: path.name == "report.md"):  # report.md last
+            os.replace(path, out / path.name)
+    finally:
+        shutil.rmtree(draft, ignore_errors=True)
+    return out / "report.md"
+
+
+def _write_report_files(
+    comparison: Comparison,
+    out: Path,
+    fold_scores: pd.DataFrame | None,
+    extra_sections: dict[str, tuple[str, pd.DataFrame]] | None,
+) -> None:
+    """The report's files, written into `out`."""
     scores = comparison.score_table()
     items, users = item_table(comparison), user_table(comparison)
     biased = models_with_biases(comparison)
@@ -320,6 +348,4 @@ def write_report(
     for title, (_, table) in (extra_sections or {}).items():
         results[title] = table.to_dict(orient="records")
     write_json(out / "results.json", json.loads(json.dumps(results, default=float)))
-    report = out / "report.md"
-    report.write_text("\n".join(md) + "\n")
-    return report
+    (out / "report.md").write_text("\n".join(md) + "\n")

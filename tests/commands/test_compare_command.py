@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 from recsys.commands import compare as compare_command
+from recsys.workflows import report as report_module
 from recsys.workflows.report import REPORT_FILES
 
 
@@ -182,11 +183,36 @@ def test_an_earlier_report_is_replaced_whole_and_the_users_files_stay(
     assert (out / "notes.txt").read_text() == "mine"
     written = {path.name for path in out.iterdir()} - {"notes.txt"}
     assert written <= set(REPORT_FILES)
-    # A report cut short while it was written (its figures, no report.md) is replaced too.
-    (out / "report.md").unlink()
-    (out / "results.json").unlink()
+
+
+def test_a_comparison_stopped_while_it_draws_leaves_the_earlier_report_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "report"
+    common = ["--dataset", "tiny", "--split", "random", "--epochs", "1", "--no-measurements", "--no-progress"]
     assert _compare_script().main([*common, "--models", "dot", "--out", str(out)]) == 0
-    assert (out / "report.md").is_file() and (out / "notes.txt").read_text() == "mine"
+    earlier = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def stopped(*args: object, **kwargs: object) -> str:
+        raise KeyboardInterrupt  # Ctrl-C, or SIGTERM, while the figures are drawn
+
+    monkeypatch.setattr(report_module, "plot_learning_curves", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        _compare_script().main([*common, "--models", "dotbias", "--out", str(out)])
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == earlier  # no draft left either
+    monkeypatch.undo()
+    assert _compare_script().main([*common, "--models", "dotbias", "--out", str(out)]) == 0
+    assert "dotbias" in (out / "report.md").read_text()
+
+
+def test_a_folder_holding_a_report_md_of_its_own_is_not_taken_for_a_report(tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "report.md").write_text("my own notes\n")
+    args = ["--dataset", "tiny", "--models", "dot", "--no-measurements", "--out", str(out)]
+    result = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
+    assert result.returncode == 2 and "holds no earlier report" in result.stderr
+    assert (out / "report.md").read_text() == "my own notes\n"
 
 
 def test_a_comparison_that_fails_leaves_no_folder_it_made(tmp_path: Path) -> None:
