@@ -29,6 +29,7 @@ from recsys.config import (
     default_threads,
     refuse_autograd_only,
 )
+from recsys.data.split_settings import check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
 from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE, SPLIT_KINDS
@@ -262,6 +263,11 @@ def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> Run
     model = args.model or settings.pop("model", None) or DEFAULTS.model
     settings.pop("model", None)
     given = {field for field, value in flags.items() if value is not None}
+    # Typed as flags, they are checked whatever the split (RunConfig checks them where it uses them).
+    if args.test_frac is not None:
+        check_test_frac(args.test_frac)
+    if args.test_n is not None:
+        check_test_n(args.test_n)
     if engine == "compiled":  # a flag given at all, even at the autograd engine's default, would be ignored
         refuse_autograd_only(given)
     from_file = set(settings) - given

@@ -242,6 +242,8 @@ BAD_CASES = [
     pytest.param("huge", ["--dataset", "tiny", "--n-factors", "1000000000000"], "GiB", id="n-factors-absurd"),
     pytest.param("checkpoint-every", ["--dataset", "tiny", "--checkpoint-every", "-1"],
                  "--checkpoint-every must be 0 or more", id="checkpoint-every-negative"),
+    pytest.param("test-frac-unused", ["--dataset", "tiny", "--split", "user-last", "--test-frac", "7"],
+                 "--test-frac must lie strictly between 0 and 1, got 7.0", id="test-frac-typed-but-unused"),
     # Given as a flag, even at the autograd engine's default, it would be ignored: refused.
     pytest.param("compiled-bs", ["--dataset", "tiny", "--engine", "compiled", "--bs", "512"],
                  "--bs applies to --engine autograd only", id="compiled-engine-with-bs"),
