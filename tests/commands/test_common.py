@@ -68,6 +68,24 @@ def test_a_sigterm_ends_as_ctrl_c_does_with_code_143(capsys: pytest.CaptureFixtu
     assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
 
 
+def test_under_torchrun_sigterm_keeps_its_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torchrun's agent stops its workers with SIGTERM; one blocked in a collective would never run
+    Python's handler, so there the default is left alone."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
+    before = signal.getsignal(signal.SIGTERM)
+    seen: list[object] = []
+
+    def main() -> int:
+        seen.append(signal.getsignal(signal.SIGTERM))
+        return 0
+
+    assert exit_code(main) == 0
+    assert seen == [before]
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID")
+    assert exit_code(main) == 0
+    assert seen[1] is not before  # outside torchrun, the command's own handler
+
+
 @pytest.mark.slow  # a subprocess: a torch import
 def test_a_terminated_run_takes_back_the_folder_it_made(tmp_path: Path) -> None:
     out = tmp_path / "run"
