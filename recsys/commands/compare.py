@@ -5,7 +5,6 @@ analysis is read from the first fold.
 """
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 
@@ -105,16 +104,10 @@ def main(argv: list[str] | None = None) -> int:
             "which comes without them"
         )
     out = args.out or Path("reports") / f"{dataset.name}-{args.split}"
-    made = not out.exists()
-    if claim_report_folder(out):
-        print(f"the report in {out} will be replaced", file=sys.stderr)
-    try:
+    with claim_report_folder(out) as earlier:  # a run that fails leaves no folder it made behind
+        if earlier:
+            print(f"the report in {out} will be replaced", file=sys.stderr)
         return _compare_into(args, dataset, splits, engine, out)
-    except BaseException:
-        if made:  # a run that fails leaves no empty folder behind, as train.py's does not
-            with contextlib.suppress(OSError):
-                out.rmdir()
-        raise
 
 
 def _compare_into(

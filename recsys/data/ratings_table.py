@@ -277,12 +277,19 @@ def _warn_of_a_stray_end(values: np.ndarray, scale: tuple[float, float], source:
     """Warn where the scale read from the data rests on a few ratings far from the rest (a 1e6 among
     stars): the scale, and so the model's output range, would follow them."""
     low, high = scale
-    for end, others in ((high, values[values < high]), (low, values[values > low])):
-        if len(others) < 2 or len(values) - len(others) > STRAY_SHARE * len(values):
-            continue
-        near, far = (others.max(), others.min()) if end == high else (others.min(), others.max())
+    for end, far in ((high, low), (low, high)):
+        at_end = values == end
+        held = int(np.count_nonzero(at_end))
+        if held > STRAY_SHARE * len(values) or len(values) - held < 2:
+            continue  # the usual case, after one pass: no copy of the ratings is made
+        others = ~at_end
+        near = (
+            values.max(where=others, initial=-np.inf)
+            if end == high
+            else values.min(where=others, initial=np.inf)
+        )
         if abs(end - near) > STRAY_GAP * abs(near - far) > 0:
-            row = int(np.flatnonzero(values == end)[0])
+            row = int(np.flatnonzero(at_end)[0])
             warnings.warn(
                 f"{source}: rating {end:g} on {where(row)} lies far from all the others "
                 f"({min(near, far):g} to {max(near, far):g}), and the scale is read from the data: check it, "

@@ -70,7 +70,7 @@ def user_index(checkpoint: Checkpoint, user: int | str) -> int:
     """The inner index of raw user id `user`; an unknown user is an error saying what is known."""
     users = checkpoint.users
     user = _as_id(users, user, "user")
-    if not knows_user(checkpoint, user):
+    if not users.known(np.array([user]))[0]:
         known = (
             f"ids {users.raw_ids.min()}..{users.raw_ids.max()}"
             if users.integer_ids
@@ -93,7 +93,7 @@ def recommend(
 ) -> pd.DataFrame:
     """The `top` items `user` has not rated, by predicted rating: columns item, title, predicted."""
     _check_top(top)
-    user = _as_id(checkpoint.users, user, "user")
+    user = _as_id(checkpoint.users, user, "user")  # as the ratings hold it, to find what they rated
     index = user_index(checkpoint, user)
     n_items = len(checkpoint.items)
     pairs = torch.stack([torch.full((n_items,), index), torch.arange(n_items)], dim=1)

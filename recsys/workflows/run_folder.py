@@ -23,7 +23,7 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
     """
     flag = "--resume" if resume else "--out"
     made_folder = not resume and make_folder(path, flag)
-    if not path.is_dir():
+    if resume and not path.is_dir():  # (make_folder checked a fresh run's)
         raise RecsysError(f"{flag} {path} is not a folder")
     lock = path / LOCK_FILE
     made_lock = not lock.exists()
