@@ -9,15 +9,20 @@ import math
 import numbers
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recsys.data.split_settings import FRACTION_SPLITS, check_test_frac, check_test_n
 from recsys.errors import RecsysError
 
 # Each model's tuned defaults live with the model in its registry (importable without torch); they
 # are named here too because RunConfig checks against them and config_for applies them.
-from recsys.models.registry import COMPILED_DEFAULTS, model_entry
+from recsys.models.registry import COMPILED_DEFAULTS, build_model, model_entry
 from recsys.models.registry import MODEL_DEFAULTS as MODEL_DEFAULTS
+
+if TYPE_CHECKING:
+    import torch
+
+    from recsys.models.base import RatingModel
 
 ENGINES = ("compiled", "autograd")
 # What a sampled model's compiled engine, a Gibbs sampler, does not read: it draws the priors' strength.
@@ -59,6 +64,8 @@ class RunConfig:
     test_n: int = 10  # ratings per user held out by the user-last split
     unknown: str = "drop"  # test ratings with ids unseen in training: "drop" them, or predict the "mean"
     n_factors: int = 50  # latent dimensions per user and item
+    # Models trained apart whose predictions are averaged (recsys/models/ensemble.py); compiled engine
+    members: int = 1
     y_range: tuple[float, float] | None = None  # sigmoid range; None: (0, 1.1 * max rating)
     # Multiplies every initial weight: 1 keeps fastai's N(0, 0.01) tables (biases start at zero).
     init_scale: float = 1.0
@@ -93,6 +100,7 @@ class RunConfig:
             ("--epochs", self.epochs),
             ("--bs", self.batch_size),
             ("--n-factors", self.n_factors),
+            ("--members", self.members),
         ):
             if not _is_whole(value):
                 raise RecsysError(f"{flag} must be a whole number, got {value!r}")
@@ -138,6 +146,11 @@ class RunConfig:
             raise RecsysError(f"--device must be cpu or cuda (cuda:N), got {self.device!r}")
         if self.engine == "compiled":
             self._check_compiled()
+        elif self.members > 1:
+            raise RecsysError(
+                f"--members {self.members}: an ensemble trains on --engine compiled only (the autograd "
+                "engine would train its members together, through their mean)"
+            )
 
     def _check_compiled(self) -> None:
         """The compiled engine trains dot and dotbias on the CPU; refuse the flags it has no use for."""
@@ -150,6 +163,11 @@ class RunConfig:
             raise RecsysError("--engine compiled runs on the CPU; use --engine autograd with --device cuda")
         default = RunConfig()
         if model_entry(self.model).sampled:
+            if self.members > 1:
+                raise RecsysError(
+                    f"--members {self.members}: {self.model} already predicts the mean of its draws; "
+                    "leave it out"
+                )
             for flag, field in SAMPLER_UNUSED.items():
                 if getattr(self, field) != getattr(default, field):
                     raise RecsysError(
@@ -210,6 +228,17 @@ def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> Ru
         engine = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
     defaults = compiled if engine == "compiled" and compiled is not None else entry.defaults
     return RunConfig(model=model, engine=engine, **{**defaults, **given})
+
+
+def model_for(
+    config: RunConfig, n_users: int, n_items: int, generator: "torch.Generator | None" = None
+) -> "RatingModel":
+    """The model `config` describes, for `n_users` users and `n_items` items, initialised from
+    `generator`."""
+    return build_model(
+        config.model, n_users, n_items, config.n_factors, config.y_range, generator, config.init_scale,
+        config.members,
+    )  # fmt: skip
 
 
 def available_cores() -> int:

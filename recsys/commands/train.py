@@ -47,6 +47,7 @@ CONFIG_FLAGS = {
     "--test-n": "test_n",
     "--unknown": "unknown",
     "--n-factors": "n_factors",
+    "--members": "members",
     "--y-range": "y_range",
     "--init-scale": "init_scale",
     "--epochs": "epochs",
@@ -158,6 +159,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"latent factors per user and item {model_defaults('n_factors')}",
     )
     add(
+        "--members",
+        type=int,
+        default=None,
+        help="models trained apart, from their own starts and orders, whose predictions are averaged; "
+        f"compiled engine only {model_defaults('members')}",
+    )
+    add(
         "--y-range",
         type=float,
         nargs=2,
@@ -247,6 +255,7 @@ def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> Run
         "test_n": args.test_n,
         "unknown": args.unknown,
         "n_factors": args.n_factors,
+        "members": args.members,
         "y_range": tuple(args.y_range) if args.y_range else None,
         "init_scale": args.init_scale,
         "epochs": args.epochs,

@@ -6,7 +6,7 @@ interface (`base.RatingModel`) and is held, with its tuned defaults, by one regi
 
 Files: base (the interface), layers (the pieces models are built from), dot (`dot`, `dotbias`),
 linear (`linear`, `embproj`), implicit (`svdpp`), bayes
-(`bpmf`), registry. Each name below is imported from its
+(`bpmf`), ensemble (any of them `--members N` times), registry. Each name below is imported from its
 file on first use (PEP 562), so the registry and its defaults can be read without importing torch.
 """
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from recsys.models.bayes import BayesianMF
     from recsys.models.dot import DotProduct, DotProductBias
+    from recsys.models.ensemble import Ensemble
     from recsys.models.implicit import SVDPlusPlus
     from recsys.models.layers import sigmoid_range
     from recsys.models.linear import EmbeddingProjection, LinearDotProduct
@@ -69,6 +70,7 @@ _HOMES = {
     "recsys.models.linear": ["LinearDotProduct", "EmbeddingProjection"],
     "recsys.models.implicit": ["SVDPlusPlus"],
     "recsys.models.bayes": ["BayesianMF"],
+    "recsys.models.ensemble": ["Ensemble"],
 }
 __all__ = [
     "COMPILED_DEFAULTS",
@@ -78,6 +80,7 @@ __all__ = [
     "DotProduct",
     "DotProductBias",
     "EmbeddingProjection",
+    "Ensemble",
     "Explanation",
     "Factorisation",
     "LearnedBiases",

@@ -47,8 +47,9 @@ class LearnedBiases:
 
 
 class Explanation(NamedTuple):
-    """A batch of predictions in parts: named `terms` that add up to `score`, and `prediction`, the
-    score squashed into the model's y_range (equal to what `forward` returns)."""
+    """A batch of predictions in parts: named `terms` that add up to `score`, and `prediction`, what
+    `forward` returns: the score squashed into the model's y_range (for an ensemble, whose terms and
+    score are its members' means, the mean of the members' squashed scores)."""
 
     terms: dict[str, Tensor]
     score: Tensor

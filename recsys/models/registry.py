@@ -170,12 +170,22 @@ def build_model(
     y_range: YRange | None,
     generator: torch.Generator | None = None,
     init_scale: float = 1.0,
+    members: int = 1,
 ) -> RatingModel:
     """Build the registered model `name`, initialised from `generator` with every initial weight
     times `init_scale` (a searched hyperparameter; a registered class needs no argument for it); an
-    unknown name lists the valid ones."""
+    unknown name lists the valid ones. `members` > 1: an ensemble of that many such models, each
+    initialised in turn from `generator`."""
     builder = _builder(model_entry(name).model_class())
-    model = builder(n_users, n_items, n_factors, y_range=y_range, generator=generator)
+    built = [
+        builder(n_users, n_items, n_factors, y_range=y_range, generator=generator) for _ in range(members)
+    ]
+    if members > 1:
+        from recsys.models.ensemble import Ensemble  # torch: imported once a model is built
+
+        model: RatingModel = Ensemble(built)
+    else:
+        model = built[0]
     if init_scale != 1.0:
         from recsys.models.layers import scale_weights_  # torch: imported once a model is built
 

@@ -17,11 +17,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from recsys.config import RunConfig
+from recsys.config import RunConfig, model_for
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
 from recsys.files import atomic_write
-from recsys.models import build_model
 from recsys.train.checkpoint_file import CHECKPOINT_FORMAT, LEGACY_FORMAT, checkpoint_body, header_line
 
 REASON_LENGTH = 160  # characters of an underlying error quoted in a one-line message
@@ -81,7 +80,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         config = RunConfig.from_dict(payload["config"])
         users, items = IdMap.from_plain(payload["user_ids"]), IdMap.from_plain(payload["item_ids"])
         metrics = json.loads(payload["metrics"])
-        model = build_model(config.model, len(users), len(items), config.n_factors, config.y_range)
+        model = model_for(config, len(users), len(items))
         model.load_state_dict(payload["state_dict"])
     except Exception as error:  # a safe payload of the wrong shape can fail in many ways; all say so
         raise RecsysError(f"{path}: damaged or incompatible checkpoint ({_reason(error)})") from None

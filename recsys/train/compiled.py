@@ -293,22 +293,22 @@ def _train_blocks(
 
 
 @compiled(fastmath=True)
-def _errors(
+def _predictions(
     tables: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    ratings: tuple[np.ndarray, np.ndarray, np.ndarray],
+    users: np.ndarray,
+    items: np.ndarray,
     settings: tuple[float, float, float, float, bool, float, float],
-) -> tuple[float, float]:
-    """Summed squared and absolute errors of the model's predictions for `ratings` (the forward of
+    out: np.ndarray,
+) -> None:
+    """Write the model's prediction for each pair (users[j], items[j]) into out[j] (the forward of
     the model the tables belong to, without a trip through torch).
 
     The score is written out here as in `_train_blocks` on purpose: a shared helper, even one numba
     inlines, made the training kernel's epoch ~35% slower.
     """
     user_factors, item_factors, user_bias, item_bias = tables
-    users, items, values = ratings
     _, _, low, high, squash, _, _ = settings
     has_bias = user_bias.shape[0] > 0
-    squared, absolute = 0.0, 0.0
     for j in range(users.shape[0]):
         user, item = users[j], items[j]
         score = np.float32(0)
@@ -316,11 +316,7 @@ def _errors(
             score += user_factors[user, c] * item_factors[item, c]
         if has_bias:
             score += user_bias[user] + item_bias[item]
-        prediction = low + (high - low) / (1 + np.exp(-score)) if squash else score
-        error = prediction - values[j]
-        squared += error * error
-        absolute += abs(error)
-    return squared, absolute
+        out[j] = low + (high - low) / (1 + np.exp(-score)) if squash else score
 
 
 @compiled(fastmath=True)
@@ -465,7 +461,7 @@ def load_kernels() -> None:
     x = torch.zeros(2, 2, dtype=torch.int64)
     epochs = CompiledEpochs(model, x[:, 0], x[:, 1], torch.ones(2), (0.0, 1.0), 0.0, seed=0, threads=1)
     epochs.run_epoch(0.0, torch.Generator())
-    epochs.evaluate(x[:, 0], x[:, 1], torch.ones(2))
+    epochs.predict(x[:, 0], x[:, 1])
 
 
 def _padded(table: np.ndarray) -> np.ndarray:
@@ -587,11 +583,22 @@ class CompiledEpochs:
             array[:] = state[name].numpy()
 
     def run_epoch(self, lr: float, generator: torch.Generator) -> float:
-        """One epoch at learning rate `lr`; the mean squared error of the ratings as they were met.
+        """One epoch at learning rate `lr` in an order drawn from `generator`: `train_epoch` after
+        `draw_order`."""
+        return self.train_epoch(lr, self.draw_order(generator))
 
-        The order of the strata (of the users, with implicit factors) comes from `generator`, so a
-        seeded run repeats.
-        """
+    def draw_order(self, generator: torch.Generator) -> list[list[int]]:
+        """The order of an epoch's blocks, from `generator` (so a seeded run repeats): the strata, each
+        a list of blocks that share no row; with implicit factors, one list of the users' blocks."""
+        if self.has_implicit:
+            return [torch.randperm(self.n_blocks, generator=generator).tolist()]
+        shifts = torch.randperm(self.grid, generator=generator).tolist()
+        # Stratum s: the blocks (g, (g + s) mod grid), which share no user and no item.
+        return [[g * self.grid + (g + s) % self.grid for g in range(self.grid)] for s in shifts]
+
+    def train_epoch(self, lr: float, order: list[list[int]]) -> float:
+        """One epoch at learning rate `lr`, the blocks in `order` (`draw_order`'s); the mean squared
+        error of the ratings as they were met."""
         squared_errors = np.zeros(self.n_blocks)
         settings = self._settings(lr)
 
@@ -608,16 +615,10 @@ class CompiledEpochs:
                 self.paired,
             )
 
-        if self.has_implicit:
-            train(torch.randperm(self.n_blocks, generator=generator).numpy())
+        if self.threads == 1:
+            train([block for stratum in order for block in stratum])
         else:
-            shifts = torch.randperm(self.grid, generator=generator).tolist()
-            # Stratum s: the blocks (g, (g + s) mod grid), which share no user and no item.
-            strata = [[g * self.grid + (g + s) % self.grid for g in range(self.grid)] for s in shifts]
-            if self.threads == 1:
-                train([block for stratum in strata for block in stratum])
-            else:
-                self._run_strata(strata, train)
+            self._run_strata(order, train)
         for table, padded in zip(self.factor_tables, (*self.tables[:2], self.implicit[0]), strict=False):
             table[:] = padded[:, : self.n_factors]
         return float(squared_errors.sum()) / len(self.ratings[2])
@@ -635,16 +636,14 @@ class CompiledEpochs:
             float(self.error_weight),
         )
 
-    def evaluate(self, users: Tensor, items: Tensor, values: Tensor) -> dict[str, float]:
-        """RMSE and MAE of the current tables on these ratings (what `metrics.evaluate` gives)."""
-        if len(values) == 0:
-            return {"rmse": math.nan, "mae": math.nan}
-        ratings = (users.numpy(), items.numpy(), values.numpy())
+    def predict(self, users: Tensor, items: Tensor) -> Tensor:
+        """The current tables' predictions for the pairs (users[j], items[j]), float32."""
         tables = self.tables
         if self.has_implicit:  # the users' whole vectors in place of their own factors
             tables = (_with_implicit(tables[0], self.implicit), *tables[1:])
-        squared, absolute = _errors(tables, ratings, self._settings(0.0))
-        return {"rmse": math.sqrt(squared / len(values)), "mae": absolute / len(values)}
+        out = np.empty(len(users), np.float32)
+        _predictions(tables, users.numpy(), items.numpy(), self._settings(0.0), out)
+        return torch.from_numpy(out)
 
     def _run_strata(self, strata: list[list[int]], train: Callable[[Sequence[int]], None]) -> None:
         """The strata's blocks on the threads, each taken by whichever thread is free (a thread

@@ -43,7 +43,9 @@ def available_memory() -> int:
 def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     """Bytes the model's parameters and their training state take, counted on the meta device."""
     with torch.device("meta"):
-        model = build_model(config.model, n_users, n_items, table_width(config), config.y_range)
+        model = build_model(
+            config.model, n_users, n_items, table_width(config), config.y_range, members=config.members
+        )
     return COPIES_PER_PARAMETER * sum(p.numel() * p.element_size() for p in model.parameters())
 
 
@@ -58,9 +60,9 @@ def table_width(config: RunConfig) -> int:
 def bound_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     """An over-estimate of `training_bytes` for the built-in models, from arithmetic alone: their
     tables (svdpp's second item table among them), biases and projections hold at most
-    (users + 2 items + 2k + 2)(k + 1) float32s, k the tables' width."""
+    (users + 2 items + 2k + 2)(k + 1) float32s a member, k the tables' width."""
     k = table_width(config)
-    return COPIES_PER_PARAMETER * 4 * (n_users + 2 * n_items + 2 * k + 2) * (k + 1)
+    return COPIES_PER_PARAMETER * 4 * (n_users + 2 * n_items + 2 * k + 2) * (k + 1) * config.members
 
 
 def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:
@@ -80,4 +82,5 @@ def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:
             f"needs about {needed / 2**30:,.1f} GiB for its weights and training state, and "
             f"{available / 2**30:,.1f} GiB is available; choose fewer factors"
             + (" or fewer --epochs (a block per draw kept)" if per_draw else "")
+            + (" or fewer --members" if config.members > 1 else "")
         )

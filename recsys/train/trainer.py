@@ -18,7 +18,9 @@ import hashlib
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,11 +30,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from recsys.config import RunConfig, check_device, check_threads, default_threads
+from recsys.config import SEED_LIMIT, RunConfig, check_device, check_threads, default_threads
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import evaluate
-from recsys.models import RatingModel, SampledModel, rating_model
+from recsys.evaluate.metrics import evaluate, mae, rmse
+from recsys.models import Ensemble, RatingModel, SampledModel, rating_model
 from recsys.models.layers import check_pair_range
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank
@@ -194,43 +196,86 @@ class _AutogradEpochs:
 
 
 class _CompiledEpochs:
-    """Epochs of per-rating AdaGrad in one compiled call per block (recsys.train.compiled), on threads."""
+    """Epochs of per-rating AdaGrad in one compiled call per block (recsys.train.compiled), on threads.
+
+    An ensemble's members train apart, each on its own squared error, from its own shuffle (seeded by
+    the run's seed and its place): one at a time, or side by side on the threads when there are
+    enough of them, which gives the same result.
+    """
 
     def __init__(self, model: nn.Module, train: RatingTensors, config: RunConfig, threads: int) -> None:
         rating = rating_model(model)
-        tables = rating.factorisation()
-        if tables is None:
-            raise RecsysError(f"--engine compiled cannot train {config.model}; use --engine autograd")
+        members = rating.member_models() if isinstance(rating, Ensemble) else [rating]
+        tables = [member.factorisation() for member in members]
         if distributed_rank()[1] > 1:
             raise RecsysError("--engine compiled trains in one process; under torchrun use --engine autograd")
         from recsys.train.compiled import CompiledEpochs  # numba: imported only by runs that use it
 
         x = train.x.cpu()
-        self.epochs = CompiledEpochs(
-            tables, x[:, 0], x[:, 1], train.y.cpu(), rating.y_range, config.l2, config.seed,
-            threads, config.rating_unit or 1.0,
-        )  # fmt: skip
+        # Members side by side where each can still have a thread; else one after another on all.
+        self.side_by_side = min(len(members), threads)
+        member_threads = max(1, threads // self.side_by_side)
+        self.members = []
+        for place, member_tables in enumerate(tables):
+            if member_tables is None:
+                raise RecsysError(f"--engine compiled cannot train {config.model}; use --engine autograd")
+            self.members.append(
+                CompiledEpochs(
+                    member_tables,
+                    x[:, 0],
+                    x[:, 1],
+                    train.y.cpu(),
+                    rating.y_range,
+                    config.l2,
+                    member_seed(config.seed, place),
+                    member_threads,
+                    config.rating_unit or 1.0,
+                )
+            )
         self.config = config
 
     def state_dict(self) -> dict[str, Any]:
-        return {"accumulators": self.epochs.state_dict()}
+        states = [member.state_dict() for member in self.members]
+        return {"accumulators": states[0]} if len(states) == 1 else {"member_accumulators": states}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.epochs.load_state_dict(state["accumulators"])
+        states = [state["accumulators"]] if len(self.members) == 1 else state["member_accumulators"]
+        for member, saved in zip(self.members, states, strict=True):
+            member.load_state_dict(saved)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass over the ratings at a learning rate falling linearly from `lr` over the epochs:
-        (mean squared error of the ratings as they were met, ratings trained on)."""
+        (mean squared error of the ratings as they were met, over the members; ratings trained on)."""
         lr = self.config.lr * (1 - (epoch - 1) / self.config.epochs)
-        return self.epochs.run_epoch(lr, generator), len(self.epochs.ratings[2])
+        # Drawn here, in the members' order, so that threads cannot change what each member draws.
+        orders = [member.draw_order(generator) for member in self.members]
+        tasks = [
+            partial(member.train_epoch, lr, order) for member, order in zip(self.members, orders, strict=True)
+        ]
+        if self.side_by_side == 1:
+            losses = [task() for task in tasks]
+        else:
+            with ThreadPoolExecutor(self.side_by_side) as pool:
+                losses = list(pool.map(lambda task: task(), tasks))
+        return sum(losses) / len(losses), sum(len(member.ratings[2]) for member in self.members)
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:
-        """In the compiled kernels: through torch this took as long as a u1 epoch."""
+        """In the compiled kernels (through torch this took as long as a u1 epoch); an ensemble's
+        prediction is its members' mean, as its `forward`."""
+        if len(valid) == 0:
+            return {"rmse": math.nan, "mae": math.nan}
         x = valid.x.cpu()
-        return self.epochs.evaluate(x[:, 0], x[:, 1], valid.y.cpu())
+        predictions = torch.stack([member.predict(x[:, 0], x[:, 1]) for member in self.members]).mean(dim=0)
+        return {"rmse": rmse(predictions, valid.y.cpu()), "mae": mae(predictions, valid.y.cpu())}
 
     def close(self) -> None:
         pass
+
+
+def member_seed(seed: int, place: int) -> int:
+    """The shuffle seed of an ensemble's member `place` (from 0): the run's own seed for the first, so
+    a one-model run is unchanged, and seeds no other run's first member uses for the others."""
+    return seed if place == 0 else (seed + place * SEED_LIMIT) % 2**63
 
 
 class _SampledEpochs:

@@ -14,12 +14,11 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from recsys.config import check_threads, config_for
+from recsys.config import check_threads, config_for, model_for
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.ratings_table import INTEGER_TEXT
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
-from recsys.models import build_model
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import TrainingDiverged, fit
@@ -42,7 +41,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
     `train.py` does; `engine` None picks the compiled engine where the model has one, unless a
     parameter only the autograd engine reads (batch_size, wd, optimizer, schedule) is set. `y_range`
     None: fastai's (0, 1.1 * max rating) from the ratings fit sees; `init_scale` multiplies every
-    initial weight (None: 1, fastai's N(0, 0.01) tables). `unknown`: "mean" predicts the
+    initial weight (None: 1, fastai's N(0, 0.01) tables); `members` > 1 trains an ensemble of that
+    many models on the compiled engine (recsys.models.ensemble). `unknown`: "mean" predicts the
     training mean for a user or item fit never saw; "error" raises a ValueError naming them. `seed`
     seeds the initialisation and the shuffle (None: 0, train.py's default). `threads`: CPU threads
     of the compiled engine (whose result does not depend on them) and torch's threads during fit
@@ -65,6 +65,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         *,
         engine: str | None = None,
         n_factors: int | None = None,
+        members: int | None = None,
         epochs: int | None = None,
         lr: float | None = None,
         batch_size: int | None = None,
@@ -81,6 +82,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         self.model = model
         self.engine = engine
         self.n_factors = n_factors
+        self.members = members
         self.epochs = epochs
         self.lr = lr
         self.batch_size = batch_size
@@ -133,6 +135,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 self.model,
                 engine=self.engine,
                 n_factors=self.n_factors,
+                members=self.members,
                 epochs=self.epochs,
                 lr=self.lr,
                 batch_size=self.batch_size,
@@ -155,15 +158,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         no_validation = RatingTensors(train.x[:0], train.y[:0])
         config = self.config_
         generator = torch.Generator().manual_seed(config.seed)
-        self.model_ = build_model(
-            config.model,
-            len(self.users_),
-            len(self.items_),
-            config.n_factors,
-            config.y_range,
-            generator,
-            config.init_scale,
-        )
+        self.model_ = model_for(config, len(self.users_), len(self.items_), generator)
         with torch_threads(self.threads):
             try:
                 fit(

@@ -16,14 +16,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from recsys.config import RunConfig
+from recsys.config import RunConfig, model_for
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.splits import Split, make_split
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, evaluate_test
 from recsys.files import write_json
-from recsys.models import build_model
 from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, DATA_FILE, METRICS_FILE
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
@@ -161,15 +160,7 @@ def train_and_evaluate(
         data, config = prepare(dataset, config)
         check_fits(config, len(data.users), len(data.items))
         generator = torch.Generator().manual_seed(config.seed)
-        model = build_model(
-            config.model,
-            len(data.users),
-            len(data.items),
-            config.n_factors,
-            config.y_range,
-            generator,
-            config.init_scale,
-        )
+        model = model_for(config, len(data.users), len(data.items), generator)
         # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
         last_training = None
         if resume is not None:

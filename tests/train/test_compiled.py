@@ -200,9 +200,13 @@ def test_the_blocked_order_does_not_depend_on_the_threads_that_sort_it(
         np.testing.assert_array_equal(single, parallel)
 
 
-def test_result_does_not_depend_on_the_threads(tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("members", [1, 2, 3])
+def test_result_does_not_depend_on_the_threads(
+    tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch, members: int
+) -> None:
     monkeypatch.setattr(compiled, "RATINGS_PER_BLOCK", 200)  # a 4 x 4 grid on tiny's 3,200 ratings
-    config = config_for("dotbias", dataset="tiny", epochs=3)
+    config = config_for("dotbias", dataset="tiny", epochs=3, members=members)
+    # An ensemble's members train one after another on one thread, side by side on several.
     runs = [train_and_evaluate(tiny, config, progress=False, threads=threads) for threads in (1, 1, 2)]
     assert [h.train_loss for h in runs[0].history] == [h.train_loss for h in runs[1].history]
     for run in runs[1:]:
@@ -281,7 +285,7 @@ def test_training_that_diverges_is_stopped(tiny: RatingsDataset) -> None:
 
 def test_load_kernels_readies_the_signatures_training_uses(tiny: RatingsDataset) -> None:
     compiled.load_kernels()
-    loaded = {kernel: len(kernel.signatures) for kernel in (compiled._train_blocks, compiled._errors)}
+    loaded = {kernel: len(kernel.signatures) for kernel in (compiled._train_blocks, compiled._predictions)}
     assert all(count >= 1 for count in loaded.values())
     train_and_evaluate(tiny, config_for("dotbias", dataset="tiny", epochs=1), progress=False)
     # Training found the kernels it needed already loaded: no new specialisation.

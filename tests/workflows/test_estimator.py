@@ -147,10 +147,20 @@ CHANGED = {
 }
 
 
+def test_members_train_an_ensemble_on_the_compiled_engine(split: Split) -> None:
+    X_train, y_train, X_test, _ = split
+    one = RatingRegressor(engine="compiled", **QUICK).fit(X_train, y_train)
+    two = RatingRegressor(engine="compiled", members=2, **QUICK).fit(X_train, y_train)
+    assert len(two.model_.members) == 2 and two.config_.members == 2
+    assert not np.allclose(one.predict(X_test), two.predict(X_test), rtol=1e-4, atol=0)
+    with pytest.raises(ValueError, match=r"members 2: .*engine compiled only"):
+        RatingRegressor(engine="autograd", members=2, **QUICK).fit(X_train, y_train)
+
+
 def test_every_hyperparameter_changes_the_predictions(split: Split) -> None:
     X_train, y_train, X_test, _ = split
     base = RatingRegressor(engine="autograd", **QUICK)
-    assert set(CHANGED) == set(base.get_params()) - {"unknown", "threads"}
+    assert set(CHANGED) == set(base.get_params()) - {"unknown", "threads", "members"}
     baseline = base.fit(X_train, y_train).predict(X_test)
     assert np.array_equal(clone(base).fit(X_train, y_train).predict(X_test), baseline)  # autograd repeats
     for name, value in CHANGED.items():

@@ -204,12 +204,14 @@ CHANGES = [
     ("test_frac", 0.3),
     ("split", "user"),
     ("sparse", True),
+    ("members", 2),
 ]
 ENGINE_CHANGES = [
     (engine, field, value)
     for engine in ENGINES
     for field, value in CHANGES
-    if engine == "autograd" or field not in AUTOGRAD_ONLY.values()
+    if (engine == "autograd" and field != "members")
+    or (engine == "compiled" and field not in AUTOGRAD_ONLY.values())
 ]
 
 
@@ -266,6 +268,7 @@ CONFIGS = {
     "compiled": config_for("dotbias", engine="compiled", dataset="tiny", epochs=5),
     "svdpp-autograd": config_for("svdpp", engine="autograd", dataset="tiny", epochs=5, batch_size=256),
     "svdpp-compiled": config_for("svdpp", engine="compiled", dataset="tiny", epochs=5),
+    "ensemble": config_for("dotbias", engine="compiled", dataset="tiny", epochs=5, members=3),
     "bpmf-gibbs": config_for("bpmf", dataset="tiny", epochs=10),
 }
 
