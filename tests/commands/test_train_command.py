@@ -33,7 +33,7 @@ from recsys.config import config_for
 from recsys.data.catalog import load_dataset
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test
-from recsys.models import MODELS, DotProductBias
+from recsys.models import MODELS, DotProductBias, Ensemble
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import prepare
 
@@ -174,9 +174,12 @@ def test_train_tiny_checkpoint_reproduces_the_test_rmse(good: Runs) -> None:
     out = good.outs["main"]
     metrics = json.loads((out / "metrics.json").read_text())
     checkpoint = load_checkpoint(out / "checkpoint.pt")
-    assert isinstance(checkpoint.model, DotProductBias)
-    assert checkpoint.model.user_factors.num_embeddings == metrics["n_users"] == len(checkpoint.users)
-    assert checkpoint.model.item_factors.num_embeddings == metrics["n_items"] == len(checkpoint.items)
+    # dotbias's compiled default: an ensemble of two.
+    assert isinstance(checkpoint.model, Ensemble) and checkpoint.config.members == 2
+    for member in checkpoint.model.member_models():
+        assert isinstance(member, DotProductBias)
+        assert member.user_factors.num_embeddings == metrics["n_users"] == len(checkpoint.users)
+        assert member.item_factors.num_embeddings == metrics["n_items"] == len(checkpoint.items)
     assert checkpoint.config.to_dict() == {
         **json.loads((out / "config.json").read_text()),
         "y_range": (0.0, 5.5),
@@ -196,7 +199,10 @@ def test_every_model_trains_from_the_cli(name: str, good: Runs) -> None:
     assert TEST_RMSE.search(result.stdout)
     config = json.loads((good.outs[name] / "config.json").read_text())
     assert (config["model"], config["epochs"]) == (name, 1)
-    assert type(load_checkpoint(good.outs[name] / "checkpoint.pt").model) is MODELS[name]
+    model = load_checkpoint(good.outs[name] / "checkpoint.pt").model
+    members = model.member_models() if isinstance(model, Ensemble) else [model]
+    assert {type(member) for member in members} == {MODELS[name]}
+    assert len(members) == config["members"]
 
 
 def test_help_lists_every_flag(good: Runs) -> None:
@@ -340,10 +346,11 @@ def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]
         script.parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "None" not in text and "(default:" not in text
-    compiled = "dot 19, dotbias 20, linear 10, embproj 10, svdpp 10, bpmf 150"
+    compiled = "dot 19, dotbias 10, linear 10, embproj 10, svdpp 10, bpmf 150"
     assert f"[default: {compiled}; with --engine autograd: dot 11, dotbias 9, svdpp 5, bpmf 5]" in text
     assert "dotbias 512, linear 512, embproj 512, svdpp 2048" in text  # the autograd batch sizes
     # bpmf's sampler reads no lr: only its autograd default is listed.
+    assert "dotbias 2, linear 1, embproj 1, svdpp 1, bpmf 1; with --engine autograd: dotbias 1]" in text
     assert "svdpp 0.035; with --engine autograd: dot 0.0021, dotbias 0.0094, svdpp 0.02, bpmf 0.02]" in text
 
 

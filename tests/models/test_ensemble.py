@@ -114,7 +114,7 @@ def test_members_no_run_can_use_are_refused(settings: dict, message: str) -> Non
 def test_each_member_trains_as_a_model_of_its_own(tiny: RatingsDataset) -> None:
     """The first member ends where the one-model run does (same start, same seed); the others train
     from other starts and orders, to other tables."""
-    config = config_for("dotbias", dataset="tiny", epochs=3)
+    config = config_for("dotbias", dataset="tiny", epochs=3, members=1)
     single = train_and_evaluate(tiny, config, progress=False).model
     ensemble = train_and_evaluate(tiny, dataclasses.replace(config, members=2), progress=False).model
     assert isinstance(ensemble, Ensemble)

@@ -15,11 +15,11 @@ import pytest
 import torch
 from torch import nn
 
-from recsys.config import config_for
+from recsys.config import config_for, model_for
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
-from recsys.models import MODELS, build_model
+from recsys.models import MODELS
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import (
     CHECKPOINT_FORMAT,
@@ -39,9 +39,7 @@ CHECKSUM = "damaged checkpoint (checksum mismatch): it was changed or corrupted 
 @pytest.fixture
 def model() -> nn.Module:
     """A small dotbias model whose every parameter, the zero-initialised biases too, is non-trivial."""
-    model = build_model(
-        "dotbias", len(USERS), len(ITEMS), 4, CONFIG.y_range, torch.Generator().manual_seed(9)
-    )
+    model = model_for(CONFIG, len(USERS), len(ITEMS), torch.Generator().manual_seed(9))
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(1)))
@@ -265,7 +263,7 @@ def test_missing_or_unreadable_checkpoint_is_an_error(
 def test_checkpoint_round_trip(name: str, tmp_path: Path) -> None:
     users, items = IdMap(np.array([3, 17, 40, 99])), IdMap(np.array([5, 6, 700]))
     config = config_for(name, n_factors=6, y_range=(0.5, 5.0), dataset="tiny")
-    model = build_model(name, len(users), len(items), 6, config.y_range, torch.Generator().manual_seed(9))
+    model = model_for(config, len(users), len(items), torch.Generator().manual_seed(9))
     with torch.no_grad():  # make every parameter (zero-initialised biases too) distinctive
         for parameter in model.parameters():
             parameter.add_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(1)) * 0.3)

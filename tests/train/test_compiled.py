@@ -255,7 +255,9 @@ def test_engines_agree_and_recover_the_planted_biases(model: str) -> None:
             ("user", result.data.users, truth.user_bias),
             ("item", result.data.items, truth.item_bias),
         ):
-            learned = getattr(result.model, f"{side}_bias").weight.detach().squeeze(-1)
+            biases = result.model.learned_biases()
+            assert biases is not None
+            learned = torch.from_numpy(getattr(biases, side)).float()  # an ensemble's: its members' mean
             if side == "item" and isinstance(result.model, SVDPlusPlus):
                 # What the users' implicit vectors share acts as an item bias too: their mean dotted
                 # with each item's factors (alone, svdpp's explicit item bias measured 0.87 here).
@@ -273,7 +275,9 @@ def test_engines_agree_on_u1(ml100k_folder) -> None:
         engine: run.test["rmse"]
         for engine, run in engines_on(load_movielens("ml-100k", ml100k_folder), "u1").items()
     }
-    assert abs(scores["compiled"] - scores["autograd"]) < 0.01, scores
+    # The compiled default is an ensemble of two (measured 0.9093), the autograd one a single model
+    # (0.9193): the two engines' defaults end within 0.015 of each other, the ensemble ahead.
+    assert 0 <= scores["autograd"] - scores["compiled"] < 0.015, scores
     assert scores["compiled"] <= 0.9183, scores  # the autograd engine's u1 figure before this engine
 
 

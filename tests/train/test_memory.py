@@ -19,9 +19,10 @@ from recsys.train.memory import (
 
 
 def test_training_bytes_counts_every_parameter_without_allocating_it() -> None:
-    config = config_for("dotbias", n_factors=10)
+    config = config_for("dotbias", n_factors=10, members=1)
     # Factors and one bias per user and item, float32, times the copies training holds.
     assert training_bytes(config, 3, 5) == COPIES_PER_PARAMETER * 4 * (3 + 5) * (10 + 1)
+    assert training_bytes(dataclasses.replace(config, members=3), 3, 5) == 3 * training_bytes(config, 3, 5)
     huge = config_for("embproj", n_factors=10**7)
     assert training_bytes(huge, 10, 10) > 10**14  # the factor-by-factor projection counts too
 

@@ -43,7 +43,8 @@ def test_item_table_decodes_raw_ids_and_titles(tiny_comparison: Comparison) -> N
     inner = int(data.items.encode(np.array([raw]))[0])
     row = items.set_index("item").loc[raw]
     assert row["title"] == f"Synthetic item {raw}"
-    assert row["dotbias"] == pytest.approx(float(model.item_bias.weight[inner, 0].detach()))
+    biases = model.learned_biases()
+    assert biases is not None and row["dotbias"] == pytest.approx(biases.item[inner])
     train_ratings = data.train.y[data.train.x[:, 1] == inner]
     assert row["n_ratings"] == len(train_ratings)
     assert row["mean_rating"] == pytest.approx(float(train_ratings.mean()))

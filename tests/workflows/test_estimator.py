@@ -149,7 +149,7 @@ CHANGED = {
 
 def test_members_train_an_ensemble_on_the_compiled_engine(split: Split) -> None:
     X_train, y_train, X_test, _ = split
-    one = RatingRegressor(engine="compiled", **QUICK).fit(X_train, y_train)
+    one = RatingRegressor(engine="compiled", members=1, **QUICK).fit(X_train, y_train)
     two = RatingRegressor(engine="compiled", members=2, **QUICK).fit(X_train, y_train)
     assert len(two.model_.members) == 2 and two.config_.members == 2
     assert not np.allclose(one.predict(X_test), two.predict(X_test), rtol=1e-4, atol=0)

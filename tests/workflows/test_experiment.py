@@ -204,7 +204,7 @@ CHANGES = [
     ("test_frac", 0.3),
     ("split", "user"),
     ("sparse", True),
-    ("members", 2),
+    ("members", 3),
 ]
 ENGINE_CHANGES = [
     (engine, field, value)
