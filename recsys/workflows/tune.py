@@ -30,13 +30,14 @@ from recsys.workflows.experiment import RunResult, train_and_evaluate
 # and the multiplier of the initial weights, searched for every trained model.
 RANGE_AND_INIT = {"y_margin": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3], "init_scale": loguniform(0.3, 10.0)}
 # What is searched, per engine: the compiled engine has no batches, optimizer, weight decay or choice
-# of schedule (its learning rate falls linearly over the epochs).
+# of schedule (its learning rate falls linearly over the epochs); only it trains ensembles (members).
 SEARCH_SPACES: dict[str, dict[str, Any]] = {
     "compiled": {
         "lr": loguniform(0.02, 0.3),
         "epochs": randint(4, 31),
         "n_factors": [16, 32, 50, 64, 100, 128],
         "l2": loguniform(0.01, 0.3),
+        "members": [1, 2, 3],
         **RANGE_AND_INIT,
     },
     "autograd": {
@@ -151,6 +152,7 @@ def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any]) -> No
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     columns = list(names)
     width = min(3, math.ceil(math.sqrt(len(columns))))
@@ -161,6 +163,11 @@ def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any]) -> No
         axis.scatter(table[name].iloc[:1], table["valid_rmse"].iloc[:1], s=40, color="red", label="best")
         if name in LOG_SCALED:
             axis.set_xscale("log")
+            # Labelled at 1, 2 and 5 times the powers of ten, as plain numbers: matplotlib's own
+            # labels for a range within a decade or two overlap.
+            axis.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+            axis.xaxis.set_minor_formatter(NullFormatter())
         axis.set_xlabel(name)
         axis.set_ylabel("validation RMSE")
     for axis in list(axes.flat)[len(columns) :]:
