@@ -241,7 +241,7 @@ def bench_recsys(
     _warm_up(config.engine, config.device)
     with measured() as clocks:
         result = train_and_evaluate(dataset, config, progress=False)
-    epochs = result.config.epochs
+    epochs = result.config.epochs * result.config.members  # an ensemble's members each train every rating
     return {
         "rmse": result.test["rmse"],
         **asdict(clocks),
@@ -524,11 +524,13 @@ def _per_epoch(result: dict[str, Any]) -> dict[str, Any]:
 def bench_throughput(
     shape: str, model: str, tensors: Path, threads: int | None = None, **overrides: Any
 ) -> dict[str, Any]:
-    """One epoch of `model` (its defaults plus `overrides`) on the tensors `generate_shape` saved;
+    """One epoch of one `model` (its defaults plus `overrides`, one member where its default is an
+    ensemble: an epoch of one model, as the peers' are) on the tensors `generate_shape` saved;
     `threads` goes to `fit` only when given (None: fit's own default, every available core)."""
     train, valid = load_shape(tensors)
     n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
-    config = config_for(model, y_range=(0.0, 5.5), **{"epochs": 1, "n_factors": SHAPE_FACTORS, **overrides})
+    one_model = {"epochs": 1, "n_factors": SHAPE_FACTORS, "members": 1}
+    config = config_for(model, y_range=(0.0, 5.5), **{**one_model, **overrides})
     network = build_model(
         model, n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
     )
@@ -555,7 +557,7 @@ def bench_throughput(
 
 
 def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
-    """dotbias with `engine`'s defaults at SHAPE_FACTORS (autograd: LARGE_AUTOGRAD for 5 epochs, the
+    """One dotbias model with `engine`'s defaults at SHAPE_FACTORS (autograd: LARGE_AUTOGRAD for 5 epochs, the
     trainer before the compiled engine) on 99% of the shape's ratings: the validation RMSE on the
     held-out 1% after each epoch, and the seconds since `fit` started (setup included) at each."""
     saved = torch.load(tensors, weights_only=True)
@@ -566,7 +568,9 @@ def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
     del saved, order
     n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
     large = {**LARGE_AUTOGRAD, "epochs": 5} if engine == "autograd" else {}
-    config = config_for("dotbias", engine=engine, y_range=(0.0, 5.5), n_factors=SHAPE_FACTORS, **large)
+    config = config_for(
+        "dotbias", engine=engine, y_range=(0.0, 5.5), n_factors=SHAPE_FACTORS, members=1, **large
+    )
     network = build_model(
         "dotbias", n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
     )

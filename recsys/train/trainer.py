@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -39,6 +39,8 @@ from recsys.models.layers import check_pair_range
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank
 from recsys.train.optim import LazyAdam
+
+T = TypeVar("T")
 
 
 class _Objective(nn.Module):
@@ -213,8 +215,8 @@ class _CompiledEpochs:
 
         x = train.x.cpu()
         # Members side by side where each can still have a thread; else one after another on all.
-        self.side_by_side = min(len(members), threads)
-        member_threads = max(1, threads // self.side_by_side)
+        side_by_side = min(len(members), threads)
+        member_threads = max(1, threads // side_by_side)
         self.members = []
         for place, member_tables in enumerate(tables):
             if member_tables is None:
@@ -233,6 +235,7 @@ class _CompiledEpochs:
                 )
             )
         self.config = config
+        self.pool = ThreadPoolExecutor(side_by_side) if side_by_side > 1 else None
 
     def state_dict(self) -> dict[str, Any]:
         states = [member.state_dict() for member in self.members]
@@ -249,14 +252,12 @@ class _CompiledEpochs:
         lr = self.config.lr * (1 - (epoch - 1) / self.config.epochs)
         # Drawn here, in the members' order, so that threads cannot change what each member draws.
         orders = [member.draw_order(generator) for member in self.members]
-        tasks = [
-            partial(member.train_epoch, lr, order) for member, order in zip(self.members, orders, strict=True)
-        ]
-        if self.side_by_side == 1:
-            losses = [task() for task in tasks]
-        else:
-            with ThreadPoolExecutor(self.side_by_side) as pool:
-                losses = list(pool.map(lambda task: task(), tasks))
+        losses = self._on_members(
+            [
+                partial(member.train_epoch, lr, order)
+                for member, order in zip(self.members, orders, strict=True)
+            ]
+        )
         return sum(losses) / len(losses), sum(len(member.ratings[2]) for member in self.members)
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:
@@ -265,11 +266,19 @@ class _CompiledEpochs:
         if len(valid) == 0:
             return {"rmse": math.nan, "mae": math.nan}
         x = valid.x.cpu()
-        predictions = torch.stack([member.predict(x[:, 0], x[:, 1]) for member in self.members]).mean(dim=0)
-        return {"rmse": rmse(predictions, valid.y.cpu()), "mae": mae(predictions, valid.y.cpu())}
+        predictions = self._on_members([partial(member.predict, x[:, 0], x[:, 1]) for member in self.members])
+        mean = torch.stack(predictions).mean(dim=0)
+        return {"rmse": rmse(mean, valid.y.cpu()), "mae": mae(mean, valid.y.cpu())}
+
+    def _on_members(self, tasks: list[Callable[[], T]]) -> list[T]:
+        """Each member's task, side by side on the pool where there is one, and their results."""
+        if self.pool is None:
+            return [task() for task in tasks]
+        return list(self.pool.map(lambda task: task(), tasks))
 
     def close(self) -> None:
-        pass
+        if self.pool is not None:
+            self.pool.shutdown()
 
 
 def member_seed(seed: int, place: int) -> int:
