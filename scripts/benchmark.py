@@ -34,14 +34,13 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import torch
 
-from recsys.config import available_cores, config_for
+from recsys.config import available_cores, config_for, model_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import RatingTensors, encode_split
 from recsys.data.movielens import load_movielens
 from recsys.data.splits import fold_split, make_split
 from recsys.data.synthetic import SyntheticConfig, make_synthetic
 from recsys.evaluate.metrics import rmse
-from recsys.models import build_model
 from recsys.train.compiled import load_kernels
 from recsys.train.trainer import fit
 from recsys.workflows.experiment import train_and_evaluate
@@ -531,9 +530,7 @@ def bench_throughput(
     n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
     one_model = {"epochs": 1, "n_factors": SHAPE_FACTORS, "members": 1}
     config = config_for(model, y_range=(0.0, 5.5), **{**one_model, **overrides})
-    network = build_model(
-        model, n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
-    )
+    network = model_for(config, n_users, n_items, torch.Generator().manual_seed(0))
     thread_option: dict[str, Any] = {} if threads is None else {"threads": threads}
     _warm_up(config.engine, config.device)
     with measured() as clocks:
@@ -571,9 +568,7 @@ def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
     config = config_for(
         "dotbias", engine=engine, y_range=(0.0, 5.5), n_factors=SHAPE_FACTORS, members=1, **large
     )
-    network = build_model(
-        "dotbias", n_users, n_items, config.n_factors, config.y_range, torch.Generator().manual_seed(0)
-    )
+    network = model_for(config, n_users, n_items, torch.Generator().manual_seed(0))
     elapsed: list[float] = []
     _warm_up(engine)
     with measured() as clocks:

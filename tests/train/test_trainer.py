@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from recsys.config import RunConfig, config_for
+from recsys.config import RunConfig, config_for, model_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.splits import make_split
@@ -35,9 +35,7 @@ def tiny_encoded(tiny: RatingsDataset) -> EncodedSplit:
 
 def fit_on(data: EncodedSplit, config: RunConfig, seed: int = 0) -> tuple[nn.Module, list[EpochStats]]:
     generator = torch.Generator().manual_seed(seed)
-    model = build_model(
-        config.model, len(data.users), len(data.items), config.n_factors, config.y_range, generator
-    )
+    model = model_for(config, len(data.users), len(data.items), generator)
     return model, fit(model, data.train, data.test, config, generator, progress=False)
 
 
@@ -49,9 +47,7 @@ def test_training_loss_falls_for_every_model(name: str, tiny_encoded: EncodedSpl
     config = config_for(name, dataset="tiny", epochs=4, y_range=Y_RANGE)
     seen: list[EpochStats] = []
     generator = torch.Generator().manual_seed(0)
-    model = build_model(
-        name, len(tiny_encoded.users), len(tiny_encoded.items), config.n_factors, config.y_range, generator
-    )
+    model = model_for(config, len(tiny_encoded.users), len(tiny_encoded.items), generator)
     history = fit(
         model, tiny_encoded.train, tiny_encoded.test, config, generator, progress=False, on_epoch=seen.append
     )
@@ -120,7 +116,7 @@ def test_compiled_engine_refuses_pairs_past_the_tables(
     )
     kind = "user" if column == 0 else "item"
     config = config_for(model, dataset="tiny", engine="compiled", epochs=1)
-    built = build_model(model, len(tiny_encoded.users), len(tiny_encoded.items), config.n_factors, None)
+    built = model_for(config, len(tiny_encoded.users), len(tiny_encoded.items))
     with pytest.raises(ValueError, match=f"{kind} indices must lie in"):
         fit(built, train, valid, config, torch.Generator(), progress=False)
 
