@@ -473,6 +473,7 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             print(
                 f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}, "
                 f"{config.engine} engine, {args.threads} thread{'s' if args.threads > 1 else ''}"
+                + (f", an ensemble of {config.members} models trained apart" if config.members > 1 else "")
             )
         result = train_and_evaluate(
             dataset,

@@ -174,8 +174,9 @@ def test_train_tiny_checkpoint_reproduces_the_test_rmse(good: Runs) -> None:
     out = good.outs["main"]
     metrics = json.loads((out / "metrics.json").read_text())
     checkpoint = load_checkpoint(out / "checkpoint.pt")
-    # dotbias's compiled default: an ensemble of two.
+    # dotbias's compiled default: an ensemble of two, which the run's header says.
     assert isinstance(checkpoint.model, Ensemble) and checkpoint.config.members == 2
+    assert "an ensemble of 2 models trained apart" in good.results["main"].stdout.splitlines()[0]
     for member in checkpoint.model.member_models():
         assert isinstance(member, DotProductBias)
         assert member.user_factors.num_embeddings == metrics["n_users"] == len(checkpoint.users)
