@@ -32,6 +32,8 @@ SCHEDULES = ("one-cycle", "constant")
 UNKNOWN_POLICIES = ("drop", "mean")
 
 
+# The most models an ensemble may hold: its gain flattens after a few, and its cost does not.
+MAX_MEMBERS = 100
 # Seeds as numpy's and scikit-learn's generators take them.
 SEED_LIMIT = 2**32
 
@@ -144,12 +146,25 @@ class RunConfig:
             )
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise RecsysError(f"--device must be cpu or cuda (cuda:N), got {self.device!r}")
+        if self.members > 1:
+            self._check_ensemble()
         if self.engine == "compiled":
             self._check_compiled()
-        elif self.members > 1:
+
+    def _check_ensemble(self) -> None:
+        """An ensemble is of a model the compiled engine trains by steps, and trained there."""
+        flag = f"--members {self.members}"
+        if self.members > MAX_MEMBERS:
+            raise RecsysError(f"{flag}: at most {MAX_MEMBERS} (a few members give nearly all of the gain)")
+        entry = model_entry(self.model)
+        if entry.sampled:
+            raise RecsysError(f"{flag}: {self.model} already predicts the mean of its draws; leave it out")
+        if entry.compiled_defaults is None:
+            raise RecsysError(f"{flag}: ensembles train on the compiled engine, which {self.model} has not")
+        if self.engine != "compiled":
             raise RecsysError(
-                f"--members {self.members}: an ensemble trains on --engine compiled only (the autograd "
-                "engine would train its members together, through their mean)"
+                f"{flag}: an ensemble trains on --engine compiled only (the autograd engine would train "
+                "its members together, through their mean)"
             )
 
     def _check_compiled(self) -> None:
@@ -163,11 +178,6 @@ class RunConfig:
             raise RecsysError("--engine compiled runs on the CPU; use --engine autograd with --device cuda")
         default = RunConfig()
         if model_entry(self.model).sampled:
-            if self.members > 1:
-                raise RecsysError(
-                    f"--members {self.members}: {self.model} already predicts the mean of its draws; "
-                    "leave it out"
-                )
             for flag, field in SAMPLER_UNUSED.items():
                 if getattr(self, field) != getattr(default, field):
                     raise RecsysError(
@@ -226,6 +236,14 @@ def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> Ru
         autograd_only = set(AUTOGRAD_ONLY.values()) & set(given)
         on_cpu = given.get("device", "cpu") == "cpu"
         engine = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
+        members = _plain(given.get("members", 1))
+        ensemble = isinstance(members, int) and not isinstance(members, bool) and members > 1
+        if ensemble and compiled is not None and (autograd_only or not on_cpu):
+            chose = [flag for flag, field in AUTOGRAD_ONLY.items() if field in autograd_only] or ["--device"]
+            raise RecsysError(
+                f"--members {members}: an ensemble trains on the compiled engine, which "
+                f"{' and '.join(chose)} rule{'s' if len(chose) == 1 else ''} out; leave one or the other out"
+            )
     defaults = compiled if engine == "compiled" and compiled is not None else entry.defaults
     return RunConfig(model=model, engine=engine, **{**defaults, **given})
 

@@ -45,7 +45,7 @@ class Ensemble(RatingModel):
 
     def id_vectors(self) -> tuple[Tensor, Tensor] | None:
         """The members' vectors side by side, scaled so that a user's and an item's dot product is the
-        mean of the members' dot products (cosine neighbours weigh every member alike)."""
+        mean of the members' dot products (what cosine neighbours are measured on)."""
         pairs = [member.id_vectors() for member in self.member_models()]
         vectors = [pair for pair in pairs if pair is not None]
         if len(vectors) < len(pairs):

@@ -41,12 +41,13 @@ def available_memory() -> int:
 
 
 def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
-    """Bytes the model's parameters and their training state take, counted on the meta device."""
+    """Bytes the model's parameters and their training state take, counted on the meta device (one
+    member's, times the members)."""
     with torch.device("meta"):
-        model = build_model(
-            config.model, n_users, n_items, table_width(config), config.y_range, members=config.members
-        )
-    return COPIES_PER_PARAMETER * sum(p.numel() * p.element_size() for p in model.parameters())
+        model = build_model(config.model, n_users, n_items, table_width(config), config.y_range)
+    return (
+        COPIES_PER_PARAMETER * sum(p.numel() * p.element_size() for p in model.parameters()) * config.members
+    )
 
 
 def table_width(config: RunConfig) -> int:
@@ -77,10 +78,12 @@ def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:
     needed = training_bytes(config, n_users, n_items)
     if needed > available:
         per_draw = table_width(config) != config.n_factors
+        members = f"--members {config.members}, " if config.members > 1 else ""
         raise RecsysError(
-            f"--n-factors {config.n_factors}: {config.model} with {n_users:,} users and {n_items:,} items "
-            f"needs about {needed / 2**30:,.1f} GiB for its weights and training state, and "
-            f"{available / 2**30:,.1f} GiB is available; choose fewer factors"
+            f"{members}--n-factors {config.n_factors}: {config.model} with {n_users:,} users and "
+            f"{n_items:,} items needs about {needed / 2**30:,.1f} GiB for its weights and training state, "
+            f"and {available / 2**30:,.1f} GiB is available; choose "
+            + ("fewer members or " if config.members > 1 else "")
+            + "fewer factors"
             + (" or fewer --epochs (a block per draw kept)" if per_draw else "")
-            + (" or fewer --members" if config.members > 1 else "")
         )

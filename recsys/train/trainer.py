@@ -357,6 +357,7 @@ def fit(
         raise RecsysError("no training ratings")
     threads = check_threads(default_threads() if threads is None else threads)
     check_device(config.device)
+    _check_members(rating_model(model), config)
     keep_freed_memory()
     model.to(config.device)
     train, valid = train.to(config.device), valid.to(config.device)
@@ -383,9 +384,22 @@ def fit(
     return history
 
 
+def _check_members(model: RatingModel, config: RunConfig) -> None:
+    """The model has as many members as `config` says: a single model given an ensemble's settings
+    (or the reverse) would train to something neither describes, and its checkpoint, rebuilt from
+    the config, would not load."""
+    members = len(model.member_models()) if isinstance(model, Ensemble) else 1
+    if members != config.members:
+        raise RecsysError(
+            f"the model has {members} member(s) and the config {config.members} (members); build the model "
+            "from the config with recsys.config.model_for, or set members in config_for"
+        )
+
+
 def _check_pairs_fit_the_tables(model: RatingModel, *parts: RatingTensors) -> None:
     """The compiled kernels read rows by index unchecked: an index past a table would crash the
-    process, not raise (autograd's lookups raise on their own)."""
+    process, not raise (autograd's lookups raise on their own). An ensemble's members share a shape."""
+    model = model.member_models()[0] if isinstance(model, Ensemble) else model
     tables = model.factorisation()
     vectors = (tables.user_factors, tables.item_factors) if tables is not None else model.id_vectors()
     if vectors is not None:

@@ -176,9 +176,10 @@ def similar_items(
 
 
 def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[str, float]:
-    """A prediction in the parts the model names, then their sum and its squash: for dotbias
-    user_bias + item_bias + factors = score, squashed to prediction. A model whose prediction has
-    no parts (`RatingModel.explain` is None) is an error."""
+    """A prediction in the parts the model names, then their sum and the prediction: for dotbias
+    user_bias + item_bias + factors = score, squashed to prediction (for an ensemble, the members'
+    mean parts and score, and the mean of their predictions). A model whose prediction has no parts
+    (`RatingModel.explain` is None) is an error."""
     model = rating_model(checkpoint.model)
     users = torch.tensor([user_index(checkpoint, user)])
     items = torch.tensor([item_index(checkpoint, item)])

@@ -104,11 +104,43 @@ def test_an_ensemble_of_models_without_biases_has_none() -> None:
             {"members": 2, "model": "bpmf", "engine": "compiled"},
             "bpmf already predicts the mean of its draws",
         ),
+        (
+            {"members": 2, "model": "bpmf", "engine": "autograd"},
+            "bpmf already predicts the mean of its draws",
+        ),
+        ({"members": 2, "model": "linear"}, "ensembles train on the compiled engine, which linear has not"),
+        ({"members": 101, "engine": "compiled"}, "--members 101: at most 100"),
+        ({"members": True, "engine": "compiled"}, "--members must be a whole number"),
     ],
 )
 def test_members_no_run_can_use_are_refused(settings: dict, message: str) -> None:
     with pytest.raises(RecsysError, match=message):
         RunConfig(**settings)
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"), [({"batch_size": 256}, "--bs rules"), ({"device": "cuda"}, "--device rules")]
+)
+def test_an_ensemble_with_a_flag_that_picks_the_autograd_engine_names_that_flag(
+    settings: dict, named: str
+) -> None:
+    with pytest.raises(
+        RecsysError, match=f"--members 2: an ensemble trains on the compiled engine, which {named}"
+    ):
+        config_for("dotbias", members=2, **settings)
+    assert config_for("dotbias", **settings).members == 1  # the autograd engine's default: one model
+
+
+def test_memory_is_counted_per_member_and_a_refusal_names_members() -> None:
+    from recsys.train.memory import check_fits, training_bytes
+
+    one = config_for("dotbias", n_factors=8, members=1)
+    assert training_bytes(dataclasses.replace(one, members=100), 50, 40) == 100 * training_bytes(one, 50, 40)
+    huge = dataclasses.replace(one, members=100, n_factors=2_000_000)
+    with pytest.raises(
+        RecsysError, match=r"--members 100, --n-factors 2000000: .* fewer members or fewer factors"
+    ):
+        check_fits(huge, 10**5, 10**5)
 
 
 def test_each_member_trains_as_a_model_of_its_own(tiny: RatingsDataset) -> None:

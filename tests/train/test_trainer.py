@@ -67,7 +67,7 @@ def test_training_loss_falls_for_every_model(name: str, tiny_encoded: EncodedSpl
 
 
 def test_fit_trains_in_place_and_every_parameter_moves(tiny_encoded: EncodedSplit) -> None:
-    config = config_for("dotbias", dataset="tiny", epochs=1, y_range=Y_RANGE)
+    config = config_for("dotbias", dataset="tiny", epochs=1, y_range=Y_RANGE, members=1)
     generator = torch.Generator().manual_seed(0)
     model = build_model("dotbias", len(tiny_encoded.users), len(tiny_encoded.items), 8, Y_RANGE, generator)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -80,7 +80,7 @@ def test_checkpoints_come_after_the_last_epoch_and_when_due(
     every: float, expected: list[int], tiny_encoded: EncodedSplit
 ) -> None:
     """Every epoch with no interval; with one too long to pass, only the last; each before on_epoch."""
-    config = config_for("dotbias", dataset="tiny", epochs=4, y_range=Y_RANGE)
+    config = config_for("dotbias", dataset="tiny", epochs=4, y_range=Y_RANGE, members=1)
     generator = torch.Generator().manual_seed(0)
     model = build_model("dotbias", len(tiny_encoded.users), len(tiny_encoded.items), 8, Y_RANGE, generator)
     events: list[tuple[str, int]] = []
@@ -93,6 +93,18 @@ def test_checkpoints_come_after_the_last_epoch_and_when_due(
     assert [epoch for kind, epoch in events if kind == "checkpoint"] == expected
     for epoch in expected:
         assert events.index(("checkpoint", epoch)) == events.index(("epoch", epoch)) - 1
+
+
+@pytest.mark.parametrize(("built", "configured"), [(1, 2), (2, 1), (3, 2)])
+def test_a_model_and_a_config_that_disagree_on_members_are_refused(
+    built: int, configured: int, tiny_encoded: EncodedSplit
+) -> None:
+    config = config_for("dotbias", dataset="tiny", epochs=1, members=configured)
+    model = build_model(
+        "dotbias", len(tiny_encoded.users), len(tiny_encoded.items), 4, Y_RANGE, members=built
+    )
+    with pytest.raises(RecsysError, match=f"the model has {built} member.* and the config {configured}"):
+        fit(model, tiny_encoded.train, tiny_encoded.test, config, torch.Generator(), progress=False)
 
 
 def test_fit_without_training_ratings_is_an_error(tiny_encoded: EncodedSplit) -> None:
