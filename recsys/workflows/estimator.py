@@ -109,7 +109,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
 
         Args:
             X: raw ids, user then item: a DataFrame of two columns, an (n, 2) array or a list of
-                pairs; integers or strings (an id that spells an integer, "42", is that integer).
+                pairs; integers or strings (an id that spells an integer, "42", is that integer; the
+                spaces around a string are not part of it).
             y: the n ratings, finite numbers.
         Returns:
             self, fitted.
@@ -240,7 +241,15 @@ def _id_columns(X: np.ndarray) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray
     """The user and the item column of a validated X, each with its kind; X of another width is an error."""
     if X.shape[1] != 2:
         raise ValueError(f"X must have two columns, the user and the item ids; got {X.shape[1]} feature(s)")
-    return (X[:, 0], "user"), (X[:, 1], "item")
+    return (_trimmed(X[:, 0]), "user"), (_trimmed(X[:, 1]), "item")
+
+
+def _trimmed(values: np.ndarray) -> np.ndarray:
+    """Text ids without the spaces around them, as a ratings file's or a DataFrame's are read ("a " is
+    the id "a"); numbers and other objects as they are."""
+    if values.dtype.kind not in "OUS":
+        return values
+    return np.array([value.strip() if isinstance(value, str) else value for value in values], dtype=object)
 
 
 def _ids_given(values: np.ndarray, kind: str) -> np.ndarray:

@@ -147,6 +147,17 @@ CHANGED = {
 }
 
 
+def test_spaces_around_text_ids_are_not_part_of_them() -> None:
+    """As a ratings file's and a DataFrame's ids are read: "a " and "a" are one user, " 42" is 42."""
+    X = [["a ", "x"], ["b", " y"], [" a", "y"], ["b", "x"]] * 10
+    model = RatingRegressor(epochs=2, threads=1).fit(X, [1, 2, 3, 4] * 10)
+    assert model.users_.raw_ids.tolist() == ["a", "b"] and model.items_.raw_ids.tolist() == ["x", "y"]
+    same = model.predict([["a", "x"], ["a ", " x "]])
+    assert same[0] == same[1] != model.train_mean_
+    numbers = RatingRegressor(epochs=2, threads=1).fit([[" 42", "7"], ["43 ", "8"]] * 10, [1, 2] * 10)
+    assert numbers.users_.integer_ids and numbers.users_.raw_ids.tolist() == [42, 43]
+
+
 def test_members_train_an_ensemble_on_the_compiled_engine(split: Split) -> None:
     X_train, y_train, X_test, _ = split
     one = RatingRegressor(engine="compiled", members=1, **QUICK).fit(X_train, y_train)
