@@ -93,7 +93,7 @@ def load_ratings(
         raw, n, where = _read_parquet(path, columns)
     else:
         raw, n, where = _read_ratings_text(path, columns, sep, header)
-    raw_items = read_item_file(Path(items)) if items is not None else None
+    raw_items, items_where = read_item_file(Path(items)) if items is not None else (None, row_of_frame)
     options = {"columns": dict(columns) if columns else None, "sep": sep, "header": header}
     origin: dict[str, Any] = {"ratings": str(path.resolve())}
     origin.update({key: value for key, value in options.items() if value is not None})
@@ -110,18 +110,20 @@ def load_ratings(
         source=str(path),
         items_source=str(items),
         where=where,
+        items_where=items_where,
         origin=origin,
     )
 
 
-def read_item_file(path: Path) -> pd.DataFrame:
-    """An item table file as text columns (the ids are typed later, like the ratings' ids)."""
+def read_item_file(path: Path) -> tuple[pd.DataFrame, Where]:
+    """An item table file as text columns (the ids are typed later, like the ratings' ids), and how a
+    row of it is named: its line in a text file."""
     if _first_bytes(path, len(PARQUET_MAGIC)) == PARQUET_MAGIC:
-        frame = _read_parquet_columns(path, None)
+        frame, where = _read_parquet_columns(path, None), row_of_frame
     else:
         layout = sniff(path, None, None, None)
-        frame = _read_text(path, layout, layout.names, as_text=True)
-    return pd.DataFrame(_as_pandas(frame))
+        frame, where = _read_text(path, layout, layout.names, as_text=True), _LineFinder(path, layout)
+    return pd.DataFrame(_as_pandas(frame)), where
 
 
 def _first_bytes(path: Path, n: int) -> bytes:

@@ -353,9 +353,11 @@ def ratings_table(
     return keep_latest_duplicates(table, source), scale
 
 
-def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFrame:
+def item_table(
+    raw: pd.DataFrame, id_type: np.dtype, source: str, where: Where = row_of_frame
+) -> pd.DataFrame:
     """An item table (id, title, optional genres) with its ids in the ratings' id type; columns found
-    by common names, else taken as id, title[, genres] in order."""
+    by common names, else taken as id, title[, genres] in order. A bad row is named by `where`."""
     check_unique_columns(raw, source)
     labels = {str(label): label for label in raw.columns}  # a frame's labels need not be strings
     names = list(labels)
@@ -370,18 +372,18 @@ def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFram
     if id_type.kind in "iu":
         missing = np.flatnonzero(column.isna().to_numpy() | (column.astype(str) == "").to_numpy())
         if missing.size:
-            raise DataError(f"{source}: missing item id on {row_of_frame(int(missing[0]))}")
+            raise DataError(f"{source}: missing item id on {where(int(missing[0]))}")
         values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         bad = np.flatnonzero(~(values == np.round(values)) | ~(np.abs(values) < 2**53))
         if bad.size:
             row = int(bad[0])
             raise DataError(
-                f"{source}: item id {str(column.iloc[row])[:40]!r} on {row_of_frame(row)} is not an "
+                f"{source}: item id {str(column.iloc[row])[:40]!r} on {where(row)} is not an "
                 "integer, as the ratings' item ids are"
             )
         item = values.astype(np.int64)
     else:
-        item = ids(column.astype(str), "item", source, row_of_frame)
+        item = ids(column.astype(str), "item", source, where)
     titles = raw[labels[found["title"]]].fillna("").astype(str).str.strip().to_numpy(dtype=object)
     genres = (
         raw[labels[found["genres"]]].fillna("").astype(str).to_numpy(dtype=object)
@@ -395,7 +397,7 @@ def item_table(raw: pd.DataFrame, id_type: np.dtype, source: str) -> pd.DataFram
         entries = "1 item entry repeats" if count == 1 else f"{count:,} item entries repeat"
         warnings.warn(
             f"{source}: {entries} an id named before, the first "
-            f"{table['item'].iloc[row]} on {row_of_frame(row)}; each id keeps its first title",
+            f"{table['item'].iloc[row]} on {where(row)}; each id keeps its first title",
             stacklevel=4,
         )
         table = table[~repeated].reset_index(drop=True)
@@ -412,15 +414,16 @@ def dataset_from_table(
     source: str,
     items_source: str,
     where: Where,
+    items_where: Where = row_of_frame,
     origin: Mapping[str, Any],
 ) -> RatingsDataset:
-    """A RatingsDataset from raw rating columns and an optional raw item table; rated items the item
-    table does not name are counted in a warning."""
+    """A RatingsDataset from raw rating columns and an optional raw item table (its rows named by
+    `items_where`); rated items the item table does not name are counted in a warning."""
     table, scale = ratings_table(raw, n, rating_scale_given, source, where)
     if raw_items is None:  # no titles: reports and recommend.py show raw ids
         items = pd.DataFrame({column: table["item"].iloc[:0] for column in ITEM_COLUMNS})
     else:
-        items = item_table(raw_items, table["item"].dtype, items_source)
+        items = item_table(raw_items, table["item"].dtype, items_source, items_where)
         warn_unnamed_items(table, items, items_source)
     return RatingsDataset(name, table, items, scale, None, {}, dict(origin))
 

@@ -352,6 +352,15 @@ def test_quoted_line_breaks_do_not_hide_the_separator(tmp_path: Path) -> None:
     assert titles == ["Film one", "Film\n\ntwo"]
 
 
+def test_an_item_file_repeating_an_id_is_named_by_its_line(tmp_path: Path) -> None:
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,3\n2,2,4\n")
+    items = write(tmp_path / "i.csv", "id,title\n1,One\n2,Two\n1,One again\n")
+    with pytest.warns(
+        UserWarning, match=r"i.csv: 1 item entry repeats an id named before, the first 1 on line 4"
+    ):
+        assert load_ratings(ratings, items=items).titles(np.array([1])).tolist() == ["One"]
+
+
 def test_items_give_titles_typed_like_the_ratings_ids(tmp_path: Path) -> None:
     ratings = write(tmp_path / "r.csv", text(ROWS))
     items = write(tmp_path / "i.csv", 'isbn,title,genres\n978-1,"Dune, Part 1",SF\n978-2,Emma,\n')
@@ -364,7 +373,7 @@ def test_items_give_titles_typed_like_the_ratings_ids(tmp_path: Path) -> None:
     headerless = write(tmp_path / "t.tsv", "2\tTwo\n3\tThree\n")
     assert load_ratings(numbered, items=headerless).titles(np.array([3])).tolist() == ["Three"]
     wrong = write(tmp_path / "w.csv", "id,title\nabc,Not a number\n")
-    with pytest.raises(DataError, match="item id 'abc' on row 1 is not an integer"):
+    with pytest.raises(DataError, match="item id 'abc' on line 2 is not an integer"):
         load_ratings(numbered, items=wrong)
 
 
@@ -895,10 +904,12 @@ def test_item_ids_are_typed_like_the_ratings_ids(tmp_path: Path) -> None:
     [
         (
             "id,title\nabc,Not a number\n",
-            "item id 'abc' on row 1 is not an integer, as the ratings' item ids are",
+            "item id 'abc' on line 2 is not an integer, as the ratings' item ids are",
         ),
-        ("id,title\n1.5,Half\n", "item id '1.5' on row 1 is not an integer"),
-        ("id,title\n1,One\n,Nothing\n", "missing item id on row 2"),
+        ("id,title\n1.5,Half\n", "item id '1.5' on line 2 is not an integer"),
+        ("id,title\n1,One\n,Nothing\n", "missing item id on line 3"),
+        # A title's quoted line break and a blank line are lines of the file too.
+        ('id,title\n1,"One,\nand more"\n\nx,Two\n', "item id 'x' on line 5 is not an integer"),
         ("id\n1\n", "cannot tell the separator"),
         ("", "file is empty"),
         ("id,title\n1,\x00\n", "NUL bytes"),
