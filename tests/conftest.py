@@ -38,6 +38,9 @@ pytest.register_assert_rewrite("movielens_files")
 # The local server stalls on this path for SLOW_SECONDS and then answers 504, for timeout tests.
 SLOW_PATH = "/slow.zip"
 SLOW_SECONDS = 2.0
+# On this path it answers 200 and then drips the body a byte every DRIP_SECONDS, for stall tests.
+DRIP_PATH = "/drip.zip"
+DRIP_SECONDS = 0.02
 
 
 @pytest.fixture(scope="session")
@@ -184,6 +187,19 @@ class _Handler(SimpleHTTPRequestHandler):
             # Stall before answering; teardown sets the event so the thread ends at once.
             if not self.server.release.wait(SLOW_SECONDS):
                 self.send_error(504)
+            return
+        if self.path == DRIP_PATH:
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            for _ in range(100_000):  # until teardown releases it, or the client hangs up
+                if self.server.release.wait(DRIP_SECONDS):
+                    return
+                try:
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                except OSError:
+                    return
             return
         super().do_GET()
 

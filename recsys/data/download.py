@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,6 +30,10 @@ from recsys.errors import DataError, DownloadError
 __all__ = ["download", "extract_zip"]
 
 _CHUNK = 1 << 16
+# A download that brings fewer than STALL_BYTES in STALL_SECONDS has stalled: a server that drips a
+# byte at a time, each within the socket's timeout, would otherwise hold the command for ever.
+STALL_SECONDS = 60.0
+STALL_BYTES = 1 << 16
 
 
 def download(
@@ -42,9 +47,11 @@ def download(
     timeout: float = 60.0,
     progress: bool = True,
     max_size: int | None = None,
+    stall_seconds: float = STALL_SECONDS,
 ) -> Path:
     """Save url at dest only if it matches its pinned size and digests, so bad bytes never land.
-    Without a pinned `size`, `max_size` bounds what is written before the digest can be checked."""
+    Without a pinned `size`, `max_size` bounds what is written before the digest can be checked.
+    `timeout` bounds each wait for data, `stall_seconds` each span that must bring STALL_BYTES."""
     if sha256 is None and md5 is None:
         raise ValueError("download() needs a pinned sha256 or md5 to verify what it fetched")
     _check_scheme(url, allow_http)
@@ -64,6 +71,7 @@ def download(
                 progress=progress,
                 allow_http=allow_http,
                 max_size=max_size,
+                stall_seconds=stall_seconds,
             )
             tmp.flush()
             os.fsync(tmp.fileno())
@@ -117,10 +125,12 @@ def _stream(
     progress: bool,
     allow_http: bool,
     max_size: int | None,
+    stall_seconds: float,
 ) -> dict[str, str]:
     """Copy the response body into out while hashing it, so the file is read only once."""
     hashers = {"sha256": hashlib.sha256(), "md5": hashlib.md5(usedforsecurity=False)}
     received = 0
+    span_start, span_bytes = time.monotonic(), 0
     request = urllib.request.Request(url, headers={"User-Agent": "recsys-download"})
     opener = urllib.request.build_opener(_SchemeCheckingRedirects(allow_http))
     with opener.open(request, timeout=timeout) as response:
@@ -135,8 +145,16 @@ def _stream(
             disable=not progress,
             leave=False,
         ) as bar:
-            while chunk := response.read(_CHUNK):
+            # read1: what one receive brings, so that a dripping server is seen between its drops.
+            while chunk := response.read1(_CHUNK):
                 received += len(chunk)
+                span_bytes += len(chunk)
+                if time.monotonic() - span_start >= stall_seconds:
+                    if span_bytes < STALL_BYTES:
+                        raise DownloadError(
+                            f"download of {url} stalled: {span_bytes:,} bytes in the last {stall_seconds:g} s"
+                        )
+                    span_start, span_bytes = time.monotonic(), 0
                 if size is not None and received > size:
                     raise DownloadError(
                         f"download of {url} is larger than expected: expected {size} bytes, "

@@ -11,7 +11,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import SLOW_PATH, Served, zip_bytes
+from conftest import DRIP_PATH, SLOW_PATH, Served, zip_bytes
 
 from recsys.data.download import _describe, _SchemeCheckingRedirects, download, extract_zip
 from recsys.errors import DataError, DownloadError
@@ -163,6 +163,17 @@ def test_download_times_out(served: Served, tmp_path: Path) -> None:
     assert url in str(err.value)
     assert served.requests == [SLOW_PATH]
     assert not dest.exists()
+    assert leftovers(out) == []
+
+
+def test_a_download_that_drips_is_stopped_as_stalled(served: Served, tmp_path: Path) -> None:
+    """Every byte comes within the socket's timeout, so only the stall check can end it."""
+    out = tmp_path / "out"
+    with pytest.raises(DownloadError, match=r"drip.zip stalled: \d+ bytes in the last 0\.3 s"):
+        download(
+            served.base + DRIP_PATH, out / "drip.zip", size=None, sha256="0" * 64, allow_http=True,
+            timeout=5, stall_seconds=0.3,
+        )  # fmt: skip
     assert leftovers(out) == []
 
 
