@@ -209,6 +209,7 @@ def extract_zip(archive: Path, target: Path) -> Path:
         root = target.parent.resolve() / target.name
         for info in zf.infolist():
             _check_member(archive, info, root)
+        _check_room(archive, zf, target.parent)
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part"))
         try:
             # A plain mkdir inside the private mkdtemp folder gets the usual umask permissions.
@@ -222,6 +223,19 @@ def extract_zip(archive: Path, target: Path) -> Path:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _check_room(archive: Path, zf: zipfile.ZipFile, folder: Path) -> None:
+    """Refuse an archive whose members would not fit on the disk: what each member may write is its
+    declared size (zipfile stops there, and a member that holds more fails its CRC), so a zip bomb
+    is refused before a byte of it is written."""
+    needed = sum(info.file_size for info in zf.infolist())
+    free = shutil.disk_usage(folder).free
+    if needed > free:
+        raise DataError(
+            f"refusing to extract {archive}: it unpacks to {needed / 2**20:,.1f} MiB and {folder} has "
+            f"{free / 2**20:,.1f} MiB free"
+        )
 
 
 def _check_member(archive: Path, info: zipfile.ZipInfo, root: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shutil
 import urllib.error
 import urllib.request
 import zipfile
@@ -175,6 +176,21 @@ def test_a_download_that_drips_is_stopped_as_stalled(served: Served, tmp_path: P
             timeout=5, stall_seconds=0.3,
         )  # fmt: skip
     assert leftovers(out) == []
+
+
+def test_an_archive_larger_than_the_free_disk_is_refused_unwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("bomb/zeros", b"\0" * 2_000_000)  # deflates to about 2 KB
+    archive = tmp_path / "bomb.zip"
+    archive.write_bytes(buffer.getvalue())
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage._replace(free=1_000_000))
+    with pytest.raises(DataError, match=r"bomb.zip: it unpacks to 1\.9 MiB and .* has 1\.0 MiB free"):
+        extract_zip(archive, tmp_path / "out" / "bomb")
+    assert leftovers(tmp_path / "out") == []
 
 
 def test_extract_zip_unpacks_all_members(archive_bytes: bytes, tmp_path: Path) -> None:
