@@ -275,24 +275,28 @@ STRAY_SHARE, STRAY_GAP = 0.01, 2.0
 
 def _warn_of_a_stray_end(values: np.ndarray, scale: tuple[float, float], source: str, where: Where) -> None:
     """Warn where the scale read from the data rests on a few ratings far from the rest (a 1e6 among
-    stars): the scale, and so the model's output range, would follow them."""
+    stars, at either end or both): the scale, and so the model's output range, would follow them."""
     low, high = scale
-    for end, far in ((high, low), (low, high)):
+    rare = []
+    for end in (high, low):
         at_end = values == end
         held = int(np.count_nonzero(at_end))
-        if held > STRAY_SHARE * len(values) or len(values) - held < 2:
-            continue  # the usual case, after one pass: no copy of the ratings is made
-        others = ~at_end
-        near = (
-            values.max(where=others, initial=-np.inf)
-            if end == high
-            else values.min(where=others, initial=np.inf)
-        )
-        if abs(end - near) > STRAY_GAP * abs(near - far) > 0:
+        if held <= STRAY_SHARE * len(values) and len(values) - held >= 2:
+            rare.append((end, at_end))
+    if not rare:
+        return  # the usual case, after one pass per end: no copy of the ratings is made
+    inner = ~np.logical_or.reduce([at_end for _, at_end in rare])
+    if np.count_nonzero(inner) < 2:
+        return
+    inner_low = values.min(where=inner, initial=np.inf)
+    inner_high = values.max(where=inner, initial=-np.inf)
+    for end, at_end in rare:
+        near = inner_high if end == high else inner_low
+        if abs(end - near) > STRAY_GAP * (inner_high - inner_low) > 0:
             row = int(np.flatnonzero(at_end)[0])
             warnings.warn(
                 f"{source}: rating {end:g} on {where(row)} lies far from all the others "
-                f"({min(near, far):g} to {max(near, far):g}), and the scale is read from the data: check it, "
+                f"({inner_low:g} to {inner_high:g}), and the scale is read from the data: check it, "
                 "or set --rating-scale",
                 stacklevel=4,
             )

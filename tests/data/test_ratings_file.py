@@ -778,6 +778,19 @@ def test_a_rating_far_from_all_the_others_is_named_when_it_sets_the_scale(
     assert rating_step(np.array([1, 3, 7], dtype=np.float32)) == 2.0
 
 
+def test_strays_at_both_ends_are_each_named(tmp_path: Path) -> None:
+    """Each stray once measured the gap against the other one, and neither was named."""
+    rows = [f"{user},{item},{1 + (user + item) % 5}" for user in range(1, 21) for item in range(1, 11)]
+    rows[3:3] = ["98,1,-1e+06", "99,1,1e+06"]  # the file's lines 5 and 6
+    path = write(tmp_path / "r.csv", "user,item,rating\n" + "\n".join(rows) + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_ratings(path)
+    far = [str(warning.message).split(": ", 1)[1] for warning in caught if "lies far" in str(warning.message)]
+    named = sorted(message.split(" lies far from all the others (1 to 5)")[0] for message in far)
+    assert named == ["rating -1e+06 on line 5", "rating 1e+06 on line 6"]
+
+
 # --- polars' type inference: a column that changes past the rows it looked at --------------------------
 
 
