@@ -226,9 +226,8 @@ def extract_zip(archive: Path, target: Path) -> Path:
 
 
 def _check_room(archive: Path, zf: zipfile.ZipFile, folder: Path) -> None:
-    """Refuse an archive whose members would not fit on the disk: what each member may write is its
-    declared size (zipfile stops there, and a member that holds more fails its CRC), so a zip bomb
-    is refused before a byte of it is written."""
+    """Refuse an archive whose members would not fit on the disk: zipfile writes no more of a member
+    than its declared size, so a zip bomb is refused before a byte of it is written."""
     needed = sum(info.file_size for info in zf.infolist())
     free = shutil.disk_usage(folder).free
     if needed > free:
