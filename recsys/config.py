@@ -237,12 +237,16 @@ def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> Ru
         on_cpu = given.get("device", "cpu") == "cpu"
         engine = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
         members = _plain(given.get("members", 1))
-        ensemble = isinstance(members, int) and not isinstance(members, bool) and members > 1
-        if ensemble and compiled is not None and (autograd_only or not on_cpu):
-            chose = [flag for flag, field in AUTOGRAD_ONLY.items() if field in autograd_only] or ["--device"]
+        # An ensemble RunConfig would accept on the compiled engine, which a flag ruled out here
+        # (RunConfig itself names what is wrong with any other).
+        ensemble = isinstance(members, int) and not isinstance(members, bool) and 1 < members <= MAX_MEMBERS
+        if ensemble and compiled is not None and not entry.sampled and (autograd_only or not on_cpu):
+            chose = [flag for flag, field in AUTOGRAD_ONLY.items() if field in autograd_only]
+            chose += [] if on_cpu else ["--device"]
             raise RecsysError(
                 f"--members {members}: an ensemble trains on the compiled engine, which "
-                f"{' and '.join(chose)} rule{'s' if len(chose) == 1 else ''} out; leave one or the other out"
+                f"{' and '.join(chose)} rule{'s' if len(chose) == 1 else ''} out; leave "
+                f"{'it' if len(chose) == 1 else 'them'} or --members out"
             )
     defaults = compiled if engine == "compiled" and compiled is not None else entry.defaults
     return RunConfig(model=model, engine=engine, **{**defaults, **given})

@@ -41,6 +41,10 @@ SLOW_SECONDS = 2.0
 # On this path it answers 200 and then drips the body a byte every DRIP_SECONDS, for stall tests.
 DRIP_PATH = "/drip.zip"
 DRIP_SECONDS = 0.02
+# On this path it waits LATE_SECONDS before its headers, then sends LATE_BODY at once.
+LATE_PATH = "/late.zip"
+LATE_SECONDS = 0.5
+LATE_BODY = b"x" * 50_000  # under STALL_BYTES: a stall check that counted the wait would trip
 
 
 @pytest.fixture(scope="session")
@@ -187,6 +191,13 @@ class _Handler(SimpleHTTPRequestHandler):
             # Stall before answering; teardown sets the event so the thread ends at once.
             if not self.server.release.wait(SLOW_SECONDS):
                 self.send_error(504)
+            return
+        if self.path == LATE_PATH:
+            if not self.server.release.wait(LATE_SECONDS):
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(LATE_BODY)))
+                self.end_headers()
+                self.wfile.write(LATE_BODY)
             return
         if self.path == DRIP_PATH:
             self.send_response(200)

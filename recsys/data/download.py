@@ -130,10 +130,11 @@ def _stream(
     """Copy the response body into out while hashing it, so the file is read only once."""
     hashers = {"sha256": hashlib.sha256(), "md5": hashlib.md5(usedforsecurity=False)}
     received = 0
-    span_start, span_bytes = time.monotonic(), 0
     request = urllib.request.Request(url, headers={"User-Agent": "recsys-download"})
     opener = urllib.request.build_opener(_SchemeCheckingRedirects(allow_http))
     with opener.open(request, timeout=timeout) as response:
+        # The span starts with the body: connecting, redirects and headers each have the timeout.
+        span_start, span_bytes = time.monotonic(), 0
         length = response.headers.get("Content-Length")
         total = size if size is not None else (int(length) if length and length.isdigit() else None)
         with tqdm(

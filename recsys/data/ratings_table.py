@@ -285,21 +285,34 @@ def _warn_of_a_stray_end(values: np.ndarray, scale: tuple[float, float], source:
             rare.append((end, at_end))
     if not rare:
         return  # the usual case, after one pass per end: no copy of the ratings is made
-    inner = ~np.logical_or.reduce([at_end for _, at_end in rare])
-    if np.count_nonzero(inner) < 2:
-        return
-    inner_low = values.min(where=inner, initial=np.inf)
-    inner_high = values.max(where=inner, initial=-np.inf)
-    for end, at_end in rare:
-        near = inner_high if end == high else inner_low
-        if abs(end - near) > STRAY_GAP * (inner_high - inner_low) > 0:
-            row = int(np.flatnonzero(at_end)[0])
-            warnings.warn(
-                f"{source}: rating {end:g} on {where(row)} lies far from all the others "
-                f"({inner_low:g} to {inner_high:g}), and the scale is read from the data: check it, "
-                "or set --rating-scale",
-                stacklevel=4,
-            )
+    strays = []
+    for end, at_end in rare:  # each rare end against the rest of the scale
+        far = low if end == high else high
+        others = ~at_end
+        near = (
+            values.max(where=others, initial=-np.inf)
+            if end == high
+            else values.min(where=others, initial=np.inf)
+        )
+        if abs(end - near) > STRAY_GAP * abs(near - far) > 0:
+            strays.append((end, at_end, min(near, far), max(near, far)))
+    if not strays and len(rare) == 2:  # two strays hide each other: both against what lies between
+        inner = ~(rare[0][1] | rare[1][1])
+        if np.count_nonzero(inner) >= 2:
+            inner_low = values.min(where=inner, initial=np.inf)
+            inner_high = values.max(where=inner, initial=-np.inf)
+            span = inner_high - inner_low
+            gaps = [end - inner_high if end == high else inner_low - end for end, _ in rare]
+            if span > 0 and all(gap > STRAY_GAP * span for gap in gaps):
+                strays = [(end, at_end, inner_low, inner_high) for end, at_end in rare]
+    for end, at_end, rest_low, rest_high in strays:
+        row = int(np.flatnonzero(at_end)[0])
+        warnings.warn(
+            f"{source}: rating {end:g} on {where(row)} lies far from all the others "
+            f"({rest_low:g} to {rest_high:g}), and the scale is read from the data: check it, "
+            "or set --rating-scale",
+            stacklevel=4,
+        )
 
 
 def rating_step(values: np.ndarray) -> float | None:

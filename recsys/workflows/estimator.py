@@ -55,8 +55,9 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
 
     Fitted: `model_` (the trained nn.Module, on the CPU), `users_` and `items_` (IdMaps from raw ids
     to the model's rows), `train_mean_`, `config_` (the RunConfig trained with, y_range resolved; its
-    dataset, split and unknown fields are unused), `n_features_in_` (2) and `feature_names_in_` (for a
-    DataFrame X with string column names).
+    dataset, split and unknown fields are unused), `n_features_in_` (2), `feature_names_in_` (for a
+    DataFrame X with string column names) and `trims_ids_` (True: text ids are read without the
+    spaces around them; a model pickled before that rule lacks it and looks ids up as given).
     """
 
     def __init__(
@@ -126,6 +127,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         self._check_unknown()
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
         users, items = (_ids_given(column, kind) for column, kind in _id_columns(X))
+        self.trims_ids_ = True
         ratings = np.asarray(y, dtype=np.float64)  # validate_data refused NaN and infinite ratings
         self.users_, self.items_ = IdMap.fit(users), IdMap.fit(items)
         low, high = float(ratings.min()), float(ratings.max())
@@ -185,7 +187,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "model_")
         self._check_unknown()
         X = validate_data(self, X, dtype=None, ensure_all_finite=False, reset=False)
-        (user_column, _), (item_column, _) = columns = _id_columns(X)
+        # A model pickled before ids were trimmed keeps the spaces in its ids: look them up as given.
+        (user_column, _), (item_column, _) = columns = _id_columns(X, getattr(self, "trims_ids_", False))
         (users, user_known), (items, item_known) = (
             _lookup(id_map, column, kind)
             for id_map, (column, kind) in zip((self.users_, self.items_), columns, strict=True)
@@ -237,19 +240,26 @@ def plain_value(raw: Any) -> Any:
     return raw.item() if isinstance(raw, np.generic) else raw
 
 
-def _id_columns(X: np.ndarray) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
-    """The user and the item column of a validated X, each with its kind; X of another width is an error."""
+def _id_columns(X: np.ndarray, trim: bool = True) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
+    """The user and the item column of a validated X, each with its kind (text ids trimmed, unless
+    `trim` is False); X of another width is an error."""
     if X.shape[1] != 2:
         raise ValueError(f"X must have two columns, the user and the item ids; got {X.shape[1]} feature(s)")
-    return (_trimmed(X[:, 0]), "user"), (_trimmed(X[:, 1]), "item")
+    if not trim:
+        return (X[:, 0], "user"), (X[:, 1], "item")
+    return (_trimmed(X[:, 0], "user"), "user"), (_trimmed(X[:, 1], "item"), "item")
 
 
-def _trimmed(values: np.ndarray) -> np.ndarray:
+def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
     """Text ids without the spaces around them, as a ratings file's or a DataFrame's are read ("a " is
-    the id "a"); numbers and other objects as they are."""
-    if values.dtype.kind not in "OUS":
+    the id "a"; one of spaces alone is missing); numbers and other objects as they are."""
+    if values.dtype.kind not in "OU":
         return values
-    return np.array([value.strip() if isinstance(value, str) else value for value in values], dtype=object)
+    trimmed = np.array([value.strip() if isinstance(value, str) else value for value in values], dtype=object)
+    empty = np.flatnonzero(trimmed == "")
+    if empty.size:
+        raise ValueError(f"X: missing {kind} id (empty text) in row {int(empty[0]) + 1}")
+    return trimmed
 
 
 def _ids_given(values: np.ndarray, kind: str) -> np.ndarray:

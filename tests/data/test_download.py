@@ -12,7 +12,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import DRIP_PATH, SLOW_PATH, Served, zip_bytes
+from conftest import DRIP_PATH, LATE_BODY, LATE_PATH, SLOW_PATH, Served, zip_bytes
 
 from recsys.data.download import _describe, _SchemeCheckingRedirects, download, extract_zip
 from recsys.errors import DataError, DownloadError
@@ -176,6 +176,16 @@ def test_a_download_that_drips_is_stopped_as_stalled(served: Served, tmp_path: P
             timeout=5, stall_seconds=0.3,
         )  # fmt: skip
     assert leftovers(out) == []
+
+
+def test_a_slow_answer_then_a_fast_body_is_no_stall(served: Served, tmp_path: Path) -> None:
+    """The stall span starts with the body: waiting for the headers has the timeout of its own."""
+    dest = tmp_path / "late.zip"
+    sha256 = hashlib.sha256(LATE_BODY).hexdigest()
+    download(
+        served.base + LATE_PATH, dest, size=None, sha256=sha256, allow_http=True, timeout=5, stall_seconds=0.3
+    )
+    assert dest.read_bytes() == LATE_BODY
 
 
 def test_an_archive_larger_than_the_free_disk_is_refused_unwritten(

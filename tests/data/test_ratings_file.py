@@ -791,6 +791,32 @@ def test_strays_at_both_ends_are_each_named(tmp_path: Path) -> None:
     assert named == ["rating -1e+06 on line 5", "rating 1e+06 on line 6"]
 
 
+STARS = [1.0 + i % 5 for i in range(1000)]
+
+
+@pytest.mark.parametrize(
+    ("ratings", "named"),
+    [
+        ([5.0] * 300 + [1.0, 1e6], ["1e+06 on row 302 lies far from all the others (1 to 5)"]),
+        # A rare legitimate end beside a stray is part of the range the stray is measured against.
+        (
+            [2.0 + i % 4 for i in range(1000)] + [1.0] * 5 + [1e6],
+            ["1e+06 on row 1006 lies far from all the others (1 to 5)"],
+        ),
+        ([7.0 + i % 2 for i in range(1000)] + [1.0, 10.0], []),  # rare ends, neither far from the other
+        ([5.0] * 300 + [4.0, 6.0], []),
+        (STARS, []),
+    ],
+)
+def test_stray_warnings_name_only_strays(ratings: list[float], named: list[str]) -> None:
+    frame = pd.DataFrame({"user": range(len(ratings)), "item": 1, "rating": ratings})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        RatingsDataset.from_frame(frame)
+    far = [str(warning.message) for warning in caught if "lies far" in str(warning.message)]
+    assert [message.split("rating ", 1)[1].split(", and")[0] for message in far] == named
+
+
 # --- polars' type inference: a column that changes past the rows it looked at --------------------------
 
 

@@ -119,7 +119,12 @@ def test_members_no_run_can_use_are_refused(settings: dict, message: str) -> Non
 
 
 @pytest.mark.parametrize(
-    ("settings", "named"), [({"batch_size": 256}, "--bs rules"), ({"device": "cuda"}, "--device rules")]
+    ("settings", "named"),
+    [
+        ({"batch_size": 256}, "--bs rules out; leave it"),
+        ({"device": "cuda"}, "--device rules out; leave it"),
+        ({"batch_size": 256, "device": "cuda"}, "--bs and --device rule out; leave them or --members out"),
+    ],
 )
 def test_an_ensemble_with_a_flag_that_picks_the_autograd_engine_names_that_flag(
     settings: dict, named: str
@@ -129,6 +134,11 @@ def test_an_ensemble_with_a_flag_that_picks_the_autograd_engine_names_that_flag(
     ):
         config_for("dotbias", members=2, **settings)
     assert config_for("dotbias", **settings).members == 1  # the autograd engine's default: one model
+    # What RunConfig refuses whatever the engine is named by RunConfig, not put down to the flag.
+    with pytest.raises(RecsysError, match="bpmf already predicts the mean of its draws"):
+        config_for("bpmf", members=2, **settings)
+    with pytest.raises(RecsysError, match="--members 101: at most 100"):
+        config_for("dotbias", members=101, **settings)
 
 
 def test_memory_is_counted_per_member_and_a_refusal_names_members() -> None:
