@@ -107,6 +107,10 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         rating's own pair (SVD++: the items each user rated); the trainer calls it before training,
         and a fastai `Learner` user calls it once before `fit`. Most models need nothing."""
 
+    def member_models(self) -> "list[RatingModel]":
+        """The models trained apart whose mean this model predicts: itself, for all but an ensemble."""
+        return [self]
+
     def id_vectors(self) -> tuple[Tensor, Tensor] | None:
         """Every user's and every item's factor vector, (n_users, n_factors) and (n_items, n_factors),
         detached; None for a model without per-id vectors."""

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from recsys.models.base import Explanation, LearnedBiases, RatingModel
+from recsys.models.base import Explanation, LearnedBiases, RatingModel, rating_model
 
 
 class Ensemble(RatingModel):
@@ -26,7 +26,7 @@ class Ensemble(RatingModel):
         self.members = nn.ModuleList(members)
 
     def member_models(self) -> list[RatingModel]:
-        return [member for member in self.members if isinstance(member, RatingModel)]
+        return [rating_model(member) for member in self.members]
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.stack([member(x) for member in self.members]).mean(dim=0)

@@ -34,7 +34,7 @@ from recsys.config import SEED_LIMIT, RunConfig, check_device, check_threads, de
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, mae, rmse
-from recsys.models import Ensemble, RatingModel, SampledModel, rating_model
+from recsys.models import RatingModel, SampledModel, rating_model
 from recsys.models.layers import check_pair_range
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank
@@ -207,7 +207,7 @@ class _CompiledEpochs:
 
     def __init__(self, model: nn.Module, train: RatingTensors, config: RunConfig, threads: int) -> None:
         rating = rating_model(model)
-        members = rating.member_models() if isinstance(rating, Ensemble) else [rating]
+        members = rating.member_models()
         tables = [member.factorisation() for member in members]
         if distributed_rank()[1] > 1:
             raise RecsysError("--engine compiled trains in one process; under torchrun use --engine autograd")
@@ -388,7 +388,7 @@ def _check_members(model: RatingModel, config: RunConfig) -> None:
     """The model has as many members as `config` says: a single model given an ensemble's settings
     (or the reverse) would train to something neither describes, and its checkpoint, rebuilt from
     the config, would not load."""
-    members = len(model.member_models()) if isinstance(model, Ensemble) else 1
+    members = len(model.member_models())
     if members != config.members:
         raise RecsysError(
             f"the model has {members} member(s) and the config {config.members} (members); build the model "
@@ -399,7 +399,7 @@ def _check_members(model: RatingModel, config: RunConfig) -> None:
 def _check_pairs_fit_the_tables(model: RatingModel, *parts: RatingTensors) -> None:
     """The compiled kernels read rows by index unchecked: an index past a table would crash the
     process, not raise (autograd's lookups raise on their own). An ensemble's members share a shape."""
-    model = model.member_models()[0] if isinstance(model, Ensemble) else model
+    model = model.member_models()[0]
     tables = model.factorisation()
     vectors = (tables.user_factors, tables.item_factors) if tables is not None else model.id_vectors()
     if vectors is not None:

@@ -201,7 +201,7 @@ def test_every_model_trains_from_the_cli(name: str, good: Runs) -> None:
     config = json.loads((good.outs[name] / "config.json").read_text())
     assert (config["model"], config["epochs"]) == (name, 1)
     model = load_checkpoint(good.outs[name] / "checkpoint.pt").model
-    members = model.member_models() if isinstance(model, Ensemble) else [model]
+    members = model.member_models()
     assert {type(member) for member in members} == {MODELS[name]}
     assert len(members) == config["members"]
 
