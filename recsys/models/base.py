@@ -8,10 +8,12 @@ a prediction in parts; each accessor answers None for a model that has no such t
 
 import math
 from abc import ABCMeta, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, NamedTuple
 
 import numpy as np
+import torch
 from torch import Tensor, nn
 
 YRange = tuple[float, float]
@@ -44,6 +46,29 @@ class LearnedBiases:
     user: np.ndarray
     item: np.ndarray
     kind: BiasKind
+
+
+class BilinearForm(NamedTuple):
+    """A model's score for every pair at once: score[u, i] = user_vectors[u] . item_vectors[i] +
+    user_bias[u] + item_bias[i], squashed by the model's `squash` into its prediction. Full ranking
+    scores a block of users against every item from it, and fold-in fits a new user's row of it."""
+
+    user_vectors: Tensor  # (n_users, k)
+    item_vectors: Tensor  # (n_items, k)
+    user_bias: Tensor | None  # (n_users,); None: the model has no free bias per user
+    item_bias: Tensor  # (n_items,), with any global term; zeros for a model without item biases
+
+    def scores(self, users: Tensor) -> Tensor:
+        """The unsquashed scores of every item for `users`, (len(users), n_items)."""
+        scores = self.user_vectors[users] @ self.item_vectors.T + self.item_bias
+        if self.user_bias is not None:
+            scores += self.user_bias[users].unsqueeze(1)
+        return scores
+
+    def pair_scores(self, users: Tensor, items: Tensor) -> Tensor:
+        """The unsquashed scores of the pairs (users[k], items[k])."""
+        scores = (self.user_vectors[users] * self.item_vectors[items]).sum(1) + self.item_bias[items]
+        return scores if self.user_bias is None else scores + self.user_bias[users]
 
 
 class Explanation(NamedTuple):
@@ -98,6 +123,13 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
 
         return sigmoid_range(score, self.y_range)
 
+    def unsquash(self, rating: Tensor) -> Tensor:
+        """The score `squash` maps to `rating` (ratings at or past y_range's ends are brought just
+        inside it): what fold-in fits a new user's scores to."""
+        from recsys.models.layers import sigmoid_range_inverse
+
+        return sigmoid_range_inverse(rating, self.y_range)
+
     def penalty(self, x: Tensor) -> Tensor:
         """The L2 penalty of the per-id rows the batch `x` uses."""
         return self.forward_with_penalty(x)[1]
@@ -120,6 +152,11 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         """The model's per-id biases, explicit or implied; None for a model that has none."""
         return None
 
+    def bilinear_form(self) -> BilinearForm | None:
+        """The model's scores as one bilinear form over every user and item, detached; None for a
+        model whose score is not one (an ensemble: ask its members)."""
+        return None
+
     def factorisation(self) -> Factorisation | None:
         """The tables of a plain (biased or unbiased) dot product, for the compiled engine; None for a
         model of another form."""
@@ -129,6 +166,22 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         """The predictions for the pairs (users[k], items[k]) in parts, as detached tensors; None for a
         model whose prediction has no parts worth naming."""
         return None
+
+
+def mean_of_forms(
+    members: "Sequence[RatingModel]",
+    forms: Sequence[BilinearForm],
+    users: Tensor,
+    items: Tensor | None = None,
+) -> Tensor:
+    """The members' predictions from their forms, averaged as an ensemble's are: of every item for
+    `users` with `items` None, else of the pairs (users[k], items[k])."""
+    with torch.no_grad():
+        predictions = [
+            member.squash(form.scores(users) if items is None else form.pair_scores(users, items))
+            for member, form in zip(members, forms, strict=True)
+        ]
+        return torch.stack(predictions).mean(dim=0)
 
 
 def rating_model(model: nn.Module) -> RatingModel:

@@ -12,7 +12,7 @@ product).
 import torch
 from torch import Tensor, nn
 
-from recsys.models.base import Explanation, LearnedBiases, SampledModel, YRange, to_numpy
+from recsys.models.base import BilinearForm, Explanation, LearnedBiases, SampledModel, YRange, to_numpy
 from recsys.models.layers import (
     bias_table,
     embedding_table,
@@ -112,6 +112,20 @@ class BayesianMF(SampledModel):
 
     def id_vectors(self) -> tuple[Tensor, Tensor] | None:
         return self.user_factors.weight.detach(), self.item_factors.weight.detach()
+
+    def bilinear_form(self) -> BilinearForm | None:
+        """The draws' factors side by side, the users' scaled by factor_scale; the global bias rides
+        with the items'."""
+        return BilinearForm(
+            (self.user_factors.weight * self.factor_scale).detach(),
+            self.item_factors.weight.detach(),
+            self.user_bias.weight[:, 0].detach(),
+            (self.item_bias.weight[:, 0] + self.global_bias).detach(),
+        )
+
+    def unsquash(self, rating: Tensor) -> Tensor:
+        """Clipping has no inverse inside y_range: the rating is the score."""
+        return rating
 
     def learned_biases(self) -> LearnedBiases | None:
         return LearnedBiases(

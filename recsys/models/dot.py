@@ -6,7 +6,15 @@ from abc import abstractmethod
 import torch
 from torch import Tensor
 
-from recsys.models.base import Explanation, Factorisation, LearnedBiases, RatingModel, YRange, to_numpy
+from recsys.models.base import (
+    BilinearForm,
+    Explanation,
+    Factorisation,
+    LearnedBiases,
+    RatingModel,
+    YRange,
+    to_numpy,
+)
 from recsys.models.layers import (
     bias_table,
     embedding_table,
@@ -46,6 +54,17 @@ class DotModel(RatingModel):
         """The offset vectors b_u and b_i added to every user's and every item's vector (a Linear
         layer's bias) before the dot product; None when there are none."""
         return None
+
+    def bilinear_form(self) -> BilinearForm | None:
+        """Each id's vector with its side's shared offset added: (u + b_u) . (i + b_i), no free biases."""
+        vectors = self.id_vectors()
+        if vectors is None:
+            return None
+        user_vectors, item_vectors = vectors
+        offsets = self.shared_offsets()
+        if offsets is not None:
+            user_vectors, item_vectors = user_vectors + offsets[0], item_vectors + offsets[1]
+        return BilinearForm(user_vectors, item_vectors, None, item_vectors.new_zeros(len(item_vectors)))
 
     def learned_biases(self) -> LearnedBiases | None:
         """Implied biases from the shared offsets: expanding (u + b_u) . (i + b_i) = u.i + b_u.i + u.b_i
@@ -121,6 +140,13 @@ class DotProductBias(DotProduct):
     def factorisation(self) -> Factorisation | None:
         return Factorisation(
             self.user_factors.weight, self.item_factors.weight, self.user_bias.weight, self.item_bias.weight
+        )
+
+    def bilinear_form(self) -> BilinearForm | None:
+        form = super().bilinear_form()
+        assert form is not None, "a dot product has vectors"
+        return form._replace(
+            user_bias=self.user_bias.weight[:, 0].detach(), item_bias=self.item_bias.weight[:, 0].detach()
         )
 
     def explain(self, users: Tensor, items: Tensor) -> Explanation | None:

@@ -19,6 +19,16 @@ def sigmoid_range(x: Tensor, y_range: YRange | None) -> Tensor:
     return torch.sigmoid(x) * (high - low) + low
 
 
+def sigmoid_range_inverse(y: Tensor, y_range: YRange | None) -> Tensor:
+    """The x that `sigmoid_range` maps to y, with y first brought a millionth of the range inside
+    its ends (where the inverse is infinite); identity for None."""
+    if y_range is None:
+        return y
+    low, high = y_range
+    share = ((y - low) / (high - low)).clamp(1e-6, 1 - 1e-6)
+    return torch.logit(share)
+
+
 def init_normal_(weight: Tensor, generator: torch.Generator | None) -> Tensor:
     """Normal(0, INIT_STD) initialisation drawn from the caller's generator (no global seeding)."""
     with torch.no_grad():

@@ -1,0 +1,212 @@
+"""Top-N lists judged in full ranking: precision, recall, NDCG, MAP, MRR and hit rate at k, with
+catalogue coverage, the popularity of what is recommended and the Gini index of exposure.
+
+The protocol (docs/evaluation.md says why each choice): a judged user is one with at least one
+relevant test item; every item the user did not rate in training is a candidate, ranked in full
+(no sampled negatives); relevant means a test rating at or above a threshold. Users are scored a
+block at a time, so memory stays bounded whatever the number of users.
+"""
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from recsys.data.encoding import RatingTensors
+from recsys.evaluate.scorers import Scorer
+
+KS = (5, 10, 20)
+RELEVANT_SHARE = 0.75  # of the way up the rating scale: 4 stars on 1-5, 8 on 2-10
+BLOCK_ENTRIES = 1 << 22  # user x item scores held at once (16 MB of float32)
+PER_USER_METRICS = ("precision", "recall", "ndcg", "ndcg_graded", "map", "mrr", "hit_rate")
+CATALOGUE_METRICS = ("coverage", "popularity", "gini")
+
+
+def relevance_threshold(rating_scale: tuple[float, float]) -> float:
+    """The rating at or above which a test item is relevant: 4 on a 1-5 scale, scaled on others."""
+    low, high = rating_scale
+    return low + RELEVANT_SHARE * (high - low)
+
+
+def _csr(rows: Tensor, columns: Tensor, n_rows: int) -> tuple[Tensor, Tensor]:
+    """Row starts and the columns of each row, for pairs sorted by row."""
+    order = torch.argsort(rows, stable=True)
+    starts = torch.zeros(n_rows + 1, dtype=torch.long)
+    starts[1:] = torch.cumsum(torch.bincount(rows, minlength=n_rows), 0)
+    return starts, columns[order]
+
+
+@dataclass(frozen=True)
+class RankingTask:
+    """Who is judged, what each may be recommended, and what is relevant to them."""
+
+    n_items: int
+    users: Tensor  # inner indices of the judged users, ascending
+    rated_starts: Tensor  # (n_users + 1,): user u rated rated_items[rated_starts[u]:rated_starts[u + 1]]
+    rated_items: Tensor
+    relevant_starts: Tensor  # (len(users) + 1,): the judged users' relevant items, in `users` order
+    relevant_items: Tensor
+    relevant_gains: Tensor  # each relevant item's test rating: the graded NDCG's gain
+    popularity: Tensor  # (n_items,): share of training users who rated each item
+    threshold: float | None  # None: every test item is relevant
+
+    def relevant_of(self, position: int) -> tuple[Tensor, Tensor]:
+        """The relevant items and their gains of the judged user at `position` in `users`."""
+        start, end = int(self.relevant_starts[position]), int(self.relevant_starts[position + 1])
+        return self.relevant_items[start:end], self.relevant_gains[start:end]
+
+
+def ranking_task(
+    train: RatingTensors, test: RatingTensors, n_users: int, n_items: int, threshold: float | None
+) -> RankingTask:
+    """The task for encoded training and test ratings: relevant is a test rating >= `threshold`
+    (None: any test rating) of an item the user did not rate in training; a pair rated twice in
+    test counts once, with its highest rating."""
+    train_users, train_items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
+    rated_keys = torch.unique(train_users * n_items + train_items)
+    rated_starts, rated_items = _csr(rated_keys // n_items, rated_keys % n_items, n_users)
+    test_users, test_items, ratings = test.x[:, 0].cpu(), test.x[:, 1].cpu(), test.y.cpu().double()
+    keep = torch.ones(len(ratings), dtype=torch.bool) if threshold is None else ratings >= threshold
+    keys = test_users[keep] * n_items + test_items[keep]
+    gains = ratings[keep]
+    keep = ~torch.isin(keys, rated_keys)
+    keys, gains = keys[keep], gains[keep]
+    # Highest rating first, so that unique's first occurrence of a repeated pair is its best.
+    order = torch.argsort(gains, descending=True, stable=True)
+    keys, gains = keys[order], gains[order]
+    unique_keys, inverse = torch.unique(keys, return_inverse=True)
+    first = torch.full((len(unique_keys),), len(keys), dtype=torch.long).scatter_reduce(
+        0, inverse, torch.arange(len(keys)), "amin"
+    )
+    keys, gains = unique_keys, gains[first]  # unique_keys is sorted: by user, then item
+    users, counts = torch.unique(keys // n_items, return_counts=True)
+    relevant_starts = torch.zeros(len(users) + 1, dtype=torch.long)
+    relevant_starts[1:] = torch.cumsum(counts, 0)
+    popularity = torch.bincount(rated_keys % n_items, minlength=n_items).double() / max(n_users, 1)
+    return RankingTask(
+        n_items,
+        users,
+        rated_starts,
+        rated_items,
+        relevant_starts,
+        keys % n_items,
+        gains,
+        popularity,
+        threshold,
+    )
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One block of judged users' lists: `top` (b, k) items, -1 past a user's last candidate."""
+
+    positions: slice  # the block's users as positions in task.users
+    top: Tensor
+    gains: Tensor  # (b, n_items): each item's gain for each user, 0 where not relevant
+
+
+def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> Iterator[_Block]:
+    """The judged users' top-`k` lists among their candidates, a block of users at a time."""
+    n_items = task.n_items
+    size = max(1, block_entries // max(n_items, 1))
+    for first in range(0, len(task.users), size):
+        positions = slice(first, min(first + size, len(task.users)))
+        users = task.users[positions]
+        b = len(users)
+        scores = scorer(users).float()
+        rows, items = _rows_of(task.rated_starts, task.rated_items, users)
+        excluded = torch.zeros(b * n_items, dtype=torch.bool)
+        excluded[rows * n_items + items] = True
+        scores = scores.masked_fill(excluded.view(b, n_items), -torch.inf)
+        values, top = torch.topk(scores, min(k, n_items), dim=1)
+        top = top.masked_fill(values == -torch.inf, -1)
+        relevant_rows, relevant_items = _rows_of(
+            task.relevant_starts, task.relevant_items, torch.arange(positions.start, positions.stop)
+        )
+        gains = torch.zeros(b, n_items, dtype=torch.float64)
+        starts = task.relevant_starts
+        gains[relevant_rows, relevant_items] = task.relevant_gains[
+            starts[positions.start] : starts[positions.stop]
+        ]
+        yield _Block(positions, top, gains)
+
+
+def _rows_of(starts: Tensor, columns: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """The CSR entries of `rows`, as (position in `rows`, column) pairs."""
+    sizes = starts[rows + 1] - starts[rows]
+    block_rows = torch.repeat_interleave(torch.arange(len(rows)), sizes)
+    offsets = torch.arange(int(sizes.sum())) - torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes)
+    return block_rows, columns[starts[rows][block_rows] + offsets]
+
+
+def top_lists(scorer: Scorer, task: RankingTask, k: int, block_entries: int = BLOCK_ENTRIES) -> np.ndarray:
+    """Each judged user's top-`k` candidates, best first: (len(task.users), k) inner item indices,
+    -1 where a user has fewer than k candidates."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    lists = [block.top for block in _blocks(scorer, task, k, block_entries)]
+    return torch.cat(lists).numpy() if lists else np.zeros((0, k), dtype=np.int64)
+
+
+def gini(counts: Tensor) -> float:
+    """Gini index of exposure counts over the catalogue: 0 when every item is shown equally often,
+    near 1 when one item takes every slot."""
+    ordered = torch.sort(counts.double()).values
+    total = float(ordered.sum())
+    n = len(ordered)
+    if total == 0 or n == 0:
+        return 0.0
+    ranks = torch.arange(1, n + 1, dtype=torch.float64)
+    return float(((2 * ranks - n - 1) * ordered).sum() / (n * total))
+
+
+def evaluate_ranking(
+    scorer: Scorer, task: RankingTask, ks: Sequence[int] = KS, block_entries: int = BLOCK_ENTRIES
+) -> dict[str, float]:
+    """Every metric at every k in `ks`, as "precision@10" and so on: per-user metrics averaged over
+    the judged users, catalogue metrics over all of their lists. "users" counts the judged users."""
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks must be one or more lengths of at least 1, got {list(ks)}")
+    k_max = max(ks)
+    discount = 1.0 / torch.log2(torch.arange(2, k_max + 2, dtype=torch.float64))
+    ideal_binary = torch.cumsum(discount, 0)
+    sums = {f"{metric}@{k}": 0.0 for metric in PER_USER_METRICS for k in ks}
+    exposure = {k: torch.zeros(task.n_items, dtype=torch.float64) for k in ks}
+    shown_popularity = dict.fromkeys(ks, 0.0)
+    for block in _blocks(scorer, task, k_max, block_entries):
+        valid = block.top >= 0
+        gain_at = block.gains.gather(1, block.top.clamp(min=0)) * valid
+        hits = (gain_at > 0).double()
+        n_relevant = (block.gains > 0).sum(1).double()
+        ideal_gains = torch.topk(block.gains, min(k_max, task.n_items), dim=1).values
+        ranks = torch.arange(1, hits.shape[1] + 1, dtype=torch.float64)
+        for k in ks:
+            hit_k, width = hits[:, :k], min(k, hits.shape[1])
+            n_hits = hit_k.sum(1)
+            capped = torch.clamp(n_relevant, max=k)
+            sums[f"precision@{k}"] += float((n_hits / k).sum())
+            sums[f"recall@{k}"] += float((n_hits / n_relevant).sum())
+            sums[f"hit_rate@{k}"] += float((n_hits > 0).sum())
+            dcg = (hit_k * discount[:width]).sum(1)
+            sums[f"ndcg@{k}"] += float((dcg / ideal_binary[capped.long() - 1]).sum())
+            graded = (gain_at[:, :k] * discount[:width]).sum(1)
+            sums[f"ndcg_graded@{k}"] += float((graded / (ideal_gains[:, :k] * discount[:width]).sum(1)).sum())
+            precision_at = torch.cumsum(hit_k, 1) / ranks[:width]
+            sums[f"map@{k}"] += float(((precision_at * hit_k).sum(1) / capped).sum())
+            sums[f"mrr@{k}"] += float((hit_k / ranks[:width]).max(1).values.sum())
+            shown = block.top[:, :k][valid[:, :k]]
+            exposure[k] += torch.bincount(shown, minlength=task.n_items).double()
+            shown_popularity[k] += float(task.popularity[shown].sum())
+    n_users = len(task.users)
+    results: dict[str, float] = {"users": float(n_users)}
+    for metric in PER_USER_METRICS:
+        for k in ks:
+            results[f"{metric}@{k}"] = sums[f"{metric}@{k}"] / n_users if n_users else float("nan")
+    for k in ks:
+        slots = float(exposure[k].sum())
+        results[f"coverage@{k}"] = float((exposure[k] > 0).sum()) / task.n_items if task.n_items else 0.0
+        results[f"popularity@{k}"] = shown_popularity[k] / slots if slots else float("nan")
+        results[f"gini@{k}"] = gini(exposure[k])
+    return results

@@ -1,0 +1,93 @@
+"""Fold-in: a user the model never saw, placed among the trained items from a few ratings.
+
+The item side stays as trained; the user's vector (and bias, where the model has one per user) is a
+ridge regression in closed form, as LensKit folds new users into its matrix factorisation. The
+ratings are first mapped back through the model's squash (`RatingModel.unsquash`), so that the
+regression is linear in the score: minimise sum_j (x_j . w - (unsquash(r_j) - item_bias_j))^2 +
+regularization * |w|^2, where x_j is item j's vector (with a 1 appended for the user's bias). An
+ensemble folds the user into each member and predicts the members' mean, as it does for known users.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from recsys.errors import RecsysError
+from recsys.models.base import BilinearForm, RatingModel, mean_of_forms, rating_model
+
+# Chosen by validation inside ML-100K's u1.base (docs/evaluation.md, "Fold-in").
+REGULARIZATION = 1.0
+
+
+@dataclass(frozen=True)
+class FoldedUsers:
+    """New users as rows of each member's bilinear form: new user j is row j."""
+
+    members: list[RatingModel]
+    forms: list[BilinearForm]  # the members' item sides with the new users' rows
+
+    def __len__(self) -> int:
+        return len(self.forms[0].user_vectors)
+
+    def scores(self, users: Tensor) -> Tensor:
+        """Predicted ratings of every item for new users `users` (rows of this fold-in): a scorer."""
+        return mean_of_forms(self.members, self.forms, users)
+
+    def predict(self, users: Tensor, items: Tensor) -> Tensor:
+        """Predicted ratings of the pairs (users[k], items[k]): new-user rows and inner item indices."""
+        return mean_of_forms(self.members, self.forms, users, items)
+
+
+def _ridge(features: Tensor, targets: Tensor, regularization: float) -> Tensor:
+    """argmin_w |features w - targets|^2 + regularization |w|^2, solved in whichever of the primal
+    (k x k) and dual (n x n) forms is smaller."""
+    n, k = features.shape
+    if n == 0:
+        return features.new_zeros(k)
+    if n < k:
+        gram = features @ features.T + regularization * torch.eye(n, dtype=features.dtype)
+        return features.T @ torch.linalg.solve(gram, targets)
+    gram = features.T @ features + regularization * torch.eye(k, dtype=features.dtype)
+    return torch.linalg.solve(gram, features.T @ targets)
+
+
+def _item_side(model: RatingModel) -> list[tuple[RatingModel, BilinearForm]]:
+    """Each member with its bilinear form; a model without one is an error saying so."""
+    members = model.member_models()
+    pairs = [(member, member.bilinear_form()) for member in members]
+    if any(form is None for _, form in pairs):
+        raise RecsysError(f"{type(model).__name__} has no user vectors to fold a new user into")
+    return pairs  # type: ignore[return-value]
+
+
+def fold_in(
+    model: RatingModel,
+    ratings_of_users: Sequence[tuple[Tensor, Tensor]],
+    regularization: float = REGULARIZATION,
+) -> FoldedUsers:
+    """Fit a new user to each (inner item indices, ratings) pair of `ratings_of_users`, with the
+    model's item side fixed. A user with no ratings gets a zero vector and bias: the bias-only cold
+    start, the items ranked by their own terms."""
+    if not regularization > 0:
+        raise ValueError(f"regularization must be positive, got {regularization!r}")
+    members, forms = [], []
+    for member, form in _item_side(rating_model(model)):
+        item_vectors, item_bias = form.item_vectors.double(), form.item_bias.double()
+        with_bias = form.user_bias is not None
+        rows = []
+        for items, ratings in ratings_of_users:
+            items = torch.as_tensor(items, dtype=torch.long)
+            targets = member.unsquash(torch.as_tensor(ratings, dtype=torch.float64)) - item_bias[items]
+            features = item_vectors[items]
+            if with_bias:
+                features = torch.cat([features, features.new_ones(len(items), 1)], dim=1)
+            rows.append(_ridge(features, targets, regularization))
+        k = item_vectors.shape[1]
+        solved = torch.stack(rows) if rows else item_vectors.new_zeros(0, k + with_bias)
+        user_vectors = solved[:, :k].to(form.item_vectors.dtype)
+        user_bias = solved[:, k].to(form.item_bias.dtype) if with_bias else None
+        members.append(member)
+        forms.append(BilinearForm(user_vectors, form.item_vectors, user_bias, form.item_bias))
+    return FoldedUsers(members, forms)
