@@ -5,6 +5,7 @@ analysis is read from the first fold.
 """
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -17,8 +18,14 @@ from recsys.data.dataset import RatingsDataset
 from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS
 from recsys.errors import RecsysError
 from recsys.models import MODELS
-from recsys.workflows.compare import Comparison, compare_models, measurement_sections
-from recsys.workflows.report import claim_report_folder, fold_summary, write_report
+from recsys.workflows.compare import Comparison, Relevant, compare_models, measurement_sections
+from recsys.workflows.report import (
+    RANKING_COLUMNS,
+    claim_report_folder,
+    fold_summary,
+    ranking_summary,
+    write_report,
+)
 
 FOLDS = PREDEFINED_FOLDS[:5]  # u1..u5: together they test every rating once
 COST_SIZES = (1_000, 10_000, 100_000)
@@ -47,6 +54,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--unknown", choices=UNKNOWN_POLICIES, default="drop", help="unseen-id policy [default: drop]"
+    )
+    parser.add_argument(
+        "--relevant",
+        type=_relevant,
+        default=None,
+        metavar="RATING|all",
+        help="a test rating at or above RATING is relevant to its user in the top-N lists; all: every "
+        "test item [default: 3/4 of the way up the rating scale, 4 on 1-5 stars]",
     )
     parser.add_argument(
         "--epochs",
@@ -79,6 +94,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out", type=Path, default=None, help="report folder [default: reports/<dataset>-<split>]"
     )
     return parser.parse_args(argv)
+
+
+def _relevant(text: str) -> Relevant:
+    """--relevant's value: a finite rating, or "all"."""
+    if text.strip().casefold() == "all":
+        return "all"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rating or 'all', got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite rating, got {text!r}")
+    return value
 
 
 def say(line: str) -> None:
@@ -126,21 +154,31 @@ def _compare_into(
                 unknown=args.unknown,
                 truth=planted_truth(dataset.name),
                 progress=not args.no_progress,
+                relevant="scale" if args.relevant is None else args.relevant,
                 engine=engine,
                 epochs=args.epochs,
             )
         )
-    fold_scores = None
+    fold_scores = fold_ranking = None
     if len(comparisons) > 1:
         fold_scores = pd.concat(
             [c.score_table().assign(fold=c.split) for c in comparisons], ignore_index=True
         )
+        fold_ranking = pd.concat([c.ranking.assign(fold=c.split) for c in comparisons], ignore_index=True)
     sections = (
         {} if args.no_measurements else measurement_sections(comparisons[0], args.cost_sizes, progress=say)
     )
-    report = write_report(comparisons[0], out, fold_scores=fold_scores, extra_sections=sections)
+    report = write_report(
+        comparisons[0], out, fold_scores=fold_scores, fold_ranking=fold_ranking, extra_sections=sections
+    )
     table = fold_summary(fold_scores) if fold_scores is not None else comparisons[0].score_table()
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    lists = (
+        ranking_summary(fold_ranking)
+        if fold_ranking is not None
+        else comparisons[0].ranking[["model", *RANKING_COLUMNS[:5], "coverage@10"]]
+    )
+    print(lists.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"report: {report}")
     return 0
 

@@ -180,6 +180,7 @@ class EncodedSplit:
     test: RatingTensors
     unknown_test_ratings: np.ndarray  # ratings of test rows whose user or item is unseen
     train_mean: float
+    train_times: np.ndarray | None = None  # each training rating's timestamp: a user's first ratings
 
 
 def encode_ratings(ratings: pd.DataFrame, users: IdMap, items: IdMap) -> RatingTensors:
@@ -206,4 +207,5 @@ def encode_split(split: Split) -> EncodedSplit:
         test=encode_ratings(split.test[known], users, items),
         unknown_test_ratings=split.test["rating"].to_numpy(np.float32)[~known],
         train_mean=float(split.train["rating"].mean()),
+        train_times=split.train["timestamp"].to_numpy() if "timestamp" in split.train else None,
     )

@@ -1,13 +1,16 @@
-"""Every model on the same split: accuracy and cost beside the baselines, and what the biases learned.
+"""Every model on the same split: accuracy, top-N lists and cost beside the baselines, and what the
+biases learned.
 
-`compare_models` trains each model with its tuned defaults on one split; `item_table`/`user_table`
+`compare_models` trains each model with its tuned defaults on one split, scores its ratings and its
+top-N lists (beside a popularity chart, the damped item bias and chance) and folds new users in;
+`item_table`/`user_table`
 line up the learned biases with the damped baseline, simple statistics of the data and (on
 synthetic data) the planted truth; `bias_correlations` turns "the biases make sense" into numbers.
 """
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -20,8 +23,12 @@ from recsys.data.encoding import EncodedSplit, RatingTensors
 from recsys.data.synthetic import PlantedTruth
 from recsys.evaluate.baselines import DampedBias, fit_damped_bias, global_mean
 from recsys.evaluate.biases import learned_biases
+from recsys.evaluate.fold_in_curve import fold_in_curve
 from recsys.evaluate.metrics import evaluate_test
+from recsys.evaluate.ranking import KS, evaluate_ranking, ranking_task, relevance_threshold
+from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer, random_scorer
 from recsys.models import model_names
+from recsys.models.base import RatingModel
 from recsys.studies.bag_cost import MODES as BAG_MODES
 from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
 from recsys.studies.bag_cost import bag_versus_multi_hot
@@ -31,6 +38,10 @@ from recsys.workflows.experiment import train_and_evaluate
 
 BASELINES = ("global-mean", "damped-bias")
 BASELINE_COLUMN = "damped-bias"
+# Lists every model's are read against: the training counts' chart, the damped bias baseline's
+# (its user bias is the same for every item, so it ranks by damped item bias) and chance.
+RANKING_BASELINES = ("most-popular", BASELINE_COLUMN, "random")
+Relevant = float | Literal["all", "scale"]
 LOOKUP_VARIANTS = ("embedding", "sparse_embedding", "sparse_one_hot", "dense_one_hot")
 
 
@@ -58,6 +69,9 @@ class Comparison:
     data: EncodedSplit
     scores: list[ModelScore]
     models: dict[str, nn.Module]
+    ranking: pd.DataFrame  # one row per model and ranking baseline: "model", then metric@k columns
+    threshold: float | None  # a test rating at or above it is relevant; None: every test item is
+    fold_in: dict[str, pd.DataFrame]  # per model that has user vectors: its fold-in curve
     truth: PlantedTruth | None = None
 
     def score_table(self) -> pd.DataFrame:
@@ -81,10 +95,13 @@ def compare_models(
     unknown: str = "drop",
     truth: PlantedTruth | None = None,
     progress: bool = False,
+    relevant: Relevant = "scale",
     **overrides: Any,
 ) -> Comparison:
     """Train each of `models` (None: every registered model) with its defaults (plus `overrides`) on
-    the same split and score it."""
+    the same split and score its ratings and its top-N lists. A test rating at or above `relevant`
+    is relevant to its user ("scale": 3/4 of the way up the dataset's rating scale; "all": every
+    test item)."""
     scores: list[ModelScore] = []
     trained: dict[str, nn.Module] = {}
     data: EncodedSplit | None = None
@@ -112,7 +129,59 @@ def compare_models(
         trained[name] = model
         test = evaluate_test(model, data, unknown)
         baseline_rows.append(ModelScore(name, test["rmse"], test["mae"], 0.0, _fitted_size(model)))
-    return Comparison(dataset, split, seed, unknown, data, baseline_rows + scores, trained, truth)
+    threshold = _threshold(relevant, dataset.rating_scale)
+    ranking = rank_models(trained, data, threshold, seed)
+    curves = {
+        name: fold_in_curve(model, data, threshold)
+        for name, model in trained.items()
+        if name not in BASELINES and _has_user_vectors(model)
+    }
+    return Comparison(
+        dataset,
+        split,
+        seed,
+        unknown,
+        data,
+        baseline_rows + scores,
+        trained,
+        ranking,
+        threshold,
+        curves,
+        truth,
+    )
+
+
+def _threshold(relevant: Relevant, rating_scale: tuple[float, float]) -> float | None:
+    """The relevance threshold `relevant` names."""
+    if relevant == "scale":
+        return relevance_threshold(rating_scale)
+    if relevant == "all":
+        return None
+    return float(relevant)
+
+
+def _has_user_vectors(model: nn.Module) -> bool:
+    """Whether a new user can be folded into `model`: every member is a bilinear form."""
+    return isinstance(model, RatingModel) and all(
+        member.bilinear_form() is not None for member in model.member_models()
+    )
+
+
+def rank_models(
+    models: dict[str, nn.Module], data: EncodedSplit, threshold: float | None, seed: int
+) -> pd.DataFrame:
+    """Every trained model's top-N lists and the ranking baselines', judged on the same task."""
+    n_items = len(data.items)
+    task = ranking_task(data.train, data.test, len(data.users), n_items, threshold)
+    popularity = torch.bincount(data.train.x[:, 1], minlength=n_items).double()
+    scorers: dict[str, Scorer] = {
+        name: model_scorer(model, n_items) for name, model in models.items() if name not in BASELINES
+    }
+    scorers["most-popular"] = constant_scorer(popularity)
+    scorers[BASELINE_COLUMN] = model_scorer(models[BASELINE_COLUMN], n_items)
+    scorers["random"] = random_scorer(n_items, seed)
+    rows = [{"model": name, **evaluate_ranking(scorer, task, KS)} for name, scorer in scorers.items()]
+    return pd.DataFrame(rows)
 
 
 def models_with_biases(comparison: Comparison) -> list[str]:

@@ -23,6 +23,7 @@ from recsys.files import write_json
 from recsys.workflows.compare import (
     BASELINE_COLUMN,
     BASELINES,
+    RANKING_BASELINES,
     Comparison,
     bias_correlations,
     extreme_items,
@@ -42,6 +43,21 @@ REPORT_FILES = (
     "item_bias_scatter.png",
     "bias_distributions.png",
     "item_map.png",
+    "ndcg_against_rmse.png",
+    "fold_in.png",
+)
+# The ranking table's columns in the report (every metric at every k goes to results.json).
+RANKING_COLUMNS = (
+    "precision@10",
+    "recall@10",
+    "ndcg@10",
+    "ndcg_graded@10",
+    "map@10",
+    "mrr@10",
+    "hit_rate@10",
+    "coverage@10",
+    "popularity@10",
+    "gini@10",
 )
 
 
@@ -142,6 +158,89 @@ def plot_rmse(scores: pd.DataFrame, path: Path, title: str) -> str:
     return _save(figure, path)
 
 
+def ranking_summary(fold_ranking: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation over folds of the report's ranking columns (rows: fold, model, ...)."""
+    grouped = fold_ranking.groupby("model", sort=False)[list(RANKING_COLUMNS[:5])]
+    means, spreads = grouped.mean(), grouped.std()
+    summary = pd.DataFrame(index=means.index)
+    for column in means:
+        summary[f"{column}_mean"], summary[f"{column}_std"] = means[column], spreads[column]
+    return summary.reset_index()
+
+
+def plot_ndcg_against_rmse(scores: pd.DataFrame, ranking: pd.DataFrame, path: Path) -> str:
+    """Each trained model's test RMSE against its NDCG@10, with the popularity chart's NDCG@10 as a line."""
+    joined = scores.merge(ranking, on="model")
+    joined = joined[~joined["model"].isin(BASELINES)]
+    figure = Figure(figsize=(7, 4.5))
+    axes = figure.subplots()
+    axes.scatter(joined["rmse"], joined["ndcg@10"], color="tab:blue")
+    for row in joined.itertuples(index=False):
+        axes.annotate(str(row.model), (row.rmse, row[joined.columns.get_loc("ndcg@10")]), fontsize=8)
+    popular = ranking.loc[ranking["model"] == "most-popular", "ndcg@10"]
+    if len(popular):
+        axes.axhline(float(popular.iloc[0]), linestyle="--", color="grey", linewidth=1)
+        axes.annotate("most-popular", (float(joined["rmse"].min()), float(popular.iloc[0])), fontsize=8)
+    axes.set(
+        xlabel="test RMSE (lower is better)",
+        ylabel="NDCG@10, full ranking (higher is better)",
+        title="Rating accuracy against list quality",
+    )
+    return _save(figure, path)
+
+
+def plot_fold_in(curves: dict[str, pd.DataFrame], path: Path) -> str:
+    """RMSE and NDCG@10 of folded-in users against ratings known, one line per model, the trained
+    model's value as a dashed line of the same colour."""
+    figure = Figure(figsize=(11, 4.2))
+    rmse_axes, ndcg_axes = figure.subplots(1, 2)
+    for index, (name, curve) in enumerate(curves.items()):
+        colour = f"C{index}"
+        folded = curve[curve["ratings_known"] != "trained"]
+        trained = curve[curve["ratings_known"] == "trained"].iloc[0]
+        known = folded["ratings_known"].astype(int)
+        for axes, column in ((rmse_axes, "rmse"), (ndcg_axes, "ndcg@10")):
+            axes.plot(known, folded[column], marker="o", color=colour, label=name)
+            axes.axhline(float(trained[column]), linestyle="--", color=colour, linewidth=1)
+    rmse_axes.set(xlabel="ratings known (0: bias-only cold start)", ylabel="test RMSE", title="Fold-in: RMSE")
+    ndcg_axes.set(xlabel="ratings known", ylabel="NDCG@10", title="Fold-in: NDCG@10 (dashed: trained)")
+    rmse_axes.legend()
+    return _save(figure, path)
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame) -> str:
+    """What RMSE and NDCG@10 say about each trained model, in numbers read from the tables."""
+    joined = scores.merge(ranking, on="model")
+    joined = joined[~joined["model"].isin(BASELINES)].reset_index(drop=True)
+    if joined.empty:
+        return ""
+    by_rmse = joined["rmse"].rank(method="min").astype(int)
+    by_ndcg = joined["ndcg@10"].rank(method="min", ascending=False).astype(int)
+    popular = ranking.loc[ranking["model"] == "most-popular", "ndcg@10"]
+    chart = float(popular.iloc[0]) if len(popular) else float("nan")
+    lines = []
+    for index, row in joined.iterrows():
+        versus = "above" if row["ndcg@10"] > chart else "below"
+        lines.append(
+            f"`{row['model']}` is {_ordinal(by_rmse[index])} of {len(joined)} by RMSE ({row['rmse']:.4f}) "
+            f"and {_ordinal(by_ndcg[index])} by NDCG@10 ({row['ndcg@10']:.3f}, {versus} the popularity "
+            f"chart's {chart:.3f}; coverage@10 {row['coverage@10']:.3f})."
+        )
+    agree = float(joined["rmse"].rank().corr(-joined["ndcg@10"].rank())) if len(joined) > 1 else float("nan")
+    lines.append(
+        "A lower RMSE is a better fit to the ratings a user gave; NDCG@10 asks whether the items a user "
+        "went on to rate highly are at the top of a list drawn from every item they had not rated. "
+        f"Spearman's rho between the two orders here: {agree:.2f}. Rating models are trained on the "
+        "ratings people chose to give, not on which items they chose, so a low RMSE need not give "
+        "good lists, while a popularity chart ranks exactly by what people choose."
+    )
+    return " ".join(lines)
+
+
 def plot_bias_scatter(items: pd.DataFrame, model: str, implied: str | None, path: Path) -> str:
     """`model`'s item biases against the `implied` model's, the damped baseline's and the planted ones."""
     others = [c for c in (implied, BASELINE_COLUMN, "planted") if c is not None and c in items]
@@ -216,12 +315,14 @@ def write_report(
     out: Path,
     *,
     fold_scores: pd.DataFrame | None = None,
+    fold_ranking: pd.DataFrame | None = None,
     extra_sections: dict[str, tuple[str, pd.DataFrame]] | None = None,
 ) -> Path:
     """Write report.md, results.json and the figures for `comparison` into `out`; return report.md.
 
     `fold_scores` (fold, model, engine, rmse, mae, seconds, parameters rows) adds the mean and spread over
-    folds; `extra_sections` adds titled tables (e.g. measurements of embedding versus Linear).
+    folds, and `fold_ranking` (fold, model, metric@k rows) the same for the top-N lists;
+    `extra_sections` adds titled tables (e.g. measurements of embedding versus Linear).
     Everything is drawn in a folder of its own inside `out` first, then moved in, replacing an earlier
     report's files (those this one does not draw are removed): stopped part way, the run leaves the
     earlier report whole.
@@ -229,7 +330,7 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     draft = Path(tempfile.mkdtemp(dir=out, prefix=DRAFT_PREFIX))
     try:
-        _write_report_files(comparison, draft, fold_scores, extra_sections)
+        _write_report_files(comparison, draft, fold_scores, fold_ranking, extra_sections)
         for name in REPORT_FILES:
             if not (draft / name).exists():
                 (out / name).unlink(missing_ok=True)
@@ -244,6 +345,7 @@ def _write_report_files(
     comparison: Comparison,
     out: Path,
     fold_scores: pd.DataFrame | None,
+    fold_ranking: pd.DataFrame | None,
     extra_sections: dict[str, tuple[str, pd.DataFrame]] | None,
 ) -> None:
     """The report's files, written into `out`."""
@@ -279,6 +381,7 @@ def _write_report_files(
             f"![RMSE per model]({plot_rmse(scores, out / 'rmse.png', f'Test RMSE ({comparison.split})')})"
         )
     md += ["", f"![Learning curves]({plot_learning_curves(comparison, out / 'learning_curves.png')})", ""]
+    md += _ranking_section(comparison, scores, fold_ranking, out)
 
     md += ["## What the biases learned", ""]
     no_bias = [s.name for s in comparison.scores if s.name not in BASELINES and s.name not in biased]
@@ -352,10 +455,61 @@ def _write_report_files(
         "item_bias_correlations": item_corr.to_dict(orient="records"),
         "user_bias_correlations": user_corr.to_dict(orient="records"),
     }
+    results["relevance_threshold"] = comparison.threshold
+    results["ranking"] = comparison.ranking.to_dict(orient="records")
+    results["fold_in"] = {name: curve.to_dict(orient="records") for name, curve in comparison.fold_in.items()}
     if summary is not None:
         results["folds"] = fold_scores.to_dict(orient="records")  # type: ignore[union-attr]
         results["fold_summary"] = summary.to_dict(orient="records")
+    if fold_ranking is not None:
+        results["ranking_folds"] = fold_ranking.to_dict(orient="records")
+        results["ranking_fold_summary"] = ranking_summary(fold_ranking).to_dict(orient="records")
     for title, (_, table) in (extra_sections or {}).items():
         results[title] = table.to_dict(orient="records")
     write_json(out / "results.json", json.loads(json.dumps(results, default=float)))
     (out / "report.md").write_text("\n".join(md) + "\n")
+
+
+def _ranking_section(
+    comparison: Comparison, scores: pd.DataFrame, fold_ranking: pd.DataFrame | None, out: Path
+) -> list[str]:
+    """The report's top-N section: protocol, table, folds, the NDCG-against-RMSE figure, fold-in."""
+    ranking = comparison.ranking
+    relevant = (
+        "every test item"
+        if comparison.threshold is None
+        else f"a test rating of at least {comparison.threshold:g}"
+    )
+    md = ["## Top-N lists", ""]
+    md.append(
+        f"Each of {int(ranking['users'].iloc[0]):,} test users with at least one relevant item gets a list "
+        "drawn from every item they did not rate in training, ranked in full (no sampled negatives); "
+        f"relevant means {relevant}. Recall divides by all of a user's relevant items; NDCG's gain is 1 "
+        "per relevant item (graded: its rating); coverage is the share of the catalogue shown to "
+        "anyone, popularity the mean share of training users who rated what is shown, Gini the "
+        "inequality of exposure. Baselines: " + ", ".join(f"`{name}`" for name in RANKING_BASELINES) + "."
+    )
+    md += ["", markdown_table(ranking[["model", *RANKING_COLUMNS]], digits=3), ""]
+    if fold_ranking is not None:
+        md += ["Over the folds (mean and standard deviation):", ""]
+        md += [markdown_table(ranking_summary(fold_ranking), digits=3), ""]
+    md.append(ranking_paragraph(scores, ranking))
+    figure = plot_ndcg_against_rmse(scores, ranking, out / "ndcg_against_rmse.png")
+    md += ["", f"![NDCG@10 against RMSE]({figure})", ""]
+    if comparison.fold_in:
+        first = next(iter(comparison.fold_in.values()))
+        md += ["## New users from a few ratings (fold-in)", ""]
+        md.append(
+            f"For the {first.attrs.get('users', 0):,} test users with at least 20 training ratings, all but "
+            "their first n (by time) are hidden; each is folded into the trained model from those n "
+            "(a ridge regression for the user's vector and bias, the items fixed; n = 0 is the bias-only "
+            "cold start) and scored on their test ratings. `trained` is the model that saw all of them."
+        )
+        for column in ("rmse", "ndcg@10"):
+            table = pd.DataFrame({"ratings_known": first["ratings_known"]})
+            for name, curve in comparison.fold_in.items():
+                table[name] = curve[column].to_numpy()
+            md += ["", f"{column} of the folded-in users, per model:", "", markdown_table(table)]
+        md += [""]
+        md += [f"![Fold-in]({plot_fold_in(comparison.fold_in, out / 'fold_in.png')})", ""]
+    return md
