@@ -1,4 +1,5 @@
-"""Use a trained run: `python scripts/recommend.py RUN_DIR --user 196` (or --similar ITEM, --explain).
+"""Use a trained run: `python scripts/recommend.py RUN_DIR --user 196` (or --similar ITEM, --explain,
+or --rate "TITLE=RATING" ... for a new user).
 
 The checkpoint holds no ratings or titles, so the dataset named in its config is loaded again.
 """
@@ -12,10 +13,29 @@ import pandas as pd
 
 from recsys.commands.common import CommandParser, run
 from recsys.data.catalog import dataset_from_record
+from recsys.errors import RecsysError
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import recorded_data
-from recsys.workflows.recommend import cold_start, explain, knows_user, recommend, similar_items, trained_on
+from recsys.workflows.recommend import (
+    cold_start,
+    explain,
+    knows_user,
+    rating_pair,
+    read_rated,
+    recommend,
+    recommend_from_ratings,
+    similar_items,
+    trained_on,
+)
+
+
+def _rating_pair(text: str) -> tuple[str, float]:
+    """--rate's TITLE=RATING; argparse reports a malformed one."""
+    try:
+        return rating_pair(text)
+    except RecsysError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -25,6 +45,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     query.add_argument("--user", help="raw user id: recommend the items they have not rated")
     query.add_argument(
         "--similar", metavar="ITEM", help="an exact title (any case), or an item id: its nearest items"
+    )
+    query.add_argument(
+        "--rate",
+        action="append",
+        type=_rating_pair,
+        metavar="TITLE=RATING",
+        help="a new user's rating of an item (a title or an id), repeated for each: their top items, "
+        "the user folded into the trained model from these ratings",
+    )
+    query.add_argument(
+        "--ratings-of",
+        type=Path,
+        metavar="FILE",
+        help="a new user's ratings as a CSV file with item and rating columns: as --rate",
     )
     parser.add_argument("--top", type=int, default=10, help="how many items to list [default: 10]")
     parser.add_argument(
@@ -72,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
             "so what is left out, comes from them as they are now",
             stacklevel=1,
         )
-    if user is None:
+    if args.rate is not None or args.ratings_of is not None:
+        rated = args.rate if args.rate is not None else read_rated(args.ratings_of)
+        table = recommend_from_ratings(checkpoint, dataset, rated, args.top)
+    elif user is None:
         table = similar_items(checkpoint, dataset, args.similar, args.top)
     elif args.cold_start and not knows_user(checkpoint, user):
         print(f"user {user} is new to this model: a cold start", file=sys.stderr)

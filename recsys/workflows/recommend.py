@@ -1,12 +1,17 @@
-"""Using a trained run: top items for a user, a cold start for a new one, similar items, and why.
+"""Using a trained run: top items for a user, a cold start for a new one, a new user's top items from
+a few ratings (fold-in), similar items, and why.
 
 Every function takes raw ids and titles and returns raw ids and titles; the dataset supplies the
 titles and what each user already rated, which a checkpoint does not hold.
 """
 
+import csv
 import difflib
+import math
 import numbers
 import warnings
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,6 +24,7 @@ from recsys.evaluate.biases import learned_biases
 from recsys.evaluate.factors import cosine_neighbours, item_vectors
 from recsys.evaluate.metrics import predict
 from recsys.models import rating_model
+from recsys.models.fold_in import fold_in
 from recsys.train.checkpoints import Checkpoint
 from recsys.train.trainer import ratings_fingerprint
 from recsys.workflows.experiment import prepare
@@ -196,3 +202,82 @@ def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[st
         "score": float(explanation.score),
         "prediction": float(explanation.prediction),
     }
+
+
+def rating_pair(text: str) -> tuple[str, float]:
+    """ "TITLE=RATING" (a title or an item id, then a number) as (name, rating); the last "=" splits,
+    so a title may hold one. A malformed pair is an error quoting it."""
+    name, sep, rating = text.rpartition("=")
+    try:
+        value = float(rating)
+    except ValueError:
+        value = math.nan
+    if not sep or not name.strip() or not math.isfinite(value):
+        raise RecsysError(f"expected TITLE=RATING (e.g. 'Star Wars (1977)=5'), got {text!r}")
+    return name.strip(), value
+
+
+def read_rated(path: Path) -> list[tuple[str, float]]:
+    """A new user's ratings from a CSV file with a header naming an `item` column (titles or ids)
+    and a `rating` column; a bad line is an error naming the file and the line."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as file:
+            reader = csv.reader(file)
+            header = [name.strip().casefold() for name in next(reader, [])]
+            if "item" not in header or "rating" not in header:
+                raise RecsysError(f"{path}: expected a header naming item and rating columns, got {header}")
+            item_column, rating_column = header.index("item"), header.index("rating")
+            rated = []
+            for row in reader:
+                if not any(cell.strip() for cell in row):
+                    continue
+                where = f"{path}, line {reader.line_num}"
+                if len(row) != len(header):
+                    raise RecsysError(f"{where}: expected {len(header)} fields, got {len(row)}")
+                try:
+                    rated.append(rating_pair(f"{row[item_column]}={row[rating_column]}"))
+                except RecsysError:
+                    raise RecsysError(
+                        f"{where}: expected an item and a number, got {row[item_column]!r}, "
+                        f"{row[rating_column]!r}"
+                    ) from None
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise RecsysError(f"cannot read ratings from {path}: {error}") from None
+    if not rated:
+        raise RecsysError(f"{path}: no ratings in it")
+    return rated
+
+
+def recommend_from_ratings(
+    checkpoint: Checkpoint, dataset: RatingsDataset, rated: Sequence[tuple[int | str, float]], top: int = 10
+) -> pd.DataFrame:
+    """The `top` items for a new user who gave `rated` (title or item id, rating) pairs, by predicted
+    rating: the user is folded into the trained model (recsys.models.fold_in), with no retraining.
+    An item named twice, a rating off the dataset's scale, or a model without user vectors is an
+    error."""
+    _check_top(top)
+    if not rated:
+        raise RecsysError("a new user needs at least one rating to fold in")
+    low, high = dataset.rating_scale
+    items: dict[int, int | str] = {}
+    ratings = []
+    for name, rating in rated:
+        if not low <= rating <= high:
+            raise RecsysError(f"rating {rating:g} for {name!r} is off the scale {low:g}-{high:g}")
+        index = find_item(checkpoint, dataset, name)
+        if index in items:
+            raise RecsysError(f"{name!r} and {items[index]!r} name the same item: rate each item once")
+        items[index] = name
+        ratings.append(rating)
+    model = rating_model(checkpoint.model)
+    if not all(member.bilinear_form() is not None for member in model.member_models()):
+        raise RecsysError(
+            f"model {checkpoint.config.model!r} has no user vectors to fold a new user into; "
+            "train one that has (--model dotbias)"
+        )
+    known = torch.tensor(list(items))
+    folded = fold_in(model, [(known, torch.tensor(ratings, dtype=torch.float64))])
+    predicted = folded.scores(torch.tensor([0]))[0].numpy()
+    candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())
+    best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]
+    return _titled(dataset, checkpoint.items.decode(best), "predicted", predicted[best])

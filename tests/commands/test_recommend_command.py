@@ -135,3 +135,92 @@ def test_a_user_who_rated_everything_gets_a_line_not_an_empty_table(tmp_path: Pa
     shown = run_script(str(out), "--user", "3", cache=tmp_path / "cache")
     assert shown.returncode == 0 and shown.stdout == ""
     assert "no items to list: user 3 has rated every item this model knows" in shown.stderr
+
+
+def test_script_recommends_to_a_new_user_from_a_few_ratings(run_dir: Path, tmp_path: Path) -> None:
+    rated = ["--rate", "Synthetic item 1=5", "--rate", "synthetic item 2=1", "--rate", "3=4"]
+    result = run_script(str(run_dir), *rated, "--top", "4", cache=tmp_path)
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.strip().splitlines()
+    assert header.split() == ["item", "title", "predicted"]
+    assert len(rows) == 4
+    listed = {row.split()[0] for row in rows}
+    assert not listed & {"1", "2", "3"}  # what the user rated is not offered back
+
+
+def test_script_reads_a_new_users_ratings_from_a_file(run_dir: Path, tmp_path: Path) -> None:
+    rated = tmp_path / "mine.csv"
+    rated.write_text('item,rating\n"Synthetic item 1",5\n\n2,1\n')
+    from_file = run_script(str(run_dir), "--ratings-of", str(rated), "--top", "3", cache=tmp_path)
+    from_flags = run_script(
+        str(run_dir), "--rate", "Synthetic item 1=5", "--rate", "2=1", "--top", "3", cache=tmp_path
+    )
+    assert from_file.returncode == 0, from_file.stderr
+    assert from_file.stdout == from_flags.stdout
+
+
+@pytest.mark.parametrize(
+    ("rated", "message"),
+    [
+        (["Qwxyzzz plover=4"], "no item titled 'Qwxyzzz plover'"),
+        (["Synthetic item 1=9"], "is off the scale 1-5"),
+        (["Synthetic item 1=0"], "is off the scale 1-5"),
+        (["Synthetic item 1=5", "1=3"], "name the same item"),
+        (["Synthetic item 1"], "expected TITLE=RATING"),
+        (["Synthetic item 1=five"], "expected TITLE=RATING"),
+        (["=4"], "expected TITLE=RATING"),
+    ],
+    ids=[
+        "unknown-title",
+        "above-scale",
+        "below-scale",
+        "repeated-item",
+        "no-rating",
+        "not-a-number",
+        "no-title",
+    ],
+)
+def test_bad_rate_input_is_one_error_line(
+    run_dir: Path, tmp_path: Path, rated: list[str], message: str
+) -> None:
+    flags = [part for pair in rated for part in ("--rate", pair)]
+    result = run_script(str(run_dir), *flags, cache=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_unknown_title_suggests_close_matches(run_dir: Path, tmp_path: Path) -> None:
+    result = run_script(str(run_dir), "--rate", "Synthetic itme 1=4", cache=tmp_path)
+    assert result.returncode == 2
+    assert "did you mean: Synthetic item 1" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("title,rating\nSynthetic item 1,5\n", "expected a header naming item and rating"),
+        ("item,rating\nSynthetic item 1,5\n2,x\n", "line 3: expected an item and a number"),
+        ("item,rating\nSynthetic item 1,5,7\n", "line 2: expected 2 fields, got 3"),
+        ("item,rating\n", "no ratings in it"),
+    ],
+    ids=["no-item-column", "bad-rating", "extra-field", "empty"],
+)
+def test_a_bad_ratings_file_names_the_file_and_line(
+    run_dir: Path, tmp_path: Path, text: str, message: str
+) -> None:
+    rated = tmp_path / "mine.csv"
+    rated.write_text(text)
+    result = run_script(str(run_dir), "--ratings-of", str(rated), cache=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {rated}") and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_ensemble_takes_a_new_user_too(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    config = config_for("dotbias", dataset="tiny", epochs=1, members=2)
+    train_and_evaluate(load_dataset("tiny"), config, run_dir=folder, progress=False)
+    result = run_script(str(folder), "--rate", "Synthetic item 1=5", "--top", "2", cache=tmp_path)
+    assert result.returncode == 0, result.stderr  # folded into each member
+    assert len(result.stdout.strip().splitlines()) == 3
