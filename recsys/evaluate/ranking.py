@@ -122,6 +122,8 @@ def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> It
         scores = scores.masked_fill(excluded.view(b, n_items), -torch.inf)
         values, top = torch.topk(scores, min(k, n_items), dim=1)
         top = top.masked_fill(values == -torch.inf, -1)
+        if k > n_items:  # a list longer than the catalogue ends in -1s, as one past the candidates does
+            top = torch.cat([top, top.new_full((b, k - n_items), -1)], dim=1)
         relevant_rows, relevant_items = _rows_of(
             task.relevant_starts, task.relevant_items, torch.arange(positions.start, positions.stop)
         )
@@ -181,21 +183,22 @@ def evaluate_ranking(
         hits = (gain_at > 0).double()
         n_relevant = (block.gains > 0).sum(1).double()
         ideal_gains = torch.topk(block.gains, min(k_max, task.n_items), dim=1).values
+        ideal_gains = torch.nn.functional.pad(ideal_gains, (0, k_max - ideal_gains.shape[1]))
         ranks = torch.arange(1, hits.shape[1] + 1, dtype=torch.float64)
         for k in ks:
-            hit_k, width = hits[:, :k], min(k, hits.shape[1])
+            hit_k = hits[:, :k]
             n_hits = hit_k.sum(1)
             capped = torch.clamp(n_relevant, max=k)
             sums[f"precision@{k}"] += float((n_hits / k).sum())
             sums[f"recall@{k}"] += float((n_hits / n_relevant).sum())
             sums[f"hit_rate@{k}"] += float((n_hits > 0).sum())
-            dcg = (hit_k * discount[:width]).sum(1)
+            dcg = (hit_k * discount[:k]).sum(1)
             sums[f"ndcg@{k}"] += float((dcg / ideal_binary[capped.long() - 1]).sum())
-            graded = (gain_at[:, :k] * discount[:width]).sum(1)
-            sums[f"ndcg_graded@{k}"] += float((graded / (ideal_gains[:, :k] * discount[:width]).sum(1)).sum())
-            precision_at = torch.cumsum(hit_k, 1) / ranks[:width]
+            graded = (gain_at[:, :k] * discount[:k]).sum(1)
+            sums[f"ndcg_graded@{k}"] += float((graded / (ideal_gains[:, :k] * discount[:k]).sum(1)).sum())
+            precision_at = torch.cumsum(hit_k, 1) / ranks[:k]
             sums[f"map@{k}"] += float(((precision_at * hit_k).sum(1) / capped).sum())
-            sums[f"mrr@{k}"] += float((hit_k / ranks[:width]).max(1).values.sum())
+            sums[f"mrr@{k}"] += float((hit_k / ranks[:k]).max(1).values.sum())
             shown = block.top[:, :k][valid[:, :k]]
             exposure[k] += torch.bincount(shown, minlength=task.n_items).double()
             shown_popularity[k] += float(task.popularity[shown].sum())

@@ -2,12 +2,15 @@
 
 import numpy as np
 import pytest
+import torch
 
 from recsys.config import config_for
 from recsys.data.catalog import planted_truth
+from recsys.data.dataset import RatingsDataset
 from recsys.data.synthetic import make_synthetic
 from recsys.workflows.compare import (
     BASELINES,
+    RANKING_BASELINES,
     Comparison,
     bias_correlations,
     compare_models,
@@ -85,3 +88,32 @@ def test_norm_bias_frame_reports_each_run_as_it_starts(tiny_comparison: Comparis
         for number, (norm, dtype) in enumerate(runs, start=1)
     ]
     assert list(zip(frame["norm"], frame["dtype"], strict=True)) == runs
+
+
+def test_every_model_and_ranking_baseline_is_judged_on_the_same_lists(tiny_comparison: Comparison) -> None:
+    ranking = tiny_comparison.ranking
+    trained = [name for name in tiny_comparison.models if name not in BASELINES]
+    assert ranking["model"].tolist() == [*trained, *RANKING_BASELINES]
+    assert ranking["users"].nunique() == 1 and ranking["users"].iloc[0] > 0
+    assert tiny_comparison.threshold == 4.0  # 3/4 of the way up tiny's 1-5 scale
+    by_model = ranking.set_index("model")
+    # Chance shows more of the catalogue than the chart; the chart shows the most popular items.
+    assert by_model.at["random", "coverage@10"] > by_model.at["most-popular", "coverage@10"]
+    assert by_model["popularity@10"].idxmax() == "most-popular"
+
+
+def test_every_model_with_user_vectors_has_a_fold_in_curve(tiny_comparison: Comparison) -> None:
+    curves = tiny_comparison.fold_in
+    assert set(curves) == {name for name in tiny_comparison.models if name not in BASELINES}
+    curve = curves["dotbias"]
+    assert curve["ratings_known"].tolist() == ["0", "1", "3", "5", "10", "20", "trained"]
+    assert curve["rmse"].notna().all() and curve["ndcg@10"].between(0, 1).all()
+    # The trained row is the model's own score on the same users, not on every test user.
+    assert curve.attrs["users"] > 0
+
+
+def test_relevant_all_judges_every_test_item(tiny: RatingsDataset) -> None:
+    comparison = compare_models(tiny, "random", models=["dot"], epochs=1, relevant="all")
+    assert comparison.threshold is None
+    test_users = len(torch.unique(comparison.data.test.x[:, 0]))
+    assert comparison.ranking["users"].iloc[0] == test_users

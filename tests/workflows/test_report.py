@@ -13,9 +13,12 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
     folds = pd.concat(
         [tiny_comparison.score_table().assign(fold=name) for name in ("a", "b")], ignore_index=True
     )
-    report = write_report(tiny_comparison, tmp_path, fold_scores=folds)
+    ranking_folds = pd.concat(
+        [tiny_comparison.ranking.assign(fold=name) for name in ("a", "b")], ignore_index=True
+    )
+    report = write_report(tiny_comparison, tmp_path, fold_scores=folds, fold_ranking=ranking_folds)
     figures = ["rmse.png", "learning_curves.png", "item_bias_extremes.png", "item_bias_scatter.png",
-               "bias_distributions.png", "item_map.png"]  # fmt: skip
+               "bias_distributions.png", "item_map.png", "ndcg_against_rmse.png", "fold_in.png"]  # fmt: skip
     for name in figures:
         assert (tmp_path / name).stat().st_size > 1000, name
         assert f"({name})" in report.read_text()
@@ -28,9 +31,14 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
     # The report speaks to its reader alone: no pointers to documents the reader does not have.
     assert "mission" not in text.lower() and "issue" not in text.lower()
     assert "| dotbias | planted |" in text
+    assert "## Top-N lists" in text and "## New users from a few ratings (fold-in)" in text
+    assert "`dotbias` is " in text and " by NDCG@10 (" in text  # the paragraph on each model
     results = json.loads((tmp_path / "results.json").read_text())
     assert [row["model"] for row in results["scores"]] == tiny_comparison.score_table()["model"].tolist()
     assert (
         len(results["fold_summary"]) == len(tiny_comparison.score_table())
         and results["fold_summary"][0]["rmse_std"] == 0.0
     )
+    assert [row["model"] for row in results["ranking"]] == tiny_comparison.ranking["model"].tolist()
+    assert results["ranking_fold_summary"][0]["ndcg@10_std"] == 0.0
+    assert set(results["fold_in"]) == set(tiny_comparison.fold_in)

@@ -1,0 +1,284 @@
+"""Every model's bilinear form agrees with its forward pass (what full ranking scores from), and fold-in
+(recsys.models.fold_in) places a new user among the trained items by ridge regression."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from recsys.errors import RecsysError
+from recsys.evaluate.metrics import predict
+from recsys.evaluate.scorers import model_scorer
+from recsys.models import BayesianMF, RatingModel, YRange, build_model, model_names
+from recsys.models.ensemble import Ensemble
+from recsys.models.fold_in import REGULARIZATION, FoldedUsers, _ridge, fold_in
+
+N_USERS, N_ITEMS, N_FACTORS = 6, 9, 3
+Y_RANGE = (1.0, 5.0)
+BUILT_IN = model_names()  # at import: the built-in models (a test may register more for a while)
+
+
+def randomise(model: nn.Module, seed: int, std: float = 0.5) -> None:
+    """Every parameter drawn afresh, so biases, offsets and projections all carry signal (a freshly
+    built model's biases are zero and its projections the identity)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=g) * std)
+
+
+def training_pairs() -> Tensor:
+    """Some users' training pairs (users 0 and 5 rate nothing), for SVD++'s implicit part."""
+    return torch.tensor([[1, 0], [1, 4], [2, 2], [3, 1], [3, 2], [3, 8], [4, 7], [1, 4]])
+
+
+def make(name: str, y_range: YRange | None, seed: int = 0) -> RatingModel:
+    """Model `name` with random parameters and, for bpmf, two kept draws (factor_scale 1/2)."""
+    model = build_model(name, N_USERS, N_ITEMS, N_FACTORS, y_range, torch.Generator().manual_seed(seed))
+    model.set_training_pairs(training_pairs())
+    randomise(model, seed + 1)
+    if isinstance(model, BayesianMF):
+        g = torch.Generator().manual_seed(seed + 2)
+        for slot in range(2):
+            user_draw = torch.randn(N_USERS, N_FACTORS + 1, generator=g) * 0.7
+            item_draw = torch.randn(N_ITEMS, N_FACTORS + 1, generator=g) * 0.7
+            model.set_draw(slot, 2, user_draw, item_draw, mean=3.0)
+        assert float(model.factor_scale) == 0.5
+    return model
+
+
+def every_pair() -> Tensor:
+    users, items = torch.meshgrid(torch.arange(N_USERS), torch.arange(N_ITEMS), indexing="ij")
+    return torch.stack([users.reshape(-1), items.reshape(-1)], dim=1)
+
+
+def assert_scorer_matches_forward(model: RatingModel) -> None:
+    # Every member has a form: the scorer takes the matrix product, not its pairwise fallback.
+    assert all(member.bilinear_form() is not None for member in model.member_models())
+    scores = model_scorer(model, N_ITEMS)(torch.arange(N_USERS))
+    assert scores.shape == (N_USERS, N_ITEMS)
+    expected = predict(model, every_pair()).reshape(N_USERS, N_ITEMS)
+    assert expected.std() > 0.05  # the models' parameters make a difference between pairs
+    torch.testing.assert_close(scores, expected, atol=1e-5, rtol=1e-5)
+    # A block of users in any order, one user repeated.
+    users = torch.tensor([4, 0, 4])
+    torch.testing.assert_close(model_scorer(model, N_ITEMS)(users), expected[users], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("y_range", [Y_RANGE, None], ids=["squashed", "raw"])
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_every_models_bilinear_form_is_its_forward(name: str, y_range: YRange | None) -> None:
+    assert_scorer_matches_forward(make(name, y_range))
+
+
+def test_every_models_pair_scores_are_its_forward() -> None:
+    pairs = torch.tensor([[0, 3], [5, 8], [2, 0], [2, 0], [3, 2]])
+    for name in BUILT_IN:
+        model = make(name, Y_RANGE)
+        form = model.bilinear_form()
+        assert form is not None, name
+        expected = predict(model, pairs)
+        pair_scores = form.pair_scores(pairs[:, 0], pairs[:, 1])
+        torch.testing.assert_close(model.squash(pair_scores), expected, atol=1e-5, rtol=1e-5)
+        # The pair scores are the full scores' entries.
+        torch.testing.assert_close(
+            pair_scores, form.scores(pairs[:, 0])[torch.arange(len(pairs)), pairs[:, 1]]
+        )
+
+
+def test_an_ensembles_scorer_is_the_mean_of_its_members() -> None:
+    members = [make("dotbias", Y_RANGE, seed) for seed in (0, 10)]
+    ensemble = Ensemble(members)
+    assert ensemble.bilinear_form() is None  # its own form is none: the scorer asks its members
+    assert_scorer_matches_forward(ensemble)
+    singles = [model_scorer(member, N_ITEMS)(torch.arange(N_USERS)) for member in members]
+    assert not torch.allclose(singles[0], singles[1])
+    torch.testing.assert_close(
+        model_scorer(ensemble, N_ITEMS)(torch.arange(N_USERS)), (singles[0] + singles[1]) / 2
+    )
+
+
+def test_a_squash_and_its_unsquash_are_inverse() -> None:
+    model = make("dotbias", Y_RANGE)
+    scores = torch.tensor([-3.0, -0.5, 0.0, 1.25, 4.0], dtype=torch.float64)
+    torch.testing.assert_close(model.unsquash(model.squash(scores)), scores)
+    # Ratings at the ends are brought inside the range, so their scores are finite.
+    assert torch.isfinite(model.unsquash(torch.tensor([1.0, 5.0], dtype=torch.float64))).all()
+    bpmf = make("bpmf", Y_RANGE)
+    ratings = torch.tensor([1.5, 3.0, 4.75])
+    torch.testing.assert_close(bpmf.unsquash(ratings), ratings)  # clipping: the rating is the score
+
+
+# --- fold-in ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["dotbias", "dot", "bpmf", "svdpp"])
+def test_fold_in_recovers_a_planted_user(name: str) -> None:
+    n_items = 40
+    model = build_model(name, 1, n_items, 4, Y_RANGE, torch.Generator().manual_seed(0))
+    randomise(model, 1, std=0.5)
+    if isinstance(model, BayesianMF):
+        with torch.no_grad():
+            model.global_bias.fill_(3.0)  # the middle of the range: no rating clipped
+    form = model.bilinear_form()
+    assert form is not None
+    g = torch.Generator().manual_seed(2)
+    planted = torch.randn(4, generator=g, dtype=torch.float64) * 0.5
+    planted_bias = 0.3
+    score = form.item_vectors.double() @ planted + form.item_bias.double()
+    if form.user_bias is not None:
+        score = score + planted_bias
+    ratings = model.squash(score)  # no noise
+    assert ((ratings > Y_RANGE[0] + 0.05) & (ratings < Y_RANGE[1] - 0.05)).all()  # none at the ends
+    items = torch.randperm(n_items, generator=g)  # in any order
+    folded = fold_in(model, [(items, ratings[items])], regularization=1e-6)
+    assert isinstance(folded, FoldedUsers) and len(folded) == 1
+    (new,) = folded.forms
+    torch.testing.assert_close(new.user_vectors[0].double(), planted, atol=1e-3, rtol=0)
+    if form.user_bias is None:
+        assert new.user_bias is None
+    else:
+        assert new.user_bias is not None
+        assert float(new.user_bias[0]) == pytest.approx(planted_bias, abs=1e-3)
+    # The item side is the model's, untouched.
+    assert new.item_vectors is form.item_vectors or torch.equal(new.item_vectors, form.item_vectors)
+    torch.testing.assert_close(new.item_bias, form.item_bias)
+    # And the new user's predictions are its ratings.
+    torch.testing.assert_close(
+        folded.predict(torch.zeros(n_items, dtype=torch.long), torch.arange(n_items)).double(),
+        ratings,
+        atol=1e-4,
+        rtol=0,
+    )
+    torch.testing.assert_close(folded.scores(torch.tensor([0]))[0].double(), ratings, atol=1e-4, rtol=0)
+
+
+def test_a_strong_regularization_shrinks_the_user_towards_zero() -> None:
+    model = make("dotbias", Y_RANGE)
+    items, ratings = torch.tensor([0, 3, 5, 7]), torch.tensor([4.5, 3.5, 1.5, 2.0])
+    norms = [
+        float(fold_in(model, [(items, ratings)], regularization).forms[0].user_vectors[0].norm())
+        for regularization in (1e-3, REGULARIZATION, 1e3)
+    ]
+    assert norms[0] > norms[1] > norms[2] > 0 and norms[2] < norms[0] / 100
+
+
+def test_a_user_with_no_ratings_gets_the_bias_only_cold_start() -> None:
+    model = make("dotbias", Y_RANGE)
+    form = model.bilinear_form()
+    assert form is not None and form.user_bias is not None
+    empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0))
+    # Beside a user with ratings, whose row is unaffected by the empty one.
+    rated = (torch.tensor([1, 2, 6]), torch.tensor([4.0, 2.0, 5.0]))
+    folded = fold_in(model, [rated, empty])
+    alone = fold_in(model, [rated])
+    assert len(folded) == 2
+    (new,) = folded.forms
+    assert new.user_bias is not None
+    assert torch.equal(new.user_vectors[1], torch.zeros(N_FACTORS)) and float(new.user_bias[1]) == 0.0
+    torch.testing.assert_close(folded.scores(torch.tensor([1]))[0], model.squash(form.item_bias))
+    torch.testing.assert_close(folded.scores(torch.tensor([0])), alone.scores(torch.tensor([0])))
+    assert new.user_vectors[0].abs().sum() > 0
+    # No users at all: an empty fold-in, with rows of the right width.
+    nobody = fold_in(model, [])
+    assert len(nobody) == 0 and nobody.forms[0].user_vectors.shape == (0, N_FACTORS)
+
+
+def test_a_user_with_no_ratings_and_no_user_bias_predicts_the_middle_of_the_range() -> None:
+    folded = fold_in(make("dot", Y_RANGE), [(torch.zeros(0, dtype=torch.long), torch.zeros(0))])
+    assert folded.forms[0].user_bias is None
+    torch.testing.assert_close(folded.scores(torch.tensor([0])), torch.full((1, N_ITEMS), 3.0))
+
+
+def test_an_ensemble_folds_into_each_member_and_predicts_their_mean() -> None:
+    members = [make("dotbias", Y_RANGE, seed) for seed in (0, 10)]
+    ensemble = Ensemble(members)
+    users = [
+        (torch.tensor([0, 2, 4, 8]), torch.tensor([5.0, 3.5, 1.0, 4.0])),
+        (torch.tensor([3, 7]), torch.tensor([2.0, 4.5])),
+    ]
+    folded = fold_in(ensemble, users)
+    assert folded.members == members and len(folded.forms) == 2 and len(folded) == 2
+    apart = [fold_in(member, users) for member in members]
+    for together, alone in zip(folded.forms, apart, strict=True):
+        torch.testing.assert_close(together.user_vectors, alone.forms[0].user_vectors)
+        torch.testing.assert_close(together.user_bias, alone.forms[0].user_bias)
+    assert not torch.allclose(apart[0].scores(torch.arange(2)), apart[1].scores(torch.arange(2)))
+    every = torch.arange(2)
+    mean = (apart[0].scores(every) + apart[1].scores(every)) / 2
+    torch.testing.assert_close(folded.scores(every), mean)
+    pair_users, pair_items = torch.tensor([1, 0, 1]), torch.tensor([5, 5, 0])
+    torch.testing.assert_close(folded.predict(pair_users, pair_items), mean[pair_users, pair_items])
+
+
+# --- the ridge regression ---------------------------------------------------------------------------
+
+
+def least_squares(features: Tensor, targets: Tensor, regularization: float) -> Tensor:
+    """The ridge solution as a dense least-squares problem: [X; sqrt(lam) I] w = [y; 0]."""
+    k = features.shape[1]
+    augmented = torch.cat([features, regularization**0.5 * torch.eye(k, dtype=features.dtype)])
+    padded = torch.cat([targets, torch.zeros(k, dtype=targets.dtype)])
+    return torch.linalg.lstsq(augmented, padded.unsqueeze(1)).solution[:, 0]
+
+
+@pytest.mark.parametrize(
+    "n, k", [(3, 7), (1, 4), (12, 5), (5, 5)], ids=["dual", "dual-one", "primal", "square"]
+)
+def test_ridge_solves_the_regularised_least_squares(n: int, k: int) -> None:
+    g = torch.Generator().manual_seed(n * 10 + k)
+    features = torch.randn(n, k, generator=g, dtype=torch.float64)
+    targets = torch.randn(n, generator=g, dtype=torch.float64)
+    for regularization in (0.3, 2.0):
+        solved = _ridge(features, targets, regularization)
+        assert solved.shape == (k,)
+        torch.testing.assert_close(
+            solved, least_squares(features, targets, regularization), atol=1e-10, rtol=1e-8
+        )
+
+
+def test_ridge_of_no_rows_is_zero() -> None:
+    solved = _ridge(torch.zeros(0, 4, dtype=torch.float64), torch.zeros(0, dtype=torch.float64), 1.0)
+    assert torch.equal(solved, torch.zeros(4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("regularization", [0.0, -1.0, float("nan")])
+def test_a_regularization_that_is_not_positive_is_refused(regularization: float) -> None:
+    with pytest.raises(ValueError, match="regularization must be positive"):
+        fold_in(make("dotbias", Y_RANGE), [(torch.tensor([0]), torch.tensor([4.0]))], regularization)
+
+
+# --- models without a form --------------------------------------------------------------------------
+
+
+class Formless(RatingModel):
+    """A rating model whose score is not a bilinear form: bilinear_form() stays None."""
+
+    def __init__(self, n_items: int = N_ITEMS) -> None:
+        super().__init__(Y_RANGE)
+        self.item_bias = nn.Parameter(torch.linspace(-1.0, 1.0, n_items))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.squash(self.item_bias[x[:, 1]] * (1 + x[:, 0]))
+
+    def forward_with_penalty(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self(x), torch.zeros(())
+
+
+def test_a_model_without_a_bilinear_form_cannot_fold_in() -> None:
+    one_user = [(torch.tensor([0]), torch.tensor([4.0]))]
+    with pytest.raises(RecsysError, match="Formless has no user vectors"):
+        fold_in(Formless(), one_user)
+    with pytest.raises(RecsysError, match="Ensemble has no user vectors"):
+        fold_in(Ensemble([Formless(), Formless()]), one_user)
+    with pytest.raises(TypeError, match=r"expected a recsys\.models\.RatingModel"):
+        fold_in(nn.Linear(2, 1), one_user)  # type: ignore[arg-type]
+
+
+def test_a_model_without_a_form_is_scored_pair_by_pair() -> None:
+    model = Formless()
+    scores = model_scorer(model, N_ITEMS)(torch.tensor([2, 0]))
+    expected = predict(model, every_pair()).reshape(N_USERS, N_ITEMS)[[2, 0]]
+    assert not torch.allclose(scores[0], scores[1])  # the user matters in this model
+    torch.testing.assert_close(scores, expected)
