@@ -48,7 +48,7 @@ class RankingTask:
     rated_items: Tensor
     relevant_starts: Tensor  # (len(users) + 1,): the judged users' relevant items, in `users` order
     relevant_items: Tensor
-    relevant_gains: Tensor  # each relevant item's test rating: the graded NDCG's gain
+    relevant_gains: Tensor  # the graded NDCG's gain: 1 + rating - threshold, so at least 1
     popularity: Tensor  # (n_items,): share of training users who rated each item
     threshold: float | None  # None: every test item is relevant
 
@@ -63,14 +63,18 @@ def ranking_task(
 ) -> RankingTask:
     """The task for encoded training and test ratings: relevant is a test rating >= `threshold`
     (None: any test rating) of an item the user did not rate in training; a pair rated twice in
-    test counts once, with its highest rating."""
+    test counts once, with its highest rating. Its gain in the graded NDCG is 1 + rating - threshold
+    (None: the lowest test rating)."""
     train_users, train_items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
     rated_keys = torch.unique(train_users * n_items + train_items)
     rated_starts, rated_items = _csr(rated_keys // n_items, rated_keys % n_items, n_users)
     test_users, test_items, ratings = test.x[:, 0].cpu(), test.x[:, 1].cpu(), test.y.cpu().double()
     keep = torch.ones(len(ratings), dtype=torch.bool) if threshold is None else ratings >= threshold
     keys = test_users[keep] * n_items + test_items[keep]
-    gains = ratings[keep]
+    # Gains from 1 up whatever the scale (ratings of 0 or below included): the least relevant
+    # rating gains 1, each step above it one more.
+    floor = threshold if threshold is not None else (float(ratings.min()) if len(ratings) else 0.0)
+    gains = 1 + ratings[keep] - floor
     keep = ~torch.isin(keys, rated_keys)
     keys, gains = keys[keep], gains[keep]
     # Highest rating first, so that unique's first occurrence of a repeated pair is its best.
@@ -120,7 +124,7 @@ def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> It
         excluded = torch.zeros(b * n_items, dtype=torch.bool)
         excluded[rows * n_items + items] = True
         scores = scores.masked_fill(excluded.view(b, n_items), -torch.inf)
-        values, top = torch.topk(scores, min(k, n_items), dim=1)
+        values, top = _best(scores, min(k, n_items))
         top = top.masked_fill(values == -torch.inf, -1)
         if k > n_items:  # a list longer than the catalogue ends in -1s, as one past the candidates does
             top = torch.cat([top, top.new_full((b, k - n_items), -1)], dim=1)
@@ -133,6 +137,20 @@ def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> It
             starts[positions.start] : starts[positions.stop]
         ]
         yield _Block(positions, top, gains)
+
+
+def _best(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """Each row's k highest scores and their columns, best first, equal scores in column order: so
+    a list's first k' items are the same whatever k >= k' is asked for (topk's choice among ties
+    is not)."""
+    kth = torch.topk(scores, k, dim=1).values[:, -1:]
+    above, tied = scores > kth, scores == kth
+    room = k - above.sum(1, keepdim=True)  # the tied columns each row takes, lowest first
+    chosen = above | (tied & (torch.cumsum(tied, 1) <= room))
+    columns = chosen.nonzero()[:, 1].view(len(scores), k)  # in column order within each row
+    values = scores.gather(1, columns)
+    order = torch.argsort(values, dim=1, descending=True, stable=True)
+    return values.gather(1, order), columns.gather(1, order)
 
 
 def _rows_of(starts: Tensor, columns: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:

@@ -92,7 +92,8 @@ def test_relevance_threshold_is_three_quarters_up_the_scale() -> None:
 def test_the_task_judges_users_with_a_relevant_item_and_counts_popularity_from_training() -> None:
     found = task()
     assert found.users.tolist() == [0, 1]  # user 2's only 5 is on an item it trained on; user 3 has no 4+
-    assert relevant() == {0: {0: 5.0, 3: 4.0}, 1: {3: 5.0, 5: 4.0}}
+    # Gains are 1 + rating - threshold: a 4 gains 1, a 5 gains 2.
+    assert relevant() == {0: {0: 2.0, 3: 1.0}, 1: {3: 2.0, 5: 1.0}}
     assert found.popularity.tolist() == [3 / 4, 2 / 4, 1 / 4, 0.0, 0.0, 1 / 4]
     assert found.n_items == N_ITEMS and found.threshold == 4.0
 
@@ -111,7 +112,7 @@ def test_every_per_user_metric_by_hand() -> None:
     assert results["recall@1"] == pytest.approx((1 / 2 + 0) / 2)
     # Ideal DCG at 1 of a user with 2 relevant items is 1/log2(2): NDCG 1 for user 0.
     assert results["ndcg@1"] == pytest.approx((1 + 0) / 2)
-    assert results["ndcg_graded@1"] == pytest.approx((5 / 5 + 0) / 2)  # gain 5 over the ideal's 5
+    assert results["ndcg_graded@1"] == pytest.approx((2 / 2 + 0) / 2)  # gain 2 over the ideal's 2
     assert results["map@1"] == pytest.approx((1 / min(1, 2) + 0) / 2)  # AP = P@1 / min(k, 2)
     assert results["mrr@1"] == pytest.approx((1 + 0) / 2)
     assert results["hit_rate@1"] == pytest.approx((1 + 0) / 2)
@@ -123,10 +124,10 @@ def test_every_per_user_metric_by_hand() -> None:
     ndcg_0 = (1 + 1 / 2) / (1 + 1 / LOG2_3)
     ndcg_1 = (1 / LOG2_3) / (1 + 1 / LOG2_3)
     assert results["ndcg@3"] == pytest.approx((ndcg_0 + ndcg_1) / 2)
-    # Graded: gains are the test ratings. user 0: (5/log2(2) + 4/log2(4)) / (5/log2(2) + 4/log2(3));
-    # user 1 (item 3 rated 5 at rank 2; ideal 5 then 4): (5/log2(3)) / (5/log2(2) + 4/log2(3)).
-    graded_0 = (5 + 4 / 2) / (5 + 4 / LOG2_3)
-    graded_1 = (5 / LOG2_3) / (5 + 4 / LOG2_3)
+    # Graded: gains 1 + rating - 4 (5 -> 2, 4 -> 1). user 0: (2/log2(2) + 1/log2(4)) / (2/log2(2) +
+    # 1/log2(3)); user 1 (item 3 rated 5 at rank 2; ideal 5 then 4): (2/log2(3)) / (2 + 1/log2(3)).
+    graded_0 = (2 + 1 / 2) / (2 + 1 / LOG2_3)
+    graded_1 = (2 / LOG2_3) / (2 + 1 / LOG2_3)
     assert results["ndcg_graded@3"] == pytest.approx((graded_0 + graded_1) / 2)
     # AP: user 0 (P@1 + P@3) / min(3, 2) = (1 + 2/3) / 2; user 1 P@2 / min(3, 2) = (1/2) / 2.
     assert results["map@3"] == pytest.approx(((1 + 2 / 3) / 2 + (1 / 2) / 2) / 2)
@@ -191,7 +192,7 @@ def test_without_a_threshold_every_test_item_is_relevant() -> None:
 
 def test_a_stricter_threshold_judges_fewer_users() -> None:
     # Only 5s: user 0 {0}, user 1 {3}; user 2's 5 is on a trained item.
-    assert relevant(5.0) == {0: {0: 5.0}, 1: {3: 5.0}}
+    assert relevant(5.0) == {0: {0: 1.0}, 1: {3: 1.0}}  # a 5 is now the least relevant rating
     # No test rating reaches 6: nobody is judged, every per-user metric is undefined.
     empty = task(6.0)
     assert len(empty.users) == 0
@@ -252,13 +253,14 @@ def test_a_repeated_test_pair_counts_once_with_its_highest_rating() -> None:
         ]
     )
     # Item 0: 3 then 5 -> 5; item 3: 5 then 2 -> 5; item 4: 4, 4.5, 4 -> 4.5; user 1 never reaches 4.
-    assert relevant(4.0, test=repeated) == {0: {0: 5.0, 3: 5.0, 4: 4.5}}
+    # Gains 1 + rating - 4.
+    assert relevant(4.0, test=repeated) == {0: {0: 2.0, 3: 2.0, 4: 1.5}}
     assert relevant(None, test=repeated) == {0: {0: 5.0, 3: 5.0, 4: 4.5}, 1: {3: 2.0}}
     results = evaluate_ranking(SCORER, task(4.0, test=repeated), ks=(3,))
     # User 0's list [0, 2, 3] holds 2 of its 3 relevant items (not 2 of 7 rows).
     assert results["recall@3"] == pytest.approx(2 / 3)
-    # Graded ideal from the deduplicated gains 5, 5, 4.5: (5 + 5/log2(4)) / (5 + 5/log2(3) + 4.5/log2(4))
-    assert results["ndcg_graded@3"] == pytest.approx((5 + 5 / 2) / (5 + 5 / LOG2_3 + 4.5 / 2))
+    # Graded ideal from the deduplicated gains 2, 2, 1.5: (2 + 2/log2(4)) / (2 + 2/log2(3) + 1.5/log2(4))
+    assert results["ndcg_graded@3"] == pytest.approx((2 + 2 / 2) / (2 + 2 / LOG2_3 + 1.5 / 2))
 
 
 # --- properties on random data ----------------------------------------------------------------------
@@ -344,3 +346,29 @@ def test_lengths_below_one_are_refused() -> None:
         evaluate_ranking(SCORER, task(), ks=())
     with pytest.raises(ValueError, match="ks must be"):
         evaluate_ranking(SCORER, task(), ks=(3, 0))
+
+
+def test_a_rating_of_zero_or_below_is_still_relevant() -> None:
+    # Every test item relevant on a scale that reaches 0 and below: gains 1 + rating - (-1).
+    train = tensors([(0, 1, 1.0), (1, 1, 1.0)])
+    test = tensors([(0, 0, 0.0), (1, 2, -1.0)])
+    found = ranking_task(train, test, 2, 3, None)
+    results = evaluate_ranking(constant_scorer(torch.tensor([3.0, 2.0, 1.0])), found, ks=(1, 2))
+    # User 0's list [0, 2] hits at 1; user 1's [0, 2] hits at 2.
+    assert results["precision@1"] == pytest.approx(0.5)
+    assert results["recall@2"] == pytest.approx(1.0)
+    assert results["ndcg@2"] == pytest.approx((1 + 1 / LOG2_3) / 2)
+    assert results["map@2"] == pytest.approx((1 + 1 / 2) / 2)
+    assert results["ndcg_graded@2"] == pytest.approx((1 + 1 / LOG2_3) / 2)  # one relevant item each
+
+
+def test_ties_are_broken_by_item_so_a_list_does_not_depend_on_the_longest_k() -> None:
+    # Every item scores alike: lists run in item order, whatever the longest k asked for.
+    train = tensors([(0, 0, 3.0)])
+    test = tensors([(0, 1, 5.0)])
+    found = ranking_task(train, test, 1, 40, 4.0)
+    flat = constant_scorer(torch.zeros(40))
+    assert top_lists(flat, found, 3).tolist() == [[1, 2, 3]]
+    assert top_lists(flat, found, 40)[0, :3].tolist() == [1, 2, 3]
+    short, long = evaluate_ranking(flat, found, ks=(2,)), evaluate_ranking(flat, found, ks=(2, 40))
+    assert short["precision@2"] == long["precision@2"] == pytest.approx(1 / 2)
