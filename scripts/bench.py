@@ -1,12 +1,15 @@
 """Benchmarks in one run: recsys vs fastai, Surprise, cornac and LIBMF on ML-100K u1 and on each of
 its folds u1..u5 (their mean and spread), throughput on synthetic ML-1M/10M/25M shapes (LIBMF and
-cornac epochs beside recsys'), load times, and a few rows again under contention. Writes bench.md
-and bench.json: `python scripts/bench.py`; `--tasks folds` (say) runs one task alone.
+cornac epochs beside recsys'), load times, top-N evaluation (cornac scoring recsys' u1 lists; the
+time of full ranking on u1 per model and at the synthetic shapes), and a few rows again under
+contention. Writes bench.md and bench.json: `python scripts/bench.py`; `--tasks folds` (say) runs
+one task alone.
 
 Every measurement runs in a fresh process (this script re-invoked with --worker) so that its peak
 RSS and timing are its own. Needs the real ML-100K (--data-dir or $RECSYS_DATA) for the u1, folds
-and load rows. At the ML-10M shape dotbias's autograd engine also runs under torchrun (two gloo
-processes on the CPU, one per GPU with --device cuda) beside the same run in one plain process.
+and load rows and the ranking task's u1 rows (its scale rows run at each of --shapes). At the
+ML-10M shape dotbias's autograd engine also runs under torchrun (two gloo processes on the CPU, one
+per GPU with --device cuda) beside the same run in one plain process.
 The contended rows run last, while two processes spin a CPU-bound loop each (--no-contended skips
 them): recsys dotbias on u1, and one epoch of each contender at the ML-10M shape (else the first
 shape asked for), recsys' on its compiled engine at 2 threads. `--baseline CHECKOUT` adds another
@@ -64,12 +67,22 @@ CONTENDED_SHAPE = "ml-10m"
 # Where the time to reach the autograd engine's accuracy is measured.
 CONVERGENCE_SHAPE = "ml-10m"
 BUSY_PROCESSES = 2
-TASKS = ("u1", "folds", "throughput", "convergence", "generate", "load", "write-file", "file-load")
+TASKS = (
+    "u1",
+    "folds",
+    "throughput",
+    "convergence",
+    "generate",
+    "load",
+    "write-file",
+    "file-load",
+    "ranking",
+)
 # The task whose output another reads: run whenever that other one is.
 NEEDS = {"throughput": "generate", "convergence": "generate", "file-load": "write-file"}
 # The tasks --tasks names (those others need come along).
 SELECTABLE = tuple(task for task in TASKS if task not in NEEDS.values())
-# The tasks that need the real ML-100K.
+# The tasks that need the real ML-100K; the ranking task's u1 parts need it too (its scale part not).
 ML100K_TASKS = ("u1", "folds", "load")
 # Columns shown first, in this order, where a table has them; the rest follow.
 FIRST_COLUMNS = (
@@ -111,6 +124,15 @@ WHOLE_NUMBERS = (
     "table_mb",
     "peak_added_mb",
     "samples_per_second",
+    "users",
+    "items",
+    "judged_users",
+    "training_ratings",
+    "block_users",
+    "users_per_second",
+    "peak_added_mb_tenth",
+    "peak_added_mb_4x_block",
+    "resident_mb",
 )
 
 
@@ -150,6 +172,20 @@ def contended_jobs(specs: list[dict[str, Any]], shape: str | None) -> list[dict[
         return spec.get("threads") == max(THREAD_COUNTS) or spec.get("iterations") == 1
 
     return [{**spec, "contended": True} for spec in specs if chosen(spec)]
+
+
+def ranking_jobs(u1: bool, shapes: list[str]) -> list[dict[str, Any]]:
+    """The ranking task's measurements: with `u1` (ML-100K at hand), cornac's agreement with recsys'
+    lists and each RANKING_MODELS model's full ranking of u1; at each of `shapes`, the full ranking of
+    a sample of the judged users of synthetic ratings of that shape."""
+    found: list[dict[str, Any]] = []
+    if u1:
+        found.append({"task": "ranking", "part": "agreement"})
+        found += [{"task": "ranking", "part": "speed", "model": model} for model in benchmark.RANKING_MODELS]
+    sample = benchmark.RANKING_SAMPLE
+    return found + [
+        {"task": "ranking", "part": "scale", "shape": shape, "sample": sample} for shape in shapes
+    ]
 
 
 def ml100k_job(task: str, contender: str, device: str, **options: Any) -> dict[str, Any]:
@@ -205,6 +241,7 @@ def jobs(
                 {"task": "convergence", "shape": shape, "tensors": tensors, "engine": engine}
                 for engine in ("autograd", "compiled")
             ]
+    found += ranking_jobs(folder is not None, shapes)
     if file_shape is not None:  # the readers take turns, as the u1 contenders do
         files = str(scratch / f"{file_shape}-files")
         found.append({"task": "write-file", "shape": file_shape, "folder": files})
@@ -262,6 +299,8 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
         return benchmark.bench_file_load(spec["reader"], Path(spec["folder"]))
     if task == "convergence":
         return benchmark.bench_convergence(spec["shape"], Path(spec["tensors"]), spec["engine"])
+    if task == "ranking":
+        return benchmark.bench_ranking(folder, **spec)
     shape, tensors = spec.pop("shape"), Path(spec.pop("tensors"))
     if "contender" in spec:
         return benchmark.bench_peer_throughput(shape, spec.pop("contender"), tensors, **spec)
@@ -353,8 +392,39 @@ TITLES = {
     "file-load": "Reading a ratings file shaped like ML-25M (medians over the rounds): CSV and Parquet; "
     "`peak_added_mb`: peak RSS less the process's RSS before reading, `peak_over_table` that over "
     "`table_mb`, the table read (recsys: checked, duplicates dropped; polars: its own table)",
+    "ranking-agreement": "Top-N lists on ML-100K u1 scored by cornac 3.0.1's metrics and by recsys' "
+    "evaluate_ranking (relevant: test rating >= 4; cornac fed recsys' top-20 lists, or its whole "
+    "ranking at k `all`); `compared`: exact, cut at k (cornac's MRR on the list cut at k, no hit 0), "
+    "ties differ (cornac's MAP from the scorer's own scores, ties at their worst place: not compared)",
+    "ranking-checks": "Top-N protocol checks on u1: judged users, relevant sets recomputed by Python sets, "
+    "top-20 lists by a plain sort (same scores place by place), the largest difference where the "
+    "definitions match",
+    "ranking-speed": "Full ranking on ML-100K u1: evaluate_ranking at k 5, 10, 20 over every judged user "
+    "against every item, each model's defaults, fastest of `runs`",
+    "ranking-scale": "Full ranking at the synthetic shapes: a sample of the judged users of synthetic "
+    "ratings against every item, dotbias of 50 random factors, fastest of `runs`; `peak_added_mb`: peak "
+    "RSS less RSS before evaluate_ranking (`_tenth`: a tenth of the users, `_4x_block`: blocks four "
+    "times as large)",
     "errors": "Failed measurements",
 }
+
+
+def ranking_tables(rows: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """The ranking task's tables from its results: cornac's agreement (a row per metric, k and scorer)
+    and its checks, the u1 speed per model, and the scale run."""
+    parts: dict[str, list[dict[str, Any]]] = {"agreement": [], "speed": [], "scale": []}
+    for row in rows:
+        parts[row["part"]].append({key: value for key, value in row.items() if key != "part"})
+    found = {}
+    if parts["agreement"]:
+        agreement = parts["agreement"][0]
+        found["ranking-agreement"] = pd.DataFrame(agreement["rows"])
+        found["ranking-checks"] = pd.DataFrame([{k: v for k, v in agreement.items() if k != "rows"}])
+    if parts["speed"]:
+        found["ranking-speed"] = pd.DataFrame(parts["speed"])
+    if parts["scale"]:
+        found["ranking-scale"] = pd.DataFrame(parts["scale"])
+    return found
 
 
 def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
@@ -384,6 +454,7 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
     )
     if len(rows["convergence"]) == 2:
         found["convergence"] = benchmark.time_to_reach(rows["convergence"], "autograd")
+    found |= ranking_tables(rows["ranking"])
     found["errors"] = pd.DataFrame(failed)
     return {name: found[name] for name in TITLES if name in found and not found[name].empty}
 
@@ -398,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         choices=list(benchmark.SHAPES),
         default=list(benchmark.SHAPES),
-        help="synthetic shapes for the throughput runs",
+        help="synthetic shapes for the throughput runs and the ranking task's scale runs",
     )
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="folder for bench.md/json")
     parser.add_argument(
@@ -460,9 +531,10 @@ def main(argv: list[str] | None = None) -> int:
     folder = root / "ml-100k" if root is not None and (root / "ml-100k" / "u.data").is_file() else None
     if folder is None and set(args.tasks) <= set(ML100K_TASKS):
         raise RecsysError(f"--tasks {' '.join(args.tasks)}: ML-100K not found (--data-dir or $RECSYS_DATA)")
-    if folder is None and set(args.tasks) & set(ML100K_TASKS):
+    if folder is None and set(args.tasks) & {*ML100K_TASKS, "ranking"}:
         print(
-            "ML-100K not found (--data-dir or $RECSYS_DATA): skipping the u1, folds and load rows",
+            "ML-100K not found (--data-dir or $RECSYS_DATA): skipping the u1, folds and load rows and "
+            "the ranking task's u1 rows",
             file=sys.stderr,
         )
     if args.out.exists() and not args.out.is_dir():

@@ -1,7 +1,8 @@
 """Benchmarks measured in one run on one machine: recsys against fastai, Surprise, cornac and LIBMF
 on ML-100K u1 and on each of its five folds, training throughput on MovieLens-shaped synthetic data
 (generated in one process, trained on in another, so the training's peak RSS is its own), load
-times, and a few of those again while other processes keep the cores busy.
+times, top-N evaluation (cornac scoring recsys' u1 lists, and the time and memory of full ranking on
+u1 and at the ML-25M shape), and a few of those again while other processes keep the cores busy.
 
 Each measurement runs in its own process (`scripts/bench.py` starts them), so peak RSS is that
 measurement's own and no library's import or cache leaks into another's timing. `seconds` is
@@ -11,6 +12,8 @@ system, every thread) spent in the same span, so multi-threaded work shows its w
 LIBMF fits run in a child process with a time limit: its scheduler has been seen to deadlock.
 """
 
+import ctypes
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -33,14 +36,27 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import torch
+from torch import Tensor
 
 from recsys.config import available_cores, config_for, model_for
 from recsys.data.dataset import RatingsDataset
-from recsys.data.encoding import RatingTensors, encode_split
+from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.movielens import load_movielens
 from recsys.data.splits import fold_split, make_split
 from recsys.data.synthetic import SyntheticConfig, make_synthetic
 from recsys.evaluate.metrics import rmse
+from recsys.evaluate.ranking import (
+    BLOCK_ENTRIES,
+    KS,
+    RankingTask,
+    evaluate_ranking,
+    ranking_task,
+    relevance_threshold,
+    top_lists,
+)
+from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer
+from recsys.models.base import RatingModel
+from recsys.models.registry import build_model
 from recsys.train.compiled import load_kernels
 from recsys.train.trainer import fit
 from recsys.workflows.experiment import train_and_evaluate
@@ -133,9 +149,10 @@ def measured() -> Iterator[Clocks]:
 
 def peak_rss_mb() -> float:
     """Peak resident memory of this process or of the largest child it reaped (a LIBMF fit runs in
-    one), whichever is larger; Linux reports kilobytes."""
+    one), whichever is larger; Linux reports kilobytes. The kernel's own peak restarts with
+    reset_peak_rss, which keeps the peak it held before (_RESTARTED_PEAK_MB)."""
     usages = (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
-    return max(usage.ru_maxrss for usage in usages) / 1024
+    return max([max(usage.ru_maxrss for usage in usages) / 1024, *_RESTARTED_PEAK_MB])
 
 
 def _answer(sender: Connection, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -704,3 +721,428 @@ def contention_table(rows: list[dict[str, Any]], keys: list[str]) -> pd.DataFram
     table["ratio"] = table["seconds_contended"] / table["seconds_quiet"]
     order = ["seconds_quiet", "seconds_contended", "ratio", "cpu_seconds_quiet", "cpu_seconds_contended"]
     return table[order].reset_index()
+
+
+# --- Top-N lists: a peer scoring recsys' u1 lists, and the time and memory of full ranking ---------
+
+# The models whose full ranking of u1 is timed, each with its defaults (one training each).
+RANKING_MODELS = ("dot", "dotbias", "svdpp", "bpmf", "linear", "embproj")
+RANKING_ROUNDS = 3  # evaluate_ranking runs per measurement; the fastest is reported
+RANKING_LIST = max(KS)  # the length of the lists cornac scores
+# cornac.metrics classes whose per-user definition is recsys' at every k: precision tp/k (k also for a
+# user with fewer candidates), recall tp/|relevant|, NDCG with binary gain (2^1 - 1) and the ideal
+# over min(k, |relevant|) hits, hit ratio. cornac's MRR is over the whole ranking (see cornac_scores).
+CORNAC_AT_K = {"precision": "Precision", "recall": "Recall", "ndcg": "NDCG", "hit_rate": "HitRatio"}
+AGREEMENT_TOLERANCE = 1e-6
+# The scale measurement at a shape (ML-25M's, say): its users, items and training ratings, a test set
+# a ninth as large (a 90/10 split's), and a sample of the judged users ranked against every item.
+RANKING_SHAPE = "ml-25m"
+RANKING_SAMPLE = 10_000
+RANKING_SCALE = (0.5, 5.0)  # ML-25M's half stars
+# The synthetic ratings' make-up: each user's share of them log-normal (sigma ACTIVITY_SIGMA: the
+# busiest users rate tens of times what the median one does), item popularity Zipf-like (the most
+# popular item about 0.5% of the ratings, so that none is rated by nearly every user), half stars
+# around RATING_MEAN.
+ACTIVITY_SIGMA = 1.1
+POPULARITY_EXPONENT = 0.6
+RATING_MEAN, RATING_SD = 3.5, 1.0
+
+
+def u1_ranking(folder: Path, model: str) -> tuple[torch.nn.Module, EncodedSplit, RankingTask]:
+    """`model` trained with its defaults on ML-100K u1, its encoded split, and the ranking task of
+    that split: relevant a test rating of at least 4 (relevance_threshold of 1-5 stars)."""
+    dataset = load_movielens("ml-100k", folder)
+    result = train_and_evaluate(dataset, config_for(model, dataset="ml-100k", split="u1"), progress=False)
+    data = result.data
+    threshold = relevance_threshold(dataset.rating_scale)
+    task = ranking_task(data.train, data.test, len(data.users), len(data.items), threshold)
+    return result.model, data, task
+
+
+def relevant_lists(task: RankingTask) -> list[np.ndarray]:
+    """Each judged user's relevant items, in `task.users` order."""
+    return [task.relevant_of(position)[0].numpy() for position in range(len(task.users))]
+
+
+def cornac_scores(lists: np.ndarray, relevant: list[np.ndarray], ks: tuple[int, ...]) -> dict[str, float]:
+    """The mean over users of cornac's per-user metrics of `lists` (recsys' top lists, best first, -1
+    past a user's last candidate) against each user's `relevant` items: CORNAC_AT_K at each k, and
+    "mrr@k", cornac's MRR of the list cut at k, a list without a hit counting 0 (cornac's MRR raises
+    on it: it reads the whole ranking, where every judged user has a hit)."""
+    from cornac import metrics
+
+    values: dict[str, list[float]] = {}
+    for k in ks:
+        at_k = {name: getattr(metrics, cls)(k=k) for name, cls in CORNAC_AT_K.items()}
+        for row, positives in zip(lists, relevant, strict=True):
+            ranked = row[row >= 0]
+            for name, metric in at_k.items():
+                values.setdefault(f"{name}@{k}", []).append(metric.compute(gt_pos=positives, pd_rank=ranked))
+            values.setdefault(f"mrr@{k}", []).append(_cornac_mrr(ranked[:k], positives))
+    return {name: float(np.mean(found)) for name, found in values.items()}
+
+
+def _cornac_mrr(ranked: np.ndarray, positives: np.ndarray) -> float:
+    """cornac's MRR of `ranked`; 0 where no item of it is relevant (cornac raises there)."""
+    from cornac.metrics import MRR
+
+    try:
+        return float(MRR().compute(gt_pos=positives, pd_rank=ranked))
+    except ValueError:
+        return 0.0
+
+
+def cornac_full_scores(
+    rankings: np.ndarray, relevant: list[np.ndarray], scores: np.ndarray | None = None
+) -> dict[str, float]:
+    """cornac's MRR and MAP over each user's whole ranking of candidates (`rankings`: recsys' lists of
+    every candidate, -1 padded): MAP from scores that fall strictly down each list, so ties stand as
+    recsys ordered them; with `scores` ((users, n_items), the scorer's), "map_own_ties" too, cornac's MAP
+    from those scores, which ranks tied items at the worst of their places (rankdata "max")."""
+    from cornac.metrics import MAP, MRR
+
+    found: dict[str, list[float]] = {
+        "mrr": [],
+        "map": [],
+        **({"map_own_ties": []} if scores is not None else {}),
+    }
+    for user, (row, positives) in enumerate(zip(rankings, relevant, strict=True)):
+        ranked = row[row >= 0]
+        found["mrr"].append(float(MRR().compute(gt_pos=positives, pd_rank=ranked)))
+        falling = -np.arange(len(ranked), dtype=np.float64)
+        found["map"].append(float(MAP().compute(item_indices=ranked, pd_scores=falling, gt_pos=positives)))
+        if scores is not None:
+            own = scores[user, ranked].astype(np.float64)
+            found["map_own_ties"].append(
+                float(MAP().compute(item_indices=ranked, pd_scores=own, gt_pos=positives))
+            )
+    return {name: float(np.mean(values)) for name, values in found.items()}
+
+
+def agreement_rows(
+    scorer: str, ours: dict[str, float], theirs: dict[str, float], full: str
+) -> list[dict[str, Any]]:
+    """One row per metric cornac computed (`theirs`, keyed "name@k"): recsys' value (`ours`, the
+    same key; "name@all" is read as "name@`full`", the whole ranking), cornac's and their absolute
+    difference; `compared` says whether the definitions match ("exact"), match once cornac's input
+    is cut at k ("cut at k"), or differ ("ties differ": cornac's MAP ranks ties at their worst)."""
+    rows = []
+    for key, value in theirs.items():
+        name, k = key.split("@")
+        compared = (
+            "ties differ"
+            if name == "map_own_ties"
+            else "cut at k"
+            if name == "mrr" and k != "all"
+            else "exact"
+        )
+        recsys = ours[f"{name.removesuffix('_own_ties')}@{full if k == 'all' else k}"]
+        rows.append(
+            {
+                "scorer": scorer,
+                "metric": name,
+                "k": k,
+                "recsys": recsys,
+                "cornac": value,
+                "difference": abs(recsys - value),
+                "compared": compared,
+            }
+        )
+    return rows
+
+
+def independent_top(scores: np.ndarray, rated: list[np.ndarray], k: int) -> np.ndarray:
+    """Each user's top-`k` items by `scores` ((users, n_items)) among those not in `rated` (a list per
+    user), by a plain sort: the check on recsys' masking and top-k."""
+    lists = np.full((len(scores), k), -1, dtype=np.int64)
+    for user, (row, seen) in enumerate(zip(scores, rated, strict=True)):
+        masked = row.astype(np.float64)
+        masked[seen] = -np.inf
+        order = np.argsort(-masked, kind="stable")[:k]
+        order = order[masked[order] > -np.inf]
+        lists[user, : len(order)] = order
+    return lists
+
+
+def same_lists(scores: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -> bool:
+    """Whether two sets of top lists are the same up to the order of tied items: the same length
+    each, and the same scores place by place."""
+    if ours.shape != theirs.shape or not np.array_equal(ours >= 0, theirs >= 0):
+        return False
+    rows = np.arange(len(scores))[:, None]
+    valid = ours >= 0
+    return bool(np.array_equal(scores[rows, ours.clip(0)][valid], scores[rows, theirs.clip(0)][valid]))
+
+
+def relevant_by_sets(data: EncodedSplit, threshold: float) -> dict[int, np.ndarray]:
+    """The relevant items of each user with any, by Python sets: test ratings at or above `threshold`
+    of items the user did not rate in training (the check on ranking_task)."""
+    trained = set(map(tuple, data.train.x.tolist()))
+    found: dict[int, set[int]] = {}
+    for (user, item), rating in zip(data.test.x.tolist(), data.test.y.tolist(), strict=True):
+        if rating >= threshold and (user, item) not in trained:
+            found.setdefault(user, set()).add(item)
+    return {user: np.array(sorted(items)) for user, items in sorted(found.items())}
+
+
+def bench_ranking_agreement(folder: Path) -> dict[str, Any]:
+    """cornac scoring recsys' u1 top-RANKING_LIST lists of dotbias (its defaults) and of the popularity
+    chart against the same relevant sets, beside recsys' evaluate_ranking at KS and over the whole
+    ranking; with independent checks of the relevant sets and of the lists, and `tie_shift`: how far
+    evaluate_ranking's values at KS move when the whole ranking's length is asked for beside them
+    (torch.topk orders tied scores differently for a different k, and a tie at the cut changes
+    which items are in the list)."""
+    model, data, task = u1_ranking(folder, "dotbias")
+    n_items = len(data.items)
+    relevant = relevant_lists(task)
+    assert task.threshold is not None
+    by_sets = relevant_by_sets(data, task.threshold)
+    relevant_match = list(by_sets) == task.users.tolist() and all(
+        np.array_equal(mine, theirs) for mine, theirs in zip(by_sets.values(), relevant, strict=True)
+    )
+    rated = [
+        task.rated_items[task.rated_starts[user] : task.rated_starts[user + 1]].numpy() for user in task.users
+    ]
+    popularity = torch.bincount(data.train.x[:, 1], minlength=n_items).double()
+    scorers: dict[str, Scorer] = {
+        "dotbias": model_scorer(model, n_items),
+        "most-popular": constant_scorer(popularity),
+    }
+    rows: list[dict[str, Any]] = []
+    lists_match, tie_shift = {}, {}
+    for name, scorer in scorers.items():
+        with torch.no_grad():
+            scores = scorer(task.users).float().numpy()
+        lists = top_lists(scorer, task, RANKING_LIST)
+        lists_match[name] = same_lists(scores, lists, independent_top(scores, rated, RANKING_LIST))
+        # Each of recsys' figures from lists as long as those cornac gets: top_lists' at KS, the whole
+        # ranking's alone (see tie_shift).
+        ours = evaluate_ranking(scorer, task, KS) | evaluate_ranking(scorer, task, (n_items,))
+        together = evaluate_ranking(scorer, task, (*KS, n_items))
+        tie_shift[name] = max(abs(together[key] - ours[key]) for key in ours if key != "users")
+        theirs = cornac_scores(lists, relevant, KS)
+        full = cornac_full_scores(top_lists(scorer, task, n_items), relevant, scores)
+        theirs |= {f"{metric}@all": value for metric, value in full.items()}
+        rows += agreement_rows(name, ours, theirs, str(n_items))
+    compared = [row["difference"] for row in rows if row["compared"] != "ties differ"]
+    return {
+        "part": "agreement",
+        "users": len(task.users),
+        "items": n_items,
+        "relevant_sets_match": relevant_match,
+        **{f"lists_match_{name}": match for name, match in lists_match.items()},
+        **{f"tie_shift_{name}": shift for name, shift in tie_shift.items()},
+        "max_difference": max(compared),
+        "tolerance": AGREEMENT_TOLERANCE,
+        "agree": max(compared) <= AGREEMENT_TOLERANCE,
+        "rows": rows,
+    }
+
+
+def bench_ranking_speed(folder: Path, model: str, rounds: int = RANKING_ROUNDS) -> dict[str, Any]:
+    """evaluate_ranking at KS of `model` (trained once, its defaults) over every judged u1 user against
+    every item, timed `rounds` times: the fastest run's wall and CPU seconds."""
+    trained, data, task = u1_ranking(folder, model)
+    n_items = len(data.items)
+    scorer = model_scorer(trained, n_items)
+    runs = []
+    for _ in range(rounds):
+        with measured() as clocks:
+            result = evaluate_ranking(scorer, task, KS)
+        runs.append(clocks)
+    best = min(runs, key=lambda clocks: clocks.seconds)
+    return {
+        "part": "speed",
+        "model": model,
+        "scorer": "bilinear form" if _has_forms(trained) else "forward",
+        "users": len(task.users),
+        "items": n_items,
+        "threads": torch.get_num_threads(),
+        "seconds": best.seconds,
+        "cpu_seconds": best.cpu_seconds,
+        "seconds_max": max(clocks.seconds for clocks in runs),
+        "runs": rounds,
+        "ndcg@10": result["ndcg@10"],
+        "recall@20": result["recall@20"],
+    }
+
+
+def _has_forms(model: torch.nn.Module) -> bool:
+    """Whether model_scorer scores `model` by matrix products (every member a bilinear form)."""
+    return isinstance(model, RatingModel) and all(
+        member.bilinear_form() is not None for member in model.member_models()
+    )
+
+
+def synthetic_ranking_split(
+    n_users: int, n_items: int, n_train: int, n_test: int, seed: int = 0
+) -> tuple[RatingTensors, RatingTensors]:
+    """`n_train` training and `n_test` test ratings, no (user, item) pair twice across both: each
+    user's activity log-normal, items drawn by Zipf-like popularity, half-star ratings in
+    RANKING_SCALE; pairs drawn until enough distinct ones are found, then split at random."""
+    needed = n_train + n_test
+    if needed > n_users * n_items:
+        raise ValueError(f"{needed} distinct pairs asked for, of {n_users} x {n_items}")
+    generator = torch.Generator().manual_seed(seed)
+    popularity = torch.arange(1, n_items + 1, dtype=torch.float64) ** -POPULARITY_EXPONENT
+    activity = torch.exp(torch.randn(n_users, generator=generator, dtype=torch.float64) * ACTIVITY_SIGMA)
+    users_by, items_by = (
+        _cumulative_shares(weights[torch.randperm(len(weights), generator=generator)])
+        for weights in (activity, popularity)
+    )
+    keys = torch.zeros(0, dtype=torch.long)
+    while len(keys) < needed:
+        draws = int((needed - len(keys)) * 1.15) + 1
+        users = _draw(users_by, draws, generator)
+        keys = torch.unique(torch.cat([keys, users * n_items + _draw(items_by, draws, generator)]))
+        del users
+    keys = keys[torch.randperm(len(keys), generator=generator)[:needed]]
+    x = torch.stack([keys // n_items, keys % n_items], dim=1)
+    del keys
+    stars = torch.round((torch.randn(needed, generator=generator) * RATING_SD + RATING_MEAN) * 2) / 2
+    y = stars.clamp(*RANKING_SCALE)
+    return RatingTensors(x[:n_train], y[:n_train]), RatingTensors(x[n_train:], y[n_train:])
+
+
+def _cumulative_shares(weights: Tensor) -> Tensor:
+    """The running sum of `weights` as shares of their total: what _draw searches."""
+    cumulative = torch.cumsum(weights, 0)
+    return cumulative / cumulative[-1]
+
+
+def _draw(cumulative: Tensor, count: int, generator: torch.Generator) -> Tensor:
+    """`count` indices drawn with replacement, each with the share of the weights `cumulative` sums."""
+    picks = torch.rand(count, generator=generator, dtype=torch.float64)
+    return torch.searchsorted(cumulative, picks).clamp(max=len(cumulative) - 1)
+
+
+def sample_task(task: RankingTask, positions: Tensor) -> RankingTask:
+    """`task` judging only the users at `positions` of `task.users` (kept in ascending order), their
+    relevant items sliced alike; what each user rated and the popularity stay as they are."""
+    positions = torch.sort(positions).values
+    starts = task.relevant_starts
+    sizes = starts[positions + 1] - starts[positions]
+    kept = torch.zeros(len(positions) + 1, dtype=torch.long)
+    kept[1:] = torch.cumsum(sizes, 0)
+    index = torch.repeat_interleave(starts[positions] - kept[:-1], sizes) + torch.arange(int(kept[-1]))
+    return dataclasses.replace(
+        task,
+        users=task.users[positions],
+        relevant_starts=kept,
+        relevant_items=task.relevant_items[index],
+        relevant_gains=task.relevant_gains[index],
+    )
+
+
+# This process's peak RSS each time reset_peak_rss restarted it.
+_RESTARTED_PEAK_MB: list[float] = []
+
+
+def _status_mb(field: str) -> float | None:
+    """A memory figure of this process from /proc/self/status (VmRSS now, VmHWM its peak), in MB."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Give freed heap memory back (glibc's malloc_trim) and restart this process's peak RSS (VmHWM,
+    and with it getrusage's ru_maxrss) from its resident memory now (Linux's clear_refs 5), keeping
+    the peak before in _RESTARTED_PEAK_MB for peak_rss_mb; False where either cannot be done."""
+    before = _status_mb("VmHWM")
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+        Path("/proc/self/clear_refs").write_text("5")
+    except (OSError, AttributeError):
+        return False
+    if before is not None:
+        _RESTARTED_PEAK_MB.append(before)
+    return True
+
+
+def peak_added_while(call: Callable[[], Result]) -> tuple[Result, float | None]:
+    """`call()`'s result and the most memory it added to this process at once: its peak RSS less the
+    RSS before it (None where the peak cannot be restarted)."""
+    restarted = reset_peak_rss()
+    before = _status_mb("VmRSS")
+    result = call()
+    peak = _status_mb("VmHWM")
+    return result, (peak - before if restarted and peak is not None and before is not None else None)
+
+
+def _timed(call: Callable[[], Any]) -> Clocks:
+    """The wall and CPU seconds `call()` took."""
+    with measured() as clocks:
+        call()
+    return clocks
+
+
+def bench_ranking_scale(
+    shape: str = RANKING_SHAPE, sample: int = RANKING_SAMPLE, rounds: int = RANKING_ROUNDS, seed: int = 0
+) -> dict[str, Any]:
+    """Full ranking at `shape`: synthetic training and test ratings, the ranking task built from them,
+    `sample` judged users drawn at random and ranked against every item by a dotbias model of
+    SHAPE_FACTORS factors with its random initial weights; evaluate_ranking at KS timed `rounds`
+    times (the fastest), and the memory it added: with the default block, for a tenth of the sample
+    too, and with blocks four times as large."""
+    n_users, n_items, n_train = SHAPES[shape]
+    with measured() as making:
+        train, test = synthetic_ranking_split(n_users, n_items, n_train, n_train // 9, seed)
+    with measured() as building:
+        task = ranking_task(train, test, n_users, n_items, relevance_threshold(RANKING_SCALE))
+    del train, test
+    judged = len(task.users)
+    generator = torch.Generator().manual_seed(seed)
+    sampled = sample_task(task, torch.randperm(judged, generator=generator)[:sample])
+    model = build_model("dotbias", n_users, n_items, SHAPE_FACTORS, (0.0, 5.5), generator)
+    scorer = model_scorer(model, n_items)
+    runs, added = [], []
+    for _ in range(rounds):
+        clocks, grew = peak_added_while(partial(_timed, partial(evaluate_ranking, scorer, sampled, KS)))
+        runs.append(clocks)
+        added.append(grew)
+    best = min(runs, key=lambda clocks: clocks.seconds)
+    tenth = sample_task(sampled, torch.arange(max(1, len(sampled.users) // 10)))
+    _, tenth_added = peak_added_while(partial(evaluate_ranking, scorer, tenth, KS))
+    larger, larger_added = peak_added_while(
+        partial(_timed, partial(evaluate_ranking, scorer, sampled, KS, 4 * BLOCK_ENTRIES))
+    )
+    known = [grew for grew in added if grew is not None]
+    return {
+        "part": "scale",
+        "shape": shape,
+        "users": len(sampled.users),
+        "items": n_items,
+        "training_ratings": int(task.rated_starts[-1]),
+        "judged_users": judged,
+        "threads": torch.get_num_threads(),
+        "block_users": max(1, BLOCK_ENTRIES // n_items),
+        "seconds": best.seconds,
+        "cpu_seconds": best.cpu_seconds,
+        "seconds_max": max(clocks.seconds for clocks in runs),
+        "runs": rounds,
+        "users_per_second": len(sampled.users) / best.seconds,
+        "peak_added_mb": max(known) if known else None,
+        "peak_added_mb_tenth": tenth_added,
+        "peak_added_mb_4x_block": larger_added,
+        "seconds_4x_block": larger.seconds,
+        "generate_seconds": making.seconds,
+        "task_seconds": building.seconds,
+        "resident_mb": _status_mb("VmRSS"),
+    }
+
+
+def bench_ranking(folder: Path | None, part: str, **options: Any) -> dict[str, Any]:
+    """One measurement of the ranking task: "agreement" and "speed" (`model`) on ML-100K u1 in
+    `folder`, "scale" at a synthetic shape."""
+    if part == "scale":
+        return bench_ranking_scale(**options)
+    assert folder is not None, f"the ranking task's {part} part needs ML-100K"
+    if part == "agreement":
+        return bench_ranking_agreement(folder)
+    return bench_ranking_speed(folder, **options)

@@ -14,6 +14,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import benchmark
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -31,6 +32,9 @@ from benchmark import (
 from conftest import ROOT, run_cli
 
 from recsys.commands.common import run
+from recsys.data.encoding import RatingTensors
+from recsys.evaluate.ranking import RankingTask, evaluate_ranking, ranking_task, top_lists
+from recsys.evaluate.scorers import constant_scorer
 from recsys.workflows.report import markdown_table
 
 
@@ -619,3 +623,208 @@ def test_bench_baseline_that_is_no_checkout_is_one_line(tmp_path: Path) -> None:
         f"error: --baseline {tmp_path}: not a recsys checkout (no scripts/bench.py in it)"
     ]
     assert not (tmp_path / "bench").exists()
+
+
+# --- the ranking task: cornac's agreement, sampled tasks, the synthetic shape ----------------------
+#
+# 4 users, 6 items, relevant at 4 stars:
+#   user  trained on   relevant test items (rating)
+#   0     1            0 (5), 3 (4)          4 (2) is not relevant
+#   1     0, 2         3 (5), 5 (4)
+#   2     0            5 (5)
+#   3     0, 1         2 (4.5), 4 (4)
+SMALL_TRAIN = RatingTensors(
+    torch.tensor([[0, 1], [1, 0], [1, 2], [2, 0], [3, 0], [3, 1]]),
+    torch.tensor([3.0, 4.0, 2.0, 5.0, 4.0, 2.0]),
+)
+SMALL_TEST = RatingTensors(
+    torch.tensor([[0, 0], [0, 3], [0, 4], [1, 3], [1, 5], [2, 5], [3, 4], [3, 2]]),
+    torch.tensor([5.0, 4.0, 2.0, 5.0, 4.0, 5.0, 4.0, 4.5]),
+)
+SMALL_SCORES = torch.tensor([6.0, 5.0, 4.0, 3.0, 2.0, 1.0])  # every user ranks 0 > 1 > ... > 5
+
+
+def _small_task() -> RankingTask:
+    return ranking_task(SMALL_TRAIN, SMALL_TEST, 4, 6, 4.0)
+
+
+def test_sample_task_judges_the_chosen_users_with_their_own_relevant_items() -> None:
+    task = _small_task()
+    sampled = benchmark.sample_task(task, torch.tensor([3, 1]))  # positions, in any order
+    assert sampled.users.tolist() == [1, 3]
+    for position, original in enumerate((1, 3)):
+        items, gains = sampled.relevant_of(position)
+        assert items.tolist() == task.relevant_of(original)[0].tolist()
+        assert gains.tolist() == task.relevant_of(original)[1].tolist()
+    assert sampled.rated_items is task.rated_items and sampled.popularity is task.popularity
+    scorer = constant_scorer(SMALL_SCORES)
+    assert evaluate_ranking(scorer, benchmark.sample_task(task, torch.arange(4))) == evaluate_ranking(
+        scorer, task
+    )
+    # Per-user metrics over two halves average to the whole's.
+    halves = [
+        evaluate_ranking(scorer, benchmark.sample_task(task, torch.tensor(p))) for p in ([0, 1], [2, 3])
+    ]
+    whole = evaluate_ranking(scorer, task)
+    for key in ("precision@5", "recall@10", "ndcg@5", "map@10", "mrr@5", "ndcg_graded@5"):
+        assert (halves[0][key] + halves[1][key]) / 2 == pytest.approx(whole[key])
+
+
+def test_synthetic_ranking_split_draws_distinct_pairs_of_half_stars() -> None:
+    train, test = benchmark.synthetic_ranking_split(30, 40, 300, 50, seed=1)
+    assert (len(train), len(test)) == (300, 50)
+    pairs = torch.cat([train.x, test.x])
+    assert len(torch.unique(pairs[:, 0] * 40 + pairs[:, 1])) == 350  # no pair twice, across both
+    assert pairs[:, 0].max() < 30 and pairs[:, 1].max() < 40 and pairs.min() >= 0
+    ratings = torch.cat([train.y, test.y])
+    assert (
+        ratings.min() >= 0.5 and ratings.max() <= 5.0 and torch.equal(ratings * 2, torch.round(ratings * 2))
+    )
+    again = benchmark.synthetic_ranking_split(30, 40, 300, 50, seed=1)
+    assert torch.equal(again[0].x, train.x) and torch.equal(again[1].y, test.y)
+    with pytest.raises(ValueError, match="distinct pairs"):
+        benchmark.synthetic_ranking_split(3, 4, 10, 3)
+
+
+def test_cornac_scores_follow_cornacs_definitions_on_lists_worked_by_hand() -> None:
+    pytest.importorskip("cornac")
+    # User A: 3 candidates (-1 after them), relevant 0 (second) and 7 (not listed); user B: 1 first.
+    lists = np.array([[2, 0, 5, -1], [1, 4, 3, 0]])
+    found = benchmark.cornac_scores(lists, [np.array([0, 7]), np.array([1])], (1, 3))
+    second = 1 / math.log2(3)
+    expected = {
+        "precision@1": 0.5, "recall@1": 0.5, "ndcg@1": 0.5, "hit_rate@1": 0.5, "mrr@1": 0.5,
+        "precision@3": 1 / 3, "recall@3": 0.75, "ndcg@3": (second / (1 + second) + 1) / 2,
+        "hit_rate@3": 1.0, "mrr@3": 0.75,
+    }  # fmt: skip
+    assert found == pytest.approx(expected)
+
+
+def test_cornac_scores_match_recsys_on_its_own_lists() -> None:
+    pytest.importorskip("cornac")
+    task, scorer = _small_task(), constant_scorer(SMALL_SCORES)
+    relevant = benchmark.relevant_lists(task)
+    ours = evaluate_ranking(scorer, task, (1, 2, 4))
+    theirs = benchmark.cornac_scores(top_lists(scorer, task, 4), relevant, (1, 2, 4))
+    assert theirs == pytest.approx({key: ours[key] for key in theirs}, abs=1e-12)
+    full = benchmark.cornac_full_scores(top_lists(scorer, task, 6), relevant)
+    ours = evaluate_ranking(scorer, task, (6,))
+    assert full == pytest.approx({"mrr": ours["mrr@6"], "map": ours["map@6"]}, abs=1e-12)
+
+
+def test_cornac_map_from_the_scores_ranks_ties_at_their_worst_place() -> None:
+    pytest.importorskip("cornac")
+    # Items 0 and 2 tie at the top; recsys' list put the relevant item 0 first.
+    scores = np.array([[1.0, 0.0, 1.0, 0.0, 0.0, 0.5]])
+    found = benchmark.cornac_full_scores(np.array([[0, 2, 5, -1]]), [np.array([0])], scores)
+    assert found == pytest.approx({"mrr": 1.0, "map": 1.0, "map_own_ties": 0.5})
+
+
+def test_agreement_rows_pair_each_cornac_figure_with_recsys_and_say_how_they_compare() -> None:
+    ours = {"precision@5": 0.2, "mrr@5": 0.3, "mrr@9": 0.4, "map@9": 0.1}
+    theirs = {
+        "precision@5": 0.2,
+        "mrr@5": 0.3 + 1e-9,
+        "mrr@all": 0.4,
+        "map@all": 0.1,
+        "map_own_ties@all": 0.05,
+    }
+    rows = benchmark.agreement_rows("popular", ours, theirs, "9")
+    assert [(row["metric"], row["k"], row["compared"]) for row in rows] == [
+        ("precision", "5", "exact"),
+        ("mrr", "5", "cut at k"),
+        ("mrr", "all", "exact"),
+        ("map", "all", "exact"),
+        ("map_own_ties", "all", "ties differ"),
+    ]
+    assert [row["recsys"] for row in rows] == [0.2, 0.3, 0.4, 0.1, 0.1]
+    assert rows[1]["difference"] == pytest.approx(1e-9) and rows[4]["difference"] == pytest.approx(0.05)
+    assert all(row["scorer"] == "popular" for row in rows)
+
+
+def test_independent_top_masks_what_each_user_rated_and_same_lists_allows_any_order_of_ties() -> None:
+    scores = np.array([[3.0, 1.0, 3.0, 2.0], [1.0, 2.0, 2.0, 0.0], [0.0, 5.0, 0.0, 0.0]])
+    rated = [np.array([0]), np.array([], dtype=np.int64), np.array([0, 2, 3])]
+    found = benchmark.independent_top(scores, rated, 2)
+    assert found.tolist() == [[2, 3], [1, 2], [1, -1]]
+    assert benchmark.same_lists(scores, np.array([[2, 3], [2, 1], [1, -1]]), found)  # 1 and 2 tie
+    assert not benchmark.same_lists(scores, np.array([[2, 3], [1, 0], [1, -1]]), found)
+    assert not benchmark.same_lists(scores, np.array([[2, 3], [1, 2], [1, 0]]), found)
+
+
+def test_relevant_by_sets_finds_what_ranking_task_finds() -> None:
+    task = _small_task()
+    data = SimpleNamespace(train=SMALL_TRAIN, test=SMALL_TEST)
+    found = benchmark.relevant_by_sets(data, 4.0)  # type: ignore[arg-type]
+    assert list(found) == task.users.tolist() == [0, 1, 2, 3]
+    assert [items.tolist() for items in found.values()] == [
+        r.tolist() for r in benchmark.relevant_lists(task)
+    ]
+
+
+def test_bench_ranking_runs_the_u1_parts_only_with_ml100k_and_scales_at_each_shape(tmp_path: Path) -> None:
+    script = _bench_script()
+    specs = script.jobs(tmp_path, ["ml-1m", "ml-25m"], tmp_path, repeats=2, tasks=["ranking"])
+    assert [(spec["part"], spec.get("model"), spec.get("shape")) for spec in specs] == [
+        ("agreement", None, None),
+        *[("speed", model, None) for model in ("dot", "dotbias", "svdpp", "bpmf", "linear", "embproj")],
+        ("scale", None, "ml-1m"),
+        ("scale", None, "ml-25m"),
+    ]
+    assert all(spec["task"] == "ranking" and not spec.get("contended") for spec in specs)
+    assert all(spec["sample"] == 10_000 for spec in specs if spec["part"] == "scale")
+    specs = script.jobs(None, ["ml-25m"], tmp_path, repeats=1, tasks=["ranking"])
+    assert [spec["part"] for spec in specs] == ["scale"]
+
+
+def test_bench_tables_give_the_ranking_task_its_tables() -> None:
+    specs = [{"task": "ranking", "part": part} for part in ("agreement", "speed", "speed", "scale")]
+    row = {"scorer": "dotbias", "metric": "ndcg", "k": "5", "recsys": 0.2, "cornac": 0.2, "difference": 0.0}
+    results = [
+        {"part": "agreement", "users": 456, "max_difference": 0.0, "agree": True, "rows": [row, row]},
+        {"part": "speed", "model": "dot", "seconds": 0.2, "cpu_seconds": 0.3},
+        {"part": "speed", "model": "bpmf", "seconds": 0.4, "cpu_seconds": 0.5},
+        {"part": "scale", "shape": "ml-25m", "users": 10_000, "seconds": 20.0, "peak_added_mb": 180.0},
+    ]
+    found = _bench_script().tables(specs, results)
+    assert list(found) == ["ranking-agreement", "ranking-checks", "ranking-speed", "ranking-scale"]
+    assert len(found["ranking-agreement"]) == 2
+    assert "rows" not in found["ranking-checks"] and "part" not in found["ranking-checks"]
+    assert found["ranking-checks"]["agree"].tolist() == [True]
+    assert found["ranking-speed"]["model"].tolist() == ["dot", "bpmf"]
+
+
+def test_bench_ranking_scale_ranks_a_sample_of_the_judged_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(SHAPES, "small", (40, 50, 1_200))
+    spec = {"task": "ranking", "part": "scale", "shape": "small", "sample": 20}
+    result = _bench_script().worker(spec, None)
+    assert result is not None
+    assert (result["shape"], result["items"], result["training_ratings"]) == ("small", 50, 1_200)
+    assert result["judged_users"] > 20 and result["users"] == 20 and result["runs"] == 3
+    assert result["block_users"] == benchmark.BLOCK_ENTRIES // 50
+    for key in ("peak_added_mb", "peak_added_mb_tenth", "peak_added_mb_4x_block"):
+        assert result[key] is None or result[key] >= 0
+
+
+def test_peak_added_while_counts_what_the_call_holds_at_once() -> None:
+    value, added = benchmark.peak_added_while(lambda: int(torch.ones(64 * 2**20, dtype=torch.uint8).sum()))
+    assert value == 64 * 2**20
+    assert added is None or added >= 32  # MB; None where the peak cannot be restarted
+
+
+@pytest.mark.slow
+def test_cornac_agrees_with_recsys_on_u1_lists(ml100k_folder: Path) -> None:
+    pytest.importorskip("cornac")
+    result = benchmark.bench_ranking_agreement(ml100k_folder)
+    assert result["agree"] and result["max_difference"] <= benchmark.AGREEMENT_TOLERANCE
+    assert (
+        result["relevant_sets_match"] and result["lists_match_dotbias"] and result["lists_match_most-popular"]
+    )
+    assert result["users"] == 456 and len(result["rows"]) == 2 * (5 * 3 + 3)
+
+
+def test_peak_rss_keeps_the_peak_from_before_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(benchmark, "_RESTARTED_PEAK_MB", [])
+    assert benchmark.peak_rss_mb() > 0  # nothing restarted yet: the kernel's peak alone
+    monkeypatch.setattr(benchmark, "_RESTARTED_PEAK_MB", [1e9])
+    assert benchmark.peak_rss_mb() == 1e9  # a peak held before a restart still counts
