@@ -60,7 +60,7 @@ class RunConfig:
     """Everything that determines a run's result."""
 
     model: str = "dotbias"  # registered in recsys/models/registry.py: dot | dotbias | linear | embproj
-    dataset: str = "ml-100k"  # a MovieLens variant, "tiny" (data/tiny) or "synthetic"
+    dataset: str = "ml-100k"  # a MovieLens variant, "tiny" (recsys/data/samples/tiny) or "synthetic"
     split: str = "random"  # random | user | user-last | time | u1..u5 | ua | ub
     test_frac: float = 0.2  # share held out by the random, user and time splits
     test_n: int = 10  # ratings per user held out by the user-last split

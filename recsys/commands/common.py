@@ -167,8 +167,8 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
 
 def ratings_from_flags(args: argparse.Namespace, *, announce: bool) -> "RatingsDataset":
     """The --ratings file read as its companion flags say, its rating scale printed."""
+    from recsys.data.dataset import describe_scale
     from recsys.data.ratings_file import load_ratings
-    from recsys.data.ratings_table import describe_scale
 
     dataset = load_ratings(
         args.ratings, columns=args.columns, sep=args.sep, items=args.items, rating_scale=args.rating_scale

@@ -10,7 +10,9 @@ from recsys.data.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, ma
 from recsys.errors import DataError, DataUnavailable
 from recsys.names import DATA_FILE, DATASETS
 
-TINY_FOLDER = Path(__file__).resolve().parents[2] / "data" / "tiny"  # the repository's data/tiny
+# The committed tiny sample is package data (pyproject.toml), so it is there in every install, not only
+# in a checkout; the readers need real files, which a wheel installed by pip unpacks.
+TINY_FOLDER = Path(__file__).resolve().parent / "samples" / "tiny"
 DEFAULT_DATASET = "ml-100k"
 
 

@@ -1,6 +1,5 @@
 """The in-memory form every loader returns: a ratings table, an item table and the rating scale."""
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,12 +8,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from recsys.data.columns import RATING_FIELDS, find_columns, require_rating_columns
+from recsys.data.ratings_table import (
+    ITEM_COLUMNS,
+    Where,
+    check_scale,
+    check_unique_columns,
+    item_table,
+    rating_step,
+    ratings_table,
+    row_of_frame,
+    warn_unnamed_items,
+)
 from recsys.errors import DataError
 
 RATING_COLUMNS = ["user", "item", "rating", "timestamp"]
 # A predefined fold: row positions into the dataset's ratings of its training and its test part.
 FoldRows = tuple[np.ndarray, np.ndarray]
-ITEM_COLUMNS = ["item", "title", "genres"]
 
 
 @dataclass(frozen=True)
@@ -59,8 +69,6 @@ class RatingsDataset:
         """Ratings from a DataFrame, checked as a ratings file is. Columns not named are found by
         common names (userId, item_id, score, ...); without a timestamp, row order stands for time.
         `items` is a table of item ids and titles (and genres), for reports and recommendations."""
-        from recsys.data.ratings_table import dataset_from_frame
-
         columns = {"user": user, "item": item, "rating": rating, "timestamp": timestamp}
         return dataset_from_frame(ratings, columns, items=items, name=name, rating_scale=rating_scale)
 
@@ -129,55 +137,67 @@ def ratings_frame(
     )
 
 
-def warn_unnamed_items(ratings: pd.DataFrame, items: pd.DataFrame, source: Path | str) -> None:
-    """Warn, with a count and an example, when rated items have no entry in the item table."""
-    unnamed = np.setdiff1d(ratings["item"].to_numpy(), items["item"].to_numpy())
-    if unnamed.size:
-        warnings.warn(
-            f"{source}: no entry for {unnamed.size} rated item "
-            f"id{'s' if unnamed.size > 1 else ''}, e.g. {unnamed[0]} (titles shown as their raw id)",
-            stacklevel=3,
-        )
+def describe_scale(dataset: RatingsDataset) -> str:
+    """The rating scale as a user reads it, e.g. "1-10 in steps of 1 (12,000 ratings)"."""
+    low, high = dataset.rating_scale
+    step = rating_step(dataset.ratings["rating"].to_numpy())
+    spacing = f"in steps of {step:g}" if step is not None else "continuous"
+    span = f"{low:g} to {high:g}" if low < 0 else f"{low:g}-{high:g}"  # not "-2-2"
+    return f"{span} {spacing} ({len(dataset.ratings):,} ratings)"
 
 
-def _pair_keys(ratings: pd.DataFrame) -> np.ndarray:
-    """One int64 per (user, item) pair, equal only for equal pairs: from the ids' offsets where
-    integer ids allow it, else from codes of the distinct ids. Built in place: one array in all."""
-    user, item = ratings["user"].to_numpy(), ratings["item"].to_numpy()
-    spans = [int(ids.max()) - int(ids.min()) + 1 if ids.dtype.kind in "iu" else 0 for ids in (user, item)]
-    if 0 in spans or spans[0] * spans[1] >= 2**63:  # text ids, or integers too far apart
-        user, item = (pd.factorize(ids)[0].astype(np.int64) for ids in (user, item))
-        spans = [int(user.max()) + 1, int(item.max()) + 1]
-    keys = user - user.min()
-    keys *= spans[1]
-    keys += item
-    keys -= item.min()
-    return keys
+def dataset_from_table(
+    name: str,
+    raw: Mapping[str, pd.Series | None],
+    n: int,
+    *,
+    raw_items: pd.DataFrame | None,
+    rating_scale_given: tuple[float, float] | None,
+    source: str,
+    items_source: str,
+    where: Where,
+    items_where: Where = row_of_frame,
+    origin: Mapping[str, Any],
+) -> RatingsDataset:
+    """A RatingsDataset from raw rating columns and an optional raw item table (its rows named by
+    `items_where`); rated items the item table does not name are counted in a warning."""
+    table, scale = ratings_table(raw, n, rating_scale_given, source, where)
+    if raw_items is None:  # no titles: reports and recommend.py show raw ids
+        items = pd.DataFrame({column: table["item"].iloc[:0] for column in ITEM_COLUMNS})
+    else:
+        items = item_table(raw_items, table["item"].dtype, items_source, items_where)
+        warn_unnamed_items(table, items, items_source)
+    return RatingsDataset(name, table, items, scale, None, {}, dict(origin))
 
 
-def _has_duplicate_pairs(ratings: pd.DataFrame) -> bool:
-    """Whether some (user, item) pair is rated twice: by sorting the pair keys, far cheaper than
-    pandas' hashing on tens of millions of rows."""
-    keys = _pair_keys(ratings)
-    keys.sort()
-    return bool((keys[1:] == keys[:-1]).any())
-
-
-def keep_latest_duplicates(ratings: pd.DataFrame, source: Path | str) -> pd.DataFrame:
-    """Keep one rating per (user, item), the latest by timestamp, and warn with the count dropped.
-
-    MovieLens has none; a hand-made file may, and two answers for one pair would both be trained on
-    and tested against.
-    """
-    if not _has_duplicate_pairs(ratings):
-        return ratings
-    order = np.argsort(ratings["timestamp"].to_numpy(), kind="stable")
-    latest = ~ratings.iloc[order].duplicated(["user", "item"], keep="last").to_numpy()
-    keep = np.zeros(len(ratings), dtype=bool)
-    keep[order[latest]] = True
-    warnings.warn(
-        f"{source}: {len(ratings) - keep.sum()} duplicate (user, item) ratings dropped; "
-        "kept the latest of each by timestamp (the later row where the file has no timestamps)",
-        stacklevel=3,
+def dataset_from_frame(
+    frame: pd.DataFrame,
+    columns: Mapping[str, str | None],
+    *,
+    items: pd.DataFrame | None,
+    name: str,
+    rating_scale: tuple[float, float] | None,
+) -> RatingsDataset:
+    """`RatingsDataset.from_frame`: the columns given (None: found by common names) checked as a
+    file's are; a bad value is named by its row position."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"from_frame takes a pandas DataFrame of ratings, got {type(frame).__name__}")
+    check_scale(rating_scale, "the ratings frame")
+    check_unique_columns(frame, "the ratings frame")
+    labels = {str(label): label for label in frame.columns}
+    given = {field: str(column) for field, column in columns.items() if column is not None}
+    found = find_columns(list(labels), RATING_FIELDS, given, "the ratings frame")
+    require_rating_columns(found, list(labels), "the ratings frame", "pass user=, item=, rating=")
+    raw: dict[str, pd.Series | None] = {field: frame[labels[column]] for field, column in found.items()}
+    raw.setdefault("timestamp", None)
+    return dataset_from_table(
+        name,
+        raw,
+        len(frame),
+        raw_items=items,
+        rating_scale_given=rating_scale,
+        source="the ratings frame",
+        items_source="the items frame",
+        where=row_of_frame,
+        origin={},
     )
-    return ratings[keep].reset_index(drop=True)

@@ -25,17 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recsys.data.dataset import (
-    ITEM_COLUMNS,
-    RATING_COLUMNS,
-    FoldRows,
-    RatingsDataset,
-    check_ratings,
-    keep_latest_duplicates,
-    ratings_frame,
-    warn_unnamed_items,
-)
+from recsys.data.dataset import RATING_COLUMNS, FoldRows, RatingsDataset, check_ratings, ratings_frame
 from recsys.data.download import download, extract_zip
+from recsys.data.ratings_table import ITEM_COLUMNS, keep_latest_duplicates, warn_unnamed_items
 from recsys.errors import DataError, DataUnavailable, DownloadError
 from recsys.names import PREDEFINED_FOLDS
 

@@ -34,8 +34,8 @@ from recsys.data.columns import (
     normalised,
     require_rating_columns,
 )
-from recsys.data.dataset import RatingsDataset
-from recsys.data.ratings_table import Where, check_scale, data_name, dataset_from_table, row_of_frame
+from recsys.data.dataset import RatingsDataset, dataset_from_table
+from recsys.data.ratings_table import Where, check_scale, data_name, row_of_frame
 from recsys.errors import DataError
 
 COMPRESSIONS = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}

@@ -31,7 +31,8 @@ class SyntheticConfig:
     seed: int = 0
 
 
-# data/tiny is made from this (scripts/make_tiny.py), so its planted truth can be regenerated.
+# The tiny sample (recsys/data/samples/tiny) is made from this (scripts/make_tiny.py), so its planted
+# truth can be regenerated.
 TINY_CONFIG = SyntheticConfig(n_users=120, n_items=200, n_ratings=4_000, seed=20261123)
 
 

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from recsys.models.dot import DotProduct, DotProductBias
     from recsys.models.ensemble import Ensemble
     from recsys.models.implicit import SVDPlusPlus
-    from recsys.models.layers import sigmoid_range
     from recsys.models.linear import EmbeddingProjection, LinearDotProduct
     from recsys.models.registry import (
         COMPILED_DEFAULTS,
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
         registered,
         unregister,
     )
+    from recsys.models.squash import sigmoid_range
 
 _HOMES = {
     "recsys.models.registry": [
@@ -65,7 +65,7 @@ _HOMES = {
         "Explanation",
         "YRange",
     ],
-    "recsys.models.layers": ["sigmoid_range"],
+    "recsys.models.squash": ["sigmoid_range"],
     "recsys.models.dot": ["DotProduct", "DotProductBias"],
     "recsys.models.linear": ["LinearDotProduct", "EmbeddingProjection"],
     "recsys.models.implicit": ["SVDPlusPlus"],

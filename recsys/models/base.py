@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-YRange = tuple[float, float]
+from recsys.models.squash import YRange, sigmoid_range, sigmoid_range_inverse
+
 BiasKind = Literal["explicit", "implied"]
 
 
@@ -119,15 +120,11 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
 
     def squash(self, score: Tensor) -> Tensor:
         """The score mapped into y_range as `forward` maps it: fastai's sigmoid_range by default."""
-        from recsys.models.layers import sigmoid_range  # layers builds on this module
-
         return sigmoid_range(score, self.y_range)
 
     def unsquash(self, rating: Tensor) -> Tensor:
         """The score `squash` maps to `rating` (ratings at or past y_range's ends are brought just
         inside it): what fold-in fits a new user's scores to."""
-        from recsys.models.layers import sigmoid_range_inverse
-
         return sigmoid_range_inverse(rating, self.y_range)
 
     def penalty(self, x: Tensor) -> Tensor:

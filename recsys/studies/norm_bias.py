@@ -17,7 +17,8 @@ from torch import Tensor, nn
 
 from recsys.data.encoding import RatingTensors
 from recsys.models import YRange
-from recsys.models.layers import embedding_table, sigmoid_range, split_pairs
+from recsys.models.layers import embedding_table, split_pairs
+from recsys.models.squash import sigmoid_range
 
 NORMS = ("layer", "batch", "none")
 

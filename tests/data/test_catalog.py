@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import tomllib
+from fnmatch import fnmatch
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import ROOT
 from movielens_files import (
     HALF_RATINGS,
     WHOLE_RATINGS,
@@ -91,9 +95,24 @@ def test_an_unwritable_cache_still_falls_back_to_synthetic_data(
     assert ds.name == "synthetic" and note is not None and "cannot write the dataset cache" in note
 
 
-def test_tiny_is_read_from_the_repositorys_data_folder() -> None:
-    assert load_dataset("tiny").folder == TINY_FOLDER
-    assert (TINY_FOLDER / "ratings.csv").is_file() and (TINY_FOLDER / "movies.csv").is_file()
+def test_tiny_is_package_data_read_from_the_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tiny sample lies in the recsys.data package (where a wheel installs it), not in the
+    repository's data/ folder, and loads from any working folder."""
+    package = Path(str(resources.files("recsys.data"))).resolve()
+    assert package / "samples" / "tiny" == TINY_FOLDER
+    assert not TINY_FOLDER.is_relative_to(ROOT / "data")
+    names = {"ratings.csv", "movies.csv"}
+    assert {path.name for path in TINY_FOLDER.iterdir() if path.is_file()} >= names
+    # pyproject.toml declares them package data, so a wheel carries them.
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    for name in names:
+        relative = (TINY_FOLDER / name).relative_to(package).as_posix()
+        assert any(fnmatch(relative, pattern) for pattern in declared["recsys.data"]), relative
+    monkeypatch.chdir(tmp_path)
+    tiny = load_dataset("tiny")
+    assert tiny.folder == TINY_FOLDER and len(tiny.ratings) == 4_000 and len(tiny.items) > 0
 
 
 def test_planted_truth_is_the_generators_for_synthetic_data_only() -> None:

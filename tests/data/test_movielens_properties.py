@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from recsys.data.dataset import ITEM_COLUMNS, RATING_COLUMNS
+from recsys.data.dataset import RATING_COLUMNS
 from recsys.data.movielens import RATINGS_FILE, read_items, read_ratings
+from recsys.data.ratings_table import ITEM_COLUMNS
 from recsys.errors import DataError
 
 # No example database: it would leave a .hypothesis/ folder in the repository.

@@ -18,9 +18,9 @@ import pytest
 
 from recsys.data import ratings_file
 from recsys.data.catalog import dataset_from_record
-from recsys.data.dataset import RatingsDataset
+from recsys.data.dataset import RatingsDataset, describe_scale
 from recsys.data.ratings_file import load_ratings
-from recsys.data.ratings_table import data_name, describe_scale, rating_step
+from recsys.data.ratings_table import data_name, rating_step
 from recsys.errors import DataError
 
 ROWS = [

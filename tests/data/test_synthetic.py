@@ -1,4 +1,4 @@
-"""recsys.data.synthetic: the generator with planted biases and factors, and data/tiny made from it."""
+"""recsys.data.synthetic: the generator with planted biases and factors, and the tiny sample made from it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
+from recsys.data.catalog import TINY_FOLDER
 from recsys.data.synthetic import SyntheticConfig, make_synthetic
 
 SMALL = SyntheticConfig(n_users=60, n_items=150, n_ratings=2_000, n_factors=3, seed=7)
@@ -88,6 +89,7 @@ def test_make_tiny_regenerates_the_committed_files(
     monkeypatch.setattr(sys, "argv", argv)
     runpy.run_path(str(ROOT / "scripts" / "make_tiny.py"), run_name="__main__")
     assert capsys.readouterr().out == ""
+    committed = {out: TINY_FOLDER, books: ROOT / "data" / "books"}
     files = ((out, "ratings.csv"), (out, "movies.csv"), (books, "ratings.csv"), (books, "books.csv"))
     for folder, name in files:
-        assert (folder / name).read_bytes() == (ROOT / "data" / folder.name / name).read_bytes(), name
+        assert (folder / name).read_bytes() == (committed[folder] / name).read_bytes(), name
