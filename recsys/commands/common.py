@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from recsys.errors import RecsysError
-from recsys.names import DATASETS
+from recsys.errors import DataUnavailable, RecsysError
+from recsys.names import DATASETS, PREDEFINED_FOLDS
 
 if TYPE_CHECKING:
     from recsys.data.dataset import RatingsDataset
@@ -152,12 +152,22 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
         return ratings_from_flags(args, announce=rank == 0)
     if world_size > 1 and rank != 0:
         torch.distributed.barrier()
-    dataset, note = resolve_dataset(
-        args.dataset,
-        args.data_dir,
-        progress=not args.no_progress and rank == 0,
-        allow_download=not args.offline,
-    )
+    split = getattr(args, "split", None)
+    needs_folds = split in PREDEFINED_FOLDS or split == "folds"  # only ml-100k has them: no fallback
+    try:
+        dataset, note = resolve_dataset(
+            args.dataset,
+            args.data_dir,
+            progress=not args.no_progress and rank == 0,
+            allow_download=not args.offline,
+            fallback=not needs_folds,
+        )
+    except DataUnavailable as error:
+        if needs_folds and args.dataset is None and args.data_dir is None:
+            raise DataUnavailable(
+                f"--split {split} takes ml-100k's predefined folds, and ml-100k is not available: {error}"
+            ) from None
+        raise
     if world_size > 1 and rank == 0:
         torch.distributed.barrier()
     if note and rank == 0:

@@ -115,7 +115,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=SPLIT_KINDS,
         default=None,
         help="random, per-user fraction, each user's last --test-n by time, global time cut, "
-        f"or an ml-100k fold [default: {DEFAULTS.split}]",
+        "or an ml-100k fold [default: u1 for ml-100k, which comes with it; else random]",
     )
     add(
         "--test-frac",
@@ -242,9 +242,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> RunConfig:
+def config_from_args(
+    args: argparse.Namespace, dataset: str, device: str, default_split: str = DEFAULTS.split
+) -> RunConfig:
     """The run's config from the flags, over the --config file's settings where one is given (unset
-    training settings take the model's tuned defaults)."""
+    training settings take the model's tuned defaults; the split, `default_split`: the dataset's)."""
     settings = config_file_values(args.config) if args.config is not None else {}
     engine = args.engine if args.engine not in (None, "auto") else settings.pop("engine", None)
     if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -281,6 +283,7 @@ def config_from_args(args: argparse.Namespace, dataset: str, device: str) -> Run
         refuse_autograd_only(given)
     from_file = set(settings) - given
     settings.update({field: value for field, value in flags.items() if value is not None})
+    settings.setdefault("split", default_split)
     try:
         return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
     except RecsysError as error:
@@ -467,7 +470,11 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
                 print(f"data: {where}", file=sys.stderr)
         else:
             dataset = dataset_from_flags(args)
-        config = resume.config if resume is not None else config_from_args(args, dataset.name, device)
+        config = (
+            resume.config
+            if resume is not None
+            else config_from_args(args, dataset.name, device, dataset.default_split)
+        )
         if out is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             out = Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"

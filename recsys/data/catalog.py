@@ -30,10 +30,15 @@ def load_dataset(
 
 
 def resolve_dataset(
-    name: str | None, data_dir: Path | None = None, *, progress: bool = True, allow_download: bool = True
+    name: str | None,
+    data_dir: Path | None = None,
+    *,
+    progress: bool = True,
+    allow_download: bool = True,
+    fallback: bool = True,
 ) -> tuple[RatingsDataset, str | None]:
-    """Dataset `name`; with neither a name nor a folder, ML-100K when it can be had, otherwise the
-    built-in synthetic data and a note saying why."""
+    """Dataset `name`; with neither a name nor a folder, ML-100K when it can be had, otherwise (with
+    `fallback`) the built-in synthetic data and a note saying why."""
     if name is not None or data_dir is not None:
         return load_dataset(
             name or DEFAULT_DATASET, data_dir, progress=progress, allow_download=allow_download
@@ -41,6 +46,8 @@ def resolve_dataset(
     try:
         return load_dataset(DEFAULT_DATASET, progress=progress, allow_download=allow_download), None
     except DataUnavailable as error:  # a copy that is there but damaged is an error, not a fallback
+        if not fallback:
+            raise
         note = f"{DEFAULT_DATASET} is not available ({error}); training on built-in synthetic data instead"
         return load_dataset("synthetic"), note
 

@@ -237,6 +237,10 @@ BAD_CASES = [
     pytest.param("test-frac", ["--dataset", "tiny", "--test-frac", "1.5"], "--test-frac", id="test-frac"),
     pytest.param("offline", ["--dataset", "ml-100k", "--offline"], "--data-dir", id="offline"),
     pytest.param("fold", ["--split", "u1", "--dataset", "tiny"], "--split u1", id="fold-on-tiny"),
+    # Asked for by name, a fold has no synthetic fallback: the line says what the command needs.
+    pytest.param("fold-offline", ["--split", "u1", "--offline"],
+                 "--split u1 takes ml-100k's predefined folds, and ml-100k is not available",
+                 id="fold-offline"),
     pytest.param("data-dir", ["--data-dir", "/nonexistent", "--dataset", "ml-100k"], "/nonexistent",
                  id="data-dir"),
     pytest.param("out", ["--dataset", "tiny"], "not an empty folder", id="out-not-empty"),
@@ -510,3 +514,18 @@ def test_a_runs_own_settings_train_again_through_config(tmp_path: Path) -> None:
         json.loads((tmp_path / "again" / "metrics.json").read_text())["test_rmse"]
         == json.loads((first / "metrics.json").read_text())["test_rmse"]
     )
+
+
+def test_the_split_defaults_to_the_datasets_own() -> None:
+    args = train_command.parse_args([])
+    assert train_command.config_from_args(args, "ml-100k", "cpu", "u1").split == "u1"
+    assert train_command.config_from_args(args, "books", "cpu", "random").split == "random"
+    chosen = train_command.parse_args(["--split", "time"])
+    assert train_command.config_from_args(chosen, "ml-100k", "cpu", "u1").split == "time"
+
+
+def test_a_config_files_split_wins_over_the_datasets(tmp_path: Path) -> None:
+    settings = tmp_path / "best.json"
+    settings.write_text(json.dumps({"split": "user"}))
+    args = train_command.parse_args(["--config", str(settings)])
+    assert train_command.config_from_args(args, "ml-100k", "cpu", "u1").split == "user"
