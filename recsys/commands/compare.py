@@ -22,6 +22,7 @@ from recsys.workflows.compare import Comparison, Relevant, compare_models, measu
 from recsys.workflows.report import (
     RANKING_COLUMNS,
     claim_report_folder,
+    earlier_data,
     fold_summary,
     ranking_summary,
     write_report,
@@ -134,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("reports") / f"{dataset.name}-{args.split}"
     with claim_report_folder(out) as earlier:  # a run that fails leaves no folder it made behind
         if earlier:
+            this = dataset.origin.get("ratings") or dataset.name
+            if (was := earlier_data(out)) is not None and was != this:
+                raise RecsysError(f"--out {out} holds the report of other data ({was}); choose another --out")
             print(f"the report in {out} will be replaced", file=sys.stderr)
         return _compare_into(args, dataset, splits, engine, out)
 

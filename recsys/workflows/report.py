@@ -90,6 +90,20 @@ def claim_report_folder(out: Path) -> Iterator[bool]:
         raise
 
 
+def earlier_data(out: Path) -> str | None:
+    """What data the earlier report in `out` was of: its ratings file, else its dataset's name (None
+    where its results cannot be read). Two own files of one name (two `ratings.csv`) share a default
+    report folder, and one report must not silently replace the other's."""
+    try:
+        earlier = json.loads((out / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(earlier, dict):
+        return None
+    shown = earlier.get("ratings_file") or earlier.get("dataset")
+    return str(shown) if shown is not None else None
+
+
 def fold_summary(fold_scores: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of RMSE and MAE per model over folds (rows: fold, model, ...)."""
     summary = fold_scores.groupby("model", sort=False).agg(
@@ -446,6 +460,7 @@ def _write_report_files(
 
     results: dict[str, Any] = {
         "dataset": comparison.dataset.name,
+        "ratings_file": comparison.dataset.origin.get("ratings"),
         "split": comparison.split,
         "seed": comparison.seed,
         "unknown_policy": comparison.unknown,

@@ -4,6 +4,7 @@ In this process (its `main`, `parse_args` and `cli`), and once as a subprocess, 
 (slow: a torch import)."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -221,3 +222,24 @@ def test_a_comparison_that_fails_leaves_no_folder_it_made(tmp_path: Path) -> Non
     result = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
     assert result.returncode == 2 and "--split u1" in result.stderr, result.stderr
     assert not out.exists()
+
+
+def test_a_report_of_other_data_of_the_same_name_is_not_replaced(tmp_path: Path) -> None:
+    # Two shops' exports, both called ratings.csv: the second report must not replace the first.
+    first, second = tmp_path / "shop-a" / "ratings.csv", tmp_path / "shop-b" / "ratings.csv"
+    for path in (first, second):
+        path.parent.mkdir()
+        shutil.copy(ROOT / "data" / "books" / "ratings.csv", path)
+    out = tmp_path / "report"
+    common = ["--models", "dot", "--epochs", "1", "--no-measurements", "--no-progress", "--out", str(out)]
+    done = run_cli(compare_command.cli, "compare.py", ["--ratings", str(first), *common], tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    again = run_cli(compare_command.cli, "compare.py", ["--ratings", str(first), *common], tmp_path / "cache")
+    assert again.returncode == 0 and "will be replaced" in again.stderr  # the same data: replaced
+    other = run_cli(
+        compare_command.cli, "compare.py", ["--ratings", str(second), *common], tmp_path / "cache"
+    )
+    assert other.returncode == 2, other.stderr
+    error = other.stderr.strip().splitlines()[-1]  # after the line telling the file's scale
+    assert error.startswith(f"error: --out {out} holds the report of other data ({first.resolve()})")
+    assert json.loads((out / "results.json").read_bytes())["ratings_file"] == str(first.resolve())
