@@ -1,4 +1,5 @@
-"""A run folder belongs to one run at a time: `claim_run_folder` holds a lock file inside it."""
+"""A run folder belongs to one run at a time: `claim_run_folder` holds a lock file inside it while
+the run lasts."""
 
 import fcntl
 import os
@@ -38,6 +39,8 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
             if not resume:
                 _take_back(path, made_folder=made_folder, made_lock=made_lock)
             raise
+        finally:  # still held: the lock file goes with the run, so a finished folder holds only its files
+            lock.unlink(missing_ok=True)
 
 
 def make_folder(path: Path, flag: str) -> bool:

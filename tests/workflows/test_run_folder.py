@@ -28,7 +28,7 @@ def test_fresh_claim_makes_the_folder_and_holds_it(tmp_path: Path) -> None:
         for resume, flag in ((False, "--out"), (True, "--resume")):
             assert claim_error(out, resume=resume) == f"{flag} {out} is in use by another recsys run"
         (out / "config.json").write_text("{}")
-    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, "config.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json"]  # the lock goes with the run
 
 
 def test_lock_is_released_when_the_block_ends(tmp_path: Path) -> None:
@@ -175,4 +175,4 @@ def test_two_processes_claiming_one_folder_at_once(tmp_path: Path, round_: int) 
     assert len(winners) == 1, results
     loser_code, loser_error = next(result for name, result in results.items() if name not in winners)
     assert loser_code == 2 and loser_error.strip() == f"error: --out {out} is in use by another recsys run"
-    assert sorted(p.name for p in out.iterdir()) == sorted([LOCK_FILE, winners[0]])
+    assert sorted(p.name for p in out.iterdir()) == [winners[0]]
