@@ -24,3 +24,12 @@ def test_importing_recsys_imports_none_of_the_heavy_libraries() -> None:
     code = f"import sys, recsys; print(sorted({heavy} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_every_command_answers_help_without_the_heavy_libraries() -> None:
+    # A command parses and checks its flags, and so answers --help, before torch or pandas load.
+    heavy = "{'torch', 'pandas', 'numba', 'polars', 'sklearn'}"
+    commands = ", ".join(f"recsys.commands.{name}" for name in ("train", "compare", "recommend", "tune"))
+    code = f"import sys, {commands}; print(sorted({heavy} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

@@ -8,13 +8,14 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import signal
 import sys
 import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from recsys.errors import DataUnavailable, RecsysError
 from recsys.names import DATASETS, PREDEFINED_FOLDS
@@ -29,6 +30,11 @@ RATING_FIELDS = ("user", "item", "rating", "timestamp")
 class CommandParser(argparse.ArgumentParser):
     """argparse's parser with its errors as one `error:` line, as the commands' own checks give them,
     instead of a usage block over a dozen lines above the message."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.description and not self.prog.endswith(".py"):  # a console command: name it as typed
+            self.description = re.sub(r"python scripts/\w+\.py", self.prog, self.description)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} ({self.prog} --help lists the flags)\n")

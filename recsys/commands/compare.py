@@ -8,25 +8,16 @@ import argparse
 import math
 import sys
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING, Literal
 
 from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.config import ENGINES, UNKNOWN_POLICIES, config_for
-from recsys.data.catalog import planted_truth
-from recsys.data.dataset import RatingsDataset
-from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS
 from recsys.errors import RecsysError
-from recsys.models import MODELS
-from recsys.workflows.compare import Comparison, Relevant, compare_models, measurement_sections
-from recsys.workflows.report import (
-    RANKING_COLUMNS,
-    claim_report_folder,
-    earlier_data,
-    fold_summary,
-    ranking_summary,
-    write_report,
-)
+from recsys.models.registry import model_names
+from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
+
+if TYPE_CHECKING:
+    from recsys.data.dataset import RatingsDataset
 
 FOLDS = PREDEFINED_FOLDS[:5]  # u1..u5: together they test every rating once
 COST_SIZES = (1_000, 10_000, 100_000)
@@ -46,9 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--models",
         nargs="+",
-        choices=list(MODELS),
-        default=list(MODELS),
-        help=f"models to train [default: {' '.join(MODELS)}]",
+        choices=model_names(),
+        default=list(model_names()),
+        help=f"models to train [default: {' '.join(model_names())}]",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed for splits, initialisation and shuffle [default: 0]"
@@ -97,7 +88,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _relevant(text: str) -> Relevant:
+def _relevant(text: str) -> float | Literal["all"]:
     """--relevant's value: a finite rating, or "all"."""
     if text.strip().casefold() == "all":
         return "all"
@@ -132,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             f"--split folds runs ml-100k's predefined folds u1..u5; the dataset is {dataset.name}, "
             "which comes without them"
         )
+    from recsys.workflows.report import claim_report_folder, earlier_data
+
     out = args.out or Path("reports") / f"{dataset.name}-{args.split}"
     with claim_report_folder(out) as earlier:  # a run that fails leaves no folder it made behind
         if earlier:
@@ -143,9 +136,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _compare_into(
-    args: argparse.Namespace, dataset: RatingsDataset, splits: tuple[str, ...], engine: str | None, out: Path
+    args: argparse.Namespace,
+    dataset: "RatingsDataset",
+    splits: tuple[str, ...],
+    engine: str | None,
+    out: Path,
 ) -> int:
     """Train and score every model on each split, then write the report into `out`."""
+    import pandas as pd
+
+    from recsys.data.catalog import planted_truth
+    from recsys.workflows.compare import Comparison, compare_models, measurement_sections
+    from recsys.workflows.report import RANKING_COLUMNS, fold_summary, ranking_summary, write_report
+
     comparisons: list[Comparison] = []
     for split in splits:
         print(f"training {', '.join(args.models)} on {dataset.name}, split {split}")

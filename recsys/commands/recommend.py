@@ -9,25 +9,10 @@ import sys
 import warnings
 from pathlib import Path
 
-import pandas as pd
-
 from recsys.commands.common import CommandParser, run
-from recsys.data.catalog import dataset_from_record
 from recsys.errors import RecsysError
 from recsys.names import CHECKPOINT_FILE
-from recsys.train.checkpoints import load_checkpoint
-from recsys.workflows.experiment import recorded_data
-from recsys.workflows.recommend import (
-    cold_start,
-    explain,
-    knows_user,
-    rating_pair,
-    read_rated,
-    recommend,
-    recommend_from_ratings,
-    similar_items,
-    trained_on,
-)
+from recsys.workflows.rated_items import rating_pair, read_rated
 
 
 def _rating_pair(text: str) -> tuple[str, float]:
@@ -89,6 +74,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # After the flags are checked: torch and pandas take seconds to load.
+    import pandas as pd
+
+    from recsys.data.catalog import dataset_from_record
+    from recsys.train.checkpoints import load_checkpoint
+    from recsys.workflows.experiment import recorded_data
+    from recsys.workflows.recommend import (
+        cold_start,
+        explain,
+        knows_user,
+        recommend,
+        recommend_from_ratings,
+        similar_items,
+        trained_on,
+    )
+
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
     # parse_args guarantees --user with --explain and --cold-start, and --item with --explain.
     user = None if args.user is None else checkpoint.users.parse(args.user, "user")

@@ -22,9 +22,14 @@ from recsys.names import SPLIT_KINDS
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_flags(parser)
-    parser.add_argument("--model", choices=model_names(), default="dotbias", help="[default: dotbias]")
     parser.add_argument(
-        "--engine", choices=ENGINES, default=None, help="[default: compiled where the model has it]"
+        "--model", choices=model_names(), default="dotbias", help="the model to tune [default: dotbias]"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="the engine every trial trains on [default: compiled where the model has it]",
     )
     parser.add_argument(
         "--split",
@@ -38,7 +43,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--folds", type=int, default=3, help="cross-validation folds inside the training part [default: 3]"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for the search and the runs [default: 0]")
-    parser.add_argument("--threads", type=int, default=None, help="[default: the cores this process may use]")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads the trials train on [default: the cores this process may use]",
+    )
     parser.add_argument(
         "--out",
         type=Path,

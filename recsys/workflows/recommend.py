@@ -5,13 +5,10 @@ Every function takes raw ids and titles and returns raw ids and titles; the data
 titles and what each user already rated, which a checkpoint does not hold.
 """
 
-import csv
 import difflib
-import math
 import numbers
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -202,50 +199,6 @@ def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[st
         "score": float(explanation.score),
         "prediction": float(explanation.prediction),
     }
-
-
-def rating_pair(text: str) -> tuple[str, float]:
-    """ "TITLE=RATING" (a title or an item id, then a number) as (name, rating); the last "=" splits,
-    so a title may hold one. A malformed pair is an error quoting it."""
-    name, sep, rating = text.rpartition("=")
-    try:
-        value = float(rating)
-    except ValueError:
-        value = math.nan
-    if not sep or not name.strip() or not math.isfinite(value):
-        raise RecsysError(f"expected TITLE=RATING (e.g. 'Star Wars (1977)=5'), got {text!r}")
-    return name.strip(), value
-
-
-def read_rated(path: Path) -> list[tuple[str, float]]:
-    """A new user's ratings from a CSV file with a header naming an `item` column (titles or ids)
-    and a `rating` column; a bad line is an error naming the file and the line."""
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as file:
-            reader = csv.reader(file)
-            header = [name.strip().casefold() for name in next(reader, [])]
-            if "item" not in header or "rating" not in header:
-                raise RecsysError(f"{path}: expected a header naming item and rating columns, got {header}")
-            item_column, rating_column = header.index("item"), header.index("rating")
-            rated = []
-            for row in reader:
-                if not any(cell.strip() for cell in row):
-                    continue
-                where = f"{path}, line {reader.line_num}"
-                if len(row) != len(header):
-                    raise RecsysError(f"{where}: expected {len(header)} fields, got {len(row)}")
-                try:
-                    rated.append(rating_pair(f"{row[item_column]}={row[rating_column]}"))
-                except RecsysError:
-                    raise RecsysError(
-                        f"{where}: expected an item and a number, got {row[item_column]!r}, "
-                        f"{row[rating_column]!r}"
-                    ) from None
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise RecsysError(f"cannot read ratings from {path}: {error}") from None
-    if not rated:
-        raise RecsysError(f"{path}: no ratings in it")
-    return rated
 
 
 def recommend_from_ratings(

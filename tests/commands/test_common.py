@@ -213,3 +213,11 @@ def test_end_process_flushes_both_streams_and_exits_with_the_code(code: int, str
     )
     assert ran.returncode == code
     assert getattr(ran, stream) == "left in the buffer"
+
+
+def test_a_console_command_names_itself_in_its_description() -> None:
+    text = "Train: `python scripts/train.py --model dotbias`."
+    assert CommandParser(prog="recsys-train", description=text).description == (
+        "Train: `recsys-train --model dotbias`."
+    )
+    assert CommandParser(prog="train.py", description=text).description == text
