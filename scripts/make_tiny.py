@@ -1,5 +1,6 @@
-"""Regenerate data/tiny (synthetic ratings in MovieLens' CSV layout) and data/books (the same ratings
-as a book shop's files: string ids, a 2-10 scale, dates, a title table) byte for byte."""
+"""Regenerate the tiny dataset, recsys/data/samples/tiny (synthetic ratings in MovieLens' CSV layout,
+package data that load_dataset("tiny") reads), and data/books (the same ratings as a book shop's
+files: string ids, a 2-10 scale, dates, a title table) byte for byte."""
 
 import argparse
 from pathlib import Path
@@ -9,7 +10,7 @@ import pandas as pd
 from recsys.data.catalog import TINY_FOLDER
 from recsys.data.synthetic import TINY_CONFIG, make_synthetic
 
-BOOKS_FOLDER = TINY_FOLDER.parent / "books"
+BOOKS_FOLDER = Path(__file__).resolve().parents[1] / "data" / "books"  # the repository's data/books
 
 
 def write_tiny(folder: Path) -> None:

@@ -49,7 +49,7 @@ LATE_BODY = b"x" * 50_000  # under STALL_BYTES: a stall check that counted the w
 
 @pytest.fixture(scope="session")
 def tiny() -> RatingsDataset:
-    """data/tiny: 4,000 synthetic ratings in MovieLens' CSV layout."""
+    """The tiny sample (recsys/data/samples/tiny): 4,000 synthetic ratings in MovieLens' CSV layout."""
     return load_dataset("tiny")
 
 

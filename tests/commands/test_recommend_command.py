@@ -1,5 +1,5 @@
 """recsys.commands.recommend: `recsys-recommend` (scripts/recommend.py) as a user runs it, on a small
-model trained once on data/tiny.
+model trained once on the tiny sample.
 
 The runs go through the command's `cli()` in this process (conftest.run_cli); one test also runs
 scripts/recommend.py as a subprocess, as a user does (slow: a torch import).
@@ -18,7 +18,7 @@ from conftest import ROOT, Ran, run_cli
 from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
 from recsys.config import config_for
-from recsys.data.catalog import load_dataset
+from recsys.data.catalog import TINY_FOLDER, load_dataset
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
@@ -107,12 +107,8 @@ def test_a_run_reads_its_data_again_from_where_it_was_read(tmp_path: Path) -> No
     """recommend.py without --data-dir uses the copy the run trained on, not the default lookup."""
     data = tmp_path / "my-tiny"
     data.mkdir()
-    (data / "ratings.csv").write_bytes((ROOT / "data" / "tiny" / "ratings.csv").read_bytes())
-    movies = (
-        (ROOT / "data" / "tiny" / "movies.csv")
-        .read_text()
-        .replace("1,Synthetic item 1,", "1,Renamed One,", 1)
-    )
+    (data / "ratings.csv").write_bytes((TINY_FOLDER / "ratings.csv").read_bytes())
+    movies = (TINY_FOLDER / "movies.csv").read_text().replace("1,Synthetic item 1,", "1,Renamed One,", 1)
     (data / "movies.csv").write_text(movies)
     out = tmp_path / "run"
     train = run_cli(train_command.cli, "train.py", ["--dataset", "tiny", "--data-dir", str(data), "--epochs",

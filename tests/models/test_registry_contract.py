@@ -1,5 +1,5 @@
 """Adding a model touches only its own code and the registry: a model defined here, registered and
-nothing else, goes through train, checkpoint, resume, compare, report and recommend on data/tiny.
+nothing else, goes through train, checkpoint, resume, compare, report and recommend on the tiny sample.
 
 A model that leaves out a part of the interface (its penalty above all) is refused when registered
 and cannot be built.

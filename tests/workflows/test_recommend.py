@@ -1,4 +1,4 @@
-"""recsys.workflows.recommend on small models trained once on data/tiny."""
+"""recsys.workflows.recommend on small models trained once on the tiny sample."""
 
 import dataclasses
 from pathlib import Path
