@@ -47,7 +47,18 @@ AUTOGRAD = "recsys-dotbias-autograd"
 BASELINE = "recsys-dotbias-baseline"
 # recsys' most accurate model beside them: bpmf, Bayesian MF by Gibbs sampling.
 BAYES = "recsys-bpmf"
-U1_CONTENDERS = (REFERENCE, AUTOGRAD, BAYES, "fastai", "surprise-svd", *benchmark.CORNAC_MF, *benchmark.LIBMF)
+# A model the autograd engine alone trains: its contended row shows that engine under load.
+AUTOGRAD_ONLY = "recsys-embproj"
+U1_CONTENDERS = (
+    REFERENCE,
+    AUTOGRAD,
+    AUTOGRAD_ONLY,
+    BAYES,
+    "fastai",
+    "surprise-svd",
+    *benchmark.CORNAC_MF,
+    *benchmark.LIBMF,
+)
 # The folds task: the u1 contenders and the SVD++ models, recsys' svdpp and Surprise's SVDpp with its
 # defaults (20 factors, 20 epochs; one fit and prediction took about 17 s on u1 on 2 busy cores).
 FOLD_CONTENDERS = (*U1_CONTENDERS, "recsys-svdpp", "surprise-svdpp")
@@ -162,11 +173,12 @@ def throughput_jobs(shape: str, tensors: str, device: str) -> list[dict[str, Any
 
 def contended_jobs(specs: list[dict[str, Any]], shape: str | None) -> list[dict[str, Any]]:
     """Copies, marked contended, of the few measurements to re-run under load: every u1 round of
-    recsys dotbias, and one epoch at `shape` of recsys dotbias (at the most threads) and of each peer."""
+    recsys dotbias and of an autograd-only model, and one epoch at `shape` of recsys dotbias (at the
+    most threads) and of each peer."""
 
     def chosen(spec: dict[str, Any]) -> bool:
         if spec["task"] == "u1":
-            return bool(spec["contender"] == REFERENCE)
+            return spec["contender"] in (REFERENCE, AUTOGRAD_ONLY)
         if spec["task"] != "throughput" or spec["shape"] != shape:
             return False
         return spec.get("threads") == max(THREAD_COUNTS) or spec.get("iterations") == 1
@@ -273,6 +285,7 @@ def bench_ml100k(folder: Path, contender: str, **options: Any) -> dict[str, Any]
         REFERENCE: benchmark.bench_recsys,
         AUTOGRAD: partial(benchmark.bench_recsys, engine="autograd"),
         "recsys-svdpp": partial(benchmark.bench_recsys, model="svdpp"),
+        AUTOGRAD_ONLY: partial(benchmark.bench_recsys, model="embproj"),
         BAYES: partial(benchmark.bench_recsys, model="bpmf"),
         "fastai": benchmark.bench_fastai,
     }

@@ -189,6 +189,7 @@ def test_bench_u1_contenders_take_turns_and_recsys_trains_on_the_device_asked_fo
     contenders = [
         "recsys-dotbias",
         "recsys-dotbias-autograd",
+        "recsys-embproj",
         "recsys-bpmf",
         "fastai",
         "surprise-svd",
@@ -199,7 +200,7 @@ def test_bench_u1_contenders_take_turns_and_recsys_trains_on_the_device_asked_fo
     ]
     assert [spec["contender"] for spec in u1] == contenders * 2
     # fastai picks its own device and the others have none to pick.
-    assert [spec.get("device") for spec in u1] == (["cuda"] * 3 + [None] * 6) * 2
+    assert [spec.get("device") for spec in u1] == (["cuda"] * 4 + [None] * 6) * 2
     recsys = [spec for spec in specs if spec["task"] == "throughput" and "model" in spec]
     assert len(recsys) == 4 and all(spec["device"] == "cuda" for spec in recsys)
     # Threads are the compiled engine's, which trains on the CPU only.
@@ -257,7 +258,11 @@ def test_bench_marks_the_few_contended_jobs_and_runs_them_last(tmp_path: Path) -
     specs = _bench_script().jobs(tmp_path, ["ml-1m", "ml-10m"], tmp_path, repeats=2)
     marked = [spec for spec in specs if spec.get("contended")]
     assert specs[-len(marked) :] == marked
-    assert [spec["contender"] for spec in marked if spec["task"] == "u1"] == ["recsys-dotbias"] * 2
+    # dotbias on its compiled engine, and embproj, which the autograd engine alone trains.
+    assert [spec["contender"] for spec in marked if spec["task"] == "u1"] == [
+        "recsys-dotbias",
+        "recsys-embproj",
+    ] * 2
     epochs = [spec for spec in marked if spec["task"] == "throughput"]
     assert all(spec["shape"] == "ml-10m" for spec in epochs)
     assert [(spec.get("model"), spec.get("contender"), spec.get("iterations")) for spec in epochs] == [
@@ -282,7 +287,7 @@ def test_bench_folds_run_each_contender_once_on_each_fold_in_turns(tmp_path: Pat
         (fold, name) for fold in ("u1", "u2", "u3", "u4", "u5") for name in contenders
     ]
     recsys = [spec for spec in specs if spec["contender"].startswith("recsys")]
-    assert len(recsys) == 20 and all(spec["device"] == "cuda" for spec in recsys)
+    assert len(recsys) == 25 and all(spec["device"] == "cuda" for spec in recsys)
     assert not any("device" in spec for spec in specs if not spec["contender"].startswith("recsys"))
 
 
@@ -293,7 +298,10 @@ def test_bench_tasks_bring_the_tasks_they_need_and_their_contended_rows_only(tmp
     specs = script.jobs(tmp_path, ["ml-10m"], tmp_path, repeats=1, file_shape="ml-1m", tasks=["file-load"])
     assert [spec["task"] for spec in specs] == ["write-file", *["file-load"] * len(benchmark.FILE_READERS)]
     specs = script.jobs(tmp_path, ["ml-10m"], tmp_path, repeats=2, tasks=["u1"])
-    assert [spec["contender"] for spec in specs if spec.get("contended")] == ["recsys-dotbias"] * 2
+    assert [spec["contender"] for spec in specs if spec.get("contended")] == [
+        "recsys-dotbias",
+        "recsys-embproj",
+    ] * 2
     assert {spec["task"] for spec in specs} == {"u1"}
     # Without the data, the tasks that need it have nothing to run.
     assert script.jobs(None, ["ml-10m"], tmp_path, repeats=1, tasks=["folds", "load"]) == []
@@ -321,6 +329,7 @@ def test_bench_ml100k_passes_the_fold_to_every_contender(
     assert [(kwargs.get("model"), kwargs.get("engine")) for kwargs in recsys] == [
         (None, None),
         (None, "autograd"),
+        ("embproj", None),
         ("bpmf", None),
         ("svdpp", None),
     ]

@@ -212,7 +212,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--threads",
         type=int,
         default=None,
-        help="CPU threads (compiled engine and torch's own); the compiled engine's result does not "
+        help="CPU threads (the compiled engine's; the autograd engine's on the CPU, where it takes one "
+        "unless asked); the compiled engine's result does not "
         "depend on it [default: the cores this process may use]",
     )
     add(
@@ -381,6 +382,7 @@ def finished_message(run_dir: Path) -> str | None:
 def check_args(args: argparse.Namespace) -> RunConfig | None:
     """Reject bad flags before anything is loaded: RunConfig checks the values, this what depends on
     the machine (threads here; a CUDA device once torch is loaded). Returns a resumed run's config."""
+    args.threads_typed = args.threads is not None  # the autograd engine on the CPU takes one unless asked
     args.threads = check_threads(default_threads() if args.threads is None else args.threads)
     if not args.checkpoint_every >= 0:  # also refuses nan
         raise RecsysError(f"--checkpoint-every must be 0 or more seconds, got {args.checkpoint_every:g}")
@@ -435,7 +437,6 @@ def main(argv: list[str] | None = None) -> int:
         autograd = config_from_args(args, args.dataset or "ml-100k", "cpu").engine == "autograd"
         args.device = "cuda" if autograd and torch.cuda.is_available() else "cpu"
     check_device(args.device)
-    torch.set_num_threads(args.threads)
     with distributed_session(args.device) as (rank, device):
         train(args, rank, device)
     return 0
@@ -449,6 +450,7 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
     """
     from recsys.data.catalog import dataset_from_record
     from recsys.train.checkpoints import load_checkpoint
+    from recsys.train.trainer import autograd_torch_threads
     from recsys.workflows.experiment import recorded_data, train_and_evaluate
     from recsys.workflows.run_folder import claim_run_folder
 
@@ -480,10 +482,13 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             out = Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"
             if lead:
                 claimed.enter_context(claim_run_folder(out, resume=False))
+        # The autograd engine on the CPU takes torch's one thread unless --threads asks for more.
+        threads = args.threads if args.threads_typed or config.engine == "compiled" else None
+        shown = threads or autograd_torch_threads(config, None) or args.threads
         if lead:
             print(
                 f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}, "
-                f"{config.engine} engine, {args.threads} thread{'s' if args.threads > 1 else ''}"
+                f"{config.engine} engine, {shown} thread{'s' if shown > 1 else ''}"
                 + (f", an ensemble of {config.members} models trained apart" if config.members > 1 else "")
             )
         result = train_and_evaluate(
@@ -493,7 +498,7 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             progress=not args.no_progress,
             on_epoch=EpochTable() if lead else None,
             resume=resume,
-            threads=args.threads,
+            threads=threads,
             checkpoint_every=args.checkpoint_every,
         )
     if lead:

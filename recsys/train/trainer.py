@@ -39,6 +39,7 @@ from recsys.models.layers import check_pair_range
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank
 from recsys.train.optim import LazyAdam
+from recsys.train.threads import torch_threads
 
 T = TypeVar("T")
 
@@ -343,7 +344,8 @@ def fit(
     """Train `model` in place for `config.epochs` with `config.engine`, evaluating on `valid` after each.
 
     `generator` drives the shuffle (CPU), so the same seed, data and config give the same result (on
-    the compiled engine, with any number of `threads`: None, the cores this process may use).
+    the compiled engine, with any number of `threads`: None, the cores this process may use; on the
+    autograd engine on the CPU, `threads` are torch's, None: AUTOGRAD_CPU_THREADS).
     `on_checkpoint` gets an epoch's stats and the training state (optimizer state, shuffle RNG,
     history) that `resume` takes back to continue after that epoch exactly as if never stopped: after
     the last epoch, and after any other once `checkpoint_every` seconds have passed since the last
@@ -355,6 +357,40 @@ def fit(
     """
     if len(train) == 0:
         raise RecsysError("no training ratings")
+    with torch_threads(autograd_torch_threads(config, threads)):
+        return _fit(model, train, valid, config, generator, threads, progress, on_epoch, on_checkpoint,
+                    checkpoint_every, resume)  # fmt: skip
+
+
+# torch's own threads for the autograd engine on the CPU when none are asked for: its batches are
+# small enough that a second thread gains little, and a second thread that another process holds
+# costs ten times over (docs/training.md#threads).
+AUTOGRAD_CPU_THREADS = 1
+
+
+def autograd_torch_threads(config: RunConfig, threads: int | None) -> int | None:
+    """torch's threads while `config` trains: on the autograd engine on the CPU, `threads`, else
+    AUTOGRAD_CPU_THREADS; None (left as they are) on a GPU and on the compiled engine, whose own
+    threads are numba's."""
+    if config.engine != "autograd" or config.device != "cpu":
+        return None
+    return AUTOGRAD_CPU_THREADS if threads is None else check_threads(threads)
+
+
+def _fit(
+    model: nn.Module,
+    train: RatingTensors,
+    valid: RatingTensors,
+    config: RunConfig,
+    generator: torch.Generator,
+    threads: int | None,
+    progress: bool,
+    on_epoch: Callable[[EpochStats], None] | None,
+    on_checkpoint: Callable[[EpochStats, dict[str, Any]], None] | None,
+    checkpoint_every: float,
+    resume: dict[str, Any] | None,
+) -> list[EpochStats]:
+    """`fit`, with torch's threads set."""
     threads = check_threads(default_threads() if threads is None else threads)
     check_device(config.device)
     _check_members(rating_model(model), config)

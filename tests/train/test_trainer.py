@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 from torch import nn
 
 from recsys.config import RunConfig, config_for, model_for
+from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.splits import make_split
@@ -24,6 +26,7 @@ from recsys.train.trainer import (
     make_schedule,
     use_sparse_gradients,
 )
+from recsys.workflows.experiment import train_and_evaluate
 
 Y_RANGE = (0.0, 5.5)
 
@@ -240,3 +243,29 @@ def test_sparse_gradients_are_switched_off_again_when_training_diverges(tiny_enc
             progress=False,
         )
     assert not any(module.sparse for module in model.modules() if isinstance(module, nn.Embedding))
+
+
+def test_the_autograd_engine_on_the_cpu_takes_one_torch_thread_unless_asked() -> None:
+    from recsys.train.trainer import AUTOGRAD_CPU_THREADS, autograd_torch_threads
+
+    autograd = config_for("dotbias", engine="autograd")
+    assert AUTOGRAD_CPU_THREADS == 1
+    assert autograd_torch_threads(autograd, None) == AUTOGRAD_CPU_THREADS
+    assert autograd_torch_threads(autograd, 2) == 2
+    assert autograd_torch_threads(config_for("dotbias", engine="compiled"), 2) is None  # numba's threads
+    assert autograd_torch_threads(dataclasses.replace(autograd, device="cuda"), None) is None
+
+
+def test_fit_sets_torch_threads_for_the_run_and_gives_them_back() -> None:
+    tiny = load_dataset("tiny")
+    config = config_for("dot", dataset="tiny", engine="autograd", epochs=1)
+    seen: list[int] = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train_and_evaluate(
+            tiny, config, progress=False, on_epoch=lambda stats: seen.append(torch.get_num_threads())
+        )
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
