@@ -414,7 +414,8 @@ class EpochTable:
         from tqdm.auto import tqdm
 
         if not self.started:
-            tqdm.write(f"{'epoch':>5}  {'train_loss':>10}  {'valid_rmse':>10}  {'seconds':>7}")
+            # The run's per-epoch score is on its test part (monitoring only: nothing is chosen by it).
+            tqdm.write(f"{'epoch':>5}  {'train_loss':>10}  {'test_rmse':>10}  {'seconds':>7}")
             self.started = True
         tqdm.write(
             f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {stats.valid_rmse:>10.4f}  {stats.seconds:>7.2f}"

@@ -135,7 +135,7 @@ def test_train_tiny_prints_the_epoch_table_and_test_rmse(good: Runs) -> None:
     header = [
         i
         for i, line in enumerate(lines)
-        if re.fullmatch(r"\s*epoch\s+train_loss\s+valid_rmse\s+seconds", line)
+        if re.fullmatch(r"\s*epoch\s+train_loss\s+test_rmse\s+seconds", line)
     ]
     assert len(header) == 1
     rows = lines[header[0] + 1 : header[0] + 3]
