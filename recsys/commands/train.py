@@ -296,8 +296,7 @@ def config_from_args(
 
 def config_file_values(path: Path) -> dict[str, Any]:
     """The settings a --config file holds: a JSON object of RunConfig fields, such as the best.json
-    tune.py writes, one model unless it names `members`. The data and the device come from their
-    own flags."""
+    tune.py writes. The data and the device come from their own flags."""
     try:
         values = json.loads(path.read_text())
     except OSError as error:
@@ -319,9 +318,6 @@ def config_file_values(path: Path) -> dict[str, Any]:
         )
     if isinstance(values.get("y_range"), list):
         values["y_range"] = tuple(values["y_range"])
-    # A file that does not say how many models describes one: the settings of a best.json written
-    # before ensembles existed were tuned for one model, not for each of dotbias's default two.
-    values.setdefault("members", 1)
     return values
 
 

@@ -9,13 +9,10 @@ from pathlib import Path
 
 from recsys.errors import RecsysError
 
-# 3: a header line with the payload's size and SHA-256 precedes torch.save's bytes.
-# 2: a bare torch.save archive; still read (unchecked), so that existing run folders keep working.
-#    Each epoch of its training history records `ratings`, which resuming needs.
+# A header line with the payload's size and SHA-256 precedes torch.save's bytes.
 CHECKPOINT_FORMAT = 3
-LEGACY_FORMAT = 2
 HEADER = re.compile(rb"recsys-checkpoint (\d+) size=(\d+) sha256=([0-9a-f]{64})\n")
-HEADER_START, ARCHIVE_START = b"recsys-checkpoint ", b"PK"  # the latter: torch.save's zip archive
+HEADER_START = b"recsys-checkpoint "
 
 
 def header_line(body: bytes | memoryview) -> bytes:
@@ -24,9 +21,9 @@ def header_line(body: bytes | memoryview) -> bytes:
     return f"recsys-checkpoint {CHECKPOINT_FORMAT} size={len(body)} sha256={digest}\n".encode()
 
 
-def checkpoint_body(path: Path) -> tuple[bytes, int]:
-    """The payload bytes of the checkpoint at `path`, checked against its header, and the format its
-    payload must state; a missing, empty, cut or changed file is one RecsysError line naming it."""
+def checkpoint_body(path: Path) -> bytes:
+    """The payload bytes of the checkpoint at `path`, checked against its header; a missing, empty,
+    cut or changed file, or one of another format, is one RecsysError line naming it."""
     if not path.is_file():
         raise RecsysError(f"{path}: checkpoint not found")
     try:
@@ -35,14 +32,9 @@ def checkpoint_body(path: Path) -> tuple[bytes, int]:
         raise RecsysError(f"cannot read {path}: {error.strerror or error}") from None
     if not data:
         raise RecsysError(f"{path}: damaged checkpoint (the file is empty)")
-    if data.startswith(HEADER_START):
-        return _verified_body(path, data), CHECKPOINT_FORMAT
-    if data.startswith(ARCHIVE_START):
-        return data, LEGACY_FORMAT
-    raise RecsysError(
-        f"{path}: not a recsys checkpoint, or one damaged at its start (it begins with neither "
-        "the recsys header nor a torch archive)"
-    )
+    if not data.startswith(HEADER_START):
+        raise RecsysError(f"{path}: not a recsys checkpoint, or one damaged at its start (no recsys header)")
+    return _verified_body(path, data)
 
 
 def _verified_body(path: Path, data: bytes) -> bytes:
@@ -53,8 +45,7 @@ def _verified_body(path: Path, data: bytes) -> bytes:
     version, size, digest = int(match[1]), int(match[2]), match[3].decode()
     if version != CHECKPOINT_FORMAT:
         raise RecsysError(
-            f"{path}: unsupported checkpoint format {version} "
-            f"(this recsys reads formats {LEGACY_FORMAT} and {CHECKPOINT_FORMAT})"
+            f"{path}: checkpoint format {version}; this recsys reads format {CHECKPOINT_FORMAT}"
         )
     body = data[match.end() :]
     if len(body) < size:

@@ -21,7 +21,7 @@ from recsys.config import RunConfig, model_for
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
 from recsys.files import atomic_write
-from recsys.train.checkpoint_file import CHECKPOINT_FORMAT, LEGACY_FORMAT, checkpoint_body, header_line
+from recsys.train.checkpoint_file import CHECKPOINT_FORMAT, checkpoint_body, header_line
 
 REASON_LENGTH = 160  # characters of an underlying error quoted in a one-line message
 
@@ -88,14 +88,12 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
 
 
 def _read_payload(path: Path) -> dict[str, Any]:
-    """The payload of a format-3 file after its checksum is verified, or of a format-2 archive."""
-    body, expected = checkpoint_body(path)
-    payload = _unpickle(path, body)
+    """The payload of a checkpoint file after its checksum is verified."""
+    payload = _unpickle(path, checkpoint_body(path))
     found = payload.get("format") if isinstance(payload, dict) else None
-    if found != expected:
+    if found != CHECKPOINT_FORMAT:
         raise RecsysError(
-            f"{path}: unsupported checkpoint format {found!r} in a format-{expected} file "
-            f"(this recsys reads formats {LEGACY_FORMAT} and {CHECKPOINT_FORMAT})"
+            f"{path}: checkpoint format {found!r}; this recsys reads format {CHECKPOINT_FORMAT}"
         )
     return payload
 

@@ -498,8 +498,8 @@ def _restore(
     epochs: Epochs, generator: torch.Generator, state: dict[str, Any], ratings: str
 ) -> list[EpochStats]:
     """Load a `_training_state` back into the runner and the shuffle RNG; the history so far. Its
-    `ratings` fingerprint must match the ratings now given (states saved before it had none)."""
-    if state.get("ratings", ratings) != ratings:
+    `ratings` fingerprint must match the ratings now given."""
+    if state["ratings"] != ratings:
         raise RecsysError(
             "cannot resume: the ratings differ from those the run was trained on (the data changed "
             "since the run started)"

@@ -56,8 +56,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
     Fitted: `model_` (the trained nn.Module, on the CPU), `users_` and `items_` (IdMaps from raw ids
     to the model's rows), `train_mean_`, `config_` (the RunConfig trained with, y_range resolved; its
     dataset, split and unknown fields are unused), `n_features_in_` (2), `feature_names_in_` (for a
-    DataFrame X with string column names) and `trims_ids_` (True: text ids are read without the
-    spaces around them; a model pickled before that rule lacks it and looks ids up as given).
+    DataFrame X with string column names). Text ids are read without the spaces around them, as a
+    ratings file's are.
     """
 
     def __init__(
@@ -127,7 +127,6 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         self._check_unknown()
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
         users, items = (_ids_given(column, kind) for column, kind in _id_columns(X))
-        self.trims_ids_ = True
         ratings = np.asarray(y, dtype=np.float64)  # validate_data refused NaN and infinite ratings
         self.users_, self.items_ = IdMap.fit(users), IdMap.fit(items)
         low, high = float(ratings.min()), float(ratings.max())
@@ -187,8 +186,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "model_")
         self._check_unknown()
         X = validate_data(self, X, dtype=None, ensure_all_finite=False, reset=False)
-        # A model pickled before ids were trimmed keeps the spaces in its ids: look them up as given.
-        (user_column, _), (item_column, _) = columns = _id_columns(X, getattr(self, "trims_ids_", False))
+        (user_column, _), (item_column, _) = columns = _id_columns(X)
         (users, user_known), (items, item_known) = (
             _lookup(id_map, column, kind)
             for id_map, (column, kind) in zip((self.users_, self.items_), columns, strict=True)
@@ -240,13 +238,11 @@ def plain_value(raw: Any) -> Any:
     return raw.item() if isinstance(raw, np.generic) else raw
 
 
-def _id_columns(X: np.ndarray, trim: bool = True) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
-    """The user and the item column of a validated X, each with its kind (text ids trimmed, unless
-    `trim` is False); X of another width is an error."""
+def _id_columns(X: np.ndarray) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
+    """The user and the item column of a validated X, each with its kind (text ids trimmed); X of
+    another width is an error."""
     if X.shape[1] != 2:
         raise ValueError(f"X must have two columns, the user and the item ids; got {X.shape[1]} feature(s)")
-    if not trim:
-        return (X[:, 0], "user"), (X[:, 1], "item")
     return (_trimmed(X[:, 0], "user"), "user"), (_trimmed(X[:, 1], "item"), "item")
 
 

@@ -154,7 +154,9 @@ def plot_learning_curves(comparison: Comparison, path: Path) -> str:
         if score.name in BASELINES:
             axes.axhline(score.rmse, linestyle="--", color="grey", linewidth=1)
             axes.annotate(score.name, (1, score.rmse), fontsize=8, color="grey", va="bottom")
-    axes.set(xlabel="epoch", ylabel="test RMSE after each epoch", title=f"Learning curves ({comparison.split})")
+    axes.set(
+        xlabel="epoch", ylabel="test RMSE after each epoch", title=f"Learning curves ({comparison.split})"
+    )
     axes.set_ylim(top=min(1.3, axes.get_ylim()[1]))
     axes.legend()
     return _save(figure, path)

@@ -23,7 +23,6 @@ from recsys.models import MODELS
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import (
     CHECKPOINT_FORMAT,
-    LEGACY_FORMAT,
     load_checkpoint,
     save_checkpoint,
     write_checkpoint_payload,
@@ -166,64 +165,40 @@ def test_bit_flips_throughout_the_payload_are_all_caught(checkpoint: Path) -> No
         assert refusal(checkpoint) == f"{checkpoint}: {CHECKSUM}", offset
 
 
-@pytest.mark.parametrize("container", ["checksummed", "legacy"])
-def test_payload_with_code_is_refused_without_running_it(
-    tmp_path: Path, checkpoint: Path, container: str
-) -> None:
+def test_payload_with_code_is_refused_without_running_it(tmp_path: Path, checkpoint: Path) -> None:
     marker = tmp_path / "pwned"
-    payload = {**payload_of(checkpoint), "metrics": RunsCommand(marker)}
-    if container == "checksummed":  # a crafted file: its checksum matches
-        write_checkpoint_payload(checkpoint, payload)
-    else:
-        torch.save({**payload, "format": LEGACY_FORMAT}, checkpoint)
+    # A crafted file: its checksum matches.
+    write_checkpoint_payload(checkpoint, {**payload_of(checkpoint), "metrics": RunsCommand(marker)})
     message = refusal(checkpoint)
     assert "unsafe to load" in message and "posix.system" in message, message
     assert not marker.exists()
 
 
-def test_legacy_format_2_file_still_loads(checkpoint: Path, model: nn.Module) -> None:
-    """Format 2 wrote the same payload as a bare torch.save archive, with no checksum."""
-    torch.save({**payload_of(checkpoint), "format": LEGACY_FORMAT}, checkpoint)
-    assert checkpoint.read_bytes().startswith(b"PK")
-    loaded = load_checkpoint(checkpoint)
-    assert loaded.config == CONFIG and loaded.metrics == METRICS
-    assert all(
-        torch.equal(tensor, loaded.model.state_dict()[name]) for name, tensor in model.state_dict().items()
+def test_a_bare_torch_archive_is_not_a_checkpoint(checkpoint: Path) -> None:
+    """What recsys wrote before checkpoints had a header: refused in one line, not read unchecked."""
+    torch.save(payload_of(checkpoint), checkpoint)
+    assert (
+        refusal(checkpoint)
+        == f"{checkpoint}: not a recsys checkpoint, or one damaged at its start (no recsys header)"
     )
 
 
-def test_truncated_legacy_file_is_named_as_damaged(checkpoint: Path) -> None:
-    torch.save({**payload_of(checkpoint), "format": LEGACY_FORMAT}, checkpoint)
-    data = checkpoint.read_bytes()
-    checkpoint.write_bytes(data[: len(data) // 2])
-    assert "damaged or truncated checkpoint (torch cannot read it: " in refusal(checkpoint)
-
-
 @pytest.mark.parametrize(
-    ("write", "found"),
-    [
-        (lambda path, payload: torch.save({**payload, "format": 1}, path), "1 in a format-2 file"),
-        (lambda path, payload: torch.save(payload, path), "3 in a format-2 file"),
-        (
-            lambda path, payload: write_checkpoint_payload(path, {**payload, "format": 2}),
-            "2 in a format-3 file",
-        ),
-        (lambda path, payload: write_checkpoint_payload(path, [payload]), "None in a format-3 file"),
-    ],
-    ids=["older", "format-3-without-header", "format-2-with-header", "not-a-dict"],
+    ("payload_format", "found"),
+    [(2, "2"), (None, "None")],
+    ids=["other-format", "no-format"],
 )
-def test_payload_format_must_match_its_container(
-    checkpoint: Path, write: Callable[[Path, dict[str, Any]], None], found: str
-) -> None:
-    write(checkpoint, payload_of(checkpoint))
-    assert f"unsupported checkpoint format {found}" in refusal(checkpoint)
+def test_the_payload_must_state_the_format(checkpoint: Path, payload_format: int | None, found: str) -> None:
+    payload = payload_of(checkpoint)
+    write_checkpoint_payload(checkpoint, {**payload, "format": payload_format})
+    assert refusal(checkpoint) == f"{checkpoint}: checkpoint format {found}; this recsys reads format 3"
 
 
 def test_header_of_an_unknown_format_is_unsupported(checkpoint: Path) -> None:
     checkpoint.write_bytes(
         checkpoint.read_bytes().replace(b"recsys-checkpoint 3 ", b"recsys-checkpoint 9 ", 1)
     )
-    assert refusal(checkpoint).endswith("unsupported checkpoint format 9 (this recsys reads formats 2 and 3)")
+    assert refusal(checkpoint) == f"{checkpoint}: checkpoint format 9; this recsys reads format 3"
 
 
 @pytest.mark.parametrize(
@@ -301,7 +276,7 @@ def valid_payload() -> dict[str, Any]:
 
 def test_checkpoint_with_an_arbitrary_object_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "checkpoint.pt"
-    torch.save({**valid_payload(), "extra": Payload()}, path)
+    write_checkpoint_payload(path, {**valid_payload(), "extra": Payload()})
     with pytest.raises(RecsysError, match="unsafe to load"):
         load_checkpoint(path)
 
@@ -336,7 +311,7 @@ def test_missing_checkpoint_is_an_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "change",
     [
-        {"format": CHECKPOINT_FORMAT - 1},  # an older recsys wrote it
+        {"format": CHECKPOINT_FORMAT - 1},
         {"state_dict": {"user_factors.weight": torch.zeros(3, 5), "item_factors.weight": torch.zeros(4, 5)}},
         {"user_ids": torch.arange(7)},
         {"config": {**config_for("dot", n_factors=2).to_dict(), "bogus": 1}},

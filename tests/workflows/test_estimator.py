@@ -19,7 +19,6 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from recsys import RatingRegressor
 from recsys.config import available_cores
 from recsys.data.dataset import RatingsDataset
-from recsys.data.encoding import IdMap
 from recsys.train.trainer import TrainingDiverged
 
 # Three epochs at a learning rate that learns tiny's ratings in three, whatever the tuned defaults.
@@ -159,17 +158,6 @@ def test_spaces_around_text_ids_are_not_part_of_them() -> None:
     assert numbers.users_.integer_ids and numbers.users_.raw_ids.tolist() == [42, 43]
     with pytest.raises(ValueError, match=r"X: missing user id \(empty text\) in row 2"):
         RatingRegressor(epochs=2, threads=1).fit([["a", "x"], ["  ", "y"]] * 10, [1, 2] * 10)
-
-
-def test_a_model_fitted_before_ids_were_trimmed_looks_them_up_as_given() -> None:
-    """Its maps hold ids with their spaces ("a "): trimming what predict is given would miss them."""
-    X = [["a ", "x"], ["b", "y"], ["a ", "y"], ["b", "x"]] * 10
-    model = RatingRegressor(epochs=2, threads=1).fit(X, [1, 2, 3, 4] * 10)
-    expected = model.predict([["a", "x"]])
-    model.users_ = IdMap.fit(np.array(["a ", "b"], dtype=object))  # as the model was fitted then
-    del model.trims_ids_
-    assert model.predict([["a ", "x"]]).tolist() == expected.tolist()
-    assert model.predict([["a", "x"]]).tolist() == [model.train_mean_]  # "a" is not its id
 
 
 def test_members_train_an_ensemble_on_the_compiled_engine(split: Split) -> None:
