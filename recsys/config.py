@@ -18,6 +18,7 @@ from recsys.errors import RecsysError
 # are named here too because RunConfig checks against them and config_for applies them.
 from recsys.models.registry import COMPILED_DEFAULTS, build_model, model_entry
 from recsys.models.registry import MODEL_DEFAULTS as MODEL_DEFAULTS
+from recsys.names import SPLIT_KINDS
 
 if TYPE_CHECKING:
     import torch
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     from recsys.models.base import RatingModel
 
 ENGINES = ("compiled", "autograd")
-# What a sampled model's compiled engine, a Gibbs sampler, does not read: it draws the priors' strength.
-SAMPLER_UNUSED = {"--lr": "lr", "--l2": "l2"}
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("one-cycle", "constant")
 UNKNOWN_POLICIES = ("drop", "mean")
@@ -56,40 +55,135 @@ def _is_whole(value: object) -> bool:
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """Everything that determines a run's result."""
+class Setting:
+    """How a RunConfig field is set: the one place a setting is declared.
 
-    model: str = "dotbias"  # registered in recsys/models/registry.py: dot | dotbias | linear | embproj
-    dataset: str = "ml-100k"  # a MovieLens variant, "tiny" (recsys/data/samples/tiny) or "synthetic"
-    split: str = "random"  # random | user | user-last | time | u1..u5 | ua | ub
-    test_frac: float = 0.2  # share held out by the random, user and time splits
-    test_n: int = 10  # ratings per user held out by the user-last split
-    unknown: str = "drop"  # test ratings with ids unseen in training: "drop" them, or predict the "mean"
-    n_factors: int = 50  # latent dimensions per user and item
-    # Models trained apart whose predictions are averaged (recsys/models/ensemble.py); compiled engine
-    members: int = 1
-    y_range: tuple[float, float] | None = None  # sigmoid range; None: (0, 1.1 * max rating)
-    # Multiplies every initial weight: 1 keeps fastai's N(0, 0.01) tables (biases start at zero).
-    init_scale: float = 1.0
-    # Errors are divided by this in the loss (2 for ratings 1-10); None: from the data's rating scale
+    train.py's flags (with `help`), its check that a resumed run keeps every setting, the engines'
+    refusals of settings they do not read, and RatingRegressor's parameters are all derived from
+    these. `flag` None: set from the data, not by hand; `engines`: those that read it; `sampled`:
+    whether a sampled model's Gibbs sampler reads it; `estimator`: whether RatingRegressor takes it
+    (the split is scikit-learn's, the data the estimator's own); `choices`: the values it takes;
+    `by_model`: its default is each model's tuned one, so the help lists them; `shown_default`: the
+    default as the help says it, where the field's own is not what a run uses.
+    """
+
+    help: str
+    flag: str | None
+    engines: tuple[str, ...] = ("compiled", "autograd")
+    sampled: bool = True
+    estimator: bool = True
+    choices: tuple[str, ...] | None = None
+    by_model: bool = False
+    shown_default: str | None = None
+
+
+def _setting(default: Any, help: str, flag: str | None, **options: Any) -> Any:
+    return dataclasses.field(default=default, metadata={"setting": Setting(help, flag, **options)})
+
+
+AUTOGRAD = ("autograd",)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run's result. Each field's `Setting` says how it is set."""
+
+    model: str = _setting("dotbias", "model family (recsys/models/registry.py)", "--model")
+    dataset: str = _setting("ml-100k", "a MovieLens variant, tiny or synthetic", "--dataset", estimator=False)
+    split: str = _setting(
+        "random",
+        "random, per-user fraction, each user's last test_n by time, global time cut, or an ml-100k fold",
+        "--split",
+        estimator=False,
+        choices=SPLIT_KINDS,
+        shown_default="u1 for ml-100k, which comes with it; else random",
+    )
+    test_frac: float = _setting(0.2, "test share for random/user/time splits", "--test-frac", estimator=False)
+    test_n: int = _setting(10, "ratings per user held out by user-last", "--test-n", estimator=False)
+    unknown: str = _setting(
+        "drop",
+        "test ratings whose id is unseen in training: drop, or predict the training mean",
+        "--unknown",
+        estimator=False,  # the estimator's own `unknown` answers for every row: mean or error
+        choices=UNKNOWN_POLICIES,
+    )
+    n_factors: int = _setting(50, "latent factors per user and item", "--n-factors", by_model=True)
+    members: int = _setting(
+        1,
+        "models trained apart, from their own starts and orders, whose predictions are averaged "
+        "(recsys/models/ensemble.py); compiled engine only",
+        "--members",
+        by_model=True,
+    )
+    y_range: tuple[float, float] | None = _setting(
+        None, "sigmoid output range", "--y-range", shown_default="0 to 1.1 x the top rating"
+    )
+    init_scale: float = _setting(
+        1.0, "multiplies every initial weight; 1: fastai's normal(0, 0.01) tables", "--init-scale"
+    )
+    # Errors are divided by this in the loss (2 for ratings 1-10): from the data's rating scale
     # (recsys.data.dataset.rating_unit), 1 for MovieLens.
-    rating_unit: float | None = None
-    epochs: int = 10
-    lr: float = 5e-3  # peak learning rate of the one-cycle schedule
-    batch_size: int = 512
-    l2: float = 0.1  # L2 penalty on the per-id rows each batch uses (see trainer.py for why)
-    wd: float = 0.0  # decoupled weight decay on every parameter (fastai's wd); 0 = off
-    optimizer: str = "adamw"  # adamw | sgd
-    sparse: bool = False  # sparse embedding gradients with LazyAdam: for tables of 100K+ rows
-    schedule: str = "one-cycle"  # one-cycle | constant
-    seed: int = 0  # one seed for the split, the initialisation and the shuffle
-    device: str = "cpu"  # cpu | cuda
-    # compiled: per-rating AdaGrad, whole epochs in numba (dot and dotbias on the CPU; recsys.train.compiled);
-    # autograd: batches through torch's autograd and optimizers (every model, GPUs, torchrun, fastai)
-    engine: str = "autograd"
+    rating_unit: float | None = _setting(
+        None, "the ratings' size against five stars, from the data's scale", None, estimator=False
+    )
+    epochs: int = _setting(10, "epochs", "--epochs", by_model=True)
+    lr: float = _setting(5e-3, "peak learning rate", "--lr", sampled=False, by_model=True)
+    batch_size: int = _setting(
+        512,
+        "batch size, lowered where needed so that a run takes at least 100 optimizer steps",
+        "--bs",
+        engines=AUTOGRAD,
+        by_model=True,
+    )
+    # See trainer.py for why the penalty weighs the rows a batch uses.
+    l2: float = _setting(
+        0.1, "L2 penalty on the per-id rows of each batch", "--l2", sampled=False, by_model=True
+    )
+    wd: float = _setting(
+        0.0,
+        "decoupled weight decay on every parameter (fastai's wd)",
+        "--wd",
+        engines=AUTOGRAD,
+        by_model=True,
+    )
+    optimizer: str = _setting(
+        "adamw", "optimizer", "--optimizer", engines=AUTOGRAD, choices=OPTIMIZERS, by_model=True
+    )
+    sparse: bool = _setting(
+        False,
+        "sparse embedding gradients with LazyAdam; much faster for 100K+ users or items",
+        "--sparse",
+        engines=AUTOGRAD,
+    )
+    schedule: str = _setting(
+        "one-cycle",
+        "learning-rate schedule",
+        "--schedule",
+        engines=AUTOGRAD,
+        choices=SCHEDULES,
+        by_model=True,
+    )
+    seed: int = _setting(0, "seed for split, initialisation and shuffle", "--seed")
+    device: str = _setting(
+        "cpu",
+        "cpu or cuda (cuda:N)",
+        "--device",
+        shown_default="cuda where available for the autograd engine",
+    )
+    # compiled: per-rating AdaGrad, whole epochs in numba (recsys.train.compiled), and bpmf's Gibbs
+    # sampler; autograd: batches through torch's autograd and optimizers (every model, GPUs, torchrun).
+    engine: str = _setting(
+        "autograd",
+        "compiled: numba on the CPU (per-rating AdaGrad for dot, dotbias and svdpp; bpmf's Gibbs sampler); "
+        "autograd: batches through torch (every model, GPUs, torchrun); auto: compiled where the model "
+        "has it on the CPU and no autograd-only setting is given",
+        "--engine",
+        choices=ENGINES,
+        shown_default="auto",
+    )
 
     def __post_init__(self) -> None:
-        """Reject values no run can use, naming the flag that sets them."""
+        """Reject values no run can use, naming the setting (a command names its flag)."""
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             plain = (
@@ -98,54 +192,50 @@ class RunConfig:
                 else _plain(value)
             )
             object.__setattr__(self, field.name, plain)
-        for flag, value in (
-            ("--epochs", self.epochs),
-            ("--bs", self.batch_size),
-            ("--n-factors", self.n_factors),
-            ("--members", self.members),
-        ):
+        for name in ("epochs", "batch_size", "n_factors", "members"):
+            value = getattr(self, name)
             if not _is_whole(value):
-                raise RecsysError(f"{flag} must be a whole number, got {value!r}")
+                raise RecsysError(f"`{name}` must be a whole number, got {value!r}")
             if value < 1:
-                raise RecsysError(f"{flag} must be at least 1, got {value!r}")
+                raise RecsysError(f"`{name}` must be at least 1, got {value!r}")
         # Checked where the split uses them: a run saved with an unused odd value still loads.
         if self.split in FRACTION_SPLITS:
             check_test_frac(self.test_frac)
         if self.split == "user-last":
             check_test_n(self.test_n)
         if not _is_whole(self.seed) or not 0 <= self.seed < SEED_LIMIT:
-            raise RecsysError(f"--seed must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
+            raise RecsysError(f"`seed` must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
         if not isinstance(self.sparse, bool):
-            raise RecsysError(f"--sparse (sparse) is true or false, got {self.sparse!r}")
-        for flag, positive in (("--lr", self.lr), ("--init-scale", self.init_scale)):
-            if not _is_number(positive) or not 0 < positive < math.inf:
-                raise RecsysError(f"{flag} must be positive and finite, got {positive!r}")
-        for flag, strength in (("--l2", self.l2), ("--wd", self.wd)):
-            if not _is_number(strength) or not 0 <= strength < math.inf:
-                raise RecsysError(f"{flag} must be zero or positive and finite, got {strength!r}")
+            raise RecsysError(f"`sparse` is true or false, got {self.sparse!r}")
+        for name in ("lr", "init_scale"):
+            if not _is_number(positive := getattr(self, name)) or not 0 < positive < math.inf:
+                raise RecsysError(f"`{name}` must be positive and finite, got {positive!r}")
+        for name in ("l2", "wd"):
+            if not _is_number(strength := getattr(self, name)) or not 0 <= strength < math.inf:
+                raise RecsysError(f"`{name}` must be zero or positive and finite, got {strength!r}")
         if self.rating_unit is not None and not (_is_number(self.rating_unit) and self.rating_unit > 0):
-            raise RecsysError(f"rating_unit must be positive, got {self.rating_unit!r}")
+            raise RecsysError(f"`rating_unit` must be positive, got {self.rating_unit!r}")
         if self.y_range is not None and not (
             isinstance(self.y_range, tuple | list)
             and len(self.y_range) == 2
             and all(_is_number(end) and math.isfinite(end) for end in self.y_range)
             and self.y_range[0] < self.y_range[1]
         ):
-            raise RecsysError(f"--y-range needs finite LOW < HIGH, got {self.y_range!r}")
-        for flag, name, allowed in (
-            ("--optimizer", self.optimizer, OPTIMIZERS),
-            ("--schedule", self.schedule, SCHEDULES),
-            ("--unknown", self.unknown, UNKNOWN_POLICIES),
-            ("--engine", self.engine, ENGINES),
+            raise RecsysError(f"`y_range` needs finite LOW < HIGH, got {self.y_range!r}")
+        for name, allowed in (
+            ("optimizer", OPTIMIZERS),
+            ("schedule", SCHEDULES),
+            ("unknown", UNKNOWN_POLICIES),
+            ("engine", ENGINES),
         ):
-            if name not in allowed:
-                raise RecsysError(f"unknown {flag} {name!r}; choose one of: {', '.join(allowed)}")
+            if (value := getattr(self, name)) not in allowed:
+                raise RecsysError(f"unknown `{name}` {value!r}; choose one of: {', '.join(allowed)}")
         if self.sparse and (self.optimizer != "adamw" or self.wd > 0):
             raise RecsysError(
-                "--sparse works with --optimizer adamw and --wd 0 (LazyAdam has no weight decay)"
+                "`sparse` works with `optimizer` adamw and `wd` 0 (LazyAdam has no weight decay)"
             )
         if self.device != "cpu" and not self.device.startswith("cuda"):
-            raise RecsysError(f"--device must be cpu or cuda (cuda:N), got {self.device!r}")
+            raise RecsysError(f"`device` must be cpu or cuda (cuda:N), got {self.device!r}")
         if self.members > 1:
             self._check_ensemble()
         if self.engine == "compiled":
@@ -153,7 +243,7 @@ class RunConfig:
 
     def _check_ensemble(self) -> None:
         """An ensemble is of a model the compiled engine trains by steps, and trained there."""
-        flag = f"--members {self.members}"
+        flag = f"`members` {self.members}"
         if self.members > MAX_MEMBERS:
             raise RecsysError(f"{flag}: at most {MAX_MEMBERS} (a few members give nearly all of the gain)")
         entry = model_entry(self.model)
@@ -163,7 +253,7 @@ class RunConfig:
             raise RecsysError(f"{flag}: ensembles train on the compiled engine, which {self.model} has not")
         if self.engine != "compiled":
             raise RecsysError(
-                f"{flag}: an ensemble trains on --engine compiled only (the autograd engine would train "
+                f"{flag}: an ensemble trains on `engine` compiled only (the autograd engine would train "
                 "its members together, through their mean)"
             )
 
@@ -171,21 +261,21 @@ class RunConfig:
         """The compiled engine trains dot and dotbias on the CPU; refuse the flags it has no use for."""
         if self.model not in COMPILED_DEFAULTS:
             raise RecsysError(
-                f"--engine compiled trains {', '.join(COMPILED_DEFAULTS)}, not {self.model}; "
-                "use --engine autograd"
+                f"`engine` compiled trains {', '.join(COMPILED_DEFAULTS)}, not {self.model}; "
+                "use `engine` autograd"
             )
         if self.device != "cpu":
-            raise RecsysError("--engine compiled runs on the CPU; use --engine autograd with --device cuda")
+            raise RecsysError("`engine` compiled runs on the CPU; use `engine` autograd with `device` cuda")
         default = RunConfig()
         if model_entry(self.model).sampled:
-            for flag, field in SAMPLER_UNUSED.items():
-                if getattr(self, field) != getattr(default, field):
+            for name in SAMPLER_UNUSED:
+                if getattr(self, name) != getattr(default, name):
                     raise RecsysError(
-                        f"{flag} has no effect on {self.model}'s compiled engine, a Gibbs sampler (its "
-                        f"priors' strength is sampled too); leave it out, or use --engine autograd"
+                        f"`{name}` has no effect on {self.model}'s compiled engine, a Gibbs sampler (its "
+                        f"priors' strength is sampled too); leave it out, or use `engine` autograd"
                     )
         refuse_autograd_only(
-            {field for field in AUTOGRAD_ONLY.values() if getattr(self, field) != getattr(default, field)}
+            {name for name in AUTOGRAD_ONLY if getattr(self, name) != getattr(default, name)}
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,36 +294,35 @@ class RunConfig:
         return cls(**values)
 
 
-# Fields that only the autograd engine reads, by the flag that sets them: the compiled engine has no
-# batches, optimizer choice, schedule, sparse gradients or weight decay.
-AUTOGRAD_ONLY = {
-    "--bs": "batch_size",
-    "--optimizer": "optimizer",
-    "--schedule": "schedule",
-    "--sparse": "sparse",
-    "--wd": "wd",
+SETTINGS: dict[str, Setting] = {
+    field.name: field.metadata["setting"] for field in dataclasses.fields(RunConfig)
 }
+# Settings only the autograd engine reads: the compiled engine has no batches, optimizer choice,
+# schedule, sparse gradients or weight decay.
+AUTOGRAD_ONLY = tuple(name for name, setting in SETTINGS.items() if setting.engines == AUTOGRAD)
+# What a sampled model's compiled engine, a Gibbs sampler, does not read: it draws the priors' strength.
+SAMPLER_UNUSED = tuple(name for name, setting in SETTINGS.items() if not setting.sampled)
 
 
 def refuse_autograd_only(fields: set[str]) -> None:
-    """The compiled engine reads none of these fields: setting one is an error naming its flag (a
+    """The compiled engine reads none of these settings: setting one is an error naming it (a
     RunConfig refuses one set apart from its default; train.py one given as a flag at all)."""
-    for flag, field in AUTOGRAD_ONLY.items():
-        if field in fields:
-            raise RecsysError(f"{flag} applies to --engine autograd only (the compiled engine has no {flag})")
+    for name in AUTOGRAD_ONLY:
+        if name in fields:
+            raise RecsysError(f"`{name}` applies to `engine` autograd only (the compiled engine has none)")
 
 
 def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> RunConfig:
     """The config for `model` with its tuned defaults, then `overrides` (None values ignored).
 
     `engine` None chooses: compiled where the model has it, on the CPU, unless an override sets a
-    field only the autograd engine reads (a batch size, optimizer, schedule, --sparse or --wd).
+    field only the autograd engine reads (a batch size, optimizer, schedule, sparse or wd).
     """
     entry = model_entry(model)  # an unknown model is an error listing the registered ones
     given = {k: v for k, v in overrides.items() if v is not None}
     compiled = entry.compiled_defaults  # None: no compiled path (RunConfig refuses --engine compiled)
     if engine is None:
-        autograd_only = set(AUTOGRAD_ONLY.values()) & set(given)
+        autograd_only = set(AUTOGRAD_ONLY) & set(given)
         on_cpu = given.get("device", "cpu") == "cpu"
         engine = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
         members = _plain(given.get("members", 1))
@@ -241,12 +330,12 @@ def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> Ru
         # (RunConfig itself names what is wrong with any other).
         ensemble = isinstance(members, int) and not isinstance(members, bool) and 1 < members <= MAX_MEMBERS
         if ensemble and compiled is not None and not entry.sampled and (autograd_only or not on_cpu):
-            chose = [flag for flag, field in AUTOGRAD_ONLY.items() if field in autograd_only]
-            chose += [] if on_cpu else ["--device"]
+            chose = [f"`{name}`" for name in AUTOGRAD_ONLY if name in autograd_only]
+            chose += [] if on_cpu else ["`device`"]
             raise RecsysError(
-                f"--members {members}: an ensemble trains on the compiled engine, which "
+                f"`members` {members}: an ensemble trains on the compiled engine, which "
                 f"{' and '.join(chose)} rule{'s' if len(chose) == 1 else ''} out; leave "
-                f"{'it' if len(chose) == 1 else 'them'} or --members out"
+                f"{'it' if len(chose) == 1 else 'them'} or `members` out"
             )
     defaults = compiled if engine == "compiled" and compiled is not None else entry.defaults
     return RunConfig(model=model, engine=engine, **{**defaults, **given})
@@ -274,23 +363,23 @@ def default_threads() -> int:
 
 
 def check_device(device: str) -> None:
-    """Refuse a CUDA device on a machine without one, naming the flag (torch is imported here, not
-    with this module: the flags are checked before torch loads)."""
+    """Refuse a CUDA device on a machine without one (torch is imported here, not with this module:
+    a command checks its flags before torch loads)."""
     import torch
 
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RecsysError(f"--device {device}: no CUDA device is available here; use --device cpu")
+        raise RecsysError(f"`device` {device}: no CUDA device is available here; use `device` cpu")
 
 
 def check_threads(threads: int) -> int:
-    """`threads` if this process may use that many cores; a one-line error naming --threads if not.
+    """`threads` if this process may use that many cores; a one-line error naming it if not.
 
     Threads are not part of RunConfig: the compiled engine gives the same result on any number.
     """
     cores = available_cores()
     threads = _plain(threads)  # type: ignore[assignment]
     if not _is_whole(threads) or threads < 1:
-        raise RecsysError(f"--threads must be at least 1, got {threads!r}")
+        raise RecsysError(f"`threads` must be at least 1, got {threads!r}")
     if threads > cores:
-        raise RecsysError(f"--threads {threads}: this process may use {cores} core(s); pass at most {cores}")
+        raise RecsysError(f"`threads` {threads}: this process may use {cores} core(s); pass at most {cores}")
     return threads

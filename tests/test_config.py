@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,31 +28,31 @@ from recsys.workflows.experiment import train_and_evaluate
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("optimizer", "adam", "--optimizer 'adam'"),
-        ("schedule", "cosine", "--schedule 'cosine'"),
-        ("unknown", "skip", "--unknown 'skip'"),
-        ("epochs", 0, "--epochs must be at least 1"),
-        ("batch_size", 0, "--bs must be at least 1"),
-        ("n_factors", 0, "--n-factors must be at least 1"),
-        ("lr", 0.0, "--lr must be positive"),
-        ("init_scale", 0.0, "--init-scale must be positive"),
-        ("init_scale", float("inf"), "--init-scale must be positive"),
-        ("epochs", True, "--epochs must be a whole number, got True"),  # a config file's `true`
-        ("n_factors", 5.0, "--n-factors must be a whole number, got 5.0"),  # JSON written by numpy
+        ("optimizer", "adam", "`optimizer` 'adam'"),
+        ("schedule", "cosine", "`schedule` 'cosine'"),
+        ("unknown", "skip", "`unknown` 'skip'"),
+        ("epochs", 0, "`epochs` must be at least 1"),
+        ("batch_size", 0, "`batch_size` must be at least 1"),
+        ("n_factors", 0, "`n_factors` must be at least 1"),
+        ("lr", 0.0, "`lr` must be positive"),
+        ("init_scale", 0.0, "`init_scale` must be positive"),
+        ("init_scale", float("inf"), "`init_scale` must be positive"),
+        ("epochs", True, "`epochs` must be a whole number, got True"),  # a config file's `true`
+        ("n_factors", 5.0, "`n_factors` must be a whole number, got 5.0"),  # JSON written by numpy
         # Checked with the flags, before a data file is read (the default split, random, uses it).
         ("test_frac", 1.0, "--test-frac must lie strictly between 0 and 1, got 1.0"),
         ("test_frac", float("nan"), "--test-frac must lie strictly between 0 and 1, got nan"),
-        ("l2", -0.1, "--l2 must be zero or positive"),
-        ("l2", float("inf"), "--l2 must be zero or positive and finite"),
-        ("wd", -1.0, "--wd must be zero or positive"),
-        ("wd", float("inf"), "--wd must be zero or positive and finite"),
-        ("y_range", (5.0, 0.0), "--y-range needs finite LOW < HIGH"),
-        ("y_range", (0.0, float("inf")), "--y-range needs finite LOW < HIGH"),
-        ("y_range", 5, "--y-range needs finite LOW < HIGH"),
-        ("seed", -1, "--seed must be a whole number from 0 to 2**32 - 1"),
-        ("seed", 2**64, "--seed must be a whole number from 0 to 2**32 - 1"),
-        ("sparse", "no", "--sparse (sparse) is true or false"),
-        ("device", "tpu", "--device must be cpu or cuda"),
+        ("l2", -0.1, "`l2` must be zero or positive"),
+        ("l2", float("inf"), "`l2` must be zero or positive and finite"),
+        ("wd", -1.0, "`wd` must be zero or positive"),
+        ("wd", float("inf"), "`wd` must be zero or positive and finite"),
+        ("y_range", (5.0, 0.0), "`y_range` needs finite LOW < HIGH"),
+        ("y_range", (0.0, float("inf")), "`y_range` needs finite LOW < HIGH"),
+        ("y_range", 5, "`y_range` needs finite LOW < HIGH"),
+        ("seed", -1, "`seed` must be a whole number from 0 to 2**32 - 1"),
+        ("seed", 2**64, "`seed` must be a whole number from 0 to 2**32 - 1"),
+        ("sparse", "no", "`sparse` is true or false"),
+        ("device", "tpu", "`device` must be cpu or cuda"),
     ],
 )
 def test_config_rejects_values_no_run_can_use(field: str, value: Any, message: str) -> None:
@@ -89,14 +90,14 @@ def test_run_config_round_trips_and_rejects_unknown_keys() -> None:
 
 @pytest.mark.parametrize("change", [{"optimizer": "sgd"}, {"wd": 0.1}])
 def test_sparse_needs_adamw_without_weight_decay(change: dict[str, Any]) -> None:
-    with pytest.raises(RecsysError, match="--sparse"):
+    with pytest.raises(RecsysError, match="`sparse`"):
         config_for("dotbias", sparse=True, **change)
 
 
 def test_compiled_engine_refuses_models_and_settings_it_does_not_have() -> None:
-    with pytest.raises(RecsysError, match="--engine compiled trains dot, dotbias, svdpp, bpmf, not linear"):
+    with pytest.raises(RecsysError, match="`engine` compiled trains dot, dotbias, svdpp, bpmf, not linear"):
         config_for("linear", engine="compiled")
-    with pytest.raises(RecsysError, match="--bs applies to --engine autograd only"):
+    with pytest.raises(RecsysError, match="`batch_size` applies to `engine` autograd only"):
         config_for("dotbias", engine="compiled", batch_size=64)
     with pytest.raises(RecsysError, match="runs on the CPU"):
         config_for("dotbias", engine="compiled", device="cuda")
@@ -110,7 +111,7 @@ def test_compiled_engine_refuses_models_and_settings_it_does_not_have() -> None:
 def test_threads_are_checked() -> None:
     assert check_threads(1) == 1
     for bad in (0, -2):
-        with pytest.raises(RecsysError, match="--threads must be at least 1"):
+        with pytest.raises(RecsysError, match="`threads` must be at least 1"):
             check_threads(bad)
     with pytest.raises(RecsysError, match=f"may use {available_cores()} core"):
         check_threads(available_cores() + 1)
@@ -125,7 +126,7 @@ def test_numpy_numbers_are_taken_as_pythons() -> None:
     assert type(config.n_factors) is int and type(config.lr) is float
     assert RunConfig.from_dict(config.to_dict()) == config
     assert check_threads(np.int64(1)) == 1
-    with pytest.raises(RecsysError, match="--epochs must be a whole number"):
+    with pytest.raises(RecsysError, match="`epochs` must be a whole number"):
         config_for("dotbias", epochs=np.bool_(True))
 
 
@@ -155,7 +156,7 @@ def test_default_threads_share_the_cores_among_torchruns_local_ranks(
 
 @pytest.mark.parametrize("flag", ["lr", "l2"])
 def test_a_sampled_models_compiled_engine_refuses_a_step_size_or_penalty(flag: str) -> None:
-    with pytest.raises(RecsysError, match=f"--{flag} has no effect on bpmf's compiled engine"):
+    with pytest.raises(RecsysError, match=f"`{flag}` has no effect on bpmf's compiled engine"):
         config_for("bpmf", **{flag: 0.5})
     assert config_for("bpmf", engine="autograd", **{flag: 0.5}).engine == "autograd"
     assert config_for("bpmf").engine == "compiled"
@@ -164,8 +165,54 @@ def test_a_sampled_models_compiled_engine_refuses_a_step_size_or_penalty(flag: s
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
 def test_a_cuda_device_is_refused_without_one_by_the_command_and_the_library(tiny: RatingsDataset) -> None:
     check_device("cpu")
-    with pytest.raises(RecsysError, match="--device cuda:1: no CUDA device is available here"):
+    with pytest.raises(RecsysError, match="`device` cuda:1: no CUDA device is available here"):
         check_device("cuda:1")
     config = config_for("dotbias", engine="autograd", dataset="tiny", device="cuda", epochs=1)
-    with pytest.raises(RecsysError, match="--device cuda: no CUDA device"):
+    with pytest.raises(RecsysError, match="`device` cuda: no CUDA device"):
         train_and_evaluate(tiny, config, progress=False)
+
+
+# --- one schema ----------------------------------------------------------------------------------
+
+
+def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it() -> None:
+    from recsys.commands import train as train_command
+    from recsys.config import AUTOGRAD_ONLY, SAMPLER_UNUSED, SETTINGS, Setting
+    from recsys.workflows.estimator import CONFIG_PARAMETERS, RatingRegressor
+
+    fields = [field.name for field in dataclasses.fields(RunConfig)]
+    assert list(SETTINGS) == fields and all(isinstance(setting, Setting) for setting in SETTINGS.values())
+    args = train_command.parse_args([])
+    estimator = RatingRegressor().get_params()
+    for name, setting in SETTINGS.items():
+        if setting.flag is None:  # set from the data: no flag, no parameter
+            assert not setting.estimator, name
+            continue
+        # train.py has its flag, storing the field itself, and --resume keeps it.
+        assert name in vars(args), name
+        assert train_command.CONFIG_FLAGS[setting.flag] == name
+        # RatingRegressor takes it as a parameter (`unknown` it has its own: mean or error, per row).
+        assert (name in CONFIG_PARAMETERS or name == "model") == setting.estimator, name
+        assert not setting.estimator or name in estimator, name
+    assert AUTOGRAD_ONLY == ("batch_size", "wd", "optimizer", "sparse", "schedule")
+    assert SAMPLER_UNUSED == ("lr", "l2")
+
+
+def test_a_resumed_run_refuses_every_flag_that_would_change_a_setting(tmp_path: Path) -> None:
+    from recsys.commands import train as train_command
+    from recsys.config import SETTINGS
+
+    config = config_for("dot", engine="autograd")
+    changed = {"model": "dotbias", "dataset": "tiny", "split": "u2", "test_frac": "0.3", "test_n": "3",
+               "unknown": "mean", "n_factors": "3", "members": "2", "y_range": ["1", "9"],
+               "init_scale": "2", "epochs": "99", "lr": "0.5", "batch_size": "7", "l2": "0.7", "wd": "0.2",
+               "optimizer": "sgd", "sparse": None, "schedule": "constant", "seed": "9", "device": "cuda",
+               "engine": "compiled"}  # fmt: skip
+    for name, setting in SETTINGS.items():
+        if setting.flag is None or name == "dataset":  # the data: --resume reads the run's own
+            continue
+        value = changed[name]
+        values = [] if value is None else [value] if isinstance(value, str) else value
+        args = train_command.parse_args(["--resume", str(tmp_path), setting.flag, *values])
+        with pytest.raises(RecsysError, match=f"^{re.escape(setting.flag)} "):
+            train_command.check_resume_flags(args, config)

@@ -27,14 +27,41 @@ if TYPE_CHECKING:
 RATING_FIELDS = ("user", "item", "rating", "timestamp")
 
 
+# A setting's name -> the flag that sets it, from the parser of the command running: the library
+# names settings (`batch_size`), a command's user knows flags (--bs).
+_FLAG_OF: dict[str, str] = {}
+
+
+def in_flags(message: str) -> str:
+    """A library message in a shell user's words: each `setting` it names as the flag that sets it
+    (RunConfig's from their Settings, the rest from the command's parser); others as they are."""
+    from recsys.config import SETTINGS
+
+    def flag(match: re.Match[str]) -> str:
+        setting = SETTINGS.get(match[1])
+        if setting is not None and setting.flag is not None:
+            return setting.flag
+        return _FLAG_OF.get(match[1], match[0])
+
+    return re.sub(r"`([a-z][a-z0-9_]*)`", flag, message)
+
+
 class CommandParser(argparse.ArgumentParser):
     """argparse's parser with its errors as one `error:` line, as the commands' own checks give them,
-    instead of a usage block over a dozen lines above the message."""
+    instead of a usage block over a dozen lines above the message; its flags are what `in_flags`
+    names settings by."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.description and not self.prog.endswith(".py"):  # a console command: name it as typed
             self.description = re.sub(r"python scripts/\w+\.py", self.prog, self.description)
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        for action in self._actions:
+            long = [option for option in action.option_strings if option.startswith("--")]
+            if long:
+                _FLAG_OF.setdefault(action.dest, long[0])
+        return super().parse_known_args(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} ({self.prog} --help lists the flags)\n")
@@ -209,7 +236,7 @@ def run(main: Callable[[], int]) -> None:
     """Run a script's main and end the process with its code: a user's mistake (RecsysError) is one
     `error:` line and exit code 2, and a warning one `warning:` line. A bug's exception propagates,
     with its traceback. Ctrl-C ends with 130 and SIGTERM with 143, each after the cleanup it triggers."""
-    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"
+    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {in_flags(str(message))}\n"
     # Only in the main thread can a handler be set. Under torchrun the agent stops its workers with
     # SIGTERM, and one blocked in a collective would not run Python's handler: the default stays.
     handles_term = (
@@ -219,7 +246,7 @@ def run(main: Callable[[], int]) -> None:
     try:
         code = main()
     except RecsysError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {in_flags(str(error))}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.config import (
+    AUTOGRAD,
     AUTOGRAD_ONLY,
     ENGINES,
-    OPTIMIZERS,
     SAMPLER_UNUSED,
-    SCHEDULES,
-    UNKNOWN_POLICIES,
+    SETTINGS,
     RunConfig,
+    Setting,
     check_device,
     check_threads,
     config_for,
@@ -32,36 +32,15 @@ from recsys.config import (
 from recsys.data.split_settings import check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
-from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE, SPLIT_KINDS
+from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE
 
 if TYPE_CHECKING:
     from recsys.train.trainer import EpochStats
 
 DEFAULTS = RunConfig()
-# Each flag that sets a RunConfig field, with the field: a resumed run keeps its own values.
-CONFIG_FLAGS = {
-    "--model": "model",
-    "--dataset": "dataset",
-    "--split": "split",
-    "--test-frac": "test_frac",
-    "--test-n": "test_n",
-    "--unknown": "unknown",
-    "--n-factors": "n_factors",
-    "--members": "members",
-    "--y-range": "y_range",
-    "--init-scale": "init_scale",
-    "--epochs": "epochs",
-    "--lr": "lr",
-    "--bs": "batch_size",
-    "--l2": "l2",
-    "--wd": "wd",
-    "--optimizer": "optimizer",
-    "--schedule": "schedule",
-    "--sparse": "sparse",
-    "--seed": "seed",
-    "--engine": "engine",
-    "--device": "device",
-}
+# Each flag that sets a RunConfig field, with the field (from the fields' Settings): a resumed run
+# keeps its own values.
+CONFIG_FLAGS = {setting.flag: name for name, setting in SETTINGS.items() if setting.flag is not None}
 
 
 def _shown(value: Any) -> str:
@@ -79,9 +58,9 @@ def model_defaults(field: str) -> str:
     """Every model's default for `field` as the engine `auto` chooses it on the CPU, then the
     autograd engine's where it differs: the help shows the values a run will use."""
     autograd = {model: getattr(config_for(model, engine="autograd"), field) for model in model_names()}
-    if field in AUTOGRAD_ONLY.values():
+    if field in AUTOGRAD_ONLY:
         return f"[default: {_listing(autograd)}; autograd engine only]"
-    unread = field in SAMPLER_UNUSED.values()  # by a sampled model on its sampler, which is not shown
+    unread = field in SAMPLER_UNUSED  # by a sampled model on its sampler, which is not shown
     configs = {model: config_for(model) for model in model_names()}
     chosen = {
         model: getattr(config, field)
@@ -96,6 +75,34 @@ def model_defaults(field: str) -> str:
     return f"[default: {_listing(chosen)}{tail}]"
 
 
+def _help(name: str, setting: Setting) -> str:
+    """A setting's help with the default a run will use."""
+    if setting.shown_default is not None:
+        default = f"[default: {setting.shown_default}]"
+    elif setting.by_model:
+        default = model_defaults(name)
+    else:
+        default = f"[default: {_shown(getattr(DEFAULTS, name))}]"
+    only = " (autograd engine only)" if setting.engines == AUTOGRAD and not setting.by_model else ""
+    return f"{setting.help}{only} {default}"
+
+
+def _kind(name: str, setting: Setting) -> dict[str, Any]:
+    """argparse's arguments for a setting's value, by its field's type."""
+    kind = {field.name: field.type for field in dataclasses.fields(RunConfig)}[name]
+    if name == "model":
+        return {"choices": model_names()}
+    if name == "engine":
+        return {"choices": ("auto", *ENGINES)}
+    if setting.choices is not None:
+        return {"choices": setting.choices}
+    if kind is bool:
+        return {"action": "store_true"}
+    if kind == tuple[float, float] | None:
+        return {"type": float, "nargs": 2, "metavar": ("LOW", "HIGH")}
+    return {"type": int if kind is int else float if kind in (float, float | None) else str}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The flags; those left unset stay None so that a resumed run can tell which were given."""
     parser = CommandParser(
@@ -103,111 +110,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog="Training flags left unset take the model's tuned defaults (recsys/models/registry.py).",
     )
     add = parser.add_argument
-    add(
-        "--model",
-        default=None,
-        choices=model_names(),
-        help=f"model family [default: {DEFAULTS.model}]",
-    )
-    add_data_flags(parser)
-    add(
-        "--split",
-        choices=SPLIT_KINDS,
-        default=None,
-        help="random, per-user fraction, each user's last --test-n by time, global time cut, "
-        "or an ml-100k fold [default: u1 for ml-100k, which comes with it; else random]",
-    )
-    add(
-        "--test-frac",
-        type=float,
-        default=None,
-        help=f"test share for random/user/time splits [default: {DEFAULTS.test_frac}]",
-    )
-    add(
-        "--test-n",
-        type=int,
-        default=None,
-        help=f"ratings per user held out by user-last [default: {DEFAULTS.test_n}]",
-    )
-    add(
-        "--unknown",
-        choices=UNKNOWN_POLICIES,
-        default=None,
-        help="test ratings whose id is unseen in training: drop, or predict the training mean "
-        f"[default: {DEFAULTS.unknown}]",
-    )
-    add("--epochs", type=int, default=None, help=f"epochs {model_defaults('epochs')}")
-    add("--lr", type=float, default=None, help=f"peak learning rate {model_defaults('lr')}")
-    add(
-        "--bs",
-        type=int,
-        default=None,
-        help="batch size, lowered where needed so that a run takes at least 100 optimizer steps "
-        f"{model_defaults('batch_size')}",
-    )
-    add(
-        "--l2",
-        type=float,
-        default=None,
-        help=f"L2 penalty on the per-id rows of each batch {model_defaults('l2')}",
-    )
-    add("--wd", type=float, default=None, help=f"decoupled weight decay (fastai's wd) {model_defaults('wd')}")
-    add(
-        "--n-factors",
-        type=int,
-        default=None,
-        help=f"latent factors per user and item {model_defaults('n_factors')}",
-    )
-    add(
-        "--members",
-        type=int,
-        default=None,
-        help="models trained apart, from their own starts and orders, whose predictions are averaged; "
-        f"compiled engine only {model_defaults('members')}",
-    )
-    add(
-        "--y-range",
-        type=float,
-        nargs=2,
-        metavar=("LOW", "HIGH"),
-        default=None,
-        help="sigmoid output range [default: 0 to 1.1 x the top rating]",
-    )
-    add(
-        "--init-scale",
-        type=float,
-        default=None,
-        help="multiplies every initial weight [default: 1, fastai's normal(0, 0.01) tables]",
-    )
-    add("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimizer {model_defaults('optimizer')}")
-    add(
-        "--schedule",
-        choices=SCHEDULES,
-        default=None,
-        help=f"learning-rate schedule {model_defaults('schedule')}",
-    )
-    add(
-        "--sparse",
-        action="store_true",
-        default=None,
-        help="sparse embedding gradients with LazyAdam; much faster for 100K+ users or items "
-        "(autograd engine only)",
-    )
-    add(
-        "--seed",
-        type=int,
-        default=None,
-        help=f"seed for split, initialisation and shuffle [default: {DEFAULTS.seed}]",
-    )
-    add(
-        "--engine",
-        choices=("auto", *ENGINES),
-        default=None,
-        help="compiled: numba on the CPU (per-rating AdaGrad for dot, dotbias and svdpp; bpmf's Gibbs "
-        "sampler); autograd: batches through "
-        "torch (every model, GPUs, torchrun); auto: compiled where the model has it on the CPU and "
-        "no autograd-only flag (--bs, --optimizer, --schedule, --sparse, --wd) is given [default: auto]",
-    )
+    add_data_flags(parser)  # --dataset among them
+    for name, setting in SETTINGS.items():
+        if setting.flag is not None and name != "dataset":
+            add(setting.flag, dest=name, default=None, help=_help(name, setting), **_kind(name, setting))
     add(
         "--threads",
         type=int,
@@ -224,7 +130,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="write the checkpoint to resume from after an epoch once this many seconds have passed "
         "since the last (and after the last epoch); 0: after every epoch [default: %(default)g]",
     )
-    add("--device", default=None, help="cpu or cuda [default: cuda where available for the autograd engine]")
     add(
         "--resume",
         type=Path,
@@ -253,28 +158,14 @@ def config_from_args(
     if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         engine = "autograd"  # the compiled engine trains in one process
     flags = {
-        "split": args.split,
-        "test_frac": args.test_frac,
-        "test_n": args.test_n,
-        "unknown": args.unknown,
-        "n_factors": args.n_factors,
-        "members": args.members,
-        "y_range": tuple(args.y_range) if args.y_range else None,
-        "init_scale": args.init_scale,
-        "epochs": args.epochs,
-        "lr": args.lr,
-        "batch_size": args.bs,
-        "l2": args.l2,
-        "wd": args.wd,
-        "optimizer": args.optimizer,
-        "sparse": args.sparse,
-        "schedule": args.schedule,
-        "seed": args.seed,
+        name: (tuple(value) if name == "y_range" and value else value)
+        for name in CONFIG_FLAGS.values()
+        if name not in ("model", "dataset", "engine", "device") and (value := getattr(args, name)) is not None
     }
     settings.pop("engine", None)
     model = args.model or settings.pop("model", None) or DEFAULTS.model
     settings.pop("model", None)
-    given = {field for field, value in flags.items() if value is not None}
+    given = set(flags)
     # Typed as flags, they are checked whatever the split (RunConfig checks them where it uses them).
     if args.test_frac is not None:
         check_test_frac(args.test_frac)
@@ -283,13 +174,13 @@ def config_from_args(
     if engine == "compiled":  # a flag given at all, even at the autograd engine's default, would be ignored
         refuse_autograd_only(given)
     from_file = set(settings) - given
-    settings.update({field: value for field, value in flags.items() if value is not None})
+    settings.update(flags)
     settings.setdefault("split", default_split)
     try:
         return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
     except RecsysError as error:
-        # An error naming the flag of a setting the file gave: the user may never have typed that flag.
-        if any(flag in str(error) for flag, field in CONFIG_FLAGS.items() if field in from_file):
+        # An error naming a setting the file gave: the user may never have typed its flag.
+        if any(f"`{field}`" in str(error) for field in from_file):
             raise RecsysError(f"{error} (with the settings of --config {args.config})") from None
         raise
 
@@ -335,10 +226,10 @@ def resumed_config(run_dir: Path) -> RunConfig:
 def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
     """A resumed run keeps its own settings: a flag that would change one is an error, not ignored."""
     for flag, field in CONFIG_FLAGS.items():
-        given = getattr(args, flag.removeprefix("--").replace("-", "_"))
-        if given is None or (flag == "--engine" and given == "auto"):
+        given = getattr(args, field)
+        if given is None or (field == "engine" and given == "auto"):
             continue
-        given = tuple(given) if flag == "--y-range" else given
+        given = tuple(given) if field == "y_range" else given
         if given == getattr(config, field):
             continue
         sampler = config.engine == "compiled" and model_entry(config.model).sampled
@@ -349,7 +240,7 @@ def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
                 f"{laid_out} over them; --resume finishes it as planned (for a run of {given} epochs, "
                 f"start a new one with --epochs {given})"
             )
-        if sampler and flag in SAMPLER_UNUSED:
+        if sampler and field in SAMPLER_UNUSED:
             raise RecsysError(
                 f"{flag} has no effect on {config.model}'s compiled engine, a Gibbs sampler; drop the flag"
             )

@@ -467,7 +467,7 @@ def _train_one_epoch(
     train_loss, ratings = epochs.run_epoch(epoch, generator, progress)
     if not math.isfinite(train_loss):
         raise TrainingDiverged(
-            f"training loss became {train_loss} in epoch {epoch}; lower --lr (now {config.lr})"
+            f"training loss became {train_loss} in epoch {epoch}; lower `lr` (now {config.lr})"
         )
     metrics = epochs.evaluate(valid)
     return EpochStats(

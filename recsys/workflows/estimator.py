@@ -5,7 +5,7 @@ all of (X, y) with the shared trainer, so the estimator's figures are those of `
 same settings; scikit-learn's splitters do the holding out.
 """
 
-import re
+import inspect
 from typing import Any
 
 import numpy as np
@@ -14,21 +14,27 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from recsys.config import check_threads, config_for, model_for
+from recsys.config import SETTINGS, check_threads, config_for, model_for
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.ratings_table import INTEGER_TEXT
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
-from recsys.train.trainer import TrainingDiverged, fit
+from recsys.train.trainer import fit
 from recsys.workflows.experiment import fitted_config
 
+# RunConfig's settings the estimator takes as parameters (None: the model's tuned default), from
+# their Settings; then its own: what predict does with unseen ids, and the threads it runs on.
+CONFIG_PARAMETERS = tuple(name for name, setting in SETTINGS.items() if setting.estimator and name != "model")
+PARAMETER_DEFAULTS: dict[str, Any] = {
+    **{name: 0 if name == "seed" else None for name in CONFIG_PARAMETERS},
+    "unknown": "mean",
+    "threads": None,
+}
 # What predict does with a user or item that fit never saw. recsys.config.UNKNOWN_POLICIES' "drop"
 # leaves such ratings out of a test score; predict owes a rating for every row, so it has "error".
 PREDICT_UNKNOWN = ("mean", "error")
-# train.py's flags whose parameter is not the flag's name with "_" for "-".
-FLAG_PARAMETERS = {"bs": "batch_size"}
 # Unseen ids of each kind that an unknown="error" message names.
 SHOWN_UNSEEN = 5
 
@@ -60,42 +66,18 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
     ratings file's are.
     """
 
-    def __init__(
-        self,
-        model: str = "dotbias",
-        *,
-        engine: str | None = None,
-        n_factors: int | None = None,
-        members: int | None = None,
-        epochs: int | None = None,
-        lr: float | None = None,
-        batch_size: int | None = None,
-        l2: float | None = None,
-        wd: float | None = None,
-        y_range: tuple[float, float] | None = None,
-        init_scale: float | None = None,
-        optimizer: str | None = None,
-        schedule: str | None = None,
-        unknown: str = "mean",
-        seed: int = 0,
-        threads: int | None = None,
-    ) -> None:
+    unknown: str
+    threads: int | None
+
+    def __init__(self, model: str = "dotbias", **parameters: Any) -> None:
+        # The parameters are RunConfig's settings that `Setting.estimator` marks, then the
+        # estimator's own: the signature scikit-learn reads is set from them below.
+        unexpected = sorted(set(parameters) - set(PARAMETER_DEFAULTS))
+        if unexpected:
+            raise TypeError(f"RatingRegressor got unexpected parameter(s) {', '.join(unexpected)}")
         self.model = model
-        self.engine = engine
-        self.n_factors = n_factors
-        self.members = members
-        self.epochs = epochs
-        self.lr = lr
-        self.batch_size = batch_size
-        self.l2 = l2
-        self.wd = wd
-        self.y_range = y_range
-        self.init_scale = init_scale
-        self.optimizer = optimizer
-        self.schedule = schedule
-        self.unknown = unknown
-        self.seed = seed
-        self.threads = threads
+        for name, default in PARAMETER_DEFAULTS.items():
+            setattr(self, name, parameters.get(name, default))
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -133,28 +115,14 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         # One rating value is no scale (and zeros alone would give an empty y_range): one either side.
         scale = (low, high) if low < high else (low - 1.0, high + 1.0)
         try:
-            config = config_for(
-                self.model,
-                engine=self.engine,
-                n_factors=self.n_factors,
-                members=self.members,
-                epochs=self.epochs,
-                lr=self.lr,
-                batch_size=self.batch_size,
-                l2=self.l2,
-                wd=self.wd,
-                y_range=self.y_range,
-                init_scale=self.init_scale,
-                optimizer=self.optimizer,
-                schedule=self.schedule,
-                seed=self.seed,
-            )
+            overrides = {name: getattr(self, name) for name in CONFIG_PARAMETERS if name != "engine"}
+            config = config_for(self.model, engine=getattr(self, "engine"), **overrides)  # noqa: B009
             self.config_ = fitted_config(config, scale, len(ratings))
             check_fits(self.config_, len(self.users_), len(self.items_))
             if self.threads is not None:
                 check_threads(self.threads)
         except RecsysError as error:  # scikit-learn reports bad parameters as ValueErrors
-            raise ValueError(_as_parameters(str(error))) from None
+            raise ValueError(str(error)) from None
         encoded = np.stack([self.users_.encode(users), self.items_.encode(items)], axis=1)
         train = RatingTensors(torch.from_numpy(encoded), torch.from_numpy(ratings.astype(np.float32)))
         no_validation = RatingTensors(train.x[:0], train.y[:0])
@@ -162,12 +130,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         generator = torch.Generator().manual_seed(config.seed)
         self.model_ = model_for(config, len(self.users_), len(self.items_), generator)
         with torch_threads(self.threads):
-            try:
-                fit(
-                    self.model_, train, no_validation, config, generator, threads=self.threads, progress=False
-                )
-            except TrainingDiverged as error:  # its advice names the parameter, as the config errors do
-                raise TrainingDiverged(_as_parameters(str(error))) from None
+            fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
         self.model_.cpu()
         self.train_mean_ = float(ratings.mean())
         return self
@@ -224,13 +187,6 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             f"{' and '.join(parts)} did not occur in the ratings fit was given (new users or items, or "
             "ids of another type or column order); unknown='mean' predicts the training mean for them"
         )
-
-
-def _as_parameters(message: str) -> str:
-    """A config error, which names train.py's flags ("--n-factors"), naming the parameters instead."""
-    return re.sub(
-        r"--([a-z][a-z-]*)", lambda flag: FLAG_PARAMETERS.get(flag[1], flag[1].replace("-", "_")), message
-    )
 
 
 def plain_value(raw: Any) -> Any:
@@ -303,3 +259,16 @@ def _integers(values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
     numbers = np.zeros(len(column), dtype=np.int64)
     numbers[integer] = column[integer].astype(str).astype(np.int64).to_numpy()
     return integer, numbers
+
+
+# scikit-learn reads an estimator's parameters from its __init__'s signature.
+RatingRegressor.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="dotbias"),
+        *(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+            for name, default in PARAMETER_DEFAULTS.items()
+        ),
+    ]
+)

@@ -1,4 +1,4 @@
-"""Ensembles (`--members N`): the mean of models trained apart, and what they say about themselves."""
+"""Ensembles (``members` N`): the mean of models trained apart, and what they say about themselves."""
 
 import dataclasses
 from pathlib import Path
@@ -97,9 +97,9 @@ def test_an_ensemble_of_models_without_biases_has_none() -> None:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"members": 0}, "--members must be at least 1"),
-        ({"members": 1.5}, "--members must be a whole number"),
-        ({"members": 2, "engine": "autograd"}, "--members 2: an ensemble trains on --engine compiled only"),
+        ({"members": 0}, "`members` must be at least 1"),
+        ({"members": 1.5}, "`members` must be a whole number"),
+        ({"members": 2, "engine": "autograd"}, "`members` 2: an ensemble trains on `engine` compiled only"),
         (
             {"members": 2, "model": "bpmf", "engine": "compiled"},
             "bpmf already predicts the mean of its draws",
@@ -109,8 +109,8 @@ def test_an_ensemble_of_models_without_biases_has_none() -> None:
             "bpmf already predicts the mean of its draws",
         ),
         ({"members": 2, "model": "linear"}, "ensembles train on the compiled engine, which linear has not"),
-        ({"members": 101, "engine": "compiled"}, "--members 101: at most 100"),
-        ({"members": True, "engine": "compiled"}, "--members must be a whole number"),
+        ({"members": 101, "engine": "compiled"}, "`members` 101: at most 100"),
+        ({"members": True, "engine": "compiled"}, "`members` must be a whole number"),
     ],
 )
 def test_members_no_run_can_use_are_refused(settings: dict, message: str) -> None:
@@ -121,23 +121,26 @@ def test_members_no_run_can_use_are_refused(settings: dict, message: str) -> Non
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
-        ({"batch_size": 256}, "--bs rules out; leave it"),
-        ({"device": "cuda"}, "--device rules out; leave it"),
-        ({"batch_size": 256, "device": "cuda"}, "--bs and --device rule out; leave them or --members out"),
+        ({"batch_size": 256}, "`batch_size` rules out; leave it"),
+        ({"device": "cuda"}, "`device` rules out; leave it"),
+        (
+            {"batch_size": 256, "device": "cuda"},
+            "`batch_size` and `device` rule out; leave them or `members` out",
+        ),
     ],
 )
 def test_an_ensemble_with_a_flag_that_picks_the_autograd_engine_names_that_flag(
     settings: dict, named: str
 ) -> None:
     with pytest.raises(
-        RecsysError, match=f"--members 2: an ensemble trains on the compiled engine, which {named}"
+        RecsysError, match=f"`members` 2: an ensemble trains on the compiled engine, which {named}"
     ):
         config_for("dotbias", members=2, **settings)
     assert config_for("dotbias", **settings).members == 1  # the autograd engine's default: one model
     # What RunConfig refuses whatever the engine is named by RunConfig, not put down to the flag.
     with pytest.raises(RecsysError, match="bpmf already predicts the mean of its draws"):
         config_for("bpmf", members=2, **settings)
-    with pytest.raises(RecsysError, match="--members 101: at most 100"):
+    with pytest.raises(RecsysError, match="`members` 101: at most 100"):
         config_for("dotbias", members=101, **settings)
 
 

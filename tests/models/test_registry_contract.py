@@ -138,7 +138,7 @@ def test_a_registered_model_is_listed_with_its_defaults(offset_model: str) -> No
     chosen = config()
     assert (chosen.engine, chosen.epochs, chosen.lr, chosen.batch_size) == ("autograd", EPOCHS, 1e-2, 128)
     with pytest.raises(
-        RecsysError, match="--engine compiled trains dot, dotbias, svdpp, bpmf, not offset-dot"
+        RecsysError, match="`engine` compiled trains dot, dotbias, svdpp, bpmf, not offset-dot"
     ):
         config(engine="compiled")
     assert type(build_model(offset_model, 3, 4, 2, None)) is OffsetDotProduct
