@@ -278,6 +278,11 @@ class RunConfig:
             {name for name in AUTOGRAD_ONLY if getattr(self, name) != getattr(default, name)}
         )
 
+    @property
+    def samples(self) -> bool:
+        """Whether this run's engine is a Gibbs sampler: a sampled model (bpmf) on the compiled engine."""
+        return self.engine == "compiled" and model_entry(self.model).sampled
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -40,8 +40,8 @@ from recsys.workflows.experiment import train_and_evaluate
         ("epochs", True, "`epochs` must be a whole number, got True"),  # a config file's `true`
         ("n_factors", 5.0, "`n_factors` must be a whole number, got 5.0"),  # JSON written by numpy
         # Checked with the flags, before a data file is read (the default split, random, uses it).
-        ("test_frac", 1.0, "--test-frac must lie strictly between 0 and 1, got 1.0"),
-        ("test_frac", float("nan"), "--test-frac must lie strictly between 0 and 1, got nan"),
+        ("test_frac", 1.0, "`test_frac` must lie strictly between 0 and 1, got 1.0"),
+        ("test_frac", float("nan"), "`test_frac` must lie strictly between 0 and 1, got nan"),
         ("l2", -0.1, "`l2` must be zero or positive"),
         ("l2", float("inf"), "`l2` must be zero or positive and finite"),
         ("wd", -1.0, "`wd` must be zero or positive"),
@@ -61,11 +61,11 @@ def test_config_rejects_values_no_run_can_use(field: str, value: Any, message: s
 
 
 def test_split_settings_are_checked_where_the_split_uses_them() -> None:
-    with pytest.raises(RecsysError, match="--test-n must be at least 1, got 0"):
+    with pytest.raises(RecsysError, match="`test_n` must be at least 1, got 0"):
         config_for("dot", split="user-last", test_n=0)
-    with pytest.raises(RecsysError, match=r"--test-n must be a whole number, got 2\.5"):
+    with pytest.raises(RecsysError, match=r"`test_n` must be a whole number, got 2\.5"):
         config_for("dot", split="user-last", test_n=2.5)
-    with pytest.raises(RecsysError, match="--test-frac must lie strictly between 0 and 1"):
+    with pytest.raises(RecsysError, match="`test_frac` must lie strictly between 0 and 1"):
         config_for("dot", split="time", test_frac=0.0)
     # A fold ignores both: a run saved with odd unused values still loads.
     saved = config_for("dot", split="u1", test_frac=0.0, test_n=0)

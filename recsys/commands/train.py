@@ -31,7 +31,7 @@ from recsys.config import (
 )
 from recsys.data.split_settings import check_test_frac, check_test_n
 from recsys.errors import RecsysError
-from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
+from recsys.models.registry import COMPILED_DEFAULTS, model_names
 from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE
 
 if TYPE_CHECKING:
@@ -63,9 +63,7 @@ def model_defaults(field: str) -> str:
     unread = field in SAMPLER_UNUSED  # by a sampled model on its sampler, which is not shown
     configs = {model: config_for(model) for model in model_names()}
     chosen = {
-        model: getattr(config, field)
-        for model, config in configs.items()
-        if not (unread and config.engine == "compiled" and model_entry(model).sampled)
+        model: getattr(config, field) for model, config in configs.items() if not (unread and config.samples)
     }
     differing = {
         model: autograd[model] for model in COMPILED_DEFAULTS if autograd[model] != chosen.get(model)
@@ -232,7 +230,7 @@ def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
         given = tuple(given) if field == "y_range" else given
         if given == getattr(config, field):
             continue
-        sampler = config.engine == "compiled" and model_entry(config.model).sampled
+        sampler = config.samples
         if flag == "--epochs":
             laid_out = "burn-in and kept draws are laid out" if sampler else "learning rate falls"
             raise RecsysError(

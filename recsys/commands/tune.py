@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
     if out.is_dir() and any(out.iterdir()):
         raise RecsysError(f"{out} already holds a search; name another with --out")
-    make_folder(out, "--out")  # before the search: a path that cannot be a folder fails now
+    make_folder(out, "`out`")  # before the search: a path that cannot be a folder fails now
     print(
         f"tuning {args.model} on the training part of {dataset.name} split {split}: {args.trials} settings, "
         f"{args.folds}-fold cross-validation inside it; the test part is read once, at the end"

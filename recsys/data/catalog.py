@@ -26,7 +26,7 @@ def load_dataset(
         return read_folder("tiny", data_dir or TINY_FOLDER, "csv", (1.0, 5.0))
     if name in VARIANTS:
         return load_movielens(name, data_dir, progress=progress, allow_download=allow_download)
-    raise DataError(f"unknown --dataset {name!r}; choose one of: {', '.join(DATASETS)}")
+    raise DataError(f"unknown `dataset` {name!r}; choose one of: {', '.join(DATASETS)}")
 
 
 def resolve_dataset(
@@ -90,7 +90,7 @@ def dataset_from_record(
     if name not in DATASETS:
         raise DataError(
             f"the run was trained on data {name!r} given in Python, which it cannot load again; "
-            "train from a ratings file (--ratings) for a run that can be resumed and recommended from"
+            "train from a ratings file for a run that can be resumed and recommended from"
         )
     folder = record.get("folder")
     if data_dir is None and isinstance(folder, str) and Path(folder).is_dir():

@@ -88,7 +88,7 @@ def require_rating_columns(
     found: Mapping[str, str],
     names: Sequence[str],
     source: str,
-    how_to_name: str = "name them with --columns user=...,item=...,rating=...",
+    how_to_name: str = "name them with `columns` user=...,item=...,rating=...",
 ) -> None:
     """Refuse a table without user, item or rating columns; one without ratings is implicit feedback."""
     for field in ("user", "item"):

@@ -34,7 +34,7 @@ from recsys.names import PREDEFINED_FOLDS
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens"
 DATA_ROOT_ENV = "RECSYS_DATA"
 CACHE_ENV = "RECSYS_CACHE"
-OFFLINE_HINT = f"to train without a download, pass --data-dir or set ${DATA_ROOT_ENV} to a local copy"
+OFFLINE_HINT = f"to train without a download, pass `data_dir` or set ${DATA_ROOT_ENV} to a local copy"
 
 
 @dataclass(frozen=True)
@@ -408,7 +408,7 @@ def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
             if (candidate / ratings_file).is_file():
                 return _check_manifest(candidate)
         raise DataError(
-            f"--data-dir {data_dir}: no {ratings_file} there or in {variant.folder}/ "
+            f"`data_dir` {data_dir}: no {ratings_file} there or in {variant.folder}/ "
             f"(expected an unpacked {variant.name} folder, its parent, or {variant.name}.zip)"
         )
     for root in _data_roots():

@@ -85,7 +85,7 @@ def load_ratings(
     """
     path = Path(path)
     if sep is not None and len(sep) != 1:
-        raise DataError(f"--sep {sep!r}: the separator must be one character")
+        raise DataError(f"`sep` {sep!r}: the separator must be one character")
     check_scale(rating_scale, str(path))
     # Read before their paths are resolved for the run's record: a missing file, or a link that
     # leads nowhere, is then a DataError naming it.
@@ -195,7 +195,7 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         problem = "no table in it, only # comment lines" if commented else "file is empty"
         raise DataError(f"{path}: {problem}")
     if sep is not None and len(_fields(lines[0], sep)) == 1:
-        raise DataError(f"{path}: --sep {sep!r} does not split its first line ({lines[0][:60]!r})")
+        raise DataError(f"{path}: `sep` {sep!r} does not split its first line ({lines[0][:60]!r})")
     sep = sep or _separator(lines, path)
     first = [_unquoted(field) for field in _fields(lines[0], sep)]
     if header is None:
@@ -251,11 +251,11 @@ def _separator(lines: list[str], path: Path) -> str:
             return sep
     if "::" in lines[0]:
         raise DataError(
-            f"{path}: fields are separated by '::' (MovieLens .dat); use --dataset ml-1m or ml-10m, "
+            f"{path}: fields are separated by '::' (MovieLens .dat); use `dataset` ml-1m or ml-10m, "
             "or convert it to one-character separators"
         )
     tried = ", ".join(SEPARATORS.values())
-    raise DataError(f"{path}: cannot tell the separator (tried {tried}); name it with --sep")
+    raise DataError(f"{path}: cannot tell the separator (tried {tried}); name it with `sep`")
 
 
 def _unquoted(field: str) -> str:
@@ -296,7 +296,7 @@ def _text_columns(layout: TextLayout, columns: Mapping[str, str] | None, source:
     else:
         raise DataError(
             f"{source}: {len(layout.names)} columns and no header; say which is which by position, "
-            "e.g. --columns user=1,item=2,rating=3[,timestamp=4]"
+            "e.g. `columns` user=1,item=2,rating=3[,timestamp=4]"
         )
     require_rating_columns(found, layout.names, source)
     return found

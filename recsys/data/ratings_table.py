@@ -298,7 +298,7 @@ def check_scale(scale: tuple[float, float] | None, source: str) -> None:
     )
     if not (two_numbers and np.isfinite(scale).all() and scale[0] < scale[1]):
         shown = ",".join(f"{end:g}" for end in scale) if two_numbers else repr(scale)
-        raise DataError(f"{source}: --rating-scale {shown}: expected finite LO < HI")
+        raise DataError(f"{source}: `rating_scale` {shown}: expected finite LO < HI")
 
 
 def rating_scale(
@@ -311,7 +311,7 @@ def rating_scale(
         if outside.size:
             row = int(outside[0])
             raise DataError(
-                f"{source}: rating {values[row]:g} on {where(row)} is outside --rating-scale {low:g},{high:g}"
+                f"{source}: rating {values[row]:g} on {where(row)} is outside `rating_scale` {low:g},{high:g}"
             )
         return float(low), float(high)
     low, high = float(values.min()), float(values.max())
@@ -363,7 +363,7 @@ def _warn_of_a_stray_end(values: np.ndarray, scale: tuple[float, float], source:
         warnings.warn(
             f"{source}: rating {end:g} on {where(row)} lies far from all the others "
             f"({rest_low:g} to {rest_high:g}), and the scale is read from the data: check it, "
-            "or set --rating-scale",
+            "or set `rating_scale`",
             stacklevel=4,
         )
 

@@ -13,12 +13,12 @@ def check_test_frac(test_frac: float) -> None:
     if not (
         isinstance(test_frac, numbers.Real) and not isinstance(test_frac, bool) and 0.0 < test_frac < 1.0
     ):
-        raise RecsysError(f"--test-frac must lie strictly between 0 and 1, got {test_frac}")
+        raise RecsysError(f"`test_frac` must lie strictly between 0 and 1, got {test_frac}")
 
 
 def check_test_n(test_n: int) -> None:
     """The ratings per user the user-last split holds out."""
     if not isinstance(test_n, numbers.Integral) or isinstance(test_n, bool):
-        raise RecsysError(f"--test-n must be a whole number, got {test_n!r}")
+        raise RecsysError(f"`test_n` must be a whole number, got {test_n!r}")
     if test_n < 1:
-        raise RecsysError(f"--test-n must be at least 1, got {test_n}")
+        raise RecsysError(f"`test_n` must be at least 1, got {test_n}")

@@ -84,7 +84,7 @@ def fold_split(dataset: RatingsDataset, fold: str) -> Split:
         raise RecsysError(f"unknown fold {fold!r}; choose one of: {', '.join(PREDEFINED_FOLDS)}")
     if fold not in dataset.folds:
         raise RecsysError(
-            f"--split {fold} is one of ml-100k's predefined folds; the dataset is {dataset.name}, "
+            f"`split` {fold} is one of ml-100k's predefined folds; the dataset is {dataset.name}, "
             "which comes without them"
         )
     train_rows, test_rows = dataset.folds[fold]
@@ -106,4 +106,4 @@ def make_split(
         return time_split(ratings, test_frac)
     if kind in PREDEFINED_FOLDS:
         return fold_split(dataset, kind)
-    raise RecsysError(f"unknown --split {kind!r}; choose one of: {', '.join(SPLIT_KINDS)}")
+    raise RecsysError(f"unknown `split` {kind!r}; choose one of: {', '.join(SPLIT_KINDS)}")

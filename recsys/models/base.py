@@ -195,6 +195,12 @@ class SampledModel(RatingModel):
     """A model fitted by sampling its posterior (recsys.train.gibbs) rather than by descent: it
     predicts the mean of the draws it is given."""
 
+    @staticmethod
+    @abstractmethod
+    def burn_in(sweeps: int) -> int:
+        """Of `sweeps` sweeps, how many first ones' draws are discarded (the chain has not yet
+        forgotten its start); the rest are kept, each a block of the model's tables."""
+
     @abstractmethod
     def set_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor, mean: float) -> None:
         """Keep a draw as number `slot` (from 0) of `slots`, the mean of draws 0..slot from now on

@@ -28,15 +28,15 @@ _GATHERED_ENTRIES = 1 << 22
 BURN_IN_SHARE = 0.2
 
 
-def burn_in(sweeps: int) -> int:
-    """Sweeps whose draws are discarded: BURN_IN_SHARE of them, at most all but one."""
-    return min(int(sweeps * BURN_IN_SHARE), sweeps - 1)
-
-
 class BayesianMF(SampledModel):
     """global_bias + user_bias[u] + item_bias[i] + factor_scale * (user_factors[u] . item_factors[i])."""
 
     factor_scale: Tensor
+
+    @staticmethod
+    def burn_in(sweeps: int) -> int:
+        """BURN_IN_SHARE of the sweeps, at most all but one."""
+        return min(int(sweeps * BURN_IN_SHARE), sweeps - 1)
 
     def __init__(
         self,

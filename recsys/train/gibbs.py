@@ -20,7 +20,6 @@ from torch import Tensor
 
 from recsys.data.encoding import RatingTensors
 from recsys.models.base import SampledModel
-from recsys.models.bayes import burn_in
 from recsys.train.jit import compiled
 
 # The Normal-Wishart prior on each side's hyperparameters: mean 0, precision scale (beta) 2, Wishart
@@ -123,7 +122,7 @@ class GibbsEpochs:
         n_factors: int,
         y_range: tuple[float, float] | None,
     ) -> None:
-        self.model, self.sweeps, self.burn_in, self.y_range = model, sweeps, burn_in(sweeps), y_range
+        self.model, self.sweeps, self.burn_in, self.y_range = model, sweeps, model.burn_in(sweeps), y_range
         # The validation ratings' summed predictions over the draws kept: the posterior mean's
         # score on them each sweep without a pass through the model's ever wider tables.
         self.valid_users, self.valid_items = valid.x[:, 0].cpu(), valid.x[:, 1].cpu()

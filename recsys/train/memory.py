@@ -6,13 +6,13 @@ traceback, or push the machine into swap, minutes into a run.
 
 import os
 from pathlib import Path
+from typing import cast
 
 import torch
 
 from recsys.config import RunConfig
 from recsys.errors import RecsysError
-from recsys.models import build_model, model_entry
-from recsys.models.bayes import burn_in
+from recsys.models import SampledModel, build_model, model_entry
 
 # Copies of every parameter a run holds: the weights, their gradients and Adam's two moments. The
 # compiled engine holds fewer (padded weights and one AdaGrad sum per row), so this bounds both.
@@ -53,8 +53,9 @@ def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
 def table_width(config: RunConfig) -> int:
     """Columns per id of the model's factor tables: `n_factors`, or for a sampled model on the
     compiled engine one block of them per draw it keeps."""
-    if config.engine == "compiled" and model_entry(config.model).sampled:
-        return config.n_factors * (config.epochs - burn_in(config.epochs))
+    if config.samples:
+        sampled = cast(type[SampledModel], model_entry(config.model).model_class())
+        return config.n_factors * (config.epochs - sampled.burn_in(config.epochs))
     return config.n_factors
 
 
@@ -78,12 +79,12 @@ def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:
     needed = training_bytes(config, n_users, n_items)
     if needed > available:
         per_draw = table_width(config) != config.n_factors
-        members = f"--members {config.members}, " if config.members > 1 else ""
+        members = f"`members` {config.members}, " if config.members > 1 else ""
         raise RecsysError(
-            f"{members}--n-factors {config.n_factors}: {config.model} with {n_users:,} users and "
+            f"{members}`n_factors` {config.n_factors}: {config.model} with {n_users:,} users and "
             f"{n_items:,} items needs about {needed / 2**30:,.1f} GiB for its weights and training state, "
             f"and {available / 2**30:,.1f} GiB is available; choose "
             + ("fewer members or " if config.members > 1 else "")
             + "fewer factors"
-            + (" or fewer --epochs (a block per draw kept)" if per_draw else "")
+            + (" or fewer `epochs` (a block per draw kept)" if per_draw else "")
         )

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
@@ -38,6 +38,7 @@ from recsys.models import RatingModel, SampledModel, rating_model
 from recsys.models.layers import check_pair_range
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank
+from recsys.train.engine import Engine
 from recsys.train.optim import LazyAdam
 from recsys.train.threads import torch_threads
 
@@ -131,9 +132,9 @@ class _AutogradEpochs:
         self.rank, self.world_size = distributed_rank()
         # DistributedDataParallel all-reduces sparse gradients through gloo only (nccl has none).
         if self.world_size > 1 and config.sparse and (backend := dist.get_backend()) != "gloo":
-            raise RecsysError(f"--sparse under torchrun needs the gloo backend (CPU), not {backend}")
+            raise RecsysError(f"`sparse` under torchrun needs the gloo backend (CPU), not {backend}")
         if config.sparse and not rating_model(model).sparse_gradients:
-            raise RecsysError(f"--sparse: {config.model} takes dense gradients only; leave --sparse out")
+            raise RecsysError(f"`sparse`: {config.model} takes dense gradients only; leave `sparse` out")
         self.model, self.train, self.config = model, train, config
         self.error_weight = (config.rating_unit or 1.0) ** 2  # errors in units of five stars
         self.n_batches = -(-len(train) // config.batch_size)
@@ -211,7 +212,7 @@ class _CompiledEpochs:
         members = rating.member_models()
         tables = [member.factorisation() for member in members]
         if distributed_rank()[1] > 1:
-            raise RecsysError("--engine compiled trains in one process; under torchrun use --engine autograd")
+            raise RecsysError("`engine` compiled trains in one process; under torchrun use `engine` autograd")
         from recsys.train.compiled import CompiledEpochs  # numba: imported only by runs that use it
 
         x = train.x.cpu()
@@ -221,7 +222,7 @@ class _CompiledEpochs:
         self.members = []
         for place, member_tables in enumerate(tables):
             if member_tables is None:
-                raise RecsysError(f"--engine compiled cannot train {config.model}; use --engine autograd")
+                raise RecsysError(f"`engine` compiled cannot train {config.model}; use `engine` autograd")
             self.members.append(
                 CompiledEpochs(
                     member_tables,
@@ -295,7 +296,7 @@ class _SampledEpochs:
         self, model: SampledModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
     ) -> None:
         if distributed_rank()[1] > 1:
-            raise RecsysError("--engine compiled trains in one process; under torchrun use --engine autograd")
+            raise RecsysError("`engine` compiled trains in one process; under torchrun use `engine` autograd")
         import numba  # imported only by runs that use it
 
         from recsys.train.gibbs import GibbsEpochs
@@ -322,9 +323,6 @@ class _SampledEpochs:
 
     def close(self) -> None:
         self._numba.set_num_threads(self.threads_before)
-
-
-Epochs = _AutogradEpochs | _CompiledEpochs | _SampledEpochs
 
 
 def fit(
@@ -445,17 +443,17 @@ def _check_pairs_fit_the_tables(model: RatingModel, *parts: RatingTensors) -> No
 
 def _epochs_for(
     model: nn.Module, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
-) -> Epochs:
-    """The epoch runner of `config.engine`: on the compiled engine, a sampler for a sampled model."""
+) -> Engine:
+    """The engine of `config.engine`: on the compiled engine, a Gibbs sampler for a sampled model."""
+    if config.samples:
+        return _SampledEpochs(cast(SampledModel, model), train, valid, config, threads)
     if config.engine == "compiled":
-        if isinstance(model, SampledModel):
-            return _SampledEpochs(model, train, valid, config, threads)
         return _CompiledEpochs(model, train, config, threads)
     return _AutogradEpochs(model, train, config)
 
 
 def _train_one_epoch(
-    epochs: Epochs,
+    epochs: Engine,
     epoch: int,
     generator: torch.Generator,
     valid: RatingTensors,
@@ -475,7 +473,7 @@ def _train_one_epoch(
     )
 
 
-def _training_state(epochs: Epochs, generator: torch.Generator, history: list[EpochStats]) -> dict[str, Any]:
+def _training_state(epochs: Engine, generator: torch.Generator, history: list[EpochStats]) -> dict[str, Any]:
     """What `resume` takes back to continue after the last epoch of `history` exactly."""
     return {
         **epochs.state_dict(),
@@ -495,7 +493,7 @@ def ratings_fingerprint(*parts: RatingTensors) -> str:
 
 
 def _restore(
-    epochs: Epochs, generator: torch.Generator, state: dict[str, Any], ratings: str
+    epochs: Engine, generator: torch.Generator, state: dict[str, Any], ratings: str
 ) -> list[EpochStats]:
     """Load a `_training_state` back into the runner and the shuffle RNG; the history so far. Its
     `ratings` fingerprint must match the ratings now given."""

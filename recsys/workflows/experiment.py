@@ -114,16 +114,16 @@ def _split_hint(config: RunConfig) -> str:
     """The flag that gives a split more (or fewer) test ratings."""
     if config.split == "user-last":
         return (
-            f"; lower --test-n (now {config.test_n}): users with at most that many ratings stay "
+            f"; lower `test_n` (now {config.test_n}): users with at most that many ratings stay "
             "wholly in training"
         )
     if config.split == "user":
         return (
-            f"; it holds out --test-frac (now {config.test_frac}) of each user's ratings but always "
-            "keeps one in training, so users with one rating give none: use more data or --split random"
+            f"; it holds out `test_frac` (now {config.test_frac}) of each user's ratings but always "
+            "keeps one in training, so users with one rating give none: use more data or `split` random"
         )
     if config.split in ("random", "time"):
-        return f"; change --test-frac (now {config.test_frac}) or use more data"
+        return f"; change `test_frac` (now {config.test_frac}) or use more data"
     return ""
 
 
@@ -232,7 +232,7 @@ def _warn_if_worse_than_mean(result: RunResult) -> None:
     if model_rmse > mean_rmse:
         warnings.warn(
             f"{result.config.model} fits its training ratings worse than their mean does (RMSE "
-            f"{model_rmse:.4f} against {mean_rmse:.4f}); train longer (--epochs) or lower --l2",
+            f"{model_rmse:.4f} against {mean_rmse:.4f}); train longer (`epochs`) or lower `l2`",
             stacklevel=3,
         )
 

@@ -43,7 +43,7 @@ def trained_on(checkpoint: Checkpoint, dataset: RatingsDataset) -> bool:
 def _check_top(top: int) -> None:
     """Reject a list length no table can have."""
     if isinstance(top, bool) or not isinstance(top, numbers.Integral) or top < 1:
-        raise RecsysError(f"--top must be a whole number of at least 1, got {top!r}")
+        raise RecsysError(f"`top` must be a whole number of at least 1, got {top!r}")
 
 
 def _titled(dataset: RatingsDataset, raw_items: np.ndarray, column: str, values: np.ndarray) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def user_index(checkpoint: Checkpoint, user: int | str) -> int:
         )
         raise RecsysError(
             f"user {user!r} is not in this model's training data ({len(users)} users, {known}); "
-            "use --cold-start to recommend to a new user"
+            "use `cold_start` to recommend to a new user"
         )
     return int(users.encode(np.array([user]), "user")[0])
 
@@ -190,7 +190,7 @@ def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[st
     if explanation is None:
         raise RecsysError(
             f"model {checkpoint.config.model!r} has no bias terms to explain; train a model that has "
-            "them (--model dotbias)"
+            "them (`model` dotbias)"
         )
     prediction = predict(model, torch.stack([users, items], dim=1))
     assert torch.equal(explanation.prediction, prediction), "parts disagree"
@@ -226,7 +226,7 @@ def recommend_from_ratings(
     if not all(member.bilinear_form() is not None for member in model.member_models()):
         raise RecsysError(
             f"model {checkpoint.config.model!r} has no user vectors to fold a new user into; "
-            "train one that has (--model dotbias)"
+            "train one that has (`model` dotbias)"
         )
     known = torch.tensor(list(items))
     folded = fold_in(model, [(known, torch.tensor(ratings, dtype=torch.float64))])

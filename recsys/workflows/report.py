@@ -68,19 +68,19 @@ DRAFT_PREFIX = ".report-draft."  # the folder inside `out` a report is drawn in 
 def claim_report_folder(out: Path) -> Iterator[bool]:
     """Check before anything is trained that `out` can take a report: made if new, else empty or
     holding an earlier report (whose files write_report replaces; the user's own stay). Yields
-    whether it holds one; any other folder is an error naming --out, so no report overwrites other
+    whether it holds one; any other folder is an error naming `out`, so no report overwrites other
     files. A block that fails takes back the folder this made, as a failed run does its run folder."""
-    made = make_folder(out, "--out")
+    made = make_folder(out, "`out`")
     try:
         if not os.access(out, os.W_OK | os.X_OK):
-            raise RecsysError(f"--out {out}: cannot write in it")
+            raise RecsysError(f"`out` {out}: cannot write in it")
         for draft in out.glob(f"{DRAFT_PREFIX}*"):  # left by a run killed outright (SIGKILL) as it drew
             shutil.rmtree(draft, ignore_errors=True)
         names = {entry.name for entry in out.iterdir()}
         earlier = {"report.md", "results.json"} <= names
         if names and not earlier:
             raise RecsysError(
-                f"--out {out} already exists and holds no earlier report; choose a new or empty folder"
+                f"`out` {out} already exists and holds no earlier report; choose a new or empty folder"
             )
         yield earlier
     except BaseException:

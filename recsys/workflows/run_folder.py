@@ -22,15 +22,15 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
     the block takes back the lock file and folder it made, and what it wrote if it never reached a
     checkpoint, so a failed start (bad data, a diverged first epoch) leaves nothing behind.
     """
-    flag = "--resume" if resume else "--out"
-    made_folder = not resume and make_folder(path, flag)
+    name = "`resume`" if resume else "`out`"  # the setting a command took `path` from
+    made_folder = not resume and make_folder(path, name)
     if resume and not path.is_dir():  # (make_folder checked a fresh run's)
-        raise RecsysError(f"{flag} {path} is not a folder")
+        raise RecsysError(f"{name} {path} is not a folder")
     lock = path / LOCK_FILE
     made_lock = not lock.exists()
-    with _locked(lock, f"{flag} {path}"):
+    with _locked(lock, f"{name} {path}"):
         try:
-            _check_contents(path, flag, resume)
+            _check_contents(path, name, resume)
             if resume:  # the half-written files of a run killed while writing one (atomic_write's)
                 for partial in path.glob(".*.tmp"):
                     partial.unlink(missing_ok=True)
@@ -43,18 +43,19 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
             lock.unlink(missing_ok=True)
 
 
-def make_folder(path: Path, flag: str) -> bool:
+def make_folder(path: Path, name: str) -> bool:
     """Create `path` with its parents unless it is a folder already; whether this call made it (one
-    of two racing runs does). A path that cannot be a folder is an error naming `flag`."""
+    of two racing runs does). A path that cannot be a folder is an error naming `name`, the setting
+    it came from in backticks (a command shows its flag)."""
     try:
         path.mkdir(parents=True)
         made = True
     except FileExistsError:  # a folder, a file, or a link to nowhere
         made = False
     except OSError as error:
-        raise RecsysError(f"{flag} {path}: cannot create it: {error.strerror or error}") from None
+        raise RecsysError(f"{name} {path}: cannot create it: {error.strerror or error}") from None
     if not path.is_dir():
-        raise RecsysError(f"{flag} {path} is not a folder")
+        raise RecsysError(f"{name} {path} is not a folder")
     return made
 
 
@@ -85,13 +86,13 @@ def _same_file(handle: int, path: Path) -> bool:
         return False
 
 
-def _check_contents(path: Path, flag: str, resume: bool) -> None:
+def _check_contents(path: Path, name: str, resume: bool) -> None:
     """A fresh run needs a folder holding nothing but the lock; a resumed one needs a checkpoint."""
     if resume:
         if not (path / CHECKPOINT_FILE).is_file():
-            raise RecsysError(f"{flag} {path} has no {CHECKPOINT_FILE} to resume from")
+            raise RecsysError(f"{name} {path} has no {CHECKPOINT_FILE} to resume from")
     elif any(entry.name != LOCK_FILE for entry in path.iterdir()):
-        raise RecsysError(f"{flag} {path} already exists and is not an empty folder; choose a new one")
+        raise RecsysError(f"{name} {path} already exists and is not an empty folder; choose a new one")
 
 
 def _take_back(path: Path, *, made_folder: bool, made_lock: bool) -> None:

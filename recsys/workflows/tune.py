@@ -22,7 +22,6 @@ from recsys.config import RunConfig, config_for
 from recsys.data.dataset import RatingsDataset, default_y_range
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError
-from recsys.models import model_entry
 from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, train_and_evaluate
 
@@ -71,9 +70,7 @@ class TuneResult:
 
 def search_space(model: str, engine: str) -> str:
     """Which of SEARCH_SPACES `model` is searched over on `engine`."""
-    if engine == "compiled" and model_entry(model).sampled:
-        return "sampled"
-    return engine
+    return "sampled" if config_for(model, engine=engine).samples else engine
 
 
 def tune(
@@ -95,7 +92,7 @@ def tune(
     train = make_split(dataset, split, test_frac=base.test_frac, test_n=base.test_n, seed=seed).train
     if len(train) < folds:
         raise RecsysError(
-            f"--folds {folds}: the training part of split {split} holds {len(train):,} ratings, too few "
+            f"`folds` {folds}: the training part of split {split} holds {len(train):,} ratings, too few "
             f"to cut into {folds} folds"
         )
     X, y = train[["user", "item"]], train["rating"].to_numpy(dtype=np.float64)

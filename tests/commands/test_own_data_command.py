@@ -122,3 +122,26 @@ def test_bad_own_data_flags_are_one_line(args: list[str], expected: str, tmp_pat
     )
     assert expected in ran.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "flags", "expected"),
+    [
+        ("one\ntwo\n", [], "name it with --sep"),
+        ("user,item,rating\n1,2,3\n", ["--sep", ";"], "--sep ';' does not split its first line"),
+        ("user,item,rating\n1,2,3\n2,3,8\n", ["--rating-scale", "1,5"], "is outside --rating-scale 1,5"),
+        ("1,2,3,4,5\n2,3,4,5,6\n", [], "e.g. --columns user=1,item=2,rating=3"),
+    ],
+)
+def test_the_data_errors_of_the_library_name_the_flags(
+    content: str, flags: list[str], expected: str, tmp_path: Path
+) -> None:
+    """load_ratings names its parameters (`sep`); the command shows them as its flags (--sep)."""
+    path = tmp_path / "r.csv"
+    path.write_text(content)
+    args = ["--ratings", str(path), *flags, "--no-progress", "--out", str(tmp_path / "run")]
+    ran = run_cli(train_command.cli, "train.py", args, tmp_path / "cache")
+    assert ran.returncode == 2 and ran.stderr.startswith("error: ") and ran.stderr.count("\n") == 1, (
+        ran.stderr
+    )
+    assert expected in ran.stderr and "`" not in ran.stderr

@@ -73,8 +73,19 @@ def test_script_unknown_user_is_one_error_line(run_dir: Path, tmp_path: Path) ->
     result = run_script(str(run_dir), "--user", "999999", cache=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("error: user 999999")
+    assert "use --cold-start to recommend to a new user" in result.stderr  # the library's `cold_start`
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr
+
+
+def test_a_list_length_below_one_is_an_error_naming_the_flag(
+    run_dir: Path, checkpoint: Checkpoint, tmp_path: Path
+) -> None:
+    user = str(checkpoint.users.raw_ids[0])
+    result = run_script(str(run_dir), "--user", user, "--top", "0", cache=tmp_path)
+    assert result.returncode == 2
+    # The library names its parameter `top`; the command shows its flag.
+    assert result.stderr == "error: --top must be a whole number of at least 1, got 0\n"
 
 
 def test_script_cold_start_serves_an_unknown_user(run_dir: Path, tmp_path: Path) -> None:

@@ -446,7 +446,7 @@ def test_two_runs_started_together_on_one_out_do_not_mix(tmp_path: Path) -> None
         winners = [seed for seed, result in results.items() if result.returncode == 0]
         assert len(winners) == 1, {seed: r.stderr for seed, r in results.items()}
         loser = results[next(seed for seed in results if seed not in winners)]
-        assert loser.returncode == 2 and loser.stderr.startswith("error: "), loser.stderr
+        assert loser.returncode == 2 and loser.stderr.startswith(f"error: --out {out}"), loser.stderr
         assert json.loads((out / "config.json").read_text())["seed"] == int(winners[0])
         assert load_checkpoint(out / "checkpoint.pt").config.seed == int(winners[0])
 

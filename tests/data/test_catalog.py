@@ -28,7 +28,7 @@ from recsys.names import DATASETS
 
 
 def test_unknown_dataset_lists_the_names() -> None:
-    with pytest.raises(DataError, match="unknown --dataset 'nope'") as err:
+    with pytest.raises(DataError, match="unknown `dataset` 'nope'") as err:
         load_dataset("nope")
     for name in DATASETS:
         assert name in str(err.value)

@@ -544,25 +544,25 @@ def test_explicit_data_dir_wins(three_copies: dict[str, Path], point_at: str) ->
     assert only_user(data_dir=folder if point_at == "folder" else folder.parent) == 101
 
 
-def test_empty_data_dir_mentions_the_flag(tmp_path: Path, three_copies: dict[str, Path]) -> None:
+def test_empty_data_dir_mentions_the_setting(tmp_path: Path, three_copies: dict[str, Path]) -> None:
     # A usable copy elsewhere must not hide a wrong --data-dir.
     empty = tmp_path / "nothing_here"
     empty.mkdir()
-    with pytest.raises(DataError, match="--data-dir") as err:
+    with pytest.raises(DataError, match="`data_dir`") as err:
         load_movielens("ml-100k", data_dir=empty)
     assert str(empty) in str(err.value) and "u.data" in str(err.value)
 
 
 def test_data_dir_of_another_variant_is_not_usable(tmp_path: Path, no_data_root: None) -> None:
     folder = write_dataset(tmp_path / "ml-1m", "dat", WHOLE_RATINGS)
-    with pytest.raises(DataError, match="--data-dir"):
+    with pytest.raises(DataError, match="`data_dir`"):
         load_movielens("ml-100k", data_dir=folder)
 
 
 def test_nothing_local_and_no_download(no_data_root: None, isolated_cache: Path) -> None:
     with pytest.raises(DataError, match="not available locally") as err:
         load_movielens("ml-100k", allow_download=False)
-    assert "--data-dir" in str(err.value) and "RECSYS_DATA" in str(err.value)
+    assert "`data_dir`" in str(err.value) and "RECSYS_DATA" in str(err.value)
     assert listing(isolated_cache) == []
 
 
@@ -946,7 +946,7 @@ def test_no_download_when_not_allowed(
     assert served.requests == []
 
 
-OFFLINE_HINT = "; to train without a download, pass --data-dir or set $RECSYS_DATA to a local copy"
+OFFLINE_HINT = "; to train without a download, pass `data_dir` or set $RECSYS_DATA to a local copy"
 
 
 def closed_port_url() -> str:

@@ -129,7 +129,7 @@ def test_columns_found_by_their_usual_names_or_given(
 def test_columns_by_position_in_a_file_without_a_header(tmp_path: Path) -> None:
     rows = [(t, "x", u, i, r) for u, i, r, t in ROWS]
     path = write(tmp_path / "r.csv", text(rows, header=None))
-    with pytest.raises(DataError, match=r"5 columns and no header; .*--columns user=1"):
+    with pytest.raises(DataError, match=r"5 columns and no header; .*`columns` user=1"):
         load_ratings(path)
     columns = {"user": "3", "item": "4", "rating": "5", "timestamp": "1"}
     same_table(load_ratings(path, columns=columns).ratings, expected_table())
@@ -189,7 +189,7 @@ def test_ratings_with_a_decimal_comma_are_read_as_decimals_with_a_warning(tmp_pa
         ("", "file is empty"),
         ("\n\n", "file is empty"),
         ("user,item,rating\n", "no ratings in file"),
-        ("1::2::3::4\n", "'::' .* --dataset ml-1m"),
+        ("1::2::3::4\n", "'::' .* `dataset` ml-1m"),
         ("one\ntwo\n", "cannot tell the separator"),
     ],
 )
@@ -225,7 +225,7 @@ def test_latin1_text_is_read(tmp_path: Path) -> None:
 def test_a_given_scale_checks_every_rating_and_names_the_line(tmp_path: Path) -> None:
     path = write(tmp_path / "r.csv", text(ROWS))
     assert load_ratings(path, rating_scale=(1, 10)).rating_scale == (1.0, 10.0)
-    with pytest.raises(DataError, match="rating 8 on line 2 is outside --rating-scale 1,5"):
+    with pytest.raises(DataError, match="rating 8 on line 2 is outside `rating_scale` 1,5"):
         load_ratings(path, rating_scale=(1, 5))
 
 
@@ -333,7 +333,7 @@ def test_latin1_past_the_sniffed_start_is_named_by_its_line(tmp_path: Path) -> N
 
 
 def test_a_separator_that_splits_nothing_is_named(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match="--sep ';' does not split its first line"):
+    with pytest.raises(DataError, match="`sep` ';' does not split its first line"):
         load_ratings(write(tmp_path / "r.csv", text(ROWS)), sep=";")
 
 
@@ -488,18 +488,18 @@ def test_a_separator_given_is_used(content: str, sep: str, tmp_path: Path) -> No
     dataset = load_ratings(path, sep=sep)
     assert len(dataset.ratings) == 2 and dataset.origin["sep"] == sep
     if sep == ":":
-        with pytest.raises(DataError, match=r"cannot tell the separator .* --sep"):
+        with pytest.raises(DataError, match=r"cannot tell the separator .* `sep`"):
             load_ratings(path)
 
 
 def test_a_separator_of_more_than_one_character_or_a_bad_scale_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path / "r.csv", text(ROWS))
-    with pytest.raises(DataError, match="--sep '::': the separator must be one character"):
+    with pytest.raises(DataError, match="`sep` '::': the separator must be one character"):
         load_ratings(path, sep="::")
     for scale in [(5, 1), (1, math.inf), (math.nan, 5)]:
         with pytest.raises(DataError, match="expected finite LO < HI"):
             load_ratings(path, rating_scale=scale)
-        with pytest.raises(DataError, match=r"the ratings frame: --rating-scale .* expected finite LO < HI"):
+        with pytest.raises(DataError, match=r"the ratings frame: `rating_scale` .* expected finite LO < HI"):
             RatingsDataset.from_frame(load_ratings(path).ratings, rating_scale=scale)
 
 
@@ -713,10 +713,10 @@ def test_a_missing_file_or_a_folder_is_one_line(tmp_path: Path) -> None:
         (
             "user,item,rating\n1,2,3\n\n2,3,11\n",
             (1, 10),
-            "rating 11 on line 4 is outside --rating-scale 1,10",
+            "rating 11 on line 4 is outside `rating_scale` 1,10",
         ),
-        ("user,item,rating\n1,2,0.5\n2,3,3\n", (1, 5), "rating 0.5 on line 2 is outside --rating-scale 1,5"),
-        ("1,2,-10.5\n2,3,3\n", (-10, 10), "rating -10.5 on line 1 is outside --rating-scale -10,10"),
+        ("user,item,rating\n1,2,0.5\n2,3,3\n", (1, 5), "rating 0.5 on line 2 is outside `rating_scale` 1,5"),
+        ("1,2,-10.5\n2,3,3\n", (-10, 10), "rating -10.5 on line 1 is outside `rating_scale` -10,10"),
     ],
 )
 def test_a_rating_outside_a_given_scale_names_its_line(
@@ -868,7 +868,7 @@ def test_parquet_columns_are_given_by_name_and_checked_with_row_numbers(tmp_path
     frame.iloc[:2].to_parquet(tmp_path / "ok.parquet")
     dataset = load_ratings(tmp_path / "ok.parquet", columns=columns, rating_scale=(0, 5))
     assert dataset.ratings["user"].tolist() == ["x", "y"] and dataset.origin["columns"] == columns
-    with pytest.raises(DataError, match="rating 2 on row 2 is outside --rating-scale 0,1"):
+    with pytest.raises(DataError, match="rating 2 on row 2 is outside `rating_scale` 0,1"):
         load_ratings(tmp_path / "ok.parquet", columns=columns, rating_scale=(0, 1))
 
 
@@ -1085,7 +1085,7 @@ def test_a_frame_keeps_its_ids_types_and_reads_its_times() -> None:
     assert ratings["user"].tolist() == ["b", "a", "b"]
     assert ratings["item"].tolist() == ["9223372036854775809", "5", "6"]
     assert ratings["timestamp"].tolist() == [86_400, 0, 172_800]
-    with pytest.raises(DataError, match="rating 5 on row 2 is outside --rating-scale 1,4"):
+    with pytest.raises(DataError, match="rating 5 on row 2 is outside `rating_scale` 1,4"):
         RatingsDataset.from_frame(frame, rating_scale=(1, 4))
 
 
@@ -1143,7 +1143,7 @@ def test_a_given_scale_may_be_a_numpy_array() -> None:
 @pytest.mark.parametrize("scale", [(1,), ("1", "5"), (True, 5), 5, (5, 1), (1, np.nan)])
 def test_a_given_scale_that_is_not_two_numbers_low_first_is_refused(scale: object) -> None:
     ratings = pd.DataFrame({"user": [1, 2], "item": [7, 8], "rating": [1.0, 2.0]})
-    with pytest.raises(DataError, match=r"the ratings frame: --rating-scale .*: expected finite LO < HI"):
+    with pytest.raises(DataError, match=r"the ratings frame: `rating_scale` .*: expected finite LO < HI"):
         RatingsDataset.from_frame(ratings, rating_scale=scale)  # type: ignore[arg-type]
 
 

@@ -180,14 +180,14 @@ def test_time_split_with_tied_times() -> None:
 @pytest.mark.parametrize("kind", FRAC_KINDS)
 @pytest.mark.parametrize("frac", [0.0, 1.0, -0.1, 1.5])
 def test_bad_fraction(kind: str, frac: float) -> None:
-    with pytest.raises(RecsysError, match="--test-frac") as err:
+    with pytest.raises(RecsysError, match="`test_frac`") as err:
         split(hand_made(), kind, test_frac=frac)
     assert str(frac) in str(err.value)
 
 
 @pytest.mark.parametrize("test_n", [0, -1])
 def test_bad_test_n(test_n: int) -> None:
-    with pytest.raises(RecsysError, match="--test-n"):
+    with pytest.raises(RecsysError, match="`test_n`"):
         split(hand_made(), "user-last", test_n=test_n)
 
 

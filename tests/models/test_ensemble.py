@@ -151,7 +151,7 @@ def test_memory_is_counted_per_member_and_a_refusal_names_members() -> None:
     assert training_bytes(dataclasses.replace(one, members=100), 50, 40) == 100 * training_bytes(one, 50, 40)
     huge = dataclasses.replace(one, members=100, n_factors=2_000_000)
     with pytest.raises(
-        RecsysError, match=r"--members 100, --n-factors 2000000: .* fewer members or fewer factors"
+        RecsysError, match=r"`members` 100, `n_factors` 2000000: .* fewer members or fewer factors"
     ):
         check_fits(huge, 10**5, 10**5)
 

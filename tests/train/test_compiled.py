@@ -221,7 +221,7 @@ def test_compiled_engine_refuses_torchrun(tiny: RatingsDataset, monkeypatch: pyt
     result = train_and_evaluate(tiny, config_for("dot", dataset="tiny", epochs=1), progress=False)
     model, data = result.model, result.data
     monkeypatch.setattr(trainer, "distributed_rank", lambda: (0, 2))
-    with pytest.raises(RecsysError, match="under torchrun use --engine autograd"):
+    with pytest.raises(RecsysError, match="under torchrun use `engine` autograd"):
         fit(model, data.train, data.test, config_for("dot", epochs=1), torch.Generator(), progress=False)
 
 

@@ -10,7 +10,6 @@ from recsys.config import config_for
 from recsys.data.catalog import load_dataset, planted_truth
 from recsys.data.dataset import RatingsDataset
 from recsys.models import BayesianMF
-from recsys.models.bayes import burn_in
 from recsys.train.gibbs import _sample_side, _wishart
 from recsys.workflows.experiment import train_and_evaluate
 
@@ -75,6 +74,7 @@ def test_the_model_predicts_the_mean_of_its_draws() -> None:
 
 
 def test_burn_in_discards_a_fifth_and_keeps_at_least_one_draw() -> None:
+    burn_in = BayesianMF.burn_in
     assert burn_in(200) == 40 and burn_in(1) == 0 and burn_in(4) == 0
 
 

@@ -32,7 +32,7 @@ def test_available_memory_is_a_positive_figure() -> None:
 
 
 def test_an_absurd_size_is_refused_with_the_figures() -> None:
-    with pytest.raises(RecsysError, match=r"--n-factors 1000000000000: .* GiB .* available") as error:
+    with pytest.raises(RecsysError, match=r"`n_factors` 1000000000000: .* GiB .* available") as error:
         check_fits(config_for("dotbias", n_factors=10**12), 100, 200)
     assert "\n" not in str(error.value)
     check_fits(config_for("dotbias"), 100, 200)
@@ -64,5 +64,5 @@ def test_a_sampled_models_tables_are_counted_one_block_per_kept_draw() -> None:
     assert table_width(config) == 10 * 80  # a fifth of the sweeps burnt in
     assert table_width(config_for("bpmf", engine="autograd", n_factors=10)) == 10
     assert bound_bytes(config, 1000, 1000) >= training_bytes(config, 1000, 1000)
-    with pytest.raises(RecsysError, match="or fewer --epochs"):
+    with pytest.raises(RecsysError, match="or fewer `epochs`"):
         check_fits(dataclasses.replace(config, epochs=100_000), 100_000, 100_000)

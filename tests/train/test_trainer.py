@@ -142,7 +142,7 @@ def test_sparse_under_torchrun_without_gloo_is_an_error(
     monkeypatch.setattr(trainer.dist, "get_backend", lambda: "nccl")
     model = build_model("dot", len(tiny_encoded.users), len(tiny_encoded.items), 2, Y_RANGE)
     config = config_for("dot", dataset="tiny", sparse=True)
-    with pytest.raises(RecsysError, match="--sparse under torchrun needs the gloo backend"):
+    with pytest.raises(RecsysError, match="`sparse` under torchrun needs the gloo backend"):
         fit(model, tiny_encoded.train, tiny_encoded.test, config, torch.Generator(), progress=False)
 
 
@@ -216,7 +216,7 @@ def test_sparse_gradients_train_with_lazy_adam(name: str, tiny_encoded: EncodedS
 def test_sparse_gradients_for_a_model_without_them_are_refused(tiny_encoded: EncodedSplit) -> None:
     # svdpp's implicit table is summed and penalised through its whole weight: a dense gradient,
     # which LazyAdam met as a traceback.
-    with pytest.raises(RecsysError, match="--sparse: svdpp takes dense gradients only"):
+    with pytest.raises(RecsysError, match="`sparse`: svdpp takes dense gradients only"):
         fit_on(tiny_encoded, config_for("svdpp", dataset="tiny", epochs=1, sparse=True))
 
 

@@ -45,14 +45,14 @@ def _dataset(users: list[int], items: list[int]) -> RatingsDataset:
     [
         pytest.param([1], [1], {}, "no test rating", id="one-rating"),
         pytest.param([1, 2, 3, 4, 5], [1, 2, 3, 4, 5], {}, "no test rating", id="every-id-once"),
-        pytest.param([1] * 5, [1, 2, 3, 4, 5], {"split": "user-last", "test_n": 10}, "--test-n",
+        pytest.param([1] * 5, [1, 2, 3, 4, 5], {"split": "user-last", "test_n": 10}, "`test_n`",
                      id="user-last-too-many"),
-        pytest.param([1, 2] * 50, list(range(100)), {"test_frac": 0.001}, "--test-frac", id="tiny-fraction"),
+        pytest.param([1, 2] * 50, list(range(100)), {"test_frac": 0.001}, "`test_frac`", id="tiny-fraction"),
         pytest.param([1, 2, 3, 4, 5], [1, 2, 1, 2, 1], {"split": "user"}, "users with one rating give none",
                      id="user-split-one-rating-each"),
     ],
 )  # fmt: skip
-def test_a_split_with_nothing_to_score_is_an_error_naming_the_flag(
+def test_a_split_with_nothing_to_score_is_an_error_naming_the_setting(
     users: list[int], items: list[int], overrides: dict, expected: str
 ) -> None:
     with pytest.raises(RecsysError, match=expected) as error:

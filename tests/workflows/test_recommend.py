@@ -78,7 +78,7 @@ def test_recommend_respects_top(checkpoint: Checkpoint, dataset: RatingsDataset)
     user = int(checkpoint.users.raw_ids[0])
     assert len(recommend(checkpoint, dataset, user, top=3)) == 3
     for top in (0, 2.5, True):
-        with pytest.raises(RecsysError, match="--top must be a whole number of at least 1"):
+        with pytest.raises(RecsysError, match="`top` must be a whole number of at least 1"):
             recommend(checkpoint, dataset, user, top=top)  # type: ignore[arg-type]
 
 
@@ -98,7 +98,7 @@ def test_an_id_typed_as_text_or_as_a_number_finds_the_same_user_and_item(
 def test_recommend_to_an_unknown_user_is_an_error_naming_it(
     checkpoint: Checkpoint, dataset: RatingsDataset
 ) -> None:
-    with pytest.raises(RecsysError, match=r"user 999999 is not in this model's training data.*--cold-start"):
+    with pytest.raises(RecsysError, match=r"user 999999 is not in this model's training data.*`cold_start`"):
         recommend(checkpoint, dataset, 999999)
 
 

@@ -25,7 +25,7 @@ def test_fresh_claim_makes_the_folder_and_holds_it(tmp_path: Path) -> None:
     with claim_run_folder(out, resume=False) as claimed:
         assert claimed == out and out.is_dir()
         assert [p.name for p in out.iterdir()] == [LOCK_FILE]
-        for resume, flag in ((False, "--out"), (True, "--resume")):
+        for resume, flag in ((False, "`out`"), (True, "`resume`")):
             assert claim_error(out, resume=resume) == f"{flag} {out} is in use by another recsys run"
         (out / "config.json").write_text("{}")
     assert sorted(p.name for p in out.iterdir()) == ["config.json"]  # the lock goes with the run
@@ -51,7 +51,7 @@ def test_fresh_claim_takes_an_empty_folder(tmp_path: Path) -> None:
 def test_fresh_claim_refuses_a_folder_with_files_and_leaves_it_as_it_was(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
     assert claim_error(tmp_path, resume=False) == (
-        f"--out {tmp_path} already exists and is not an empty folder; choose a new one"
+        f"`out` {tmp_path} already exists and is not an empty folder; choose a new one"
     )
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
@@ -59,16 +59,16 @@ def test_fresh_claim_refuses_a_folder_with_files_and_leaves_it_as_it_was(tmp_pat
 def test_claim_refuses_a_file(tmp_path: Path) -> None:
     path = tmp_path / "file"
     path.write_text("x")
-    for resume, flag in ((False, "--out"), (True, "--resume")):
+    for resume, flag in ((False, "`out`"), (True, "`resume`")):
         assert claim_error(path, resume=resume) == f"{flag} {path} is not a folder"
 
 
 def test_resume_claim_needs_a_checkpoint_and_makes_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "missing"
-    assert claim_error(missing, resume=True) == f"--resume {missing} is not a folder"
+    assert claim_error(missing, resume=True) == f"`resume` {missing} is not a folder"
     assert not missing.exists()
     assert (
-        claim_error(tmp_path, resume=True) == f"--resume {tmp_path} has no {CHECKPOINT_FILE} to resume from"
+        claim_error(tmp_path, resume=True) == f"`resume` {tmp_path} has no {CHECKPOINT_FILE} to resume from"
     )
     (tmp_path / CHECKPOINT_FILE).write_bytes(b"")
     with claim_run_folder(tmp_path, resume=True) as claimed:
@@ -174,5 +174,5 @@ def test_two_processes_claiming_one_folder_at_once(tmp_path: Path, round_: int) 
     winners = [name for name, (code, _) in results.items() if code == 0]
     assert len(winners) == 1, results
     loser_code, loser_error = next(result for name, result in results.items() if name not in winners)
-    assert loser_code == 2 and loser_error.strip() == f"error: --out {out} is in use by another recsys run"
+    assert loser_code == 2 and loser_error.strip() == f"error: `out` {out} is in use by another recsys run"
     assert sorted(p.name for p in out.iterdir()) == [winners[0]]

@@ -60,5 +60,5 @@ def test_poisoned_test_ratings_change_nothing_the_search_chose(
 
 
 def test_more_folds_than_training_ratings_is_a_one_line_error(tiny: RatingsDataset) -> None:
-    with pytest.raises(RecsysError, match=r"^--folds 100000: the training part of split random holds 3,200 "):
+    with pytest.raises(RecsysError, match=r"^`folds` 100000: the training part of split random holds 3,200 "):
         tune(tiny, "dotbias", "random", trials=1, folds=100_000)
