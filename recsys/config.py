@@ -75,9 +75,24 @@ class Setting:
     choices: tuple[str, ...] | None = None
     by_model: bool = False
     shown_default: str | None = None
+    base: Any = None  # by_model: the value where the model's registry entry names none
+
+
+class _Tuned:
+    """The default of a setting whose value is each model's tuned one for its engine, resolved when
+    a RunConfig is made (and of `engine`: chosen as `auto` chooses)."""
+
+    def __repr__(self) -> str:
+        return "TUNED"
+
+
+TUNED: Any = _Tuned()
 
 
 def _setting(default: Any, help: str, flag: str | None, **options: Any) -> Any:
+    if options.get("by_model"):  # the field's default is the model's: `default` where it names none
+        setting = Setting(help, flag, base=default, **options)
+        return dataclasses.field(default=TUNED, metadata={"setting": setting})
     return dataclasses.field(default=default, metadata={"setting": Setting(help, flag, **options)})
 
 
@@ -86,7 +101,9 @@ AUTOGRAD = ("autograd",)
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that determines a run's result. Each field's `Setting` says how it is set."""
+    """Everything that determines a run's result. Each field's `Setting` says how it is set; a
+    setting left out takes the model's tuned value for its engine (`RunConfig(model="dot")` is
+    `config_for("dot")`), and `engine` left out is chosen as `--engine auto` chooses."""
 
     model: str = _setting("dotbias", "model family (recsys/models/registry.py)", "--model")
     dataset: str = _setting("ml-100k", "a MovieLens variant, tiny or synthetic", "--dataset", estimator=False)
@@ -173,7 +190,7 @@ class RunConfig:
     # compiled: per-rating AdaGrad, whole epochs in numba (recsys.train.compiled), and bpmf's Gibbs
     # sampler; autograd: batches through torch's autograd and optimizers (every model, GPUs, torchrun).
     engine: str = _setting(
-        "autograd",
+        TUNED,
         "compiled: numba on the CPU (per-rating AdaGrad for dot, dotbias and svdpp; bpmf's Gibbs sampler); "
         "autograd: batches through torch (every model, GPUs, torchrun); auto: compiled where the model "
         "has it on the CPU and no autograd-only setting is given",
@@ -183,7 +200,9 @@ class RunConfig:
     )
 
     def __post_init__(self) -> None:
-        """Reject values no run can use, naming the setting (a command names its flag)."""
+        """Resolve the tuned defaults, then reject values no run can use, naming the setting (a
+        command names its flag)."""
+        self._resolve_tuned()
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             plain = (
@@ -241,6 +260,41 @@ class RunConfig:
         if self.engine == "compiled":
             self._check_compiled()
 
+    def _resolve_tuned(self) -> None:
+        """Each setting left at TUNED takes the model's tuned value for its engine (the registry's
+        entry), else its Setting's base; `engine` left so is chosen: compiled where the model has it,
+        on the CPU, unless a setting only the autograd engine reads is given."""
+        unresolved = [name for name in SETTINGS if getattr(self, name) is TUNED]
+        if not unresolved:
+            return
+        entry = model_entry(self.model)  # an unknown model is an error listing the registered ones
+        compiled = entry.compiled_defaults  # None: no compiled path (RunConfig refuses one)
+        if self.engine is TUNED:
+            # Given: a tuned setting given at all, another set apart from its field's default (sparse).
+            autograd_only = [
+                name
+                for name in AUTOGRAD_ONLY
+                if getattr(self, name) is not TUNED
+                and (SETTINGS[name].by_model or getattr(self, name) != _FIELD_DEFAULTS[name])
+            ]
+            on_cpu = self.device == "cpu"
+            chosen = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
+            members = _plain(self.members)
+            # An ensemble is the compiled engine's, which a setting given here ruled out.
+            ensemble = _is_whole(members) and 1 < members <= MAX_MEMBERS  # type: ignore[operator]
+            if ensemble and compiled is not None and not entry.sampled and chosen == "autograd":
+                chose = [f"`{name}`" for name in autograd_only] + ([] if on_cpu else ["`device`"])
+                raise RecsysError(
+                    f"`members` {members}: an ensemble trains on the compiled engine, which "
+                    f"{' and '.join(chose)} rule{'s' if len(chose) == 1 else ''} out; leave "
+                    f"{'it' if len(chose) == 1 else 'them'} or `members` out"
+                )
+            object.__setattr__(self, "engine", chosen)
+        tuned = compiled if self.engine == "compiled" and compiled is not None else entry.defaults
+        for name in unresolved:
+            if name != "engine":
+                object.__setattr__(self, name, tuned.get(name, SETTINGS[name].base))
+
     def _check_ensemble(self) -> None:
         """An ensemble is of a model the compiled engine trains by steps, and trained there."""
         flag = f"`members` {self.members}"
@@ -266,17 +320,18 @@ class RunConfig:
             )
         if self.device != "cpu":
             raise RecsysError("`engine` compiled runs on the CPU; use `engine` autograd with `device` cuda")
-        default = RunConfig()
+        bases = {
+            name: setting.base if setting.by_model else _FIELD_DEFAULTS[name]
+            for name, setting in SETTINGS.items()
+        }
         if model_entry(self.model).sampled:
             for name in SAMPLER_UNUSED:
-                if getattr(self, name) != getattr(default, name):
+                if getattr(self, name) != bases[name]:
                     raise RecsysError(
                         f"`{name}` has no effect on {self.model}'s compiled engine, a Gibbs sampler (its "
                         f"priors' strength is sampled too); leave it out, or use `engine` autograd"
                     )
-        refuse_autograd_only(
-            {name for name in AUTOGRAD_ONLY if getattr(self, name) != getattr(default, name)}
-        )
+        refuse_autograd_only({name for name in AUTOGRAD_ONLY if getattr(self, name) != bases[name]})
 
     @property
     def samples(self) -> bool:
@@ -302,6 +357,7 @@ class RunConfig:
 SETTINGS: dict[str, Setting] = {
     field.name: field.metadata["setting"] for field in dataclasses.fields(RunConfig)
 }
+_FIELD_DEFAULTS = {field.name: field.default for field in dataclasses.fields(RunConfig)}
 # Settings only the autograd engine reads: the compiled engine has no batches, optimizer choice,
 # schedule, sparse gradients or weight decay.
 AUTOGRAD_ONLY = tuple(name for name, setting in SETTINGS.items() if setting.engines == AUTOGRAD)
@@ -318,32 +374,14 @@ def refuse_autograd_only(fields: set[str]) -> None:
 
 
 def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> RunConfig:
-    """The config for `model` with its tuned defaults, then `overrides` (None values ignored).
-
-    `engine` None chooses: compiled where the model has it, on the CPU, unless an override sets a
-    field only the autograd engine reads (a batch size, optimizer, schedule, sparse or wd).
-    """
-    entry = model_entry(model)  # an unknown model is an error listing the registered ones
-    given = {k: v for k, v in overrides.items() if v is not None}
-    compiled = entry.compiled_defaults  # None: no compiled path (RunConfig refuses --engine compiled)
-    if engine is None:
-        autograd_only = set(AUTOGRAD_ONLY) & set(given)
-        on_cpu = given.get("device", "cpu") == "cpu"
-        engine = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
-        members = _plain(given.get("members", 1))
-        # An ensemble RunConfig would accept on the compiled engine, which a flag ruled out here
-        # (RunConfig itself names what is wrong with any other).
-        ensemble = isinstance(members, int) and not isinstance(members, bool) and 1 < members <= MAX_MEMBERS
-        if ensemble and compiled is not None and not entry.sampled and (autograd_only or not on_cpu):
-            chose = [f"`{name}`" for name in AUTOGRAD_ONLY if name in autograd_only]
-            chose += [] if on_cpu else ["`device`"]
-            raise RecsysError(
-                f"`members` {members}: an ensemble trains on the compiled engine, which "
-                f"{' and '.join(chose)} rule{'s' if len(chose) == 1 else ''} out; leave "
-                f"{'it' if len(chose) == 1 else 'them'} or `members` out"
-            )
-    defaults = compiled if engine == "compiled" and compiled is not None else entry.defaults
-    return RunConfig(model=model, engine=engine, **{**defaults, **given})
+    """The config for `model` with its tuned defaults, then `overrides` (None values ignored):
+    RunConfig(model=model, ...) with the same settings. `engine` None chooses: compiled where the
+    model has it, on the CPU, unless an override sets a field only the autograd engine reads (a batch
+    size, optimizer, schedule, sparse or wd)."""
+    settings: dict[str, Any] = {name: value for name, value in overrides.items() if value is not None}
+    if engine is not None:
+        settings["engine"] = engine
+    return RunConfig(model=model, **settings)
 
 
 def model_for(

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from recsys.config import (
+    ENGINES,
     RunConfig,
     available_cores,
     check_device,
@@ -216,3 +217,21 @@ def test_a_resumed_run_refuses_every_flag_that_would_change_a_setting(tmp_path: 
         args = train_command.parse_args(["--resume", str(tmp_path), setting.flag, *values])
         with pytest.raises(RecsysError, match=f"^{re.escape(setting.flag)} "):
             train_command.check_resume_flags(args, config)
+
+
+def test_runconfigs_own_defaults_are_each_models_tuned_ones() -> None:
+    from recsys.models import model_names
+
+    for model in model_names():
+        assert RunConfig(model=model) == config_for(model), model
+        for engine in ENGINES:
+            try:
+                expected = config_for(model, engine=engine)
+            except RecsysError:  # a model without that engine
+                continue
+            assert RunConfig(model=model, engine=engine) == expected, (model, engine)
+    assert RunConfig().engine == "compiled" and RunConfig().members == 2  # dotbias's compiled defaults
+    assert RunConfig(model="dot", engine="autograd").lr == 0.0021  # dot's, not a shared default
+    assert RunConfig(batch_size=256).engine == "autograd"  # a setting only the autograd engine reads
+    config = RunConfig(model="svdpp", epochs=3)
+    assert RunConfig.from_dict(config.to_dict()) == config and "TUNED" not in repr(config)
