@@ -119,7 +119,7 @@ def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> It
         positions = slice(first, min(first + size, len(task.users)))
         users = task.users[positions]
         b = len(users)
-        scores = scorer(users).float()
+        scores = scorer(users).float().cpu()  # a model on a GPU scores there; the lists are made here
         rows, items = _rows_of(task.rated_starts, task.rated_items, users)
         excluded = torch.zeros(b * n_items, dtype=torch.bool)
         excluded[rows * n_items + items] = True

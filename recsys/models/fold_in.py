@@ -47,9 +47,11 @@ def _ridge(features: Tensor, targets: Tensor, regularization: float) -> Tensor:
     if n == 0:
         return features.new_zeros(k)
     if n < k:
-        gram = features @ features.T + regularization * torch.eye(n, dtype=features.dtype)
+        gram = features @ features.T + regularization * torch.eye(
+            n, dtype=features.dtype, device=features.device
+        )
         return features.T @ torch.linalg.solve(gram, targets)
-    gram = features.T @ features + regularization * torch.eye(k, dtype=features.dtype)
+    gram = features.T @ features + regularization * torch.eye(k, dtype=features.dtype, device=features.device)
     return torch.linalg.solve(gram, features.T @ targets)
 
 
@@ -78,8 +80,10 @@ def fold_in(
         with_bias = form.user_bias is not None
         rows = []
         for items, ratings in ratings_of_users:
-            items = torch.as_tensor(items, dtype=torch.long)
-            targets = member.unsquash(torch.as_tensor(ratings, dtype=torch.float64)) - item_bias[items]
+            device = item_vectors.device  # a model on a GPU folds its new users in there
+            items = torch.as_tensor(items, dtype=torch.long, device=device)
+            rated = torch.as_tensor(ratings, dtype=torch.float64, device=device)
+            targets = member.unsquash(rated) - item_bias[items]
             features = item_vectors[items]
             if with_bias:
                 features = torch.cat([features, features.new_ones(len(items), 1)], dim=1)
