@@ -60,7 +60,8 @@ def find_columns(
             # In any case, as the common names are matched, where that names one column only.
             same = [name for name in names if name.casefold() == column.casefold()]
             if len(same) != 1:
-                raise DataError(f"{source}: no column {column!r} for the {field}s (columns: {shown(names)})")
+                plural = field if field.endswith("s") else f"{field}s"  # the genres
+                raise DataError(f"{source}: no column {column!r} for the {plural} (columns: {shown(names)})")
             given[field] = same[0]
     for column in set(given.values()):
         named_for = [field for field, named in given.items() if named == column]

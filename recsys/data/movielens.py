@@ -1,22 +1,14 @@
-"""MovieLens: the variants, their file layouts, and where a copy is found or fetched.
+"""MovieLens: the variants, their file layouts, and how each is read.
 
-Lookup order for a variant: an explicit folder or zip (`data_dir`; a zip is unpacked into the
-cache under archives/<start of its sha256>/), the data root named by $RECSYS_DATA, the user cache
-($RECSYS_CACHE, else $XDG_CACHE_HOME/recsys, else ~/.cache/recsys); otherwise a verified download
-from GroupLens into the cache.
+The CSV layout (ml-latest-small, ml-20m, ml-25m) is a set of named columns read by the reader of a
+user's own files (recsys.data.ratings_file), so a byte-order mark, quoted fields or columns in
+another order read as they do there, and a bad value is named by its line. ml-100k's tab-separated
+u.data and ml-1m/10m's "::" files are read here. Where a copy is found, or fetched and unpacked,
+is recsys.data.cache.
 """
 
 import codecs
-import contextlib
-import errno
-import hashlib
-import json
-import os
-import shutil
-import tempfile
-import time
 import warnings
-import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,16 +17,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from recsys.data.cache import GROUPLENS_URL, local_copy
+from recsys.data.columns import ITEM_FIELDS, find_columns
 from recsys.data.dataset import RATING_COLUMNS, FoldRows, RatingsDataset, check_ratings, ratings_frame
-from recsys.data.download import download, extract_zip
-from recsys.data.ratings_table import ITEM_COLUMNS, keep_latest_duplicates, warn_unnamed_items
-from recsys.errors import DataError, DataUnavailable, DownloadError
+from recsys.data.ratings_file import SNIFF_BYTES, packing, read_item_file, read_ratings_text
+from recsys.data.ratings_table import (
+    ITEM_COLUMNS,
+    item_table,
+    keep_latest_duplicates,
+    non_negative_integers,
+    pair_keys,
+    ratings_table,
+    row_of_frame,
+    warn_unnamed_items,
+)
+from recsys.errors import DataError
 from recsys.names import PREDEFINED_FOLDS
-
-GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens"
-DATA_ROOT_ENV = "RECSYS_DATA"
-CACHE_ENV = "RECSYS_CACHE"
-OFFLINE_HINT = f"to train without a download, pass `data_dir` or set ${DATA_ROOT_ENV} to a local copy"
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,11 @@ class Variant:
     sha256: str | None = None
     md5: str | None = None
     max_size: int | None = None  # where `size` is unknown: a bound on what a download may write
+
+    @property
+    def ratings_file(self) -> str:
+        """The ratings file's name: every whole copy holds it."""
+        return RATINGS_FILE[self.layout]
 
 
 VARIANTS: dict[str, Variant] = {
@@ -111,26 +114,10 @@ VARIANTS: dict[str, Variant] = {
 
 RATINGS_FILE = {"100k": "u.data", "dat": "ratings.dat", "csv": "ratings.csv"}
 ITEMS_FILE = {"100k": "u.item", "dat": "movies.dat", "csv": "movies.csv"}
-
-
-def cache_root() -> Path:
-    """The user cache folder for downloaded datasets (not created here)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "recsys"
-
-
-# The first bytes of the compressed and archive formats a dataset file most often arrives in.
-PACKED_MAGIC = {
-    b"\x1f\x8b": "gzip-compressed",
-    b"BZh": "bzip2-compressed",
-    b"\xfd7zXZ\x00": "xz-compressed",
-    b"\x28\xb5\x2f\xfd": "zstd-compressed",
-    b"PK\x03\x04": "a zip archive",
-    b"PK\x05\x06": "a zip archive",  # an empty one
-}
-SNIFF_BYTES = 1 << 16
+# The CSV layout's columns, found by name wherever they stand (and in another case where only one
+# column matches), as a user's own file is read with `columns` given.
+CSV_RATINGS = {"user": "userId", "item": "movieId", "rating": "rating", "timestamp": "timestamp"}
+CSV_ITEMS = {"item": "movieId", "title": "title", "genres": "genres"}
 # How item files are read: all text, no NA values, so a title such as "1984" or "NA" stays itself.
 AS_TEXT: dict[str, Any] = {"dtype": str, "keep_default_na": False}
 
@@ -146,9 +133,9 @@ def _check_text(path: Path, encoding: str) -> None:
         raise DataError(f"{path}: file not found")
     with path.open("rb") as file:
         head = file.read(SNIFF_BYTES)
-    for magic, packed in PACKED_MAGIC.items():
-        if head.startswith(magic):
-            raise DataError(f"{path}: is {packed}; expected a plain-text file (unpack it first)")
+    packed = packing(head)
+    if packed is not None:
+        raise DataError(f"{path}: is {packed[1]}; expected a plain-text file (unpack it first)")
     if b"\0" in head:
         raise DataError(f"{path}: is not a text file (it holds NUL bytes)")
     try:
@@ -156,17 +143,6 @@ def _check_text(path: Path, encoding: str) -> None:
         codecs.getincrementaldecoder(encoding)().decode(head)
     except UnicodeDecodeError as error:
         raise DataError(f"{path}: is not a text file (byte {error.start + 1} is not {encoding})") from None
-
-
-def _check_header(path: Path, expected: list[str]) -> None:
-    """Reject a csv file whose first line is not `expected` before pandas takes it for data."""
-    _check_text(path, "utf-8")
-    with path.open(encoding="utf-8", errors="replace") as file:
-        header = file.readline(200).strip()  # bounded: a file without newlines is not read whole
-    # A blank first line passes; pandas then takes the next line as the header, and the field count
-    # (or "file is empty") catches it.
-    if header and header.split(",") != expected:
-        raise DataError(f"{path}: expected header {','.join(expected)}, got {_shown(header)}")
 
 
 def _read(path: Path, **read_csv_args: Any) -> pd.DataFrame:
@@ -194,18 +170,6 @@ def _expect_fields(raw: pd.DataFrame, path: Path, n_fields: int, layout: str) ->
     return raw
 
 
-def _whole_numbers(column: pd.Series, path: Path, what: str) -> np.ndarray:
-    """`column` as int64, or a DataError naming the first entry that is not a non-negative integer."""
-    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    # Whole, non-negative and exactly representable: inf or 1e30 must not wrap around in int64.
-    bad = np.flatnonzero(~(values == np.round(values)) | (values < 0) | ~(values < 2**53))
-    if bad.size:
-        row = int(bad[0])
-        shown = _shown(str(column.iloc[row])) if np.isnan(values[row]) else values[row]
-        raise DataError(f"{path}: {what} {shown} in row {row + 1} is not a non-negative integer")
-    return values.astype(np.int64)
-
-
 def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.DataFrame:
     """Parse a ratings file of `layout` into the canonical table, validated against `scale`."""
     if layout == "100k":
@@ -219,11 +183,7 @@ def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.Data
             raise DataError(f"{path}: expected user::item::rating::timestamp on every line")
         raw = raw[[0, 2, 4, 6]].set_axis(RATING_COLUMNS, axis=1)
     elif layout == "csv":
-        expected = ["userId", "movieId", "rating", "timestamp"]
-        _check_header(path, expected)
-        # index_col=False: a row with an extra field must not silently become the index.
-        raw = _read(path, sep=",", header=0, index_col=False)
-        raw = _expect_fields(raw, path, 4, ",".join(expected)).set_axis(RATING_COLUMNS, axis=1)
+        return _read_csv_ratings(path, scale)
     else:
         raise ValueError(f"unknown layout {layout!r}")
     numeric = raw[RATING_COLUMNS]
@@ -231,10 +191,26 @@ def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.Data
         numeric = numeric.apply(pd.to_numeric, errors="coerce")
     check_ratings(numeric, path, scale)
     user, item, timestamp = (
-        _whole_numbers(numeric[column], path, what)
+        non_negative_integers(numeric[column], what, str(path), row_of_frame)
         for column, what in (("user", "user id"), ("item", "item id"), ("timestamp", "timestamp"))
     )
     return keep_latest_duplicates(ratings_frame(user, item, numeric["rating"].to_numpy(), timestamp), path)
+
+
+def _read_csv_ratings(path: Path, scale: tuple[float, float]) -> pd.DataFrame:
+    """ratings.csv, read as a user's own file with its columns named; its ids non-negative integers
+    and its ratings on the variant's scale, a bad value named by its line."""
+    raw, n, where = read_ratings_text(path, CSV_RATINGS, ",", True)  # each named column, or an error
+    table, _ = ratings_table(
+        raw,
+        n,
+        scale,
+        str(path),
+        where,
+        integer_ids=True,
+        scale_name=f"the scale {scale[0]:g}-{scale[1]:g}",
+    )
+    return table
 
 
 def read_items(folder: Path, layout: str) -> pd.DataFrame:
@@ -245,11 +221,18 @@ def read_items(folder: Path, layout: str) -> pd.DataFrame:
     elif layout == "dat":
         items = _read_dat_items(path)
     else:
-        _check_header(path, ["movieId", "title", "genres"])
-        raw = _read(path, header=0, index_col=False, **AS_TEXT)
-        items = _expect_fields(raw, path, 3, "movieId,title,genres").set_axis(ITEM_COLUMNS, axis=1)
-    items["item"] = _whole_numbers(items["item"], path, "item id")
+        return _read_csv_items(path)
+    items["item"] = non_negative_integers(items["item"], "item id", str(path), row_of_frame)
     return items
+
+
+def _read_csv_items(path: Path) -> pd.DataFrame:
+    """movies.csv, read as a user's own item file, its three columns named; a bad id named by its line."""
+    raw, where = read_item_file(path)
+    found = find_columns([str(label) for label in raw.columns], ITEM_FIELDS, CSV_ITEMS, str(path))
+    raw = raw[[found[field] for field in ITEM_FIELDS]].set_axis(ITEM_FIELDS, axis=1)
+    non_negative_integers(raw["item"], "item id", str(path), where)  # MovieLens' ids, as the ratings'
+    return item_table(raw, np.dtype(np.int64), str(path), where)
 
 
 def _read_genres(path: Path) -> list[str]:
@@ -303,8 +286,8 @@ class PredefinedFolds(Mapping[str, FoldRows]):
     def __init__(self, folder: Path, ratings: pd.DataFrame, scale: tuple[float, float]) -> None:
         self._folder, self._ratings, self._scale = folder, ratings, scale
         self._read: dict[str, FoldRows] = {}
-        # The ratings' (user, item) keys in increasing order and the row of each, once needed.
-        self._sorted_keys: tuple[np.ndarray, np.ndarray] | None = None
+        # The ratings' rows in (user, item) order, and their ids in that order, once needed.
+        self._by_pair: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __getitem__(self, fold: str) -> FoldRows:
         if fold not in PREDEFINED_FOLDS:
@@ -323,12 +306,20 @@ class PredefinedFolds(Mapping[str, FoldRows]):
         """Positions in the ratings of the rows file `name` lists; a row u.data lacks is an error."""
         path = self._folder / name
         part = read_ratings(path, "100k", self._scale)
-        if self._sorted_keys is None:
-            keys = _pair_keys(self._ratings)
-            order = np.argsort(keys)  # no two rows share a key: the loader kept one rating per pair
-            self._sorted_keys = keys[order], order
-        sorted_keys, order = self._sorted_keys
-        wanted = _pair_keys(part)
+        if self._by_pair is None:
+            user, item = self._ratings["user"].to_numpy(), self._ratings["item"].to_numpy()
+            by_pair = np.lexsort((item, user))
+            self._by_pair = by_pair, user[by_pair], item[by_pair]
+        order, user, item = self._by_pair
+        # One key space for both tables: the ratings' keys (no two alike: the loader kept one rating
+        # per pair), in increasing order as integer ids are keyed, then the fold file's.
+        keys = pair_keys(
+            np.concatenate([user, part["user"].to_numpy()]), np.concatenate([item, part["item"].to_numpy()])
+        )
+        sorted_keys, wanted = keys[: len(user)], keys[len(user) :]
+        if not (sorted_keys[1:] > sorted_keys[:-1]).all():  # ids keyed by codes: sort the keys
+            resort = np.argsort(sorted_keys)
+            sorted_keys, order = sorted_keys[resort], order[resort]
         found = np.searchsorted(sorted_keys, wanted).clip(max=len(sorted_keys) - 1)
         rows = order[found]
         same = (sorted_keys[found] == wanted) & (
@@ -343,11 +334,6 @@ class PredefinedFolds(Mapping[str, FoldRows]):
         return rows
 
 
-def _pair_keys(ratings: pd.DataFrame) -> np.ndarray:
-    """One int64 key per (user, item) pair (ml-100k's ids are small)."""
-    return ratings["user"].to_numpy() * (1 << 32) + ratings["item"].to_numpy()
-
-
 def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]) -> RatingsDataset:
     """Read an unpacked dataset folder of `layout`; warn when rated items lack an entry."""
     ratings = read_ratings(folder / RATINGS_FILE[layout], layout, scale)
@@ -355,184 +341,6 @@ def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]
     warn_unnamed_items(ratings, items, folder / ITEMS_FILE[layout])
     folds = PredefinedFolds(folder, ratings, scale) if layout == "100k" else {}
     return RatingsDataset(name, ratings, items, scale, folder, folds, {"folder": str(folder.resolve())})
-
-
-# What recsys unpacked into a folder: each file's size, checked whenever the copy is used again, so a
-# copy cut short or edited since (a disk error, an interrupted copy) is named instead of read.
-MANIFEST = ".recsys-files.json"
-
-
-def _write_manifest(folder: Path) -> None:
-    sizes = {
-        str(path.relative_to(folder)): path.stat().st_size
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
-    (folder / MANIFEST).write_text(json.dumps(sizes, indent=0))
-
-
-def _check_manifest(folder: Path) -> Path:
-    """`folder`, once every file its manifest lists has its size (a folder without one, unpacked by
-    hand or by an older recsys, is taken as it is)."""
-    try:
-        sizes = json.loads((folder / MANIFEST).read_text())
-    except FileNotFoundError:
-        return folder
-    except (OSError, ValueError):
-        sizes = None
-    if not isinstance(sizes, dict) or not all(
-        isinstance(name, str) and isinstance(size, int) for name, size in sizes.items()
-    ):
-        raise DataError(
-            f"{folder}: its {MANIFEST} is damaged; delete the folder to unpack or download it again"
-        )
-    for name, size in sizes.items():
-        path = folder / name
-        found = path.stat().st_size if path.is_file() else None
-        if found != size:
-            state = "is missing" if found is None else f"has {found:,} bytes, not the {size:,} unpacked"
-            raise DataError(
-                f"{path} {state}: the copy in {folder} is damaged; delete that folder to unpack or download "
-                "it again"
-            )
-    return folder
-
-
-def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
-    """The unpacked folder of `variant` from `data_dir`, $RECSYS_DATA or the cache, if present."""
-    ratings_file = RATINGS_FILE[variant.layout]
-    if data_dir is not None:
-        if data_dir.is_file() and zipfile.is_zipfile(data_dir):
-            return _unpack_given_archive(data_dir, variant)
-        for candidate in (data_dir, data_dir / variant.folder):
-            if (candidate / ratings_file).is_file():
-                return _check_manifest(candidate)
-        raise DataError(
-            f"`data_dir` {data_dir}: no {ratings_file} there or in {variant.folder}/ "
-            f"(expected an unpacked {variant.name} folder, its parent, or {variant.name}.zip)"
-        )
-    for root in _data_roots():
-        if (root / variant.folder / ratings_file).is_file():
-            return _check_manifest(root / variant.folder)
-    # The cache is recsys' own: whatever is in the copy's place is checked before any download.
-    return _cached_copy(cache_root() / variant.folder, ratings_file)
-
-
-def _cached_copy(folder: Path, marker: str) -> Path | None:
-    """`folder` if it holds a whole copy (`marker` there, its sizes as unpacked), None if nothing is
-    there; anything else in its place is an error naming it, so it is neither fetched again on every
-    run nor replaced."""
-    # Whether anything is there first: a copy is renamed into place whole, so once the folder is seen
-    # its files are there too (looked at the other way round, another process's copy moved in between
-    # the two looks would be refused).
-    if not os.path.lexists(folder):
-        return None
-    if (folder / marker).is_file() or (folder / MANIFEST).is_file():
-        return _check_manifest(folder)  # a copy recsys made that lost `marker` is named by it
-    raise _not_ours(folder, marker)
-
-
-def _not_ours(folder: Path, marker: str) -> DataError:
-    """The error for a file or folder without `marker` where recsys would put a copy: copies are
-    renamed into place whole, so it is not one recsys made, and is kept."""
-    what = "a folder without its" if folder.is_dir() else "not a folder holding"
-    return DataError(
-        f"{folder} is {what} {marker}, not a whole copy, and recsys replaces nothing it cannot tell is "
-        f"its own; move it away to unpack the dataset there, or set ${CACHE_ENV} to another folder"
-    )
-
-
-def _data_roots() -> list[Path]:
-    """The folder $RECSYS_DATA names, if set; a warning when it is not a folder from here (a relative
-    path is read from the working folder, which in a notebook is the notebook's own)."""
-    if not os.environ.get(DATA_ROOT_ENV):
-        return []
-    root = Path(os.environ[DATA_ROOT_ENV])
-    if not root.is_dir():
-        warnings.warn(
-            f"${DATA_ROOT_ENV}={root} is not a folder (seen from {Path.cwd()}); give an absolute path",
-            stacklevel=5,
-        )
-    return [root]
-
-
-def _unpack_given_archive(archive: Path, variant: Variant) -> Path:
-    """Unpack a zip the user named into a cache folder keyed on its content, and say which copy is read.
-
-    Unlike a download it has no pinned digest: keyed on the name alone, a second, different zip of the
-    same dataset would silently be served the copy of the first.
-    """
-    with archive.open("rb") as file:
-        digest = hashlib.file_digest(file, "sha256").hexdigest()
-    folder = _unpack(archive, variant, cache_root() / "archives" / digest[:16])
-    warnings.warn(f"{variant.name}: read {folder} (unpacked from {archive})", stacklevel=4)
-    return folder
-
-
-def _unpack(archive: Path, variant: Variant, root: Path) -> Path:
-    """Extract `archive` and move its `variant.folder` into `root`; return that folder.
-
-    Each call stages in a folder of its own, so processes unpacking the same archive at once do not
-    collide: the first to finish moves its copy into place and the others use it.
-    """
-    final = root / variant.folder
-    marker = RATINGS_FILE[variant.layout]
-    if _cached_copy(final, marker) is not None:
-        return final
-    staging = _private_folder(root, f".{variant.folder}.", ".unpacking")
-    try:
-        unpacked = extract_zip(archive, staging / "archive") / variant.folder
-        if not (unpacked / marker).is_file():
-            raise DataError(f"{archive}: no {variant.folder}/{marker} inside")
-        _write_manifest(unpacked)
-        _move_into_place(unpacked, final, marker)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
-
-
-# A download's or unpack's private folder older than this was left by a process killed outright
-# (SIGKILL, SIGTERM: no `finally` ran); the next one to make such a folder removes it.
-STALE_SECONDS = 24 * 3600
-
-
-def _private_folder(root: Path, prefix: str, suffix: str) -> Path:
-    """A new folder in `root` (created if need be) for this process alone; an unwritable cache is a
-    one-line error naming the variable that moves it."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        _remove_stale(root, suffix)
-        return Path(tempfile.mkdtemp(dir=root, prefix=prefix, suffix=suffix))
-    except OSError as error:  # with nowhere to put it, the data cannot be had (no --dataset: synthetic)
-        raise DataUnavailable(
-            f"cannot write the dataset cache {root}: {error.strerror or error}; "
-            f"set ${CACHE_ENV} to a writable folder"
-        ) from None
-
-
-def _remove_stale(root: Path, suffix: str) -> None:
-    """Remove the private folders ending in `suffix` that dead processes left in `root`."""
-    now = time.time()
-    for leftover in root.glob(f".*{suffix}"):
-        with contextlib.suppress(OSError):
-            if leftover.is_dir() and now - leftover.stat().st_mtime > STALE_SECONDS:
-                shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _move_into_place(unpacked: Path, final: Path, marker: str) -> None:
-    """Rename `unpacked` to `final`, unless another process has put a complete copy there first
-    (what else appeared there since `_cached_copy` looked is refused, not replaced)."""
-    try:
-        os.rename(unpacked, final)
-        return
-    except OSError as error:
-        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
-            raise DataError(
-                f"cannot write the dataset cache {final.parent}: {error.strerror or error}"
-            ) from None
-    if (final / marker).is_file():
-        return  # another process won the race with the same content: its copy serves
-    raise _not_ours(final, marker)
 
 
 def load_movielens(
@@ -548,28 +356,12 @@ def load_movielens(
     if name not in VARIANTS:
         raise DataError(f"unknown MovieLens variant {name!r}; choose one of: {', '.join(VARIANTS)}")
     variant = VARIANTS[name]
-    folder = _find_local(variant, data_dir)
-    if folder is None:
-        if not allow_download:
-            raise DataUnavailable(f"{name} is not available locally; {OFFLINE_HINT}")
-        root = cache_root()
-        # A folder of its own: two processes fetching at once must not unpack or delete each other's zip.
-        inbox = _private_folder(root, f".{name}.", ".download")
-        try:
-            try:
-                archive = download(
-                    f"{base_url}/{name}.zip",
-                    inbox / f"{name}.zip",
-                    size=variant.size,
-                    sha256=variant.sha256,
-                    md5=variant.md5,
-                    max_size=variant.max_size,
-                    allow_http=allow_http,
-                    progress=progress,
-                )
-            except DownloadError as error:
-                raise DownloadError(f"{error}; {OFFLINE_HINT}") from error
-            folder = _unpack(archive, variant, root)
-        finally:  # the zip is not kept: its unpacked folder is the cache
-            shutil.rmtree(inbox, ignore_errors=True)
+    folder = local_copy(
+        variant,
+        data_dir,
+        allow_download=allow_download,
+        base_url=base_url,
+        allow_http=allow_http,
+        progress=progress,
+    )
     return read_folder(name, folder, variant.layout, variant.rating_scale)

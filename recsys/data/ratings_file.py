@@ -38,7 +38,16 @@ from recsys.data.dataset import RatingsDataset, dataset_from_table
 from recsys.data.ratings_table import Where, check_scale, data_name, row_of_frame
 from recsys.errors import DataError
 
-COMPRESSIONS = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+# The first bytes of the compressions and archives a data file arrives in: the codec that reads it
+# (None for an archive, which holds files, not a table) and what it is called in a message.
+PACKINGS: dict[bytes, tuple[str | None, str]] = {
+    b"\x1f\x8b": ("gzip", "gzip-compressed"),
+    b"BZh": ("bz2", "bzip2-compressed"),
+    b"\xfd7zXZ\x00": ("xz", "xz-compressed"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "zstd-compressed"),
+    b"PK\x03\x04": (None, "a zip archive"),
+    b"PK\x05\x06": (None, "a zip archive"),  # an empty one
+}
 PARQUET_MAGIC = b"PAR1"
 SEPARATORS = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
 SNIFF_BYTES = 1 << 16
@@ -92,7 +101,7 @@ def load_ratings(
     if _first_bytes(path, len(PARQUET_MAGIC)) == PARQUET_MAGIC:
         raw, n, where = _read_parquet(path, columns)
     else:
-        raw, n, where = _read_ratings_text(path, columns, sep, header)
+        raw, n, where = read_ratings_text(path, columns, sep, header)
     raw_items, items_where = read_item_file(Path(items)) if items is not None else (None, row_of_frame)
     options = {"columns": dict(columns) if columns else None, "sep": sep, "header": header}
     origin: dict[str, Any] = {"ratings": str(path.resolve())}
@@ -142,6 +151,11 @@ def _first_bytes(path: Path, n: int) -> bytes:
         raise DataError(f"{path}: cannot read ({error.strerror})") from None
 
 
+def packing(start: bytes) -> tuple[str | None, str] | None:
+    """How a file starting with `start` is packed (its codec, and its name in a message), if it is."""
+    return next((packed for magic, packed in PACKINGS.items() if start.startswith(magic)), None)
+
+
 @contextmanager
 def _opened(path: Path, compression: str | None) -> Iterator[IO[bytes]]:
     """The file's bytes, decompressed."""
@@ -155,8 +169,10 @@ def _opened(path: Path, compression: str | None) -> Iterator[IO[bytes]]:
 
 def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str, str] | None) -> TextLayout:
     """The layout of a text table, from its first lines; `sep` and `header` where given."""
-    start = _first_bytes(path, 8)
-    compression = next((kind for magic, kind in COMPRESSIONS.items() if start.startswith(magic)), None)
+    codec, packed = packing(_first_bytes(path, 8)) or (None, None)
+    if packed is not None and codec is None:
+        raise DataError(f"{path}: is {packed}; unpack it first")
+    compression = codec
     try:
         with _opened(path, compression) as file:
             head = file.read(SNIFF_BYTES)
@@ -302,9 +318,11 @@ def _text_columns(layout: TextLayout, columns: Mapping[str, str] | None, source:
     return found
 
 
-def _read_ratings_text(
+def read_ratings_text(
     path: Path, columns: Mapping[str, str] | None, sep: str | None, header: bool | None
 ) -> tuple[dict[str, pd.Series | None], int, Where]:
+    """The rating fields' columns of a text file (`columns`, `sep` and `header` where given, else
+    found), the row count, and how a row is named: its line in the file."""
     layout = sniff(path, sep, header, columns)
     found = _text_columns(layout, columns, str(path))
     wanted = list(dict.fromkeys(found.values()))
@@ -397,7 +415,7 @@ def _read_text(
                     f"{path}: line {line[0]} has {line[1]} fields; expected {len(layout.names)}, "
                     f"separated by {SEPARATORS.get(layout.sep, repr(layout.sep))}"
                 ) from None
-        raise DataError(f"{path}: cannot parse ({message[:200]})") from None
+        raise DataError(f"{path}: cannot parse ({_printable(message[:200])})") from None
     except (OSError, EOFError, lzma.LZMAError, pa.ArrowException, pl.exceptions.PolarsError) as error:
         raise DataError(f"{path}: cannot read it ({_first_line(error)})") from None
     frame.columns = [layout.names[position] for position in positions]
@@ -410,7 +428,13 @@ def _read_text(
 def _first_line(error: Exception) -> str:
     """A library's error message cut to one short line."""
     lines = str(error).strip().splitlines() or [type(error).__name__]
-    return lines[0][:200]
+    return _printable(lines[0][:200])
+
+
+def _printable(text: str) -> str:
+    """`text` with each unprintable character (a tab, a control code from the file) escaped, so a
+    library's message that quotes the file stays one printable line."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def _headerless_names(count: int) -> list[str]:

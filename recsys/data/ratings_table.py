@@ -48,10 +48,16 @@ def warn_unnamed_items(ratings: pd.DataFrame, items: pd.DataFrame, source: Path 
         )
 
 
-def _pair_keys(ratings: pd.DataFrame) -> np.ndarray:
+def whole_numbers(values: np.ndarray) -> np.ndarray:
+    """Which of the float64 `values` are whole numbers that int64 holds exactly (not NaN, inf or
+    past 2**53, where a float no longer tells neighbouring integers apart)."""
+    return (values == np.round(values)) & (np.abs(values) < 2**53)
+
+
+def pair_keys(user: np.ndarray, item: np.ndarray) -> np.ndarray:
     """One int64 per (user, item) pair, equal only for equal pairs: from the ids' offsets where
-    integer ids allow it, else from codes of the distinct ids. Built in place: one array in all."""
-    user, item = ratings["user"].to_numpy(), ratings["item"].to_numpy()
+    integer ids allow it, else from codes of the distinct ids. Built in place: one array in all.
+    Keys from two calls do not compare: to match the pairs of two tables, key their ids together."""
     spans = [int(ids.max()) - int(ids.min()) + 1 if ids.dtype.kind in "iu" else 0 for ids in (user, item)]
     if 0 in spans or spans[0] * spans[1] >= 2**63:  # text ids, or integers too far apart
         user, item = (pd.factorize(ids)[0].astype(np.int64) for ids in (user, item))
@@ -66,7 +72,7 @@ def _pair_keys(ratings: pd.DataFrame) -> np.ndarray:
 def _has_duplicate_pairs(ratings: pd.DataFrame) -> bool:
     """Whether some (user, item) pair is rated twice: by sorting the pair keys, far cheaper than
     pandas' hashing on tens of millions of rows."""
-    keys = _pair_keys(ratings)
+    keys = pair_keys(ratings["user"].to_numpy(), ratings["item"].to_numpy())
     keys.sort()
     return bool((keys[1:] == keys[:-1]).any())
 
@@ -105,7 +111,7 @@ def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
         return column.to_numpy(dtype=np.int64)
     if pd.api.types.is_float_dtype(column.dtype):  # integers beside a gap read as floats
         values = column.to_numpy(dtype=np.float64)
-        if np.all(values == np.round(values)) and np.all(np.abs(values) < 2**53):
+        if whole_numbers(values).all():
             return values.astype(np.int64)
     if pd.api.types.is_bool_dtype(column.dtype):
         raise DataError(f"{source}: the {kind} ids are true/false values, not ids")
@@ -119,6 +125,32 @@ def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
         if spelled.str.fullmatch(INTEGER_TEXT).all():  # every one, and none with a leading zero
             return spelled.astype(np.int64).to_numpy()
     return text
+
+
+def non_negative_integers(column: pd.Series, what: str, source: str, where: Where) -> np.ndarray:
+    """`column` as int64 where every value is a non-negative integer (MovieLens' ids and times; text
+    spelling one counts), else an error naming the first that is not, or is missing, by `where`."""
+    if isinstance(column.dtype, np.dtype) and column.dtype.kind == "i":  # no gaps: only the sign to check
+        values = column.to_numpy(dtype=np.int64)
+        negative = np.flatnonzero(values < 0)
+        if negative.size:
+            row = int(negative[0])
+            raise DataError(f"{source}: {what} {values[row]} on {where(row)} is not a non-negative integer")
+        return values
+    text = not pd.api.types.is_numeric_dtype(column.dtype)
+    if text:
+        column = column.astype(str).str.strip().where(column.notna())  # "1, 50, 3": spaces are layout
+    missing = np.flatnonzero(column.isna().to_numpy() | (column == "").to_numpy())
+    if missing.size:
+        raise DataError(f"{source}: missing {what} on {where(int(missing[0]))}")
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    # Whole, non-negative and exactly representable: inf or 1e30 must not wrap around in int64.
+    bad = np.flatnonzero(~whole_numbers(values) | (values < 0))
+    if bad.size:
+        row = int(bad[0])
+        shown = repr(str(column.iloc[row])[:40]) if text else values[row]  # as the file spells it
+        raise DataError(f"{source}: {what} {shown} on {where(row)} is not a non-negative integer")
+    return values.astype(np.int64)
 
 
 # A number written with a decimal comma, as spreadsheets in many locales export it ("3,5").
@@ -302,17 +334,21 @@ def check_scale(scale: tuple[float, float] | None, source: str) -> None:
 
 
 def rating_scale(
-    values: np.ndarray, given: tuple[float, float] | None, source: str, where: Where
+    values: np.ndarray,
+    given: tuple[float, float] | None,
+    source: str,
+    where: Where,
+    scale_name: str | None = None,
 ) -> tuple[float, float]:
-    """The given scale, with every rating checked to lie in it, or the lowest and highest rating."""
+    """The given scale, with every rating checked to lie in it, or the lowest and highest rating.
+    A rating outside it is named against `scale_name` ("the scale 1-5"), by default the setting."""
     if given is not None:
         low, high = given
         outside = np.flatnonzero((values < low) | (values > high))
         if outside.size:
             row = int(outside[0])
-            raise DataError(
-                f"{source}: rating {values[row]:g} on {where(row)} is outside `rating_scale` {low:g},{high:g}"
-            )
+            scale_name = scale_name or f"`rating_scale` {low:g},{high:g}"
+            raise DataError(f"{source}: rating {values[row]:g} on {where(row)} is outside {scale_name}")
         return float(low), float(high)
     low, high = float(values.min()), float(values.max())
     if low == high:
@@ -394,14 +430,23 @@ def ratings_table(
     rating_scale_given: tuple[float, float] | None,
     source: str,
     where: Where,
+    *,
+    integer_ids: bool = False,
+    scale_name: str | None = None,
 ) -> tuple[pd.DataFrame, tuple[float, float]]:
-    """The canonical ratings table (user, item, rating, timestamp) from raw columns, and its scale."""
+    """The canonical ratings table (user, item, rating, timestamp) from raw columns, and its scale.
+    `integer_ids`: every id must be a non-negative integer (MovieLens'); `scale_name` as for
+    `rating_scale`."""
     if n == 0:
         raise DataError(f"{source}: no ratings in file")
-    user = ids(raw["user"], "user", source, where)  # type: ignore[arg-type]
-    item = ids(raw["item"], "item", source, where)  # type: ignore[arg-type]
+    if integer_ids:
+        user = non_negative_integers(raw["user"], "user id", source, where)  # type: ignore[arg-type]
+        item = non_negative_integers(raw["item"], "item id", source, where)  # type: ignore[arg-type]
+    else:
+        user = ids(raw["user"], "user", source, where)  # type: ignore[arg-type]
+        item = ids(raw["item"], "item", source, where)  # type: ignore[arg-type]
     rating = ratings(raw["rating"], source, where)  # type: ignore[arg-type]
-    scale = rating_scale(rating, rating_scale_given, source, where)
+    scale = rating_scale(rating, rating_scale_given, source, where, scale_name)
     table = pd.DataFrame(
         {
             "user": user,
@@ -435,7 +480,7 @@ def item_table(
         if missing.size:
             raise DataError(f"{source}: missing item id on {where(int(missing[0]))}")
         values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        bad = np.flatnonzero(~(values == np.round(values)) | ~(np.abs(values) < 2**53))
+        bad = np.flatnonzero(~whole_numbers(values))
         if bad.size:
             row = int(bad[0])
             raise DataError(

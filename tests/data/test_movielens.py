@@ -1,4 +1,4 @@
-"""Offline tests for recsys.data.movielens on small made-up files in every layout.
+"""Offline tests for recsys.data.movielens and recsys.data.cache on small made-up files in every layout.
 
 Nothing here copies the real MovieLens data: each test writes its own few lines in the format of
 the variant under test (tests/movielens_files.py). Only the last tests read the real ml-100k, and
@@ -42,9 +42,10 @@ from movielens_files import (
     write_dataset,
 )
 
-import recsys.data.movielens as movielens
+import recsys.data.cache as cache
+from recsys.data.cache import MANIFEST
 from recsys.data.dataset import RatingsDataset
-from recsys.data.movielens import MANIFEST, RATINGS_FILE, VARIANTS, load_movielens, read_folder, read_ratings
+from recsys.data.movielens import RATINGS_FILE, VARIANTS, load_movielens, read_folder, read_ratings
 from recsys.errors import DataError, DownloadError
 
 # ---------------------------------------------------------------------------------------------
@@ -98,6 +99,16 @@ def test_read_csv_layout(tmp_path: Path) -> None:
 
     ds = read_folder("ml-latest-small", folder, "csv", (0.5, 5))
 
+    check_read(
+        ds,
+        HALF_RATINGS,
+        titles=["Lighthouse, The (1995)", "Plain (1999)", "Brackets: and, commas (2003)"],
+        genres=["Comedy|Drama", "Thriller", "(no genres listed)"],
+    )
+
+
+def check_read_csv(ds: RatingsDataset) -> None:
+    """`ds` holds HALF_RATINGS and the CSV layout's items, as GroupLens' own files read."""
     check_read(
         ds,
         HALF_RATINGS,
@@ -209,10 +220,21 @@ BAD_CASES: dict[str, str | None] = {
     "non-numeric rating": "non-numeric value in rating row 2",
     "rating above scale": r"rating 6(\.0)? in row 2 is outside the scale",
     "rating below scale": r"rating 0(\.0)? in row 2 is outside the scale",
-    "non-integer user": "user id 1.5 in row 2 is not a non-negative integer",
-    "non-integer item": "item id 10.5 in row 2 is not a non-negative integer",
+    "non-integer user": "user id 1.5 on row 2 is not a non-negative integer",
+    "non-integer item": "item id 10.5 on row 2 is not a non-negative integer",
     "missing field": "row 2",
     "extra field": None,  # any message, as long as it is a DataError naming the file
+}
+# ratings.csv is read as a user's own file is: a bad value is named by its line (the header is line 1).
+CSV_BAD_CASES = {
+    **BAD_CASES,
+    "non-numeric rating": "rating 'four' on line 3 is not a number",
+    "rating above scale": "rating 6 on line 3 is outside the scale 0.5-5",
+    "rating below scale": "rating 0 on line 3 is outside the scale 0.5-5",
+    "non-integer user": "user id 1.5 on line 3 is not a non-negative integer",
+    "non-integer item": "item id 10.5 on line 3 is not a non-negative integer",
+    "missing field": "missing timestamp on line 3",
+    "extra field": "line 3 has 5 fields; expected 4, separated by comma",
 }
 
 
@@ -222,7 +244,7 @@ def test_bad_ratings_file_is_a_data_error_naming_it(tmp_path: Path, layout: str,
     folder = tmp_path / "ds"
     path = write_bad_ratings(folder, layout, case)
 
-    with pytest.raises(DataError, match=BAD_CASES[case]) as err:
+    with pytest.raises(DataError, match=(CSV_BAD_CASES if layout == "csv" else BAD_CASES)[case]) as err:
         read_folder("x", folder, layout, LAYOUT_SCALE[layout])
 
     message = str(err.value)
@@ -238,16 +260,92 @@ def test_csv_header_only_has_no_ratings(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "header", ["user,item,rating,timestamp", "movieId,userId,rating,timestamp", "userId,movieId,rating"]
+    ("header", "message"),
+    [
+        ("user,item,rating,timestamp", r"no column 'userId' for the users \(columns: 'user', 'item'"),
+        ("userId,movieId,rating", "no column 'timestamp' for the timestamps"),
+        ("1,10,4,1000000001", "no column 'userId'"),  # no header at all
+    ],
 )
-def test_csv_wrong_header(tmp_path: Path, header: str) -> None:
+def test_csv_without_a_named_column(tmp_path: Path, header: str, message: str) -> None:
     folder = write_dataset(tmp_path / "ds", "csv", [GOOD])
     path = folder / "ratings.csv"
     path.write_text(f"{header}\n1,10,4,1000000001\n")
 
-    with pytest.raises(DataError, match="expected header userId,movieId,rating,timestamp") as err:
+    with pytest.raises(DataError, match=message) as err:
         read_folder("x", folder, "csv", (0.5, 5))
-    assert str(path) in str(err.value)
+    assert str(err.value).startswith(f"{path}: ")
+
+
+# ratings.csv as a spreadsheet or another tool may save it: each reads as GroupLens' own does.
+CSV_SPELLINGS = {
+    "byte-order mark": "\ufeffuserId,movieId,rating,timestamp\n{rows}",
+    "quoted fields": '"userId","movieId","rating","timestamp"\n{quoted}',
+    "reordered columns": "timestamp,rating,movieId,userId\n{reordered}",
+    "header in another case": "userid,movieid,Rating,Timestamp\n{rows}",
+    "CRLF line ends and a blank line": "userId,movieId,rating,timestamp\r\n\r\n{crlf}",
+    "UTF-16 (Excel's Unicode text)": "userId,movieId,rating,timestamp\n{rows}",
+}
+
+
+@pytest.mark.parametrize("spelling", list(CSV_SPELLINGS))
+def test_csv_ratings_read_as_a_user_expects(tmp_path: Path, spelling: str) -> None:
+    folder = write_dataset(tmp_path / "ds", "csv", HALF_RATINGS)
+    text = CSV_SPELLINGS[spelling].format(
+        rows="".join(",".join(map(str, row)) + "\n" for row in HALF_RATINGS),
+        quoted="".join(",".join(f'"{v}"' for v in row) + "\n" for row in HALF_RATINGS),
+        reordered="".join(",".join(map(str, row[::-1])) + "\n" for row in HALF_RATINGS),
+        crlf="".join(",".join(map(str, row)) + "\r\n" for row in HALF_RATINGS),
+    )
+    encoding = "utf-16" if spelling.startswith("UTF-16") else "utf-8"  # utf-16 writes a byte-order mark
+    (folder / "ratings.csv").write_text(text, encoding=encoding, newline="")
+
+    ds = read_folder("ml-latest-small", folder, "csv", (0.5, 5))
+
+    check_read_csv(ds)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("\ufeffuserId,movieId,rating,timestamp\n1,10,4.5,1\n2,10,five,2\n", "rating 'five' on line 3"),
+        (
+            '"userId","movieId","rating","timestamp"\n"1","10","4.5","1"\n"x","10","4","2"\n',
+            "user id 'x' on line 3",
+        ),
+        (
+            "rating,userId,movieId,timestamp\n4.5,1,10,1\n\n9,2,10,2\n",
+            "rating 9 on line 4 is outside the scale",
+        ),
+        (
+            "userId,movieId,rating,timestamp\n1,10,4.5,1\n2,-10,4,2\n",
+            "item id -10 on line 3 is not a non-negative",
+        ),
+    ],
+    ids=["bom", "quoted", "reordered with a blank line", "negative id"],
+)
+def test_csv_bad_value_is_named_by_its_line(tmp_path: Path, text: str, message: str) -> None:
+    folder = write_dataset(tmp_path / "ds", "csv", HALF_RATINGS)
+    path = folder / "ratings.csv"
+    path.write_text(text, encoding="utf-8")
+
+    with pytest.raises(DataError, match=message) as err:
+        read_folder("x", folder, "csv", (0.5, 5))
+    assert str(err.value).startswith(f"{path}: ")
+
+
+def test_movies_csv_read_as_a_user_expects(tmp_path: Path) -> None:
+    # A byte-order mark, quoted header and columns in another order, as a spreadsheet may save it.
+    folder = write_dataset(tmp_path / "ds", "csv", HALF_RATINGS)
+    (folder / "movies.csv").write_text(
+        '\ufeff"genres","title","movieId"\n"Comedy|Drama","Lighthouse, The (1995)",10\n'
+        'Thriller,Plain (1999),20\n"(no genres listed)","Brackets: and, commas (2003)","30"\n',
+        encoding="utf-8",
+    )
+
+    ds = read_folder("x", folder, "csv", (0.5, 5))
+
+    check_read_csv(ds)
 
 
 @pytest.mark.parametrize(
@@ -289,9 +387,9 @@ BAD_ITEM_FILES: dict[str, tuple[str, str, list[str], str]] = {
     ),
     "u.item non-integer id": (
         "100k", "u.item", [f"10|A|d||u|{FLAGS}", f"x1|B|d||u|{FLAGS}"],
-        "item id 'x1' in row 2 is not a non-negative integer",
+        "item id 'x1' on row 2 is not a non-negative integer",
     ),
-    "u.item negative id": ("100k", "u.item", [f"-10|A|d||u|{FLAGS}"], "item id -10.0 in row 1"),
+    "u.item negative id": ("100k", "u.item", [f"-10|A|d||u|{FLAGS}"], "item id '-10' on row 1"),
     "u.genre without indexes": ("100k", "u.genre", GENRES_100K, r"expected name\|index on every line"),
     "u.genre with an extra field": ("100k", "u.genre", [f"{g}|x" for g in GENRE_LINES], "found 3 fields"),
     "u.genre out of order": (
@@ -300,17 +398,23 @@ BAD_ITEM_FILES: dict[str, tuple[str, str, list[str], str]] = {
     ),
     "u.genre one genre short": ("100k", "u.genre", GENRE_LINES[:-1], "18 genre flags.*found 24 fields"),
     "movies.dat non-integer id": (
-        "dat", "movies.dat", ["10::A::Drama", "1O::B::Drama"], "item id '1O' in row 2 is not",
+        "dat", "movies.dat", ["10::A::Drama", "1O::B::Drama"], "item id '1O' on row 2 is not",
     ),
     "movies.dat empty": ("dat", "movies.dat", [], "file is empty"),
     "movies.csv without genres": (
         "csv", "movies.csv", ["movieId,title", "10,A"],
-        "expected header movieId,title,genres, got 'movieId,title'",
+        r"no column 'genres' for the genres \(columns: 'movieId', 'title'\)",
     ),
     "movies.csv non-integer id": (
-        "csv", "movies.csv", ["movieId,title,genres", "10,A,Drama", "ten,B,Drama"], "item id 'ten' in row 2"
+        "csv", "movies.csv", ["movieId,title,genres", "10,A,Drama", "ten,B,Drama"],
+        "item id 'ten' on line 3 is not a non-negative integer",
     ),
-    "movies.csv extra field": ("csv", "movies.csv", ["movieId,title,genres", "10,A,Drama,x"], "cannot parse"),
+    "movies.csv negative id": (
+        "csv", "movies.csv", ["movieId,title,genres", "-10,A,Drama"], "item id '-10' on line 2 is not a"
+    ),
+    "movies.csv extra field": (
+        "csv", "movies.csv", ["movieId,title,genres", "10,A,Drama,x"], "line 2 has 4 fields; expected 3"
+    ),
 }  # fmt: skip
 
 
@@ -365,11 +469,11 @@ def test_no_duplicates_no_warning(tmp_path: Path, recwarn: pytest.WarningsRecord
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("inf\t2\t3\t4", "user id inf in row 1"),
-        ("-5\t2\t3\t4", "user id -5.0 in row 1"),
+        ("inf\t2\t3\t4", "user id inf on row 1"),
+        ("-5\t2\t3\t4", "user id -5 on row 1"),
         ("9223372036854775808\t2\t3\t4", "user id 9.2"),
-        ("1\t2\t3\t1.9", "timestamp 1.9 in row 1"),
-        ("1\t2\t3\t1e30", "timestamp 1e\\+30 in row 1"),
+        ("1\t2\t3\t1.9", "timestamp 1.9 on row 1"),
+        ("1\t2\t3\t1e30", "timestamp 1e\\+30 on row 1"),
     ],
 )
 def test_ids_and_timestamps_must_be_non_negative_integers(tmp_path: Path, line: str, message: str) -> None:
@@ -397,9 +501,11 @@ PACKED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
     "zstd": (lambda data: b"\x28\xb5\x2f\xfd" + data, "zstd-compressed"),  # only the magic is checked
     "zip": (lambda data: zip_bytes({"ratings": data}), "a zip archive"),
 }
-DATA_FILES = [(layout, RATINGS_FILE[layout]) for layout in ("100k", "dat", "csv")] + [
-    ("100k", "u.item"), ("100k", "u.genre"), ("dat", "movies.dat"), ("csv", "movies.csv"),
+# The files of the layouts read here; the CSV layout's are read as a user's own files are.
+DATA_FILES = [(layout, RATINGS_FILE[layout]) for layout in ("100k", "dat")] + [
+    ("100k", "u.item"), ("100k", "u.genre"), ("dat", "movies.dat"),
 ]  # fmt: skip
+CSV_FILES = ["ratings.csv", "movies.csv"]
 
 
 @pytest.mark.parametrize(("layout", "name"), DATA_FILES)
@@ -416,13 +522,49 @@ def test_compressed_file_says_so(tmp_path: Path, layout: str, name: str, packer:
     assert str(err.value) == f"{path}: is {what}; expected a plain-text file (unpack it first)"
 
 
-@pytest.mark.parametrize(("layout", "name"), DATA_FILES)
+@pytest.mark.parametrize("name", CSV_FILES)
+@pytest.mark.parametrize("packer", ["gzip", "bzip2", "xz"])
+def test_compressed_csv_layout_file_is_read(tmp_path: Path, name: str, packer: str) -> None:
+    folder = write_dataset(tmp_path / "ds", "csv", HALF_RATINGS)
+    path = folder / name
+    path.write_bytes(PACKED[packer][0](path.read_bytes()))
+
+    ds = read_folder("x", folder, "csv", (0.5, 5))
+
+    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(HALF_RATINGS))
+    assert ds.items["title"].tolist() == [
+        "Lighthouse, The (1995)",
+        "Plain (1999)",
+        "Brackets: and, commas (2003)",
+    ]
+
+
+@pytest.mark.parametrize("name", CSV_FILES)
+@pytest.mark.parametrize(
+    ("packer", "message"),
+    [("zip", "is a zip archive; unpack it first"), ("zstd", "cannot decompress it as zstd")],
+)
+def test_unreadable_packed_csv_layout_file_says_so(
+    tmp_path: Path, name: str, packer: str, message: str
+) -> None:
+    folder = write_dataset(tmp_path / "ds", "csv", [GOOD])
+    path = folder / name
+    path.write_bytes(PACKED[packer][0](path.read_bytes()))
+
+    with pytest.raises(DataError, match=message) as err:
+        read_folder("x", folder, "csv", (0.5, 5))
+    assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("layout", "name"), DATA_FILES + [("csv", name) for name in CSV_FILES])
 @pytest.mark.parametrize(
     "body",
     [b"1\t10\t4\x00\x00\x00\n", b"\xff\xfe1\x00,\x001\x00\n\x00", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"],
     ids=["nul", "utf-16", "png"],
 )
 def test_binary_file_is_not_a_text_file(tmp_path: Path, layout: str, name: str, body: bytes) -> None:
+    if layout == "csv" and body.startswith(b"\xff\xfe"):
+        pytest.skip("UTF-16 with a byte-order mark is text to the CSV layout's reader (Excel's Unicode text)")
     folder = write_dataset(tmp_path / "ds", layout, [GOOD])
     path = folder / name
     path.write_bytes(body)
@@ -433,7 +575,7 @@ def test_binary_file_is_not_a_text_file(tmp_path: Path, layout: str, name: str, 
     assert str(err.value) == f"{path}: is not a text file (it holds NUL bytes)"
 
 
-@pytest.mark.parametrize("layout", ["100k", "dat", "csv"])
+@pytest.mark.parametrize("layout", ["100k", "dat"])
 @pytest.mark.parametrize("at", ["start", "past the first 64 KiB"])
 def test_undecodable_ratings_file_is_not_a_text_file(tmp_path: Path, layout: str, at: str) -> None:
     folder = write_dataset(tmp_path / "ds", layout, [GOOD])
@@ -450,12 +592,32 @@ def test_undecodable_ratings_file_is_not_a_text_file(tmp_path: Path, layout: str
     assert message.isprintable()
 
 
+@pytest.mark.parametrize(
+    ("at", "message"),
+    [
+        # Not UTF-8 from the start: read as Latin-1, as a user's own file is, and the bad id named.
+        ("start", "item id '1\u00e9\u00ff0' on line 3 is not a non-negative integer"),
+        ("past the first 64 KiB", "line 5002 is not UTF-8 text, though the file's first 64 KB are"),
+    ],
+)
+def test_undecodable_csv_ratings_file_names_the_line(tmp_path: Path, at: str, message: str) -> None:
+    folder = write_dataset(tmp_path / "ds", "csv", [GOOD])
+    path = folder / "ratings.csv"
+    good = ratings_text("csv", [GOOD]).encode()
+    padding = ratings_text("csv", [GOOD] * 5_000).encode().removeprefix(good) if at != "start" else b""
+    path.write_bytes(good + padding + b"2,1\xe9\xff0,4,1000000002\n")
+
+    with pytest.raises(DataError, match=message) as err:
+        read_folder("x", folder, "csv", (0.5, 5))
+    assert str(err.value).startswith(f"{path}: ") and str(err.value).isprintable()
+
+
 def test_wrong_csv_header_is_echoed_short_and_printable(tmp_path: Path) -> None:
     folder = write_dataset(tmp_path / "ds", "csv", [GOOD])
     path = folder / "ratings.csv"
     path.write_text("\x1b[2J\x07user" + "x" * 500 + "\n1,10,4,1000000001\n")
 
-    with pytest.raises(DataError, match="expected header userId,movieId,rating,timestamp, got") as err:
+    with pytest.raises(DataError, match="does not split its first line") as err:
         read_folder("x", folder, "csv", (0.5, 5))
 
     message = str(err.value)
@@ -569,7 +731,7 @@ def test_nothing_local_and_no_download(no_data_root: None, isolated_cache: Path)
 def test_unset_cache_env_uses_xdg_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RECSYS_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert movielens.cache_root() == tmp_path / "xdg" / "recsys"
+    assert cache.cache_root() == tmp_path / "xdg" / "recsys"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -612,7 +774,7 @@ def test_local_zip_is_unpacked_into_the_cache(
     assert archive.read_bytes() == data  # the user's zip is left as it was
 
     # The same zip again reads the copy unpacked before.
-    monkeypatch.setattr(movielens, "extract_zip", None)
+    monkeypatch.setattr(cache, "extract_zip", None)
     with pytest.warns(UserWarning, match="unpacked from"):
         again = load_movielens("ml-100k", data_dir=archive, allow_download=False)
     assert again.folder == folder
@@ -661,7 +823,7 @@ def test_folders_that_killed_processes_left_in_the_cache_are_cleared(
     old, recent = root / ".ml-100k.x1.unpacking", root / ".ml-100k.x2.unpacking"
     for folder in (old, recent):
         (folder / "archive").mkdir(parents=True)
-    long_ago = time.time() - movielens.STALE_SECONDS - 60
+    long_ago = time.time() - cache.STALE_SECONDS - 60
     os.utime(old, (long_ago, long_ago))
     with pytest.warns(UserWarning, match="unpacked from"):
         load_movielens("ml-100k", data_dir=archive, allow_download=False)
@@ -719,7 +881,7 @@ def test_unpack_that_loses_the_race_reads_the_winners_copy(
 ) -> None:
     archive = archive_of(tmp_path, WHOLE_RATINGS)
     final = unpacked_at(isolated_cache, archive)
-    extract_zip = movielens.extract_zip
+    extract_zip = cache.extract_zip
 
     def extract_while_another_process_finishes(source: Path, target: Path) -> Path:
         unpacked = extract_zip(source, target)
@@ -727,7 +889,7 @@ def test_unpack_that_loses_the_race_reads_the_winners_copy(
         (final / "winner").touch()
         return unpacked
 
-    monkeypatch.setattr(movielens, "extract_zip", extract_while_another_process_finishes)
+    monkeypatch.setattr(cache, "extract_zip", extract_while_another_process_finishes)
     with pytest.warns(UserWarning, match="unpacked from"):
         ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
 
@@ -747,11 +909,11 @@ def test_a_copy_moved_in_while_this_process_looks_is_used(
 
     def another_process_finishes_first(path: str | os.PathLike[str]) -> bool:
         if Path(path) == final and not real_lexists(final):
-            monkeypatch.setattr(movielens.os.path, "lexists", real_lexists)
-            movielens._unpack(archive, VARIANTS["ml-100k"], final.parent)  # the other process's copy
+            monkeypatch.setattr(cache.os.path, "lexists", real_lexists)
+            cache._unpack(archive, VARIANTS["ml-100k"], final.parent)  # the other process's copy
         return real_lexists(path)
 
-    monkeypatch.setattr(movielens.os.path, "lexists", another_process_finishes_first)
+    monkeypatch.setattr(cache.os.path, "lexists", another_process_finishes_first)
     with pytest.warns(UserWarning, match="unpacked from"):
         ds = load_movielens("ml-100k", data_dir=archive, allow_download=False)
     assert ds.folder == final
@@ -832,7 +994,7 @@ def pin(monkeypatch: pytest.MonkeyPatch, data: bytes, sha256: str | None = None)
     variant = dataclasses.replace(
         VARIANTS["ml-latest-small"], size=len(data), sha256=sha256 or hashlib.sha256(data).hexdigest()
     )
-    monkeypatch.setitem(movielens.VARIANTS, "ml-latest-small", variant)
+    monkeypatch.setitem(VARIANTS, "ml-latest-small", variant)
 
 
 @pytest.mark.parametrize("damage", ["ratings gone", "manifest garbled"])
