@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import import_module
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,9 @@ class ModelEntry:
     compiled_defaults: Mapping[str, Any] | None
     # Its compiled engine samples a posterior (a SampledModel): no learning rate or penalty there.
     sampled: bool = False
+    # What tune.py searches, per engine, where it is not that engine's usual space
+    # (recsys.workflows.tune.SEARCH_SPACES): names of RunConfig fields (or y_margin) to candidates.
+    search_spaces: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
 
     def model_class(self) -> type[RatingModel]:
         """The model's class, imported on first use and checked against the interface."""
@@ -101,10 +104,12 @@ def register(
     defaults: Mapping[str, Any] | None = None,
     compiled_defaults: Mapping[str, Any] | None = None,
     sampled: bool = False,
+    search_spaces: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ModelEntry:
     """Add model `name`: its class (or "module:ClassName", imported when first built), its autograd
     `defaults` and, when the compiled engine can train it, its `compiled_defaults`; `sampled` when
-    that engine samples its posterior (a SampledModel) rather than taking steps.
+    that engine samples its posterior (a SampledModel) rather than taking steps; `search_spaces`, per
+    engine, what tune.py searches where the engine's usual space does not fit the model.
 
     A class is checked now (a TypeError if it does not implement RatingModel in full); a name taken
     is a ValueError.
@@ -121,9 +126,19 @@ def register(
         MappingProxyType(dict(defaults or {})),
         None if compiled_defaults is None else MappingProxyType(dict(compiled_defaults)),
         sampled,
+        MappingProxyType(
+            {engine: MappingProxyType(dict(space)) for engine, space in (search_spaces or {}).items()}
+        ),
     )
     _REGISTRY[name] = entry
     return entry
+
+
+def _frozen_spaces(spaces: Mapping[str, Mapping[str, Any]] | None) -> Mapping[str, Mapping[str, Any]]:
+    """Search spaces per engine, read-only."""
+    return MappingProxyType(
+        {engine: MappingProxyType(dict(space)) for engine, space in (spaces or {}).items()}
+    )
 
 
 def unregister(name: str) -> None:
@@ -141,9 +156,17 @@ def registered(
     defaults: Mapping[str, Any] | None = None,
     compiled_defaults: Mapping[str, Any] | None = None,
     sampled: bool = False,
+    search_spaces: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[ModelEntry]:
     """`register` for the length of a `with` block, then remove it again."""
-    entry = register(name, model, defaults=defaults, compiled_defaults=compiled_defaults, sampled=sampled)
+    entry = register(
+        name,
+        model,
+        defaults=defaults,
+        compiled_defaults=compiled_defaults,
+        sampled=sampled,
+        search_spaces=search_spaces,
+    )
     try:
         yield entry
     finally:
@@ -303,4 +326,6 @@ register(
     # draws the priors' strength too. Chosen by scripts/tune.py on u1.base alone (docs/findings.md).
     compiled_defaults={"epochs": 150, "n_factors": 16},
     sampled=True,
+    # On the sampler: its sweeps and the rank of each draw (no learning rate or penalty to tune).
+    search_spaces={"compiled": {"epochs": [100, 150, 200, 300], "n_factors": [5, 8, 10, 16, 20]}},
 )

@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from recsys.config import SETTINGS, check_threads, config_for, model_for
 from recsys.data.encoding import IdMap, RatingTensors
-from recsys.data.ratings_table import INTEGER_TEXT
+from recsys.data.ratings_table import INTEGER_TEXT, whole_numbers
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
 from recsys.train.memory import check_fits
@@ -247,7 +247,7 @@ def _integers(values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
         return np.ones(len(column), dtype=bool), column.to_numpy(dtype=np.int64)
     if pd.api.types.is_numeric_dtype(column.dtype):
         numbers = column.to_numpy(dtype=np.float64)
-        whole = np.isfinite(numbers) & (numbers == np.round(numbers)) & (np.abs(numbers) < 2**53)
+        whole = whole_numbers(numbers)  # NaN and inf are not
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
             raise ValueError(

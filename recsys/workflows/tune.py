@@ -22,14 +22,16 @@ from recsys.config import RunConfig, config_for
 from recsys.data.dataset import RatingsDataset, default_y_range
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError
+from recsys.models import model_entry
 from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, train_and_evaluate
 
 # The y_range's stretch beyond the rating scale (default_y_range's margin; 0.1 is fastai's (0, 5.5))
 # and the multiplier of the initial weights, searched for every trained model.
 RANGE_AND_INIT = {"y_margin": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3], "init_scale": loguniform(0.3, 10.0)}
-# What is searched, per engine: the compiled engine has no batches, optimizer, weight decay or choice
-# of schedule (its learning rate falls linearly over the epochs); only it trains ensembles (members).
+# What is searched, per engine, unless the model's registry entry names its own (bpmf's sampler): the
+# compiled engine has no batches, optimizer, weight decay or choice of schedule (its learning rate
+# falls linearly over the epochs); only it trains ensembles (members).
 SEARCH_SPACES: dict[str, dict[str, Any]] = {
     "compiled": {
         "lr": loguniform(0.02, 0.3),
@@ -49,11 +51,6 @@ SEARCH_SPACES: dict[str, dict[str, Any]] = {
         "schedule": ["one-cycle", "constant"],
         **RANGE_AND_INIT,
     },
-    # A sampled model's (bpmf's) Gibbs sweeps and rank: it has no learning rate or penalty to tune.
-    "sampled": {
-        "epochs": [100, 150, 200, 300],
-        "n_factors": [5, 8, 10, 16, 20],
-    },
 }
 # Drawn on a log scale: plotted on one.
 LOG_SCALED = ("lr", "l2", "init_scale")
@@ -68,9 +65,9 @@ class TuneResult:
     run: RunResult  # the best setting retrained on the whole training part, scored on the test part
 
 
-def search_space(model: str, engine: str) -> str:
-    """Which of SEARCH_SPACES `model` is searched over on `engine`."""
-    return "sampled" if config_for(model, engine=engine).samples else engine
+def search_space(model: str, engine: str) -> Mapping[str, Any]:
+    """What tune searches for `model` on `engine`: its registry entry's space there, else the engine's."""
+    return model_entry(model).search_spaces.get(engine) or SEARCH_SPACES[engine]
 
 
 def tune(
@@ -100,7 +97,7 @@ def tune(
     estimator = RatingRegressor(model, engine=base.engine, seed=seed, threads=threads)
     cv = KFold(folds, shuffle=True, random_state=seed)
     rows = []
-    space = SEARCH_SPACES[search_space(model, base.engine)]
+    space = search_space(model, base.engine)
     settings = ParameterSampler(space, n_iter=trials, random_state=seed)
     for number, setting in enumerate(settings, start=1):
         setting = {name: plain_value(value) for name, value in setting.items()}

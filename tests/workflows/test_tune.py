@@ -62,3 +62,12 @@ def test_poisoned_test_ratings_change_nothing_the_search_chose(
 def test_more_folds_than_training_ratings_is_a_one_line_error(tiny: RatingsDataset) -> None:
     with pytest.raises(RecsysError, match=r"^`folds` 100000: the training part of split random holds 3,200 "):
         tune(tiny, "dotbias", "random", trials=1, folds=100_000)
+
+
+def test_a_model_searches_its_engines_space_unless_its_registry_entry_names_its_own() -> None:
+    from recsys.workflows.tune import search_space
+
+    assert search_space("dotbias", "compiled") == SEARCH_SPACES["compiled"]
+    assert search_space("bpmf", "autograd") == SEARCH_SPACES["autograd"]
+    sampler = search_space("bpmf", "compiled")  # its Gibbs sampler has no learning rate or penalty
+    assert set(sampler) == {"epochs", "n_factors"}
