@@ -21,19 +21,25 @@ from recsys.models.squash import YRange, sigmoid_range, sigmoid_range_inverse
 BiasKind = Literal["explicit", "implied"]
 
 
+class ImplicitFeedback(NamedTuple):
+    """SVD++'s implicit part of a user's vector: |N(u)|^-1/2 times the sum of `factors` rows over the
+    items u rated, rated_items[rated_starts[u]:rated_starts[u + 1]]."""
+
+    factors: Tensor
+    rated_items: Tensor
+    rated_starts: Tensor
+
+
 class Factorisation(NamedTuple):
     """A model's tables when its rating is squash((user_factors[u] + implicit(u)) . item_factors[i] +
     user_bias[u] + item_bias[i]): what an engine that updates them in place (recsys.train.compiled)
-    needs. implicit(u) is SVD++'s |N(u)|^-1/2 sum of implicit_factors rows over the items u rated
-    (rated_items[rated_starts[u]:rated_starts[u + 1]]); zero for a model without implicit factors."""
+    needs. `implicit`: SVD++'s implicit feedback, None (implicit(u) zero) for a plain dot product."""
 
     user_factors: Tensor
     item_factors: Tensor
     user_bias: Tensor | None
     item_bias: Tensor | None
-    implicit_factors: Tensor | None = None
-    rated_items: Tensor | None = None
-    rated_starts: Tensor | None = None
+    implicit: ImplicitFeedback | None = None
 
 
 @dataclass(frozen=True)

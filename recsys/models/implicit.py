@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from recsys.models.base import Explanation, Factorisation, YRange
+from recsys.models.base import Explanation, Factorisation, ImplicitFeedback, YRange
 from recsys.models.dot import DotProductBias
 from recsys.models.layers import check_pair_range, embedding_table, lookup, split_pairs, take_saved_shapes
 
@@ -133,14 +133,10 @@ class SVDPlusPlus(DotProductBias):
         return user_vectors.detach(), self.item_factors.weight.detach()
 
     def factorisation(self) -> Factorisation | None:
-        return Factorisation(
-            self.user_factors.weight,
-            self.item_factors.weight,
-            self.user_bias.weight,
-            self.item_bias.weight,
-            self.implicit_factors.weight,
-            self.rated_items,
-            self.rated_starts,
+        tables = super().factorisation()
+        assert tables is not None, "dotbias's tables"
+        return tables._replace(
+            implicit=ImplicitFeedback(self.implicit_factors.weight, self.rated_items, self.rated_starts)
         )
 
     def explain(self, users: Tensor, items: Tensor) -> Explanation | None:

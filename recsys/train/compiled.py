@@ -512,9 +512,10 @@ class CompiledEpochs:
         rating_unit: float = 1.0,
     ) -> None:
         # The model's factor tables, written back after every epoch from padded working copies.
+        implicit = tables.implicit
         self.factor_tables = tuple(
             _as_array(table)
-            for table in (tables.user_factors, tables.item_factors, tables.implicit_factors)
+            for table in (tables.user_factors, tables.item_factors, implicit and implicit.factors)
             if table is not None
         )
         self.n_factors = self.factor_tables[0].shape[1]
@@ -527,11 +528,10 @@ class CompiledEpochs:
         )
         user_sums, item_sums, user_bias_sums, item_bias_sums = (_accumulator(t) for t in self.tables)
         self.accumulators = (user_sums, item_sums, user_bias_sums, item_bias_sums)
-        self.has_implicit = tables.implicit_factors is not None
-        if self.has_implicit:
-            assert tables.rated_items is not None and tables.rated_starts is not None
+        self.has_implicit = implicit is not None
+        if implicit is not None:
             implicit_factors = padded[2]
-            rated = (tables.rated_items.cpu().numpy(), tables.rated_starts.cpu().numpy())
+            rated = (implicit.rated_items.cpu().numpy(), implicit.rated_starts.cpu().numpy())
         else:
             implicit_factors = np.empty((0, padded[0].shape[1]), np.float32)
             rated = (np.empty(0, np.int64), np.empty(0, np.int64))

@@ -105,11 +105,13 @@ def test_factorisation_names_the_tables_of_dot_models_only() -> None:
         assert tables is not None
         assert tables.user_factors is model.user_factors.weight
         assert (tables.user_bias is None) == (name == "dot")
-        assert tables.implicit_factors is None
+        assert tables.implicit is None
     for name in ("linear", "embproj"):
         assert build_model(name, 3, 4, 2, (0.0, 5.5)).factorisation() is None
-    svdpp = build_model("svdpp", 3, 4, 2, (0.0, 5.5)).factorisation()
-    assert svdpp is not None and svdpp.implicit_factors is not None and svdpp.rated_starts is not None
+    model = build_model("svdpp", 3, 4, 2, (0.0, 5.5))
+    svdpp = model.factorisation()
+    assert svdpp is not None and svdpp.implicit is not None
+    assert svdpp.implicit.factors is model.implicit_factors.weight and len(svdpp.implicit.rated_starts) == 4
 
 
 def test_grid_grows_with_the_ratings() -> None:
