@@ -1,10 +1,10 @@
 """MovieLens: the variants, their file layouts, and how each is read.
 
-The CSV layout (ml-latest-small, ml-20m, ml-25m) is a set of named columns read by the reader of a
-user's own files (recsys.data.ratings_file), so a byte-order mark, quoted fields or columns in
-another order read as they do there, and a bad value is named by its line. ml-100k's tab-separated
-u.data and ml-1m/10m's "::" files are read here. Where a copy is found, or fetched and unpacked,
-is recsys.data.cache.
+The ratings of the CSV layout (ml-latest-small, ml-20m, ml-25m) and ml-100k's tab-separated u.data
+and fold files are sets of columns, named or by position, read by the reader of a user's own files
+(recsys.data.ratings_file), so a byte-order mark, quoted fields or columns in another order read as
+they do there, and a bad value is named by its line. ml-1m/10m's "::" files and ml-100k's item
+files are read here. Where a copy is found, or fetched and unpacked, is recsys.data.cache.
 """
 
 import codecs
@@ -23,6 +23,7 @@ from recsys.data.dataset import RATING_COLUMNS, FoldRows, RatingsDataset, check_
 from recsys.data.ratings_file import SNIFF_BYTES, packing, read_item_file, read_ratings_text
 from recsys.data.ratings_table import (
     ITEM_COLUMNS,
+    Where,
     item_table,
     keep_latest_duplicates,
     non_negative_integers,
@@ -118,6 +119,9 @@ ITEMS_FILE = {"100k": "u.item", "dat": "movies.dat", "csv": "movies.csv"}
 # column matches), as a user's own file is read with `columns` given.
 CSV_RATINGS = {"user": "userId", "item": "movieId", "rating": "rating", "timestamp": "timestamp"}
 CSV_ITEMS = {"item": "movieId", "title": "title", "genres": "genres"}
+# ml-100k's u.data and its fold files (u1.base ... ub.test): tab-separated, no header, these four
+# fields by position on every line.
+U_DATA_RATINGS = {"user": "1", "item": "2", "rating": "3", "timestamp": "4"}
 # How item files are read: all text, no NA values, so a title such as "1984" or "NA" stays itself.
 AS_TEXT: dict[str, Any] = {"dtype": str, "keep_default_na": False}
 
@@ -173,17 +177,15 @@ def _expect_fields(raw: pd.DataFrame, path: Path, n_fields: int, layout: str) ->
 def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.DataFrame:
     """Parse a ratings file of `layout` into the canonical table, validated against `scale`."""
     if layout == "100k":
-        raw = _read(path, sep="\t", header=None)
-        raw = _expect_fields(raw, path, 4, "user<TAB>item<TAB>rating<TAB>timestamp")
-        raw.columns = pd.Index(RATING_COLUMNS)
-    elif layout == "dat":
+        return _read_rating_columns(path, scale, U_DATA_RATINGS, "\t", header=False, fields=4)[0]
+    if layout == "dat":
         # "u::i::r::t" read as ':'-separated keeps pandas' fast C parser (a multi-char sep does not).
         raw = _expect_fields(_read(path, sep=":", header=None), path, 7, "user::item::rating::timestamp")
         if raw[[1, 3, 5]].notna().to_numpy().any():
             raise DataError(f"{path}: expected user::item::rating::timestamp on every line")
         raw = raw[[0, 2, 4, 6]].set_axis(RATING_COLUMNS, axis=1)
     elif layout == "csv":
-        return _read_csv_ratings(path, scale)
+        return _read_rating_columns(path, scale, CSV_RATINGS, ",", header=True)[0]
     else:
         raise ValueError(f"unknown layout {layout!r}")
     numeric = raw[RATING_COLUMNS]
@@ -197,10 +199,20 @@ def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.Data
     return keep_latest_duplicates(ratings_frame(user, item, numeric["rating"].to_numpy(), timestamp), path)
 
 
-def _read_csv_ratings(path: Path, scale: tuple[float, float]) -> pd.DataFrame:
-    """ratings.csv, read as a user's own file with its columns named; its ids non-negative integers
-    and its ratings on the variant's scale, a bad value named by its line."""
-    raw, n, where = read_ratings_text(path, CSV_RATINGS, ",", True)  # each named column, or an error
+def _read_rating_columns(
+    path: Path,
+    scale: tuple[float, float],
+    columns: Mapping[str, str],
+    sep: str,
+    *,
+    header: bool,
+    fields: int | None = None,
+) -> tuple[pd.DataFrame, int, Where]:
+    """A ratings file read as a user's own file with its `columns` named (by position where it has
+    no header); its ids non-negative integers and its ratings on the variant's scale, a bad value
+    named by its line. Also the count of rows read (before duplicate pairs are dropped), and how a
+    row is named."""
+    raw, n, where = read_ratings_text(path, columns, sep, header, fields=fields, integer_ids=True)
     table, _ = ratings_table(
         raw,
         n,
@@ -210,7 +222,7 @@ def _read_csv_ratings(path: Path, scale: tuple[float, float]) -> pd.DataFrame:
         integer_ids=True,
         scale_name=f"the scale {scale[0]:g}-{scale[1]:g}",
     )
-    return table
+    return table, n, where
 
 
 def read_items(folder: Path, layout: str) -> pd.DataFrame:
@@ -305,7 +317,7 @@ class PredefinedFolds(Mapping[str, FoldRows]):
     def _rows(self, name: str) -> np.ndarray:
         """Positions in the ratings of the rows file `name` lists; a row u.data lacks is an error."""
         path = self._folder / name
-        part = read_ratings(path, "100k", self._scale)
+        part, n, where = _read_rating_columns(path, self._scale, U_DATA_RATINGS, "\t", header=False, fields=4)
         if self._by_pair is None:
             user, item = self._ratings["user"].to_numpy(), self._ratings["item"].to_numpy()
             by_pair = np.lexsort((item, user))
@@ -326,9 +338,12 @@ class PredefinedFolds(Mapping[str, FoldRows]):
             self._ratings["rating"].to_numpy()[rows] == part["rating"].to_numpy()
         )
         if not same.all():
-            line = int(np.flatnonzero(~same)[0])
+            row = int(np.flatnonzero(~same)[0])
+            pair = f"user {part['user'].iat[row]}, item {part['item'].iat[row]}"
+            # A row's line is known while no duplicate pair was dropped (the reader warned of any).
+            place = f"on {where(row)} ({pair})" if len(part) == n else f"of {pair}"
             raise DataError(
-                f"{path}: the rating in row {line + 1} is not in {RATINGS_FILE['100k']} "
+                f"{path}: the rating {place} is not in {RATINGS_FILE['100k']} "
                 "(a fold file from another copy of ml-100k?)"
             )
         return rows

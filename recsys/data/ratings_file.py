@@ -131,6 +131,9 @@ def read_item_file(path: Path) -> tuple[pd.DataFrame, Where]:
         frame, where = _read_parquet_columns(path, None), row_of_frame
     else:
         layout = sniff(path, None, None, None)
+        twice = [name for j, name in enumerate(layout.names) if name in layout.names[:j]]
+        if twice:  # every column is read, each by its name
+            raise DataError(f"{path}: column {twice[0]!r} appears more than once")
         frame, where = _read_text(path, layout, layout.names, as_text=True), _LineFinder(path, layout)
     return pd.DataFrame(_as_pandas(frame)), where
 
@@ -319,15 +322,30 @@ def _text_columns(layout: TextLayout, columns: Mapping[str, str] | None, source:
 
 
 def read_ratings_text(
-    path: Path, columns: Mapping[str, str] | None, sep: str | None, header: bool | None
+    path: Path,
+    columns: Mapping[str, str] | None,
+    sep: str | None,
+    header: bool | None,
+    *,
+    fields: int | None = None,
+    integer_ids: bool = False,
 ) -> tuple[dict[str, pd.Series | None], int, Where]:
     """The rating fields' columns of a text file (`columns`, `sep` and `header` where given, else
-    found), the row count, and how a row is named: its line in the file."""
+    found), the row count, and how a row is named: its line in the file. `fields`: the number of
+    fields every line must have (a fixed layout's, such as ml-100k's u.data), else any.
+    `integer_ids`: the ids and timestamps are integers (MovieLens'), read as such without inferring
+    the columns' types from the first rows (a value that is not one means a re-read as text)."""
     layout = sniff(path, sep, header, columns)
+    if fields is not None and len(layout.names) != fields:  # later lines are checked as they are read
+        raise DataError(
+            f"{path}: line {layout.skip + 1} has {len(layout.names)} fields; expected {fields}, "
+            f"separated by {SEPARATORS.get(layout.sep, repr(layout.sep))}"
+        )
     found = _text_columns(layout, columns, str(path))
     wanted = list(dict.fromkeys(found.values()))
+    integers = [found[field] for field in ("user", "item", "timestamp") if integer_ids and field in found]
     try:  # ratings straight into float32: the table's type, and half the memory of float64
-        frame = _read_text(path, layout, wanted, as_text=False, float32=found["rating"])
+        frame = _read_text(path, layout, wanted, as_text=False, float32=found["rating"], int64=integers)
     except _ConversionError:  # a column's type changes past the rows polars inferred it from
         frame = _read_text(path, layout, wanted, as_text=True)
     return _raw_columns(frame, found, _LineFinder(path, layout))
@@ -375,11 +393,17 @@ def _polars_source(path: Path, layout: TextLayout) -> str | io.BytesIO:
 
 
 def _read_text(
-    path: Path, layout: TextLayout, wanted: list[str], *, as_text: bool, float32: str | None = None
+    path: Path,
+    layout: TextLayout,
+    wanted: list[str],
+    *,
+    as_text: bool,
+    float32: str | None = None,
+    int64: Iterable[str] = (),
 ) -> pl.DataFrame:
     """polars' CSV reader over the `wanted` columns (all as text where `as_text`; column `float32` as
-    float32), lines of nothing but separators dropped; every failure one line naming the file (and
-    the line)."""
+    float32, those of `int64` as int64), lines of nothing but separators dropped; every failure one
+    line naming the file (and the line)."""
     positions = sorted(layout.names.index(name) for name in wanted)
     polars_names = layout.names if layout.header else _headerless_names(len(layout.names))
     types: dict[str, Any] = {}
@@ -387,6 +411,8 @@ def _read_text(
         types = {polars_names[layout.names.index(name)]: pl.String for name in layout.zero_led & set(wanted)}
         if float32 is not None and float32 not in layout.zero_led:
             types[polars_names[layout.names.index(float32)]] = pl.Float32
+        for name in set(int64) - layout.zero_led:
+            types[polars_names[layout.names.index(name)]] = pl.Int64
     try:
         frame = pl.read_csv(
             _polars_source(path, layout),
@@ -394,7 +420,9 @@ def _read_text(
             columns=positions,
             separator=layout.sep,
             skip_lines=layout.skip,
-            infer_schema=not as_text,
+            # Where every wanted column has its type, inferring them (10,000 rows) would cost more
+            # than reading a small file such as ml-100k's.
+            infer_schema=not as_text and len(types) < len(wanted),
             infer_schema_length=INFER_ROWS,
             schema_overrides=types or None,
             raise_if_empty=False,

@@ -435,13 +435,16 @@ def ratings_table(
     scale_name: str | None = None,
 ) -> tuple[pd.DataFrame, tuple[float, float]]:
     """The canonical ratings table (user, item, rating, timestamp) from raw columns, and its scale.
-    `integer_ids`: every id must be a non-negative integer (MovieLens'); `scale_name` as for
-    `rating_scale`."""
+    `integer_ids`: every id and timestamp must be a non-negative integer (MovieLens'); `scale_name`
+    as for `rating_scale`."""
     if n == 0:
         raise DataError(f"{source}: no ratings in file")
     if integer_ids:
         user = non_negative_integers(raw["user"], "user id", source, where)  # type: ignore[arg-type]
         item = non_negative_integers(raw["item"], "item id", source, where)  # type: ignore[arg-type]
+        if raw.get("timestamp") is not None:  # seconds since 1970, not dates or fractions
+            seconds = non_negative_integers(raw["timestamp"], "timestamp", source, where)  # type: ignore[arg-type]
+            raw = {**raw, "timestamp": pd.Series(seconds, copy=False)}
     else:
         user = ids(raw["user"], "user", source, where)  # type: ignore[arg-type]
         item = ids(raw["item"], "item", source, where)  # type: ignore[arg-type]

@@ -225,16 +225,29 @@ BAD_CASES: dict[str, str | None] = {
     "missing field": "row 2",
     "extra field": None,  # any message, as long as it is a DataError naming the file
 }
-# ratings.csv is read as a user's own file is: a bad value is named by its line (the header is line 1).
-CSV_BAD_CASES = {
-    **BAD_CASES,
-    "non-numeric rating": "rating 'four' on line 3 is not a number",
-    "rating above scale": "rating 6 on line 3 is outside the scale 0.5-5",
-    "rating below scale": "rating 0 on line 3 is outside the scale 0.5-5",
-    "non-integer user": "user id 1.5 on line 3 is not a non-negative integer",
-    "non-integer item": "item id 10.5 on line 3 is not a non-negative integer",
-    "missing field": "missing timestamp on line 3",
-    "extra field": "line 3 has 5 fields; expected 4, separated by comma",
+# ratings.csv and u.data are read as a user's own file is: a bad value is named by its line (in
+# ratings.csv the header is line 1), as the file spells it.
+LINE_BAD_CASES = {
+    "100k": {
+        **BAD_CASES,
+        "non-numeric rating": "rating 'four' on line 2 is not a number",
+        "rating above scale": "rating 6 on line 2 is outside the scale 1-5",
+        "rating below scale": "rating 0 on line 2 is outside the scale 1-5",
+        "non-integer user": "user id '1.5' on line 2 is not a non-negative integer",
+        "non-integer item": "item id '10.5' on line 2 is not a non-negative integer",
+        "missing field": "missing timestamp on line 2",
+        "extra field": "line 2 has 5 fields; expected 4, separated by tab",
+    },
+    "csv": {
+        **BAD_CASES,
+        "non-numeric rating": "rating 'four' on line 3 is not a number",
+        "rating above scale": "rating 6 on line 3 is outside the scale 0.5-5",
+        "rating below scale": "rating 0 on line 3 is outside the scale 0.5-5",
+        "non-integer user": "user id '1.5' on line 3 is not a non-negative integer",
+        "non-integer item": "item id '10.5' on line 3 is not a non-negative integer",
+        "missing field": "missing timestamp on line 3",
+        "extra field": "line 3 has 5 fields; expected 4, separated by comma",
+    },
 }
 
 
@@ -244,7 +257,7 @@ def test_bad_ratings_file_is_a_data_error_naming_it(tmp_path: Path, layout: str,
     folder = tmp_path / "ds"
     path = write_bad_ratings(folder, layout, case)
 
-    with pytest.raises(DataError, match=(CSV_BAD_CASES if layout == "csv" else BAD_CASES)[case]) as err:
+    with pytest.raises(DataError, match=LINE_BAD_CASES.get(layout, BAD_CASES)[case]) as err:
         read_folder("x", folder, layout, LAYOUT_SCALE[layout])
 
     message = str(err.value)
@@ -415,6 +428,10 @@ BAD_ITEM_FILES: dict[str, tuple[str, str, list[str], str]] = {
     "movies.csv extra field": (
         "csv", "movies.csv", ["movieId,title,genres", "10,A,Drama,x"], "line 2 has 4 fields; expected 3"
     ),
+    "movies.csv repeated column": (  # found by hypothesis: polars was asked for one column twice
+        "csv", "movies.csv", ["movieId,movieId,title,genres", "1,A,Comedy"],
+        "column 'movieId' appears more than once",
+    ),
 }  # fmt: skip
 
 
@@ -469,11 +486,11 @@ def test_no_duplicates_no_warning(tmp_path: Path, recwarn: pytest.WarningsRecord
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("inf\t2\t3\t4", "user id inf on row 1"),
-        ("-5\t2\t3\t4", "user id -5 on row 1"),
-        ("9223372036854775808\t2\t3\t4", "user id 9.2"),
-        ("1\t2\t3\t1.9", "timestamp 1.9 on row 1"),
-        ("1\t2\t3\t1e30", "timestamp 1e\\+30 on row 1"),
+        ("inf\t2\t3\t4", "user id 'inf' on line 1"),
+        ("-5\t2\t3\t4", "user id -5 on line 1"),
+        ("9223372036854775808\t2\t3\t4", "user id '9223372036854775808' on line 1"),
+        ("1\t2\t3\t1.9", "timestamp '1.9' on line 1"),
+        ("1\t2\t3\t1e30", "timestamp '1e30' on line 1"),
     ],
 )
 def test_ids_and_timestamps_must_be_non_negative_integers(tmp_path: Path, line: str, message: str) -> None:
@@ -501,11 +518,9 @@ PACKED: dict[str, tuple[Callable[[bytes], bytes], str]] = {
     "zstd": (lambda data: b"\x28\xb5\x2f\xfd" + data, "zstd-compressed"),  # only the magic is checked
     "zip": (lambda data: zip_bytes({"ratings": data}), "a zip archive"),
 }
-# The files of the layouts read here; the CSV layout's are read as a user's own files are.
-DATA_FILES = [(layout, RATINGS_FILE[layout]) for layout in ("100k", "dat")] + [
-    ("100k", "u.item"), ("100k", "u.genre"), ("dat", "movies.dat"),
-]  # fmt: skip
-CSV_FILES = ["ratings.csv", "movies.csv"]
+# The files of the layouts read here; the CSV layout's and u.data are read as a user's own files are.
+DATA_FILES = [("dat", "ratings.dat"), ("100k", "u.item"), ("100k", "u.genre"), ("dat", "movies.dat")]
+OWN_READER_FILES = [("csv", "ratings.csv"), ("csv", "movies.csv"), ("100k", "u.data")]
 
 
 @pytest.mark.parametrize(("layout", "name"), DATA_FILES)
@@ -522,49 +537,53 @@ def test_compressed_file_says_so(tmp_path: Path, layout: str, name: str, packer:
     assert str(err.value) == f"{path}: is {what}; expected a plain-text file (unpack it first)"
 
 
-@pytest.mark.parametrize("name", CSV_FILES)
+@pytest.mark.parametrize(("layout", "name"), OWN_READER_FILES)
 @pytest.mark.parametrize("packer", ["gzip", "bzip2", "xz"])
-def test_compressed_csv_layout_file_is_read(tmp_path: Path, name: str, packer: str) -> None:
-    folder = write_dataset(tmp_path / "ds", "csv", HALF_RATINGS)
+def test_compressed_own_reader_file_is_read(tmp_path: Path, layout: str, name: str, packer: str) -> None:
+    rows = HALF_RATINGS if layout == "csv" else WHOLE_RATINGS
+    folder = write_dataset(tmp_path / "ds", layout, rows)
     path = folder / name
     path.write_bytes(PACKED[packer][0](path.read_bytes()))
 
-    ds = read_folder("x", folder, "csv", (0.5, 5))
+    ds = read_folder("x", folder, layout, LAYOUT_SCALE[layout])
 
-    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(HALF_RATINGS))
-    assert ds.items["title"].tolist() == [
-        "Lighthouse, The (1995)",
-        "Plain (1999)",
-        "Brackets: and, commas (2003)",
-    ]
+    pd.testing.assert_frame_equal(ds.ratings, expected_ratings(rows))
+    if layout == "csv":
+        assert ds.items["title"].tolist() == [
+            "Lighthouse, The (1995)",
+            "Plain (1999)",
+            "Brackets: and, commas (2003)",
+        ]
 
 
-@pytest.mark.parametrize("name", CSV_FILES)
+@pytest.mark.parametrize(("layout", "name"), OWN_READER_FILES)
 @pytest.mark.parametrize(
     ("packer", "message"),
     [("zip", "is a zip archive; unpack it first"), ("zstd", "cannot decompress it as zstd")],
 )
-def test_unreadable_packed_csv_layout_file_says_so(
-    tmp_path: Path, name: str, packer: str, message: str
+def test_unreadable_packed_own_reader_file_says_so(
+    tmp_path: Path, layout: str, name: str, packer: str, message: str
 ) -> None:
-    folder = write_dataset(tmp_path / "ds", "csv", [GOOD])
+    folder = write_dataset(tmp_path / "ds", layout, [GOOD])
     path = folder / name
     path.write_bytes(PACKED[packer][0](path.read_bytes()))
 
     with pytest.raises(DataError, match=message) as err:
-        read_folder("x", folder, "csv", (0.5, 5))
+        read_folder("x", folder, layout, LAYOUT_SCALE[layout])
     assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize(("layout", "name"), DATA_FILES + [("csv", name) for name in CSV_FILES])
+@pytest.mark.parametrize(("layout", "name"), DATA_FILES + OWN_READER_FILES)
 @pytest.mark.parametrize(
     "body",
     [b"1\t10\t4\x00\x00\x00\n", b"\xff\xfe1\x00,\x001\x00\n\x00", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"],
     ids=["nul", "utf-16", "png"],
 )
 def test_binary_file_is_not_a_text_file(tmp_path: Path, layout: str, name: str, body: bytes) -> None:
-    if layout == "csv" and body.startswith(b"\xff\xfe"):
-        pytest.skip("UTF-16 with a byte-order mark is text to the CSV layout's reader (Excel's Unicode text)")
+    if (layout, name) in OWN_READER_FILES and body.startswith(b"\xff\xfe"):
+        pytest.skip(
+            "UTF-16 with a byte-order mark is text to a user's own file's reader (Excel's Unicode text)"
+        )
     folder = write_dataset(tmp_path / "ds", layout, [GOOD])
     path = folder / name
     path.write_bytes(body)
@@ -575,7 +594,7 @@ def test_binary_file_is_not_a_text_file(tmp_path: Path, layout: str, name: str, 
     assert str(err.value) == f"{path}: is not a text file (it holds NUL bytes)"
 
 
-@pytest.mark.parametrize("layout", ["100k", "dat"])
+@pytest.mark.parametrize("layout", ["dat"])
 @pytest.mark.parametrize("at", ["start", "past the first 64 KiB"])
 def test_undecodable_ratings_file_is_not_a_text_file(tmp_path: Path, layout: str, at: str) -> None:
     folder = write_dataset(tmp_path / "ds", layout, [GOOD])
@@ -592,23 +611,29 @@ def test_undecodable_ratings_file_is_not_a_text_file(tmp_path: Path, layout: str
     assert message.isprintable()
 
 
+@pytest.mark.parametrize("layout", ["csv", "100k"])
 @pytest.mark.parametrize(
     ("at", "message"),
     [
         # Not UTF-8 from the start: read as Latin-1, as a user's own file is, and the bad id named.
-        ("start", "item id '1\u00e9\u00ff0' on line 3 is not a non-negative integer"),
-        ("past the first 64 KiB", "line 5002 is not UTF-8 text, though the file's first 64 KB are"),
+        ("start", "item id '1\u00e9\u00ff0' on line {line} is not a non-negative integer"),
+        ("past the first 64 KiB", "line {line} is not UTF-8 text, though the file's first 64 KB are"),
     ],
 )
-def test_undecodable_csv_ratings_file_names_the_line(tmp_path: Path, at: str, message: str) -> None:
-    folder = write_dataset(tmp_path / "ds", "csv", [GOOD])
-    path = folder / "ratings.csv"
-    good = ratings_text("csv", [GOOD]).encode()
-    padding = ratings_text("csv", [GOOD] * 5_000).encode().removeprefix(good) if at != "start" else b""
-    path.write_bytes(good + padding + b"2,1\xe9\xff0,4,1000000002\n")
+def test_undecodable_own_reader_ratings_file_names_the_line(
+    tmp_path: Path, layout: str, at: str, message: str
+) -> None:
+    folder = write_dataset(tmp_path / "ds", layout, [GOOD])
+    path = folder / RATINGS_FILE[layout]
+    good = ratings_text(layout, [GOOD]).encode()
+    padding = ratings_text(layout, [GOOD] * 5_000).encode().removeprefix(good) if at != "start" else b""
+    sep = SEPARATOR[layout].encode()
+    path.write_bytes(good + padding + sep.join([b"2", b"1\xe9\xff0", b"4", b"1000000002"]) + b"\n")
+    header = 1 if layout == "csv" else 0
+    line = header + 2 + (5_000 - 1 if at != "start" else 0)
 
-    with pytest.raises(DataError, match=message) as err:
-        read_folder("x", folder, "csv", (0.5, 5))
+    with pytest.raises(DataError, match=message.format(line=line)) as err:
+        read_folder("x", folder, layout, LAYOUT_SCALE[layout])
     assert str(err.value).startswith(f"{path}: ") and str(err.value).isprintable()
 
 

@@ -51,10 +51,61 @@ def test_a_fold_is_read_only_when_asked_for(tmp_path: Path) -> None:
 def test_a_fold_row_missing_from_the_ratings_is_named(tmp_path: Path) -> None:
     stranger = (2, 20, 3, 105)
     dataset = load_movielens("ml-100k", _folder(tmp_path, ROWS[:3], [stranger]), allow_download=False)
-    with pytest.raises(DataError, match=r"u1\.test: the rating in row 1 is not in u\.data"):
+    with pytest.raises(
+        DataError, match=r"u1\.test: the rating on line 1 \(user 2, item 20\) is not in u\.data"
+    ):
         make_split(dataset, "u1")
     changed = (2, 30, 5, 104)  # the pair is there, with another rating
     (tmp_path / "b").mkdir()
     other = load_movielens("ml-100k", _folder(tmp_path / "b", ROWS[:3], [changed]), allow_download=False)
     with pytest.raises(DataError, match=r"not in u\.data"):
         make_split(other, "u1")
+
+
+def test_a_bad_value_in_u_data_is_named_by_its_line(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, ROWS[:3], ROWS[3:])
+    (folder / "u.data").write_text(_tsv(ROWS[:2]) + "2\tten\t5\t103\n" + _tsv(ROWS[2:]))
+    with pytest.raises(DataError, match=r"u\.data: item id 'ten' on line 3 is not a non-negative integer"):
+        load_movielens("ml-100k", folder, allow_download=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_tsv(ROWS[:2]) + "1\t20\t7\t102\n", r"u1\.base: rating 7 on line 3 is outside the scale 1-5"),
+        (
+            _tsv(ROWS[:1]) + "\n-2\t10\t5\t103\n",
+            r"u1\.base: user id -2 on line 3 is not a non-negative integer",
+        ),
+        (
+            _tsv(ROWS[:1]) + "2\t10\t5\t103\t9\n",
+            r"u1\.base: line 2 has 5 fields; expected 4, separated by tab",
+        ),
+        ("1\t10\t4\t101\t9\n", r"u1\.base: line 1 has 5 fields; expected 4, separated by tab"),
+        (
+            _tsv(ROWS[:1]) + "\n2\t20\t3\t105\n",
+            r"u1\.base: the rating on line 3 \(user 2, item 20\) is not in",
+        ),
+    ],
+    ids=[
+        "rating off the scale",
+        "negative id after a blank line",
+        "extra field",
+        "extra field first",
+        "stranger",
+    ],
+)
+def test_a_bad_value_in_a_fold_file_is_named_by_its_line(tmp_path: Path, text: str, message: str) -> None:
+    dataset = load_movielens("ml-100k", _folder(tmp_path, ROWS[:3], ROWS[3:]), allow_download=False)
+    (dataset.folder / "u1.base").write_text(text)
+    with pytest.raises(DataError, match=message) as err:
+        make_split(dataset, "u1")
+    assert "\n" not in str(err.value)
+
+
+def test_a_stranger_after_a_dropped_duplicate_is_named_by_its_pair(tmp_path: Path) -> None:
+    dataset = load_movielens("ml-100k", _folder(tmp_path, ROWS[:3], ROWS[3:]), allow_download=False)
+    (dataset.folder / "u1.base").write_text(_tsv([ROWS[0], ROWS[0], (2, 20, 3, 105)]))
+    with pytest.warns(UserWarning, match="1 duplicate"), pytest.raises(DataError) as err:
+        make_split(dataset, "u1")
+    assert "u1.base: the rating of user 2, item 20 is not in u.data" in str(err.value)
