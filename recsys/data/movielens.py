@@ -3,8 +3,9 @@
 The ratings of the CSV layout (ml-latest-small, ml-20m, ml-25m) and ml-100k's tab-separated u.data
 and fold files are sets of columns, named or by position, read by the reader of a user's own files
 (recsys.data.ratings_file), so a byte-order mark, quoted fields or columns in another order read as
-they do there, and a bad value is named by its line. ml-1m/10m's "::" files and ml-100k's item
-files are read here. Where a copy is found, or fetched and unpacked, is recsys.data.cache.
+they do there, and a bad value is named by its line; ml-1m/10m's ratings.dat too, its "::" read
+as one character. movies.dat and ml-100k's item files are read here, a bad value also named by its
+line. Where a copy is found, or fetched and unpacked, is recsys.data.cache.
 """
 
 import codecs
@@ -19,13 +20,12 @@ import pandas as pd
 
 from recsys.data.cache import GROUPLENS_URL, local_copy
 from recsys.data.columns import ITEM_FIELDS, find_columns
-from recsys.data.dataset import RATING_COLUMNS, FoldRows, RatingsDataset, check_ratings, ratings_frame
+from recsys.data.dataset import FoldRows, RatingsDataset
 from recsys.data.ratings_file import SNIFF_BYTES, packing, read_item_file, read_ratings_text
 from recsys.data.ratings_table import (
     ITEM_COLUMNS,
     Where,
     item_table,
-    keep_latest_duplicates,
     non_negative_integers,
     pair_keys,
     ratings_table,
@@ -122,6 +122,14 @@ CSV_ITEMS = {"item": "movieId", "title": "title", "genres": "genres"}
 # ml-100k's u.data and its fold files (u1.base ... ub.test): tab-separated, no header, these four
 # fields by position on every line.
 U_DATA_RATINGS = {"user": "1", "item": "2", "rating": "3", "timestamp": "4"}
+# Each layout's ratings file: its columns, separator, and whether it has a header. ml-1m/10m's
+# ratings.dat is u.data's four fields joined by "::", each read as one character (the reader's
+# STAND_IN) so polars' fast reader splits it.
+RATINGS_LAYOUT: dict[str, tuple[Mapping[str, str], str, bool]] = {
+    "100k": (U_DATA_RATINGS, "\t", False),
+    "dat": (U_DATA_RATINGS, "::", False),
+    "csv": (CSV_RATINGS, ",", True),
+}
 # How item files are read: all text, no NA values, so a title such as "1984" or "NA" stays itself.
 AS_TEXT: dict[str, Any] = {"dtype": str, "keep_default_na": False}
 
@@ -167,6 +175,20 @@ def _read(path: Path, **read_csv_args: Any) -> pd.DataFrame:
         raise DataError(f"{path}: cannot parse ({message})") from None
 
 
+def _line_of_row(path: Path, encoding: str) -> Where:
+    """How a row of a table pandas read from `path` is named: its line in the file, found by reading
+    the file again (only for a message), the blank lines pandas skips counted."""
+
+    def where(row: int) -> str:
+        with path.open(encoding=encoding) as file:  # "\n", "\r\n" and "\r" end a line, as for pandas
+            kept = (number for number, line in enumerate(file, start=1) if line.strip(" \t\r\n"))
+            return next(
+                (f"line {number}" for index, number in enumerate(kept) if index == row), row_of_frame(row)
+            )
+
+    return where
+
+
 def _expect_fields(raw: pd.DataFrame, path: Path, n_fields: int, layout: str) -> pd.DataFrame:
     """Reject a table whose rows do not have exactly `n_fields` fields (pandas pads short rows)."""
     if raw.shape[1] != n_fields:
@@ -176,27 +198,10 @@ def _expect_fields(raw: pd.DataFrame, path: Path, n_fields: int, layout: str) ->
 
 def read_ratings(path: Path, layout: str, scale: tuple[float, float]) -> pd.DataFrame:
     """Parse a ratings file of `layout` into the canonical table, validated against `scale`."""
-    if layout == "100k":
-        return _read_rating_columns(path, scale, U_DATA_RATINGS, "\t", header=False, fields=4)[0]
-    if layout == "dat":
-        # "u::i::r::t" read as ':'-separated keeps pandas' fast C parser (a multi-char sep does not).
-        raw = _expect_fields(_read(path, sep=":", header=None), path, 7, "user::item::rating::timestamp")
-        if raw[[1, 3, 5]].notna().to_numpy().any():
-            raise DataError(f"{path}: expected user::item::rating::timestamp on every line")
-        raw = raw[[0, 2, 4, 6]].set_axis(RATING_COLUMNS, axis=1)
-    elif layout == "csv":
-        return _read_rating_columns(path, scale, CSV_RATINGS, ",", header=True)[0]
-    else:
+    if layout not in RATINGS_LAYOUT:
         raise ValueError(f"unknown layout {layout!r}")
-    numeric = raw[RATING_COLUMNS]
-    if not all(pd.api.types.is_numeric_dtype(dtype) for dtype in numeric.dtypes):
-        numeric = numeric.apply(pd.to_numeric, errors="coerce")
-    check_ratings(numeric, path, scale)
-    user, item, timestamp = (
-        non_negative_integers(numeric[column], what, str(path), row_of_frame)
-        for column, what in (("user", "user id"), ("item", "item id"), ("timestamp", "timestamp"))
-    )
-    return keep_latest_duplicates(ratings_frame(user, item, numeric["rating"].to_numpy(), timestamp), path)
+    columns, sep, header = RATINGS_LAYOUT[layout]
+    return _read_rating_columns(path, scale, columns, sep, header=header, fields=None if header else 4)[0]
 
 
 def _read_rating_columns(
@@ -228,13 +233,14 @@ def _read_rating_columns(
 def read_items(folder: Path, layout: str) -> pd.DataFrame:
     """Parse item titles and genres ('|'-joined) for `layout` from `folder`."""
     path = folder / ITEMS_FILE[layout]
+    where: Where
     if layout == "100k":
-        items = _read_100k_items(path, _read_genres(folder / "u.genre"))
+        items, where = _read_100k_items(path, _read_genres(folder / "u.genre")), _line_of_row(path, "latin-1")
     elif layout == "dat":
-        items = _read_dat_items(path)
+        items, where = _read_dat_items(path), _line_of_line
     else:
         return _read_csv_items(path)
-    items["item"] = non_negative_integers(items["item"], "item id", str(path), row_of_frame)
+    items["item"] = non_negative_integers(items["item"], "item id", str(path), where)
     return items
 
 
@@ -253,7 +259,8 @@ def _read_genres(path: Path) -> list[str]:
     raw = _expect_fields(raw, path, 2, "name|index")
     for row, index in enumerate(raw[1]):
         if index != str(row):
-            raise DataError(f"{path}: genre index {_shown(index)} in row {row + 1} should be {row}")
+            place = _line_of_row(path, "latin-1")(row)
+            raise DataError(f"{path}: genre index {_shown(index)} on {place} should be {row}")
     return raw[0].tolist()
 
 
@@ -269,15 +276,20 @@ def _read_100k_items(path: Path, genre_names: list[str]) -> pd.DataFrame:
     bad = np.argwhere(~np.isin(flags, (0, 1)))
     if len(bad):
         row, column = bad[0]
-        raise DataError(
-            f"{path}: genre flag {_shown(raw.iat[row, 5 + column])} in row {row + 1} is not 0 or 1"
-        )
+        place = _line_of_row(path, "latin-1")(int(row))
+        raise DataError(f"{path}: genre flag {_shown(raw.iat[row, 5 + column])} on {place} is not 0 or 1")
     genres = ["|".join(g for g, on in zip(genre_names, row, strict=True) if on) for row in flags == 1]
     return pd.DataFrame({"item": raw[0], "title": raw[1], "genres": genres})
 
 
+def _line_of_line(row: int) -> str:
+    """A row of movies.dat named by its line: each line is a row (a blank one is refused)."""
+    return f"line {row + 1}"
+
+
 def _read_dat_items(path: Path) -> pd.DataFrame:
-    """Items of movies.dat, split by hand: a title may hold the ':' pandas would split on."""
+    """Items of movies.dat, split by hand: a title may hold the ':' pandas would split on, and a '"'
+    that is part of it, not a quote."""
     _check_text(path, "latin-1")
     with path.open(encoding="latin-1") as file:
         rows = [line.rstrip("\n").split("::", 2) for line in file]

@@ -50,6 +50,10 @@ PACKINGS: dict[bytes, tuple[str | None, str]] = {
 }
 PARQUET_MAGIC = b"PAR1"
 SEPARATORS = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
+# What a separator of more than one character (MovieLens' "::"), which polars cannot split on, is
+# turned into before polars reads the file: a control character text does not hold (a file that
+# holds it is refused, its line named).
+STAND_IN = "\x1f"
 SNIFF_BYTES = 1 << 16
 SAMPLE_LINES = 50
 # Rows polars looks at to choose a column's type; a value that does not fit later means a re-read as text.
@@ -74,6 +78,14 @@ class TextLayout:
     skip: int = 0
     # Columns with a value such as "0345391802" in the first lines: read as text, so ids keep their zeros.
     zero_led: frozenset[str] = frozenset()
+    # The separator as the file spells it where it is more than one character (MovieLens' "::"): each
+    # is read as `sep` (STAND_IN).
+    joined: str | None = None
+
+    @property
+    def sep_name(self) -> str:
+        """The separator as a message names it: "tab", "comma", or as the file spells it."""
+        return SEPARATORS.get(self.sep, repr(self.joined or self.sep))
 
 
 def load_ratings(
@@ -171,7 +183,8 @@ def _opened(path: Path, compression: str | None) -> Iterator[IO[bytes]]:
 
 
 def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str, str] | None) -> TextLayout:
-    """The layout of a text table, from its first lines; `sep` and `header` where given."""
+    """The layout of a text table, from its first lines; `sep` and `header` where given (`sep` of more
+    than one character only from this package's own readers, such as MovieLens' "::")."""
     codec, packed = packing(_first_bytes(path, 8)) or (None, None)
     if packed is not None and codec is None:
         raise DataError(f"{path}: is {packed}; unpack it first")
@@ -199,6 +212,12 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
             f"{path}: its lines end in a lone carriage return (classic Mac OS); save it with \\n or "
             "\\r\\n line ends"
         )
+    joined = None
+    if sep is not None and len(sep) > 1:
+        joined, sep = sep, STAND_IN
+        if STAND_IN in text:
+            _refuse_stand_in(path, text.count("\n", 0, text.index(STAND_IN)) + 1)
+        text = text.replace(joined, sep)
     physical = text.split("\n")  # polars, like the line numbers, ends lines at "\n" only
     skip = 0
     for line in physical:
@@ -214,7 +233,9 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         problem = "no table in it, only # comment lines" if commented else "file is empty"
         raise DataError(f"{path}: {problem}")
     if sep is not None and len(_fields(lines[0], sep)) == 1:
-        raise DataError(f"{path}: `sep` {sep!r} does not split its first line ({lines[0][:60]!r})")
+        first_line = lines[0] if joined is None else lines[0].replace(sep, joined)
+        shown = joined or sep
+        raise DataError(f"{path}: `sep` {shown!r} does not split its first line ({first_line[:60]!r})")
     sep = sep or _separator(lines, path)
     first = [_unquoted(field) for field in _fields(lines[0], sep)]
     if header is None:
@@ -224,7 +245,13 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     zero_led = frozenset(
         name for j, name in enumerate(names) if any(_zero_led(row[j]) for row in rows if j < len(row))
     )
-    return TextLayout(compression, encoding, sep, header, names, skip, zero_led)
+    return TextLayout(compression, encoding, sep, header, names, skip, zero_led, joined)
+
+
+def _refuse_stand_in(path: Path, line: int) -> None:
+    """Refuse a file whose fields are joined by a separator of more than one character and that holds
+    STAND_IN itself (first on `line`), which would be read as a separator."""
+    raise DataError(f"{path}: line {line} holds the control character {STAND_IN!r}; remove it")
 
 
 def _records(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
@@ -339,7 +366,7 @@ def read_ratings_text(
     if fields is not None and len(layout.names) != fields:  # later lines are checked as they are read
         raise DataError(
             f"{path}: line {layout.skip + 1} has {len(layout.names)} fields; expected {fields}, "
-            f"separated by {SEPARATORS.get(layout.sep, repr(layout.sep))}"
+            f"separated by {layout.sep_name}"
         )
     found = _text_columns(layout, columns, str(path))
     wanted = list(dict.fromkeys(found.values()))
@@ -382,13 +409,19 @@ class _ConversionError(Exception):
 
 
 def _polars_source(path: Path, layout: TextLayout) -> str | io.BytesIO:
-    """The path where polars can read the file itself, else its text decompressed and as UTF-8."""
-    if layout.compression in POLARS_COMPRESSIONS and layout.encoding == "utf-8":
+    """The path where polars can read the file itself, else its text decompressed, as UTF-8, and a
+    separator of more than one character turned into one."""
+    if layout.compression in POLARS_COMPRESSIONS and layout.encoding == "utf-8" and layout.joined is None:
         return str(path)
     with _opened(path, layout.compression) as file:
         data = file.read()
     if layout.encoding != "utf-8":
         data = data.decode(layout.encoding).encode("utf-8")
+    if layout.joined is not None:
+        stand_in = layout.sep.encode()
+        if (index := data.find(stand_in)) >= 0:
+            _refuse_stand_in(path, data.count(b"\n", 0, index) + 1)
+        data = data.replace(layout.joined.encode(), stand_in)
     return io.BytesIO(data)
 
 
@@ -441,7 +474,7 @@ def _read_text(
             if line is not None:
                 raise DataError(
                     f"{path}: line {line[0]} has {line[1]} fields; expected {len(layout.names)}, "
-                    f"separated by {SEPARATORS.get(layout.sep, repr(layout.sep))}"
+                    f"separated by {layout.sep_name}"
                 ) from None
         raise DataError(f"{path}: cannot parse ({_printable(message[:200])})") from None
     except (OSError, EOFError, lzma.LZMAError, pa.ArrowException, pl.exceptions.PolarsError) as error:
@@ -486,9 +519,13 @@ class _LineFinder:
                 *complete, pending = (pending + chunk).split("\n")
                 for line in complete:
                     number += 1
-                    yield number, line.rstrip("\r")
+                    yield number, self._split_as_read(line.rstrip("\r"))
             if pending:
-                yield number + 1, pending.rstrip("\r")
+                yield number + 1, self._split_as_read(pending.rstrip("\r"))
+
+    def _split_as_read(self, line: str) -> str:
+        """The line as polars reads it: a separator of more than one character turned into one."""
+        return line if self.layout.joined is None else line.replace(self.layout.joined, self.layout.sep)
 
     def __call__(self, row: int) -> str:
         # polars makes a record of every line after the header (a quoted field may hold line breaks);
