@@ -77,14 +77,9 @@ def ranking_task(
     gains = 1 + ratings[keep] - floor
     keep = ~torch.isin(keys, rated_keys)
     keys, gains = keys[keep], gains[keep]
-    # Highest rating first, so that unique's first occurrence of a repeated pair is its best.
-    order = torch.argsort(gains, descending=True, stable=True)
-    keys, gains = keys[order], gains[order]
-    unique_keys, inverse = torch.unique(keys, return_inverse=True)
-    first = torch.full((len(unique_keys),), len(keys), dtype=torch.long).scatter_reduce(
-        0, inverse, torch.arange(len(keys)), "amin"
-    )
-    keys, gains = unique_keys, gains[first]  # unique_keys is sorted: by user, then item
+    # A pair rated twice keeps its highest gain; unique's keys are sorted: by user, then item.
+    keys, inverse = torch.unique(keys, return_inverse=True)
+    gains = gains.new_zeros(len(keys)).scatter_reduce(0, inverse, gains, "amax", include_self=False)
     users, counts = torch.unique(keys // n_items, return_counts=True)
     relevant_starts = torch.zeros(len(users) + 1, dtype=torch.long)
     relevant_starts[1:] = torch.cumsum(counts, 0)

@@ -6,29 +6,22 @@ is a bilinear form (`RatingModel.bilinear_form`) and else from every pair throug
 baselines' scorers rank every user's items alike (popularity, damped item bias) or by chance.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
 from recsys.evaluate.metrics import predict
-from recsys.models.base import BilinearForm, RatingModel, mean_of_forms
+from recsys.models.base import mean_of_forms, member_forms
 
 Scorer = Callable[[Tensor], Tensor]
 
 
-def forms_scorer(members: Sequence[RatingModel], forms: Sequence[BilinearForm]) -> Scorer:
-    """Predicted ratings from each member's form, averaged over the members as an ensemble's are."""
-    return lambda users: mean_of_forms(members, forms, users)
-
-
 def model_scorer(model: nn.Module, n_items: int) -> Scorer:
     """`model`'s predicted ratings of items 0..n_items-1, in eval mode and without gradients."""
-    if isinstance(model, RatingModel):
-        members = model.member_models()
-        forms = [member.bilinear_form() for member in members]
-        if all(form is not None for form in forms):
-            return forms_scorer(members, forms)  # type: ignore[arg-type]
+    if (pairs := member_forms(model)) is not None:  # one matrix product per block
+        members, forms = zip(*pairs, strict=True)
+        return lambda users: mean_of_forms(members, forms, users)
 
     def pairwise(users: Tensor) -> Tensor:
         pairs = torch.stack(

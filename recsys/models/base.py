@@ -171,6 +171,17 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         return None
 
 
+def member_forms(model: nn.Module) -> "list[tuple[RatingModel, BilinearForm]] | None":
+    """Each of `model`'s members with its bilinear form (one pair for all but an ensemble); None
+    where the model, or one of its members, has none."""
+    if not isinstance(model, RatingModel):
+        return None
+    pairs = [(member, member.bilinear_form()) for member in model.member_models()]
+    if any(form is None for _, form in pairs):
+        return None
+    return pairs  # type: ignore[return-value]
+
+
 def mean_of_forms(
     members: "Sequence[RatingModel]",
     forms: Sequence[BilinearForm],

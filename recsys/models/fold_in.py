@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from recsys.errors import RecsysError
-from recsys.models.base import BilinearForm, RatingModel, mean_of_forms, rating_model
+from recsys.models.base import BilinearForm, RatingModel, mean_of_forms, member_forms, rating_model
 
 # Chosen by validation inside ML-100K's u1.base (docs/evaluation.md, "Fold-in").
 REGULARIZATION = 3.0
@@ -29,6 +29,7 @@ class FoldedUsers:
     forms: list[BilinearForm]  # the members' item sides with the new users' rows
 
     def __len__(self) -> int:
+        """How many new users: rows of each form."""
         return len(self.forms[0].user_vectors)
 
     def scores(self, users: Tensor) -> Tensor:
@@ -46,22 +47,10 @@ def _ridge(features: Tensor, targets: Tensor, regularization: float) -> Tensor:
     n, k = features.shape
     if n == 0:
         return features.new_zeros(k)
+    eye = torch.eye(min(n, k), dtype=features.dtype, device=features.device)
     if n < k:
-        gram = features @ features.T + regularization * torch.eye(
-            n, dtype=features.dtype, device=features.device
-        )
-        return features.T @ torch.linalg.solve(gram, targets)
-    gram = features.T @ features + regularization * torch.eye(k, dtype=features.dtype, device=features.device)
-    return torch.linalg.solve(gram, features.T @ targets)
-
-
-def _item_side(model: RatingModel) -> list[tuple[RatingModel, BilinearForm]]:
-    """Each member with its bilinear form; a model without one is an error saying so."""
-    members = model.member_models()
-    pairs = [(member, member.bilinear_form()) for member in members]
-    if any(form is None for _, form in pairs):
-        raise RecsysError(f"{type(model).__name__} has no user vectors to fold a new user into")
-    return pairs  # type: ignore[return-value]
+        return features.T @ torch.linalg.solve(features @ features.T + regularization * eye, targets)
+    return torch.linalg.solve(features.T @ features + regularization * eye, features.T @ targets)
 
 
 def fold_in(
@@ -74,13 +63,19 @@ def fold_in(
     start, the items ranked by their own terms."""
     if not regularization > 0:
         raise ValueError(f"regularization must be positive, got {regularization!r}")
+    pairs = member_forms(rating_model(model))  # another module is a TypeError naming it
+    if pairs is None:
+        raise RecsysError(
+            f"{type(model).__name__} has no user vectors to fold a new user into; train a model that "
+            "has them (`model` dotbias)"
+        )
     members, forms = [], []
-    for member, form in _item_side(rating_model(model)):
+    for member, form in pairs:
         item_vectors, item_bias = form.item_vectors.double(), form.item_bias.double()
         with_bias = form.user_bias is not None
+        device = item_vectors.device  # a model on a GPU folds its new users in there
         rows = []
         for items, ratings in ratings_of_users:
-            device = item_vectors.device  # a model on a GPU folds its new users in there
             items = torch.as_tensor(items, dtype=torch.long, device=device)
             rated = torch.as_tensor(ratings, dtype=torch.float64, device=device)
             targets = member.unsquash(rated) - item_bias[items]

@@ -28,7 +28,7 @@ from recsys.evaluate.metrics import evaluate_test
 from recsys.evaluate.ranking import KS, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer, random_scorer
 from recsys.models import model_names
-from recsys.models.base import RatingModel
+from recsys.models.base import member_forms
 from recsys.studies.bag_cost import MODES as BAG_MODES
 from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
 from recsys.studies.bag_cost import bag_versus_multi_hot
@@ -134,7 +134,7 @@ def compare_models(
     curves = {
         name: fold_in_curve(model, data, threshold)
         for name, model in trained.items()
-        if name not in BASELINES and _has_user_vectors(model)
+        if name not in BASELINES and member_forms(model) is not None
     }
     return Comparison(
         dataset,
@@ -158,13 +158,6 @@ def _threshold(relevant: Relevant, rating_scale: tuple[float, float]) -> float |
     if relevant == "all":
         return None
     return float(relevant)
-
-
-def _has_user_vectors(model: nn.Module) -> bool:
-    """Whether a new user can be folded into `model`: every member is a bilinear form."""
-    return isinstance(model, RatingModel) and all(
-        member.bilinear_form() is not None for member in model.member_models()
-    )
 
 
 def rank_models(

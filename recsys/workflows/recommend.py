@@ -222,14 +222,8 @@ def recommend_from_ratings(
             raise RecsysError(f"{name!r} and {items[index]!r} name the same item: rate each item once")
         items[index] = name
         ratings.append(rating)
-    model = rating_model(checkpoint.model)
-    if not all(member.bilinear_form() is not None for member in model.member_models()):
-        raise RecsysError(
-            f"model {checkpoint.config.model!r} has no user vectors to fold a new user into; "
-            "train one that has (`model` dotbias)"
-        )
     known = torch.tensor(list(items))
-    folded = fold_in(model, [(known, torch.tensor(ratings, dtype=torch.float64))])
+    folded = fold_in(rating_model(checkpoint.model), [(known, torch.tensor(ratings, dtype=torch.float64))])
     predicted = folded.scores(torch.tensor([0]))[0].numpy()
     candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]
