@@ -184,10 +184,15 @@ def ranking_summary(fold_ranking: pd.DataFrame) -> pd.DataFrame:
     return summary.reset_index()
 
 
+def _trained_models(scores: pd.DataFrame, ranking: pd.DataFrame) -> pd.DataFrame:
+    """Each trained model's (not a baseline's) rating scores beside its list metrics."""
+    joined = scores.merge(ranking, on="model")
+    return joined[~joined["model"].isin(BASELINES)].reset_index(drop=True)
+
+
 def plot_ndcg_against_rmse(scores: pd.DataFrame, ranking: pd.DataFrame, path: Path) -> str:
     """Each trained model's test RMSE against its NDCG@10, with the popularity chart's NDCG@10 as a line."""
-    joined = scores.merge(ranking, on="model")
-    joined = joined[~joined["model"].isin(BASELINES)]
+    joined = _trained_models(scores, ranking)
     figure = Figure(figsize=(7, 4.5))
     axes = figure.subplots()
     axes.scatter(joined["rmse"], joined["ndcg@10"], color="tab:blue")
@@ -230,8 +235,7 @@ def _ordinal(n: int) -> str:
 
 def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame) -> str:
     """What RMSE and NDCG@10 say about each trained model, in numbers read from the tables."""
-    joined = scores.merge(ranking, on="model")
-    joined = joined[~joined["model"].isin(BASELINES)].reset_index(drop=True)
+    joined = _trained_models(scores, ranking)
     if joined.empty:
         return ""
     by_rmse = joined["rmse"].rank(method="min").astype(int)
