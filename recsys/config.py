@@ -60,8 +60,8 @@ class Setting:
 
     train.py's flags (with `help`), its check that a resumed run keeps every setting, the engines'
     refusals of settings they do not read, and RatingRegressor's parameters are all derived from
-    these. `flag` None: set from the data, not by hand; `engines`: those that read it; `sampled`:
-    whether a sampled model's Gibbs sampler reads it; `estimator`: whether RatingRegressor takes it
+    these. `flag` None: set from the data, not by hand; `engines`: those that read it; `unread_by`:
+    the compiled engine's fits (registry FITS) that do not; `estimator`: whether RatingRegressor takes it
     (the split is scikit-learn's, the data the estimator's own); `choices`: the values it takes;
     `by_model`: its default is each model's tuned one, so the help lists them; `shown_default`: the
     default as the help says it, where the field's own is not what a run uses.
@@ -70,7 +70,7 @@ class Setting:
     help: str
     flag: str | None
     engines: tuple[str, ...] = ("compiled", "autograd")
-    sampled: bool = True
+    unread_by: tuple[str, ...] = ()
     estimator: bool = True
     choices: tuple[str, ...] | None = None
     by_model: bool = False
@@ -97,6 +97,7 @@ def _setting(default: Any, help: str, flag: str | None, **options: Any) -> Any:
 
 
 AUTOGRAD = ("autograd",)
+COMPILED = ("compiled",)
 
 
 @dataclass(frozen=True)
@@ -130,10 +131,15 @@ class RunConfig:
         "models trained apart, from their own starts and orders, whose predictions are averaged "
         "(recsys/models/ensemble.py); compiled engine only",
         "--members",
+        unread_by=("bpr", "als"),
         by_model=True,
     )
     y_range: tuple[float, float] | None = _setting(
-        None, "sigmoid output range", "--y-range", shown_default="0 to 1.1 x the top rating"
+        None,
+        "sigmoid output range",
+        "--y-range",
+        shown_default="0 to 1.1 x the top rating",
+        unread_by=("bpr", "als"),  # a ranking score is no rating
     )
     init_scale: float = _setting(
         1.0, "multiplies every initial weight; 1: fastai's normal(0, 0.01) tables", "--init-scale"
@@ -144,7 +150,7 @@ class RunConfig:
         None, "the ratings' size against five stars, from the data's scale", None, estimator=False
     )
     epochs: int = _setting(10, "epochs", "--epochs", by_model=True)
-    lr: float = _setting(5e-3, "peak learning rate", "--lr", sampled=False, by_model=True)
+    lr: float = _setting(5e-3, "peak learning rate", "--lr", unread_by=("gibbs", "als"), by_model=True)
     batch_size: int = _setting(
         512,
         "batch size, lowered where needed so that a run takes at least 100 optimizer steps",
@@ -154,7 +160,29 @@ class RunConfig:
     )
     # See trainer.py for why the penalty weighs the rows a batch uses.
     l2: float = _setting(
-        0.1, "L2 penalty on the per-id rows of each batch", "--l2", sampled=False, by_model=True
+        0.1,
+        "L2 penalty on the per-id rows of each batch (ials: on every row, scaled by its interactions)",
+        "--l2",
+        unread_by=("gibbs",),
+        by_model=True,
+    )
+    alpha: float = _setting(
+        1.0,
+        "ials: an interaction's confidence is 1 + alpha x its strength (its count; for ratings, 1 + the "
+        "rating less the relevance threshold); every other cell's is 1",
+        "--alpha",
+        engines=COMPILED,
+        estimator=False,  # RatingRegressor predicts ratings: it trains no ranking model
+        unread_by=("ratings", "gibbs", "bpr"),
+        by_model=True,
+    )
+    # Set from the data: the relevance threshold of the top-N lists (recsys.evaluate.ranking), 1 for
+    # interactions (every one counts).
+    relevant: float | None = _setting(
+        None,
+        "the rating at or above which an item is a positive for bpr and ials and relevant in top-N lists",
+        None,
+        estimator=False,
     )
     wd: float = _setting(
         0.0,
@@ -226,12 +254,14 @@ class RunConfig:
             raise RecsysError(f"`seed` must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
         if not isinstance(self.sparse, bool):
             raise RecsysError(f"`sparse` is true or false, got {self.sparse!r}")
-        for name in ("lr", "init_scale"):
+        for name in ("lr", "init_scale", "alpha"):
             if not _is_number(positive := getattr(self, name)) or not 0 < positive < math.inf:
                 raise RecsysError(f"`{name}` must be positive and finite, got {positive!r}")
         for name in ("l2", "wd"):
             if not _is_number(strength := getattr(self, name)) or not 0 <= strength < math.inf:
                 raise RecsysError(f"`{name}` must be zero or positive and finite, got {strength!r}")
+        if self.relevant is not None and not (_is_number(self.relevant) and math.isfinite(self.relevant)):
+            raise RecsysError(f"`relevant` must be a finite rating, got {self.relevant!r}")
         if self.rating_unit is not None and not (_is_number(self.rating_unit) and self.rating_unit > 0):
             raise RecsysError(f"`rating_unit` must be positive, got {self.rating_unit!r}")
         if self.y_range is not None and not (
@@ -259,6 +289,8 @@ class RunConfig:
             self._check_ensemble()
         if self.engine == "compiled":
             self._check_compiled()
+        else:
+            self._check_autograd()
 
     def _resolve_tuned(self) -> None:
         """Each setting left at TUNED takes the model's tuned value for its engine (the registry's
@@ -303,6 +335,8 @@ class RunConfig:
         entry = model_entry(self.model)
         if entry.sampled:
             raise RecsysError(f"{flag}: {self.model} already predicts the mean of its draws; leave it out")
+        if entry.ranks:
+            raise RecsysError(f"{flag}: {self.model} trains one model to rank (ensembles average ratings)")
         if entry.compiled_defaults is None:
             raise RecsysError(f"{flag}: ensembles train on the compiled engine, which {self.model} has not")
         if self.engine != "compiled":
@@ -320,23 +354,39 @@ class RunConfig:
             )
         if self.device != "cpu":
             raise RecsysError("`engine` compiled runs on the CPU; use `engine` autograd with `device` cuda")
-        bases = {
-            name: setting.base if setting.by_model else _FIELD_DEFAULTS[name]
-            for name, setting in SETTINGS.items()
-        }
-        if model_entry(self.model).sampled:
-            for name in SAMPLER_UNUSED:
-                if getattr(self, name) != bases[name]:
-                    raise RecsysError(
-                        f"`{name}` has no effect on {self.model}'s compiled engine, a Gibbs sampler (its "
-                        f"priors' strength is sampled too); leave it out, or use `engine` autograd"
-                    )
-        refuse_autograd_only({name for name in AUTOGRAD_ONLY if getattr(self, name) != bases[name]})
+        entry = model_entry(self.model)
+        for name in unread(entry.fit):
+            if getattr(self, name) != _BASES[name]:
+                autograd = not entry.ranks and "autograd" in SETTINGS[name].engines
+                other = ", or use `engine` autograd" if autograd else ""
+                raise RecsysError(
+                    f"`{name}` has no effect on {self.model}'s compiled engine, {FIT_NAMES[entry.fit]}; "
+                    f"leave it out{other}"
+                )
+        refuse_autograd_only({name for name in AUTOGRAD_ONLY if getattr(self, name) != _BASES[name]})
+
+    def _check_autograd(self) -> None:
+        """A ranking model trains on the compiled engine only; the autograd engine reads no setting
+        only the compiled one has."""
+        if model_entry(self.model).ranks:
+            raise RecsysError(
+                f"{self.model} learns to rank on `engine` compiled only (numba on the CPU); leave out "
+                "`engine` autograd, `device` and the settings of the autograd engine (batches, optimizer, "
+                "schedule, `wd`, `sparse`)"
+            )
+        for name, setting in SETTINGS.items():
+            if "autograd" not in setting.engines and getattr(self, name) != _BASES[name]:
+                raise RecsysError(f"`{name}` applies to `engine` compiled only")
 
     @property
     def samples(self) -> bool:
         """Whether this run's engine is a Gibbs sampler: a sampled model (bpmf) on the compiled engine."""
         return self.engine == "compiled" and model_entry(self.model).sampled
+
+    @property
+    def ranks(self) -> bool:
+        """Whether the model learns to rank (bpr, ials): its scores are no ratings."""
+        return model_entry(self.model).ranks
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -361,8 +411,23 @@ _FIELD_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Run
 # Settings only the autograd engine reads: the compiled engine has no batches, optimizer choice,
 # schedule, sparse gradients or weight decay.
 AUTOGRAD_ONLY = tuple(name for name, setting in SETTINGS.items() if setting.engines == AUTOGRAD)
-# What a sampled model's compiled engine, a Gibbs sampler, does not read: it draws the priors' strength.
-SAMPLER_UNUSED = tuple(name for name, setting in SETTINGS.items() if not setting.sampled)
+# Each setting's value where nothing sets it: a model's tuned value falls back to it.
+_BASES = {
+    name: setting.base if setting.by_model else _FIELD_DEFAULTS[name] for name, setting in SETTINGS.items()
+}
+# Each compiled fit (recsys.models.registry.FITS) as an error message names it.
+FIT_NAMES = {
+    "ratings": "per-rating AdaGrad",
+    "gibbs": "a Gibbs sampler (its priors' strength is sampled too)",
+    "bpr": "BPR",
+    "als": "implicit ALS (each side solved in closed form, no learning rate)",
+}
+
+
+def unread(fit: str) -> tuple[str, ...]:
+    """The settings the compiled engine's `fit` does not read (a Gibbs sampler draws the priors'
+    strength; implicit ALS has no learning rate; a ranking score has no y_range)."""
+    return tuple(name for name, setting in SETTINGS.items() if fit in setting.unread_by)
 
 
 def refuse_autograd_only(fields: set[str]) -> None:

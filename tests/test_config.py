@@ -96,7 +96,8 @@ def test_sparse_needs_adamw_without_weight_decay(change: dict[str, Any]) -> None
 
 
 def test_compiled_engine_refuses_models_and_settings_it_does_not_have() -> None:
-    with pytest.raises(RecsysError, match="`engine` compiled trains dot, dotbias, svdpp, bpmf, not linear"):
+    trained = "dot, dotbias, svdpp, bpmf, bpr, ials"
+    with pytest.raises(RecsysError, match=f"`engine` compiled trains {trained}, not linear"):
         config_for("linear", engine="compiled")
     with pytest.raises(RecsysError, match="`batch_size` applies to `engine` autograd only"):
         config_for("dotbias", engine="compiled", batch_size=64)
@@ -178,7 +179,7 @@ def test_a_cuda_device_is_refused_without_one_by_the_command_and_the_library(tin
 
 def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it() -> None:
     from recsys.commands import train as train_command
-    from recsys.config import AUTOGRAD_ONLY, SAMPLER_UNUSED, SETTINGS, Setting
+    from recsys.config import AUTOGRAD_ONLY, SETTINGS, Setting, unread
     from recsys.workflows.estimator import CONFIG_PARAMETERS, RatingRegressor
 
     fields = [field.name for field in dataclasses.fields(RunConfig)]
@@ -196,7 +197,11 @@ def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it()
         assert (name in CONFIG_PARAMETERS or name == "model") == setting.estimator, name
         assert not setting.estimator or name in estimator, name
     assert AUTOGRAD_ONLY == ("batch_size", "wd", "optimizer", "sparse", "schedule")
-    assert SAMPLER_UNUSED == ("lr", "l2")
+    # What each of the compiled engine's fits does not read.
+    assert unread("ratings") == ("alpha",)
+    assert unread("gibbs") == ("lr", "l2", "alpha")
+    assert unread("bpr") == ("members", "y_range", "alpha")
+    assert unread("als") == ("members", "y_range", "lr")
 
 
 def test_a_resumed_run_refuses_every_flag_that_would_change_a_setting(tmp_path: Path) -> None:
@@ -206,7 +211,8 @@ def test_a_resumed_run_refuses_every_flag_that_would_change_a_setting(tmp_path: 
     config = config_for("dot", engine="autograd")
     changed = {"model": "dotbias", "dataset": "tiny", "split": "u2", "test_frac": "0.3", "test_n": "3",
                "unknown": "mean", "n_factors": "3", "members": "2", "y_range": ["1", "9"],
-               "init_scale": "2", "epochs": "99", "lr": "0.5", "batch_size": "7", "l2": "0.7", "wd": "0.2",
+               "init_scale": "2", "epochs": "99", "lr": "0.5", "batch_size": "7", "l2": "0.7",
+               "alpha": "3", "wd": "0.2",
                "optimizer": "sgd", "sparse": None, "schedule": "constant", "seed": "9", "device": "cuda",
                "engine": "compiled"}  # fmt: skip
     for name, setting in SETTINGS.items():

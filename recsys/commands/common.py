@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from recsys.data.dataset import RatingsDataset
 
 
-RATING_FIELDS = ("user", "item", "rating", "timestamp")
+# recsys.data.columns' TABLE_FIELDS, not imported: it would bring pandas before the flags are checked.
+TABLE_FIELDS = ("user", "item", "rating", "timestamp", "weight")
 
 
 # A setting's name -> the flag that sets it, from the parser of the command running: the library
@@ -68,19 +69,21 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def columns_flag(text: str) -> dict[str, str]:
-    """`--columns user=A,item=B,rating=C[,timestamp=D]` as a mapping; argparse reports a bad one."""
+    """`--columns user=A,item=B[,rating=C][,timestamp=D][,weight=E]` as a mapping (no rating: the
+    file holds interactions); argparse reports a bad one."""
     columns: dict[str, str] = {}
     for part in text.split(","):
         field, sep, column = part.partition("=")
         field, column = field.strip(), column.strip()
         if field in columns:
             raise argparse.ArgumentTypeError(f"{text!r} names the {field} column twice")
-        if not sep or field not in RATING_FIELDS or not column:
+        if not sep or field not in TABLE_FIELDS or not column:
             raise argparse.ArgumentTypeError(
-                f"expected user=COLUMN,item=COLUMN,rating=COLUMN[,timestamp=COLUMN], got {text!r}"
+                f"expected user=COLUMN,item=COLUMN[,rating=COLUMN][,timestamp=COLUMN][,weight=COLUMN], "
+                f"got {text!r}"
             )
         columns[field] = column
-    missing = [field for field in RATING_FIELDS[:3] if field not in columns]
+    missing = [field for field in TABLE_FIELDS[:2] if field not in columns]
     if missing:
         raise argparse.ArgumentTypeError(f"{text!r} names no {' or '.join(missing)} column")
     return columns
@@ -133,6 +136,7 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
         type=columns_flag,
         default=None,
         help="the file's columns, e.g. user=userId,item=isbn,rating=score[,timestamp=ts] "
+        "(interactions: weight=plays, or none) "
         "[default: found by common names, or user, item, rating[, timestamp] by position]",
     )
     own.add_argument(
@@ -152,6 +156,13 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
         help="the ratings' scale; a rating outside it is an error; a negative LO is written "
         "--rating-scale=-10,10 [default: read from the data]",
     )
+    own.add_argument(
+        "--implicit",
+        action="store_true",
+        help="read --ratings as interactions (views, plays, purchases): repeats of a user-item pair are "
+        "summed, a rating-like column is each event's weight; a file without a rating column is read "
+        "so anyway",
+    )
     parser.add_argument("--offline", action="store_true", help="never download")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -165,6 +176,7 @@ def check_data_flags(args: argparse.Namespace) -> None:
         ("--sep", args.sep),
         ("--items", args.items),
         ("--rating-scale", args.rating_scale),
+        ("--implicit", args.implicit or None),
     ):
         if value is not None and args.ratings is None:
             raise RecsysError(f"{flag} describes a --ratings file; add --ratings PATH")
@@ -209,14 +221,22 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
 
 
 def ratings_from_flags(args: argparse.Namespace, *, announce: bool) -> "RatingsDataset":
-    """The --ratings file read as its companion flags say, its rating scale printed."""
+    """The --ratings file read as its companion flags say, its rating scale (or its interactions)
+    printed."""
     from recsys.data.dataset import describe_scale
     from recsys.data.ratings_file import load_ratings
 
     dataset = load_ratings(
-        args.ratings, columns=args.columns, sep=args.sep, items=args.items, rating_scale=args.rating_scale
+        args.ratings,
+        columns=args.columns,
+        sep=args.sep,
+        items=args.items,
+        rating_scale=args.rating_scale,
+        implicit=True if args.implicit else None,
     )
-    if announce:
+    if announce and dataset.implicit:
+        print(f"interactions: {describe_scale(dataset)}", file=sys.stderr)
+    elif announce:
         given = "given" if args.rating_scale is not None else "read from the data"
         print(f"ratings: {describe_scale(dataset)} ({given})", file=sys.stderr)
     return dataset

@@ -19,7 +19,7 @@ from recsys.config import (
     AUTOGRAD,
     AUTOGRAD_ONLY,
     ENGINES,
-    SAMPLER_UNUSED,
+    FIT_NAMES,
     SETTINGS,
     RunConfig,
     Setting,
@@ -28,14 +28,16 @@ from recsys.config import (
     config_for,
     default_threads,
     refuse_autograd_only,
+    unread,
 )
 from recsys.data.split_settings import check_test_frac, check_test_n
 from recsys.errors import RecsysError
-from recsys.models.registry import COMPILED_DEFAULTS, model_names
+from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
 from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE
 
 if TYPE_CHECKING:
     from recsys.train.trainer import EpochStats
+    from recsys.workflows.experiment import RunResult
 
 DEFAULTS = RunConfig()
 # Each flag that sets a RunConfig field, with the field (from the fields' Settings): a resumed run
@@ -57,16 +59,24 @@ def _listing(values: dict[str, Any]) -> str:
 def model_defaults(field: str) -> str:
     """Every model's default for `field` as the engine `auto` chooses it on the CPU, then the
     autograd engine's where it differs: the help shows the values a run will use."""
-    autograd = {model: getattr(config_for(model, engine="autograd"), field) for model in model_names()}
+    # A ranking model trains on the compiled engine only.
+    trained_by_autograd = [model for model in model_names() if not model_entry(model).ranks]
+    autograd = {model: getattr(config_for(model, engine="autograd"), field) for model in trained_by_autograd}
+    if "autograd" not in SETTINGS[field].engines:
+        autograd = {}
     if field in AUTOGRAD_ONLY:
         return f"[default: {_listing(autograd)}; autograd engine only]"
-    unread = field in SAMPLER_UNUSED  # by a sampled model on its sampler, which is not shown
     configs = {model: config_for(model) for model in model_names()}
+    # Not shown for a model whose compiled fit does not read it (a sampler's learning rate).
     chosen = {
-        model: getattr(config, field) for model, config in configs.items() if not (unread and config.samples)
+        model: getattr(config, field)
+        for model, config in configs.items()
+        if not (config.engine == "compiled" and field in unread(model_entry(model).fit))
     }
     differing = {
-        model: autograd[model] for model in COMPILED_DEFAULTS if autograd[model] != chosen.get(model)
+        model: autograd[model]
+        for model in COMPILED_DEFAULTS
+        if model in autograd and autograd[model] != chosen.get(model)
     }
     named = ", ".join(f"{model} {_shown(value)}" for model, value in differing.items())
     tail = f"; with --engine autograd: {named}" if differing else ""
@@ -238,14 +248,34 @@ def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
                 f"{laid_out} over them; --resume finishes it as planned (for a run of {given} epochs, "
                 f"start a new one with --epochs {given})"
             )
-        if sampler and field in SAMPLER_UNUSED:
+        fit = model_entry(config.model).fit
+        if config.engine == "compiled" and field in unread(fit):
             raise RecsysError(
-                f"{flag} has no effect on {config.model}'s compiled engine, a Gibbs sampler; drop the flag"
+                f"{flag} has no effect on {config.model}'s compiled engine, {FIT_NAMES[fit]}; drop the flag"
             )
         raise RecsysError(
             f"{flag} {_shown(given)}: --resume continues {args.resume} with its own settings "
             f"({field} {_shown(getattr(config, field))}); drop the flag, or start a new run"
         )
+
+
+def test_summary(result: "RunResult", implicit: bool) -> str:
+    """The run's test scores in a line: RMSE and MAE, or a ranking model's lists (of `implicit` data:
+    interactions, every one relevant)."""
+    metrics = result.metrics()
+    if result.config.ranks:
+        test = result.test
+        relevant = "an interaction" if implicit else f"a rating >= {result.config.relevant:g}"
+        return (
+            f"test NDCG@10 {test['ndcg@10']:.4f}  precision@10 {test['precision@10']:.4f}  recall@10 "
+            f"{test['recall@10']:.4f}  over {int(test['users']):,} users (relevant: {relevant} in test)"
+        )
+    unseen = metrics["n_test_unknown"]
+    how = "given the training mean" if result.config.unknown == "mean" else "left out"
+    return (
+        f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}  on {metrics['n_test_scored']:,} "
+        f"ratings ({unseen:,} test ratings with ids unseen in training {how})"
+    )
 
 
 def finished_message(run_dir: Path) -> str | None:
@@ -255,13 +285,15 @@ def finished_message(run_dir: Path) -> str | None:
 
     try:
         metrics = json.loads((run_dir / METRICS_FILE).read_text())
-        epochs, rmse = len(metrics["history"]), float(metrics["test_rmse"])
+        epochs = len(metrics["history"])
+        if "test_ranking" in metrics:
+            score = f"test NDCG@10 {float(metrics['test_ranking']['ndcg@10']):.4f}"
+        else:
+            score = f"test RMSE {float(metrics['test_rmse']):.4f}"
     except (OSError, ValueError, TypeError, KeyError):
         return None
     checkpoint_body(run_dir / CHECKPOINT_FILE)
-    return (
-        f"{run_dir} is finished ({epochs} epochs, test RMSE {rmse:.4f}); nothing to resume, nothing changed"
-    )
+    return f"{run_dir} is finished ({epochs} epochs, {score}); nothing to resume, nothing changed"
 
 
 def check_args(args: argparse.Namespace) -> RunConfig | None:
@@ -292,19 +324,20 @@ class EpochTable:
     """Prints each epoch's row, under a header printed with the first: a run that stops before its
     first epoch (bad data found while splitting) leaves no empty table above its error."""
 
-    def __init__(self) -> None:
+    def __init__(self, ranks: bool) -> None:
         self.started = False
+        self.ranks = ranks  # a ranking model is watched by its lists' NDCG@10, not by RMSE
 
     def __call__(self, stats: "EpochStats") -> None:
         from tqdm.auto import tqdm
 
+        score = "test_ndcg@10" if self.ranks else "test_rmse"
         if not self.started:
             # The run's per-epoch score is on its test part (monitoring only: nothing is chosen by it).
-            tqdm.write(f"{'epoch':>5}  {'train_loss':>10}  {'test_rmse':>10}  {'seconds':>7}")
+            tqdm.write(f"{'epoch':>5}  {'train_loss':>10}  {score:>12}  {'seconds':>7}")
             self.started = True
-        tqdm.write(
-            f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {stats.valid_rmse:>10.4f}  {stats.seconds:>7.2f}"
-        )
+        value = stats.valid_ndcg if self.ranks else stats.valid_rmse
+        tqdm.write(f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {value:>12.4f}  {stats.seconds:>7.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,20 +415,13 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             config,
             run_dir=out if lead else None,
             progress=not args.no_progress,
-            on_epoch=EpochTable() if lead else None,
+            on_epoch=EpochTable(config.ranks) if lead else None,
             resume=resume,
             threads=threads,
             checkpoint_every=args.checkpoint_every,
         )
     if lead:
-        metrics = result.metrics()
-        unseen = metrics["n_test_unknown"]
-        how = "given the training mean" if config.unknown == "mean" else "left out"
-        print(
-            f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}"
-            f"  on {metrics['n_test_scored']:,} ratings ({unseen:,} test ratings with ids unseen in training"
-            f" {how})  in {result.seconds:.1f} s"
-        )
+        print(f"{test_summary(result, dataset.implicit)}  in {result.seconds:.1f} s")
         print(f"run folder: {out}")
 
 

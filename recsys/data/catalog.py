@@ -78,7 +78,9 @@ def dataset_from_record(
                     f"the run read its {key} from {record[key]} (recorded in its {DATA_FILE}), which is no "
                     f"longer there; put the file back, or write its new place into {DATA_FILE}"
                 )
-        options = {key: record[key] for key in ("columns", "sep", "header", "items") if key in record}
+        options = {
+            key: record[key] for key in ("columns", "sep", "header", "items", "implicit") if key in record
+        }
         scale = record.get("rating_scale")
         return load_ratings(
             record["ratings"], rating_scale=tuple(scale) if scale else None, name=name, **options

@@ -5,6 +5,9 @@ from collections.abc import Mapping, Sequence
 from recsys.errors import DataError
 
 RATING_FIELDS = ("user", "item", "rating", "timestamp")
+# A table of ratings or of interactions: "weight" is each event's weight (a play count), found where
+# the table is read as interactions and has no rating column.
+TABLE_FIELDS = (*RATING_FIELDS, "weight")
 ITEM_FIELDS = ("item", "title", "genres")
 
 
@@ -27,6 +30,9 @@ ALIASES: dict[str, frozenset[str]] = {
     "rating": _words("rating ratings score stars star grade bookrating overall userrating"),
     "timestamp": _words(
         "timestamp time date datetime ts unixtime unixreviewtime ratedat createdat created when"
+    ),
+    "weight": _words(
+        "weight weights count counts plays playcount listens listencount clicks views quantity qty"
     ),
     "title": _words("title name movietitle booktitle itemname productname"),
     "genres": _words("genres genre tags tag categories category"),
@@ -85,22 +91,55 @@ def shown(names: Sequence[str], limit: int = 8) -> str:
     return listed + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
-def require_rating_columns(
+HOW_TO_NAME = "name them with `columns` user=...,item=...,rating=..."
+
+
+def columns_to_read(
     found: Mapping[str, str],
     names: Sequence[str],
     source: str,
-    how_to_name: str = "name them with `columns` user=...,item=...,rating=...",
-) -> None:
-    """Refuse a table without user, item or rating columns; one without ratings is implicit feedback."""
+    *,
+    implicit: bool | None,
+    how_to_name: str = HOW_TO_NAME,
+) -> dict[str, str]:
+    """The found columns to read, refusing a table without user or item columns, or without a rating
+    column where `implicit` is False.
+
+    A table is read as interactions (user-item events) where `implicit` says, else where it has no
+    rating column: its columns then hold no "rating" but the events' weight, if any, as "weight" (a
+    weight column, else the rating column); a table of ratings keeps no "weight". So whether the
+    columns hold a "rating" tells the two apart from here on.
+    """
     for field in ("user", "item"):
         if field not in found:
             raise DataError(
                 f"{source}: cannot tell which column holds the {field} ids (columns: {shown(names)}); "
                 f"{how_to_name}"
             )
-    if "rating" not in found:
+    columns = dict(found)
+    if implicit is False and "rating" not in columns:
         raise DataError(
-            f"{source}: no rating column (columns: {shown(names)}); recsys learns explicit ratings, "
-            "and interactions without a rating (clicks, plays, purchases) are implicit feedback it does "
-            f"not model; if a column does hold ratings, {how_to_name}"
+            f"{source}: no rating column (columns: {shown(names)}), and `implicit` is off; interactions "
+            "without ratings (views, plays, purchases) train the ranking models bpr and ials, read with "
+            f"`implicit` unset or on; if a column does hold ratings, {how_to_name}"
         )
+    if implicit is False or (implicit is None and "rating" in columns):
+        columns.pop("weight", None)
+    elif "rating" in columns:
+        rating = columns.pop("rating")
+        columns.setdefault("weight", rating)
+    return columns
+
+
+def find_table_columns(
+    names: Sequence[str],
+    given: Mapping[str, str] | None,
+    source: str,
+    *,
+    implicit: bool | None,
+    how_to_name: str = HOW_TO_NAME,
+) -> dict[str, str]:
+    """The columns of a table of ratings or interactions, `given` or found by common names, as
+    `columns_to_read` settles them."""
+    found = find_columns(names, TABLE_FIELDS, given, source)
+    return columns_to_read(found, names, source, implicit=implicit, how_to_name=how_to_name)

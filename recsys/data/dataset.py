@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recsys.data.columns import RATING_FIELDS, find_columns, require_rating_columns
+from recsys.data.columns import find_table_columns
+from recsys.data.interactions import interactions_table
 from recsys.data.ratings_table import (
     ITEM_COLUMNS,
     Where,
@@ -31,8 +32,11 @@ FoldRows = tuple[np.ndarray, np.ndarray]
 class RatingsDataset:
     """Ratings with raw ids (`user`, `item`, `rating`, `timestamp`) and item titles and genres.
 
-    `folder` is where the files were read from (None for generated data). `folds` are the
-    predefined splits the data comes with (ml-100k's u1..u5, ua, ub), by name: splits select them.
+    `implicit`: the table holds interactions, not ratings: `rating` is each user-item pair's strength
+    (its number of events, or their summed weights; always > 0), `timestamp` its latest event's, and
+    `rating_scale` the smallest and largest strength. `folder` is where the files were read from
+    (None for generated data). `folds` are the predefined splits the data comes with (ml-100k's
+    u1..u5, ua, ub), by name: splits select them.
     """
 
     name: str
@@ -40,6 +44,8 @@ class RatingsDataset:
     items: pd.DataFrame
     rating_scale: tuple[float, float]
     folder: Path | None = None
+    # Keyword-only, so the positional fields after it (folds, origin) keep their places.
+    implicit: bool = field(default=False, kw_only=True)
     folds: Mapping[str, FoldRows] = field(default_factory=dict, compare=False, repr=False)
     # How to load it again, as plain data a run folder records: {"folder": ...} for a dataset read
     # from a folder; empty for generated data.
@@ -65,12 +71,17 @@ class RatingsDataset:
         items: pd.DataFrame | None = None,
         name: str = "ratings",
         rating_scale: tuple[float, float] | None = None,
+        implicit: bool | None = None,
     ) -> "RatingsDataset":
         """Ratings from a DataFrame, checked as a ratings file is. Columns not named are found by
         common names (userId, item_id, score, ...); without a timestamp, row order stands for time.
-        `items` is a table of item ids and titles (and genres), for reports and recommendations."""
+        `items` is a table of item ids and titles (and genres), for reports and recommendations.
+        `implicit` as for `load_ratings`: a frame without a rating column is read as interactions,
+        and with `implicit` True the `rating` column, if any, is each event's weight."""
         columns = {"user": user, "item": item, "rating": rating, "timestamp": timestamp}
-        return dataset_from_frame(ratings, columns, items=items, name=name, rating_scale=rating_scale)
+        return dataset_from_frame(
+            ratings, columns, items=items, name=name, rating_scale=rating_scale, implicit=implicit
+        )
 
     @property
     def default_y_range(self) -> tuple[float, float]:
@@ -138,8 +149,15 @@ def ratings_frame(
 
 
 def describe_scale(dataset: RatingsDataset) -> str:
-    """The rating scale as a user reads it, e.g. "1-10 in steps of 1 (12,000 ratings)"."""
+    """The rating scale as a user reads it, e.g. "1-10 in steps of 1 (12,000 ratings)"; for
+    interactions their pairs and strengths, e.g. "5,000 user-item pairs of strength 1-12, summing to
+    7,200" (the number of events, where each weighs 1)."""
     low, high = dataset.rating_scale
+    if dataset.implicit:
+        total = float(dataset.ratings["rating"].to_numpy().sum(dtype=np.float64))
+        shown = f"{total:,.0f}" if total == round(total) else f"{total:,.2f}"
+        strength = f"{low:g}" if low == high else f"{low:g}-{high:g}"
+        return f"{len(dataset.ratings):,} user-item pairs of strength {strength}, summing to {shown}"
     step = rating_step(dataset.ratings["rating"].to_numpy())
     spacing = f"in steps of {step:g}" if step is not None else "continuous"
     span = f"{low:g} to {high:g}" if low < 0 else f"{low:g}-{high:g}"  # not "-2-2"
@@ -160,14 +178,24 @@ def dataset_from_table(
     origin: Mapping[str, Any],
 ) -> RatingsDataset:
     """A RatingsDataset from raw rating columns and an optional raw item table (its rows named by
-    `items_where`); rated items the item table does not name are counted in a warning."""
-    table, scale = ratings_table(raw, n, rating_scale_given, source, where)
+    `items_where`); rated items the item table does not name are counted in a warning. Columns
+    without a rating are interactions (see `columns_to_read`), which have no scale to give."""
+    implicit = raw.get("rating") is None
+    if implicit and rating_scale_given is not None:
+        raise DataError(
+            f"{source}: `rating_scale` is given, but the table is read as interactions (it has no rating "
+            "column, or `implicit` is on), whose strengths (counts of events) have no scale; drop it"
+        )
+    if implicit:
+        table, scale = interactions_table(raw, n, source, where)
+    else:
+        table, scale = ratings_table(raw, n, rating_scale_given, source, where)
     if raw_items is None:  # no titles: reports and recommend.py show raw ids
         items = pd.DataFrame({column: table["item"].iloc[:0] for column in ITEM_COLUMNS})
     else:
         items = item_table(raw_items, table["item"].dtype, items_source, items_where)
         warn_unnamed_items(table, items, items_source)
-    return RatingsDataset(name, table, items, scale, None, {}, dict(origin))
+    return RatingsDataset(name, table, items, scale, None, {}, dict(origin), implicit=implicit)
 
 
 def dataset_from_frame(
@@ -177,6 +205,7 @@ def dataset_from_frame(
     items: pd.DataFrame | None,
     name: str,
     rating_scale: tuple[float, float] | None,
+    implicit: bool | None = None,
 ) -> RatingsDataset:
     """`RatingsDataset.from_frame`: the columns given (None: found by common names) checked as a
     file's are; a bad value is named by its row position."""
@@ -186,8 +215,9 @@ def dataset_from_frame(
     check_unique_columns(frame, "the ratings frame")
     labels = {str(label): label for label in frame.columns}
     given = {field: str(column) for field, column in columns.items() if column is not None}
-    found = find_columns(list(labels), RATING_FIELDS, given, "the ratings frame")
-    require_rating_columns(found, list(labels), "the ratings frame", "pass user=, item=, rating=")
+    found = find_table_columns(
+        list(labels), given, "the ratings frame", implicit=implicit, how_to_name="pass user=, item=, rating="
+    )
     raw: dict[str, pd.Series | None] = {field: frame[labels[column]] for field, column in found.items()}
     raw.setdefault("timestamp", None)
     return dataset_from_table(

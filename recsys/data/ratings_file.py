@@ -30,9 +30,9 @@ from recsys.data.columns import (
     ALIASES,
     ITEM_ID_ALIASES,
     RATING_FIELDS,
-    find_columns,
+    columns_to_read,
+    find_table_columns,
     normalised,
-    require_rating_columns,
 )
 from recsys.data.dataset import RatingsDataset, dataset_from_table
 from recsys.data.ratings_table import Where, check_scale, data_name, row_of_frame
@@ -97,12 +97,17 @@ def load_ratings(
     rating_scale: tuple[float, float] | None = None,
     items: Path | str | None = None,
     name: str | None = None,
+    implicit: bool | None = None,
 ) -> RatingsDataset:
     """Read a ratings file, and optionally an item table with titles, into a RatingsDataset.
 
-    `columns` maps user, item, rating (and timestamp) to column names, or to 1-based positions in a
-    file without a header; those not given are found by common names. `rating_scale` (low, high) is
-    checked against every rating; by default it is read from the data.
+    `columns` maps user, item, rating (and timestamp, or an event's weight) to column names, or to
+    1-based positions in a file without a header; those not given are found by common names.
+    `rating_scale` (low, high) is checked against every rating; by default it is read from the data.
+    `implicit`: None reads a file without a rating column as interactions (views, plays, purchases),
+    True reads any file so (its rating or weight column, if any, weighs each event), False requires
+    ratings. Interactions sum the events of each user-item pair into one strength (see
+    `RatingsDataset`).
     """
     path = Path(path)
     if sep is not None and len(sep) != 1:
@@ -111,11 +116,16 @@ def load_ratings(
     # Read before their paths are resolved for the run's record: a missing file, or a link that
     # leads nowhere, is then a DataError naming it.
     if _first_bytes(path, len(PARQUET_MAGIC)) == PARQUET_MAGIC:
-        raw, n, where = _read_parquet(path, columns)
+        raw, n, where = _read_parquet(path, columns, implicit)
     else:
-        raw, n, where = read_ratings_text(path, columns, sep, header)
+        raw, n, where = read_ratings_text(path, columns, sep, header, implicit=implicit)
     raw_items, items_where = read_item_file(Path(items)) if items is not None else (None, row_of_frame)
-    options = {"columns": dict(columns) if columns else None, "sep": sep, "header": header}
+    options = {
+        "columns": dict(columns) if columns else None,
+        "sep": sep,
+        "header": header,
+        "implicit": implicit,  # None is left out: the file then decides again, as it did
+    }
     origin: dict[str, Any] = {"ratings": str(path.resolve())}
     origin.update({key: value for key, value in options.items() if value is not None})
     if rating_scale is not None:
@@ -331,21 +341,23 @@ def _has_header(first: list[str], rest: list[list[str]], columns: Mapping[str, s
     )
 
 
-def _text_columns(layout: TextLayout, columns: Mapping[str, str] | None, source: str) -> dict[str, str]:
-    """Which column holds each field: given, found by name, or by position in a file without header."""
+def _text_columns(
+    layout: TextLayout, columns: Mapping[str, str] | None, source: str, implicit: bool | None
+) -> dict[str, str]:
+    """Which column holds each field: given, found by name, or by position in a file without header;
+    settled for ratings or interactions by `columns_to_read`."""
     if layout.header or columns:
-        found = find_columns(layout.names, RATING_FIELDS, columns, source)
-    elif len(layout.names) in (3, 4):
+        return find_table_columns(layout.names, columns, source, implicit=implicit)
+    if len(layout.names) in (3, 4):
         found = dict(zip(RATING_FIELDS, layout.names, strict=False))
     elif len(layout.names) == 2:
-        found = {"user": "1", "item": "2"}  # refused below: no ratings
+        found = {"user": "1", "item": "2"}  # interactions, unless `implicit` is False
     else:
         raise DataError(
             f"{source}: {len(layout.names)} columns and no header; say which is which by position, "
             "e.g. `columns` user=1,item=2,rating=3[,timestamp=4]"
         )
-    require_rating_columns(found, layout.names, source)
-    return found
+    return columns_to_read(found, layout.names, source, implicit=implicit)
 
 
 def read_ratings_text(
@@ -356,23 +368,26 @@ def read_ratings_text(
     *,
     fields: int | None = None,
     integer_ids: bool = False,
+    implicit: bool | None = False,
 ) -> tuple[dict[str, pd.Series | None], int, Where]:
     """The rating fields' columns of a text file (`columns`, `sep` and `header` where given, else
     found), the row count, and how a row is named: its line in the file. `fields`: the number of
     fields every line must have (a fixed layout's, such as ml-100k's u.data), else any.
     `integer_ids`: the ids and timestamps are integers (MovieLens'), read as such without inferring
-    the columns' types from the first rows (a value that is not one means a re-read as text)."""
+    the columns' types from the first rows (a value that is not one means a re-read as text).
+    `implicit` as for `load_ratings`, but ratings by default: MovieLens' files hold ratings."""
     layout = sniff(path, sep, header, columns)
     if fields is not None and len(layout.names) != fields:  # later lines are checked as they are read
         raise DataError(
             f"{path}: line {layout.skip + 1} has {len(layout.names)} fields; expected {fields}, "
             f"separated by {layout.sep_name}"
         )
-    found = _text_columns(layout, columns, str(path))
+    found = _text_columns(layout, columns, str(path), implicit)
     wanted = list(dict.fromkeys(found.values()))
     integers = [found[field] for field in ("user", "item", "timestamp") if integer_ids and field in found]
+    values = found.get("rating", found.get("weight"))  # the ratings, or the events' weights
     try:  # ratings straight into float32: the table's type, and half the memory of float64
-        frame = _read_text(path, layout, wanted, as_text=False, float32=found["rating"], int64=integers)
+        frame = _read_text(path, layout, wanted, as_text=False, float32=values, int64=integers)
     except _ConversionError:  # a column's type changes past the rows polars inferred it from
         frame = _read_text(path, layout, wanted, as_text=True)
     return _raw_columns(frame, found, _LineFinder(path, layout))
@@ -562,15 +577,14 @@ def _read_parquet_columns(path: Path, wanted: list[str] | None) -> pl.DataFrame:
 
 
 def _read_parquet(
-    path: Path, columns: Mapping[str, str] | None
+    path: Path, columns: Mapping[str, str] | None, implicit: bool | None
 ) -> tuple[dict[str, pd.Series | None], int, Where]:
     try:
         schema = pl.read_parquet_schema(path)
     except (OSError, pl.exceptions.PolarsError) as error:
         raise DataError(f"{path}: cannot read it as Parquet ({_first_line(error)})") from None
     names = list(schema)
-    found = find_columns(names, RATING_FIELDS, columns, str(path))
-    require_rating_columns(found, names, str(path))
+    found = find_table_columns(names, columns, str(path), implicit=implicit)
     for field, column in found.items():
         if schema[column].is_nested():  # a list or struct per row: no id, rating or time
             raise DataError(

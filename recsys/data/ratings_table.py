@@ -69,7 +69,7 @@ def pair_keys(user: np.ndarray, item: np.ndarray) -> np.ndarray:
     return keys
 
 
-def _has_duplicate_pairs(ratings: pd.DataFrame) -> bool:
+def has_duplicate_pairs(ratings: pd.DataFrame) -> bool:
     """Whether some (user, item) pair is rated twice: by sorting the pair keys, far cheaper than
     pandas' hashing on tens of millions of rows."""
     keys = pair_keys(ratings["user"].to_numpy(), ratings["item"].to_numpy())
@@ -83,18 +83,24 @@ def keep_latest_duplicates(ratings: pd.DataFrame, source: Path | str) -> pd.Data
     MovieLens has none; a hand-made file may, and two answers for one pair would both be trained on
     and tested against.
     """
-    if not _has_duplicate_pairs(ratings):
+    if not has_duplicate_pairs(ratings):
         return ratings
-    order = np.argsort(ratings["timestamp"].to_numpy(), kind="stable")
-    latest = ~ratings.iloc[order].duplicated(["user", "item"], keep="last").to_numpy()
-    keep = np.zeros(len(ratings), dtype=bool)
-    keep[order[latest]] = True
+    keep = latest_of_each_pair(ratings)
     warnings.warn(
         f"{source}: {len(ratings) - keep.sum()} duplicate (user, item) ratings dropped; "
         "kept the latest of each by timestamp (the later row where the file has no timestamps)",
         stacklevel=3,
     )
     return ratings[keep].reset_index(drop=True)
+
+
+def latest_of_each_pair(ratings: pd.DataFrame) -> np.ndarray:
+    """Which rows are the latest of their (user, item) pair by timestamp (the later row on a tie)."""
+    order = np.argsort(ratings["timestamp"].to_numpy(), kind="stable")
+    latest = ~ratings.iloc[order].duplicated(["user", "item"], keep="last").to_numpy()
+    keep = np.zeros(len(ratings), dtype=bool)
+    keep[order[latest]] = True
+    return keep
 
 
 def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
@@ -157,8 +163,9 @@ def non_negative_integers(column: pd.Series, what: str, source: str, where: Wher
 DECIMAL_COMMA = r"[-+]?\d+,\d+"
 
 
-def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
-    """Ratings as float32; a missing, non-numeric or infinite one is an error naming its place.
+def ratings(column: pd.Series, source: str, where: Where, what: str = "rating") -> np.ndarray:
+    """Ratings as float32; a missing, non-numeric or infinite one is an error naming its place (and
+    the values as `what`: the same numbers may be events' weights).
 
     Ratings written with a decimal comma ("3,5", as spreadsheets in many locales export them) are
     read as decimals, with a warning.
@@ -172,7 +179,7 @@ def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
             decimals = text[comma].str.replace(",", ".", regex=False)
             values[bad[comma]] = pd.to_numeric(decimals).to_numpy(np.float32)
             warnings.warn(
-                f"{source}: {comma.sum():,} rating(s) written with a decimal comma, read as decimals "
+                f"{source}: {comma.sum():,} {what}(s) written with a decimal comma, read as decimals "
                 f"(e.g. {text[comma].iloc[0]!r} as {decimals.iloc[0]})",
                 stacklevel=3,
             )
@@ -181,9 +188,9 @@ def ratings(column: pd.Series, source: str, where: Where) -> np.ndarray:
         row = int(bad[0])
         raw = column.iloc[row]
         if pd.isna(raw) or raw == "":
-            raise DataError(f"{source}: missing rating on {where(row)}")
-        what = "not a number" if np.isnan(values[row]) else "not finite"
-        raise DataError(f"{source}: rating {str(raw)[:40]!r} on {where(row)} is {what}")
+            raise DataError(f"{source}: missing {what} on {where(row)}")
+        fault = "not a number" if np.isnan(values[row]) else "not finite"
+        raise DataError(f"{source}: {what} {str(raw)[:40]!r} on {where(row)} is {fault}")
     return values
 
 
@@ -424,6 +431,34 @@ def row_of_frame(row: int) -> str:
     return f"row {row + 1}"
 
 
+def user_item_times(
+    raw: Mapping[str, pd.Series | None],
+    n: int,
+    source: str,
+    where: Where,
+    *,
+    integer_ids: bool = False,
+    kind: str = "ratings",
+) -> pd.DataFrame:
+    """The user, item and timestamp columns of a table of `kind` (ratings, interactions), checked:
+    `integer_ids` as for `ratings_table`; without timestamps, the row order."""
+    if n == 0:
+        raise DataError(f"{source}: no {kind} in file")
+    if integer_ids:
+        user = non_negative_integers(raw["user"], "user id", source, where)  # type: ignore[arg-type]
+        item = non_negative_integers(raw["item"], "item id", source, where)  # type: ignore[arg-type]
+        if raw.get("timestamp") is not None:  # seconds since 1970, not dates or fractions
+            seconds = non_negative_integers(raw["timestamp"], "timestamp", source, where)  # type: ignore[arg-type]
+            raw = {**raw, "timestamp": pd.Series(seconds, copy=False)}
+    else:
+        user = ids(raw["user"], "user", source, where)  # type: ignore[arg-type]
+        item = ids(raw["item"], "item", source, where)  # type: ignore[arg-type]
+    return pd.DataFrame(
+        {"user": user, "item": item, "timestamp": timestamps(raw.get("timestamp"), n, source, where)},
+        copy=False,  # the columns are fresh or read-only views: no second copy of a large table
+    )
+
+
 def ratings_table(
     raw: Mapping[str, pd.Series | None],
     n: int,
@@ -437,28 +472,10 @@ def ratings_table(
     """The canonical ratings table (user, item, rating, timestamp) from raw columns, and its scale.
     `integer_ids`: every id and timestamp must be a non-negative integer (MovieLens'); `scale_name`
     as for `rating_scale`."""
-    if n == 0:
-        raise DataError(f"{source}: no ratings in file")
-    if integer_ids:
-        user = non_negative_integers(raw["user"], "user id", source, where)  # type: ignore[arg-type]
-        item = non_negative_integers(raw["item"], "item id", source, where)  # type: ignore[arg-type]
-        if raw.get("timestamp") is not None:  # seconds since 1970, not dates or fractions
-            seconds = non_negative_integers(raw["timestamp"], "timestamp", source, where)  # type: ignore[arg-type]
-            raw = {**raw, "timestamp": pd.Series(seconds, copy=False)}
-    else:
-        user = ids(raw["user"], "user", source, where)  # type: ignore[arg-type]
-        item = ids(raw["item"], "item", source, where)  # type: ignore[arg-type]
+    table = user_item_times(raw, n, source, where, integer_ids=integer_ids)
     rating = ratings(raw["rating"], source, where)  # type: ignore[arg-type]
     scale = rating_scale(rating, rating_scale_given, source, where, scale_name)
-    table = pd.DataFrame(
-        {
-            "user": user,
-            "item": item,
-            "rating": rating,
-            "timestamp": timestamps(raw.get("timestamp"), n, source, where),
-        },
-        copy=False,  # the columns are fresh or read-only views: no second copy of a large table
-    )
+    table.insert(2, "rating", rating)
     return keep_latest_duplicates(table, source), scale
 
 

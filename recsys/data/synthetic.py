@@ -1,8 +1,9 @@
-"""A MovieLens-like synthetic dataset with planted biases and factors, so learning can be checked
-against the truth.
+"""Synthetic datasets with planted structure, so learning can be checked against the truth.
 
-rating = clip(round(global_mean + user_bias[u] + item_bias[i] + user_factors[u] . item_factors[i]
-+ noise), 1, 5), with long-tailed (Zipf-like) item popularity and user activity.
+Ratings (`make_synthetic`), MovieLens-like: rating = clip(round(global_mean + user_bias[u] +
+item_bias[i] + user_factors[u] . item_factors[i] + noise), 1, 5), with long-tailed (Zipf-like) item
+popularity and user activity. Interactions (`synthetic_interactions`): each user picks items with
+probability proportional to exp(score[u, i]), score = user_factors[u] . item_factors[i] + item_bias[i].
 """
 
 from dataclasses import dataclass
@@ -90,11 +91,64 @@ def make_synthetic(
     ratings = np.clip(np.round(score), 1, 5)
     timestamps = 900_000_000 + np.sort(rng.integers(0, 365 * 86_400, config.n_ratings))
     frame = ratings_frame(users + 1, items + 1, ratings, timestamps)
-    titles = pd.DataFrame(
+    return RatingsDataset("synthetic", frame, _titles(config.n_items), (1.0, 5.0)), truth
+
+
+def _titles(n_items: int) -> pd.DataFrame:
+    """The item table of synthetic data: "Synthetic item 1" ... for raw ids 1..n_items."""
+    return pd.DataFrame(
         {
-            "item": np.arange(1, config.n_items + 1, dtype=np.int64),
-            "title": [f"Synthetic item {i}" for i in range(1, config.n_items + 1)],
+            "item": np.arange(1, n_items + 1, dtype=np.int64),
+            "title": [f"Synthetic item {i}" for i in range(1, n_items + 1)],
             "genres": "(no genres listed)",
         }
     )
-    return RatingsDataset("synthetic", frame, titles, (1.0, 5.0)), truth
+
+
+@dataclass(frozen=True)
+class PlantedRanking:
+    """The preferences behind synthetic interactions, indexed by raw id - 1 (raw ids run 1..n)."""
+
+    user_factors: np.ndarray
+    item_factors: np.ndarray
+    item_bias: np.ndarray  # popularity: every user leans towards the same items
+
+    def scores(self) -> np.ndarray:
+        """(n_users, n_items) true scores: a user picks item i with probability proportional to
+        exp(score), so sorting a user's row sorts the items by how likely they are picked."""
+        return self.user_factors @ self.item_factors.T + self.item_bias
+
+
+# The spread of the planted scores: the dot product's and the popularity's standard deviations. Wide
+# enough that exp(score) tells liked from disliked items apart, narrow enough that a user's picks are
+# not always the same few items.
+TASTE_STD, POPULARITY_STD = 1.5, 1.0
+
+
+def synthetic_interactions(
+    n_users: int = 300, n_items: int = 200, n_factors: int = 4, per_user: int = 20, seed: int = 0
+) -> tuple[RatingsDataset, PlantedRanking]:
+    """Interactions with a planted ranking, and that ranking; the same arguments give the same data.
+
+    Each user picks `per_user` distinct items, drawn without replacement with probability proportional
+    to exp(score) (the Gumbel top-k trick: the largest score + Gumbel noise), each once (strength 1),
+    the events in random order at increasing timestamps.
+    """
+    if min(n_users, n_items, n_factors, per_user) < 1 or per_user > n_items:
+        raise ValueError("n_users, n_items, n_factors and per_user must be positive; per_user <= n_items")
+    rng = np.random.default_rng(seed)
+    factor_std = np.sqrt(TASTE_STD / np.sqrt(n_factors))  # a dot product of n_factors terms
+    truth = PlantedRanking(
+        user_factors=rng.normal(0, factor_std, (n_users, n_factors)),
+        item_factors=rng.normal(0, factor_std, (n_items, n_factors)),
+        item_bias=rng.normal(0, POPULARITY_STD, n_items),
+    )
+    noisy = truth.scores() + rng.gumbel(size=(n_users, n_items))
+    picked = np.argpartition(-noisy, per_user - 1, axis=1)[:, :per_user]
+    users = np.repeat(np.arange(n_users), per_user)
+    order = rng.permutation(users.size)
+    users, items = users[order], picked.ravel()[order]
+    timestamps = 900_000_000 + np.sort(rng.integers(0, 365 * 86_400, users.size))
+    frame = ratings_frame(users + 1, items + 1, np.ones(users.size), timestamps)
+    dataset = RatingsDataset("synthetic-interactions", frame, _titles(n_items), (1.0, 1.0), implicit=True)
+    return dataset, truth

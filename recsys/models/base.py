@@ -105,6 +105,9 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
     # Whether its embedding tables can take sparse gradients (`--sparse`): every lookup goes through
     # the table's own sparse setting and its penalty reads only the rows looked up.
     sparse_gradients: ClassVar[bool] = True
+    # Whether it is trained to rank items (recsys.models.ranking): its score orders a user's items and
+    # is no rating, so it has no RMSE and no y_range.
+    ranks: ClassVar[bool] = False
 
     def __init__(self, y_range: YRange | None) -> None:
         super().__init__()

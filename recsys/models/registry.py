@@ -34,11 +34,23 @@ class ModelEntry:
     defaults: Mapping[str, Any]
     # the same for the compiled engine; None: the model has no compiled path (factorisation() is None)
     compiled_defaults: Mapping[str, Any] | None
-    # Its compiled engine samples a posterior (a SampledModel): no learning rate or penalty there.
-    sampled: bool = False
+    # What the compiled engine fits (FITS): "ratings" (per-rating AdaGrad on the squared error),
+    # "gibbs" (samples a SampledModel's posterior), "bpr" or "als" (ranking from interactions).
+    fit: str = "ratings"
     # What tune.py searches, per engine, where it is not that engine's usual space
     # (recsys.workflows.tune.SEARCH_SPACES): names of RunConfig fields (or y_margin) to candidates.
     search_spaces: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def sampled(self) -> bool:
+        """Its compiled engine samples a posterior (a SampledModel): no learning rate or penalty there."""
+        return self.fit == "gibbs"
+
+    @property
+    def ranks(self) -> bool:
+        """It is trained to rank items from interactions, not to predict ratings: its scores are no
+        ratings (no RMSE), and it trains on the compiled engine only."""
+        return self.fit in RANKING_FITS
 
     def model_class(self) -> type[RatingModel]:
         """The model's class, imported on first use and checked against the interface."""
@@ -50,20 +62,25 @@ class ModelEntry:
                 getattr(import_module(module), attribute),
                 compiled=self.compiled_defaults is not None,
                 sampled=self.sampled,
+                ranks=self.ranks,
             )
         return _LOADED[self.name]
 
 
+# What a model's compiled engine fits; the last two train for top-N lists (recsys.train.bpr, .als).
+FITS = ("ratings", "gibbs", "bpr", "als")
+RANKING_FITS = ("bpr", "als")
 _REGISTRY: dict[str, ModelEntry] = {}
 _LOADED: dict[str, type[RatingModel]] = {}  # classes registered by path, once imported and checked
 
 
 def check_model_class(
-    model_class: Any, *, compiled: bool = False, sampled: bool = False
+    model_class: Any, *, compiled: bool = False, sampled: bool = False, ranks: bool = False
 ) -> type[RatingModel]:
     """`model_class` if it implements RatingModel in full and is built as the registry builds models;
     a TypeError saying what is missing if not. `compiled`: it must also have factorisation() tables,
-    or be a SampledModel; `sampled`: it must be a SampledModel (and, without it, must not be)."""
+    or be a SampledModel; `sampled`: it must be a SampledModel (and, without it, must not be); `ranks`:
+    its class must say it ranks (and, without it, must not)."""
     import torch
 
     from recsys.models.base import RatingModel, SampledModel
@@ -80,10 +97,15 @@ def check_model_class(
             f"{model_class.__name__} must take (n_users, n_items, n_factors, y_range=None, "
             f"generator=None): {error}"
         ) from None
+    if ranks != model_class.ranks:
+        raise TypeError(
+            f"{model_class.__name__} {'does not rank' if ranks else 'ranks'} (its `ranks`) but is registered "
+            f"with {'a ranking' if ranks else 'a rating'} fit"
+        )
     if sampled != issubclass(model_class, SampledModel):
         raise TypeError(
-            f"{model_class.__name__} is registered with sampled={sampled} but "
-            f"{'is not' if sampled else 'is'} a SampledModel"
+            f"{model_class.__name__} is {'not ' if sampled else ''}a SampledModel but is registered with "
+            f"{'' if sampled else 'a '}fit {'gibbs' if sampled else 'other than gibbs'}"
         )
     if compiled and not sampled:
         # Only the model's form is asked for: a tiny one on the CPU, initialised from a throwaway
@@ -103,13 +125,13 @@ def register(
     *,
     defaults: Mapping[str, Any] | None = None,
     compiled_defaults: Mapping[str, Any] | None = None,
-    sampled: bool = False,
+    fit: str = "ratings",
     search_spaces: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ModelEntry:
     """Add model `name`: its class (or "module:ClassName", imported when first built), its autograd
-    `defaults` and, when the compiled engine can train it, its `compiled_defaults`; `sampled` when
-    that engine samples its posterior (a SampledModel) rather than taking steps; `search_spaces`, per
-    engine, what tune.py searches where the engine's usual space does not fit the model.
+    `defaults` and, when the compiled engine can train it, its `compiled_defaults`; `fit`, what that
+    engine fits (FITS: "gibbs" samples a SampledModel's posterior, "bpr" and "als" rank); `search_spaces`,
+    per engine, what tune.py searches where the engine's usual space does not fit the model.
 
     A class is checked now (a TypeError if it does not implement RatingModel in full); a name taken
     is a ValueError.
@@ -118,17 +140,21 @@ def register(
         raise ValueError(f"a model name must be a non-empty string, got {name!r}")
     if name in _REGISTRY:
         raise ValueError(f"model {name!r} is already registered")
+    if fit not in FITS:
+        raise ValueError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
     if not isinstance(model, str):
-        check_model_class(model, compiled=compiled_defaults is not None, sampled=sampled)
+        check_model_class(
+            model, compiled=compiled_defaults is not None, sampled=fit == "gibbs", ranks=fit in RANKING_FITS
+        )
+    if fit != "ratings" and compiled_defaults is None:
+        raise ValueError(f"fit {fit!r} is the compiled engine's: give compiled_defaults")
     entry = ModelEntry(
         name,
         model,
         MappingProxyType(dict(defaults or {})),
         None if compiled_defaults is None else MappingProxyType(dict(compiled_defaults)),
-        sampled,
-        MappingProxyType(
-            {engine: MappingProxyType(dict(space)) for engine, space in (search_spaces or {}).items()}
-        ),
+        fit,
+        _frozen_spaces(search_spaces),
     )
     _REGISTRY[name] = entry
     return entry
@@ -155,7 +181,7 @@ def registered(
     *,
     defaults: Mapping[str, Any] | None = None,
     compiled_defaults: Mapping[str, Any] | None = None,
-    sampled: bool = False,
+    fit: str = "ratings",
     search_spaces: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[ModelEntry]:
     """`register` for the length of a `with` block, then remove it again."""
@@ -164,7 +190,7 @@ def registered(
         model,
         defaults=defaults,
         compiled_defaults=compiled_defaults,
-        sampled=sampled,
+        fit=fit,
         search_spaces=search_spaces,
     )
     try:
@@ -325,7 +351,20 @@ register(
     # Gibbs sweeps (the first fifth burn-in) and the rank of each draw; no lr or l2: the sampler
     # draws the priors' strength too. Chosen by scripts/tune.py on u1.base alone (docs/findings.md).
     compiled_defaults={"epochs": 150, "n_factors": 16},
-    sampled=True,
+    fit="gibbs",
     # On the sampler: its sweeps and the rank of each draw (no learning rate or penalty to tune).
     search_spaces={"compiled": {"epochs": [100, 150, 200, 300], "n_factors": [5, 8, 10, 16, 20]}},
+)
+register(
+    "bpr",
+    "recsys.models.ranking:BPRModel",
+    # Ranking models train on the compiled engine only: no autograd defaults.
+    compiled_defaults={"lr": 0.05, "epochs": 30, "n_factors": 64, "l2": 0.01},
+    fit="bpr",
+)
+register(
+    "ials",
+    "recsys.models.ranking:ImplicitALSModel",
+    compiled_defaults={"epochs": 15, "n_factors": 64, "l2": 0.1, "alpha": 1.0},
+    fit="als",
 )

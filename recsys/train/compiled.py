@@ -426,6 +426,13 @@ def _sorted_by_block(
     return out, offsets
 
 
+def draw_strata(grid: int, generator: torch.Generator) -> list[list[int]]:
+    """An epoch's strata of a `grid` x `grid` cut, in an order drawn from `generator`: stratum s holds
+    the blocks (g, (g + s) mod grid), which share no user and no item."""
+    shifts = torch.randperm(grid, generator=generator).tolist()
+    return [[g * grid + (g + s) % grid for g in range(grid)] for s in shifts]
+
+
 def _on_threads(tasks: Sequence[Callable[[], object]]) -> None:
     """Run `tasks` (nogil kernels) at once, one thread each; the first to raise raises here."""
     if len(tasks) == 1:
@@ -592,9 +599,7 @@ class CompiledEpochs:
         a list of blocks that share no row; with implicit factors, one list of the users' blocks."""
         if self.has_implicit:
             return [torch.randperm(self.n_blocks, generator=generator).tolist()]
-        shifts = torch.randperm(self.grid, generator=generator).tolist()
-        # Stratum s: the blocks (g, (g + s) mod grid), which share no user and no item.
-        return [[g * self.grid + (g + s) % self.grid for g in range(self.grid)] for s in shifts]
+        return draw_strata(self.grid, generator)
 
     def train_epoch(self, lr: float, order: list[list[int]]) -> float:
         """One epoch at learning rate `lr`, the blocks in `order` (`draw_order`'s); the mean squared
@@ -618,7 +623,7 @@ class CompiledEpochs:
         if self.threads == 1:
             train([block for stratum in order for block in stratum])
         else:
-            self._run_strata(order, train)
+            run_strata(order, self.grid, self.threads, train)
         for table, padded in zip(self.factor_tables, (*self.tables[:2], self.implicit[0]), strict=False):
             table[:] = padded[:, : self.n_factors]
         return float(squared_errors.sum()) / len(self.ratings[2])
@@ -645,50 +650,52 @@ class CompiledEpochs:
         _predictions(tables, users.numpy(), items.numpy(), self._settings(0.0), out)
         return torch.from_numpy(out)
 
-    def _run_strata(self, strata: list[list[int]], train: Callable[[Sequence[int]], None]) -> None:
-        """The strata's blocks on the threads, each taken by whichever thread is free (a thread
-        slowed by other processes takes fewer), without a barrier between strata: a block starts
-        once its user group and its item group have finished every earlier stratum. Each row then
-        sees the same updates in the same order as with strata run one after another, so the
-        result is the same; a thread that finishes early starts on the next stratum."""
-        grid = self.grid
-        ready = threading.Condition()
-        # Strata finished so far by each user group and by each item group.
-        users_done, items_done = [0] * grid, [0] * grid
-        taken = [[False] * grid for _ in strata]  # by stratum, then user group
-        first_open = [0]  # the earliest stratum with a block not yet taken
-        failed = [False]  # a block raised: the others stop taking blocks instead of waiting on it
 
-        def take() -> tuple[int, int] | None:
-            with ready:
-                while True:
-                    if failed[0]:
-                        return None
-                    while first_open[0] < len(strata) and all(taken[first_open[0]]):
-                        first_open[0] += 1
-                    if first_open[0] == len(strata):
-                        return None
-                    for k in range(first_open[0], len(strata)):
-                        for group in range(grid):
-                            item_group = strata[k][group] % grid
-                            if not taken[k][group] and users_done[group] == k == items_done[item_group]:
-                                taken[k][group] = True
-                                return k, group
-                    ready.wait()
+def run_strata(
+    strata: list[list[int]], grid: int, threads: int, train: Callable[[Sequence[int]], None]
+) -> None:
+    """The strata's blocks (of a `grid` x `grid` cut) on `threads` threads, each taken by whichever
+    thread is free (a thread slowed by other processes takes fewer), without a barrier between
+    strata: a block starts once its user group and its item group have finished every earlier
+    stratum. Each row then sees the same updates in the same order as with strata run one after
+    another, so the result is the same; a thread that finishes early starts on the next stratum."""
+    ready = threading.Condition()
+    # Strata finished so far by each user group and by each item group.
+    users_done, items_done = [0] * grid, [0] * grid
+    taken = [[False] * grid for _ in strata]  # by stratum, then user group
+    first_open = [0]  # the earliest stratum with a block not yet taken
+    failed = [False]  # a block raised: the others stop taking blocks instead of waiting on it
 
-        def worker() -> None:
-            while (next_block := take()) is not None:
-                k, group = next_block
-                try:
-                    train([strata[k][group]])
-                except BaseException:
-                    with ready:
-                        failed[0] = True
-                        ready.notify_all()
-                    raise
+    def take() -> tuple[int, int] | None:
+        with ready:
+            while True:
+                if failed[0]:
+                    return None
+                while first_open[0] < len(strata) and all(taken[first_open[0]]):
+                    first_open[0] += 1
+                if first_open[0] == len(strata):
+                    return None
+                for k in range(first_open[0], len(strata)):
+                    for group in range(grid):
+                        item_group = strata[k][group] % grid
+                        if not taken[k][group] and users_done[group] == k == items_done[item_group]:
+                            taken[k][group] = True
+                            return k, group
+                ready.wait()
+
+    def worker() -> None:
+        while (next_block := take()) is not None:
+            k, group = next_block
+            try:
+                train([strata[k][group]])
+            except BaseException:
                 with ready:
-                    users_done[group] += 1
-                    items_done[strata[k][group] % grid] += 1
+                    failed[0] = True
                     ready.notify_all()
+                raise
+            with ready:
+                users_done[group] += 1
+                items_done[strata[k][group] % grid] += 1
+                ready.notify_all()
 
-        _on_threads([worker] * self.threads)
+    _on_threads([worker] * threads)

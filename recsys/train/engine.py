@@ -22,7 +22,8 @@ class Engine(Protocol):
         ...
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:
-        """RMSE and MAE on `valid` of the model as trained so far."""
+        """RMSE and MAE ("rmse", "mae") on `valid` of the model as trained so far; for a ranking model,
+        NDCG@10 ("ndcg@10") of its lists."""
         ...
 
     def state_dict(self) -> dict[str, Any]:

@@ -24,3 +24,18 @@ def torch_threads(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+class NumbaThreads:
+    """numba's threads set to `threads` (at most what numba started with) for an engine's run, and
+    given back by `restore`: the caller's, not the engine's, afterwards."""
+
+    def __init__(self, threads: int) -> None:
+        import numba  # imported only by runs that use it
+
+        self._numba = numba
+        self.before = numba.get_num_threads()
+        numba.set_num_threads(min(threads, getattr(numba.config, "NUMBA_NUM_THREADS")))  # noqa: B009
+
+    def restore(self) -> None:
+        self._numba.set_num_threads(self.before)

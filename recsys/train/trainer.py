@@ -34,13 +34,13 @@ from recsys.config import SEED_LIMIT, RunConfig, check_device, check_threads, de
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, mae, rmse
-from recsys.models import RatingModel, SampledModel, rating_model
+from recsys.models import RatingModel, SampledModel, model_entry, rating_model
 from recsys.models.layers import check_pair_range
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank
 from recsys.train.engine import Engine
 from recsys.train.optim import LazyAdam
-from recsys.train.threads import torch_threads
+from recsys.train.threads import NumbaThreads, torch_threads
 
 T = TypeVar("T")
 
@@ -72,10 +72,12 @@ class EpochStats:
 
     epoch: int
     train_loss: float  # mean squared error over the epoch's batches (without the penalty)
-    valid_rmse: float
+    valid_rmse: float  # NaN for a ranking model, whose scores are no ratings
     valid_mae: float
     seconds: float
     ratings: int  # trained on by this process: its shard under torchrun, all of them otherwise
+    # A ranking model's NDCG@10 on (a sample of) the validation users; NaN for a rating model.
+    valid_ndcg: float = math.nan
 
 
 def make_optimizers(model: nn.Module, config: RunConfig) -> list[torch.optim.Optimizer]:
@@ -297,14 +299,10 @@ class _SampledEpochs:
     ) -> None:
         if distributed_rank()[1] > 1:
             raise RecsysError("`engine` compiled trains in one process; under torchrun use `engine` autograd")
-        import numba  # imported only by runs that use it
-
         from recsys.train.gibbs import GibbsEpochs
 
         self.epochs = GibbsEpochs(model, train, valid, config.epochs, config.n_factors, model.y_range)
-        self._numba = numba
-        self.threads_before = numba.get_num_threads()  # given back by close: the caller's, not ours
-        numba.set_num_threads(min(threads, getattr(numba.config, "NUMBA_NUM_THREADS")))  # noqa: B009
+        self.threads = NumbaThreads(threads)
 
     def state_dict(self) -> dict[str, Any]:
         return {"sampler": self.epochs.state_dict()}
@@ -322,7 +320,7 @@ class _SampledEpochs:
         return self.epochs.evaluate()
 
     def close(self) -> None:
-        self._numba.set_num_threads(self.threads_before)
+        self.threads.restore()
 
 
 def fit(
@@ -444,9 +442,19 @@ def _check_pairs_fit_the_tables(model: RatingModel, *parts: RatingTensors) -> No
 def _epochs_for(
     model: nn.Module, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
 ) -> Engine:
-    """The engine of `config.engine`: on the compiled engine, a Gibbs sampler for a sampled model."""
+    """The engine of `config.engine`: on the compiled engine, the model's fit (per-rating AdaGrad, a
+    Gibbs sampler for a sampled model, BPR or implicit ALS for a ranking model)."""
     if config.samples:
         return _SampledEpochs(cast(SampledModel, model), train, valid, config, threads)
+    fit = model_entry(config.model).fit
+    if config.engine == "compiled" and fit == "als":
+        from recsys.train.als import ALSEpochs  # numba: imported only by runs that use it
+
+        return ALSEpochs(rating_model(model), train, valid, config, threads)
+    if config.engine == "compiled" and fit == "bpr":
+        from recsys.train.bpr import BPREpochs
+
+        return BPREpochs(rating_model(model), train, valid, config, threads)
     if config.engine == "compiled":
         return _CompiledEpochs(model, train, config, threads)
     return _AutogradEpochs(model, train, config)
@@ -469,7 +477,13 @@ def _train_one_epoch(
         )
     metrics = epochs.evaluate(valid)
     return EpochStats(
-        epoch, train_loss, metrics["rmse"], metrics["mae"], time.perf_counter() - start, ratings
+        epoch,
+        train_loss,
+        metrics.get("rmse", math.nan),
+        metrics.get("mae", math.nan),
+        time.perf_counter() - start,
+        ratings,
+        metrics.get("ndcg@10", math.nan),
     )
 
 

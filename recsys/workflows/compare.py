@@ -8,6 +8,7 @@ line up the learned biases with the damped baseline, simple statistics of the da
 synthetic data) the planted truth; `bias_correlations` turns "the biases make sense" into numbers.
 """
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,7 +29,7 @@ from recsys.evaluate.metrics import evaluate_test
 from recsys.evaluate.ranking import KS, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer, random_scorer
 from recsys.models import model_names
-from recsys.models.base import member_forms
+from recsys.models.base import member_forms, rating_model
 from recsys.studies.bag_cost import MODES as BAG_MODES
 from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
 from recsys.studies.bag_cost import bag_versus_multi_hot
@@ -110,14 +111,16 @@ def compare_models(
         result = train_and_evaluate(dataset, config, progress=progress)
         data = result.data
         trained[name] = result.model
+        # A ranking model's scores are no ratings: no RMSE, MAE or learning curve in RMSE.
+        ranks = result.config.ranks
         scores.append(
             ModelScore(
                 name,
-                result.test["rmse"],
-                result.test["mae"],
+                math.nan if ranks else result.test["rmse"],
+                math.nan if ranks else result.test["mae"],
                 result.seconds,
                 _fitted_size(result.model),
-                [h.valid_rmse for h in result.history],
+                [] if ranks else [h.valid_rmse for h in result.history],
                 result.config.engine,
             )
         )
@@ -134,7 +137,7 @@ def compare_models(
     curves = {
         name: fold_in_curve(model, data, threshold)
         for name, model in trained.items()
-        if name not in BASELINES and member_forms(model) is not None
+        if name not in BASELINES and member_forms(model) is not None and not rating_model(model).ranks
     }
     return Comparison(
         dataset,

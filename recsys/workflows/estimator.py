@@ -19,6 +19,7 @@ from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.ratings_table import INTEGER_TEXT, whole_numbers
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
+from recsys.models.registry import model_entry, model_names
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import fit
@@ -107,6 +108,11 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         none is taken from it.
         """
         self._check_unknown()
+        if self.model in model_names() and model_entry(self.model).ranks:  # unknown: refused below
+            raise ValueError(
+                f"model {self.model!r} ranks items and predicts no rating; RatingRegressor trains the "
+                "rating models (train a ranking model with recsys.train_and_evaluate)"
+            )
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
         users, items = (_ids_given(column, kind) for column, kind in _id_columns(X))
         ratings = np.asarray(y, dtype=np.float64)  # validate_data refused NaN and infinite ratings

@@ -22,6 +22,8 @@ from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.splits import Split, make_split
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, evaluate_test
+from recsys.evaluate.ranking import evaluate_ranking, ranking_task, relevance_threshold
+from recsys.evaluate.scorers import model_scorer
 from recsys.files import write_json
 from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, DATA_FILE, METRICS_FILE
 from recsys.train.allocator import keep_freed_memory
@@ -47,14 +49,18 @@ class RunResult:
     model: nn.Module
     data: EncodedSplit
     history: list[EpochStats]
-    test: dict[str, float]  # rmse and mae under config.unknown
+    # rmse and mae under config.unknown; for a ranking model, its lists' metrics (evaluate_ranking's)
+    test: dict[str, float]
     seconds: float
 
     def metrics(self) -> dict[str, Any]:
-        """Plain-data summary for metrics.json."""
+        """Plain-data summary for metrics.json: a ranking model's test RMSE and MAE are None (its
+        scores are no ratings) and its lists' metrics are under test_ranking."""
+        ranking = {"test_ranking": self.test} if self.config.ranks else {}
         return {
-            "test_rmse": self.test["rmse"],
-            "test_mae": self.test["mae"],
+            "test_rmse": self.test.get("rmse"),
+            "test_mae": self.test.get("mae"),
+            **ranking,
             "n_train": len(self.data.train),
             "n_test": len(self.data.test),  # with ids seen in training
             "n_test_unknown": len(self.data.unknown_test_ratings),
@@ -89,13 +95,25 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
             f"split {config.split} of {dataset.name} leaves no test rating whose user and item are both "
             f"in training ({_test_counts(split, data)}){_split_hint(config)}"
         )
-    return data, fitted_config(config, dataset.rating_scale, len(data.train))
+    if dataset.implicit and not config.ranks:
+        raise RecsysError(
+            f"{dataset.name} holds interactions, not ratings: {config.model} predicts ratings; train a "
+            "ranking model on them, `model` bpr or ials"
+        )
+    return data, fitted_config(config, dataset.rating_scale, len(data.train), implicit=dataset.implicit)
 
 
-def fitted_config(config: RunConfig, rating_scale: tuple[float, float], n_train: int) -> RunConfig:
-    """`config` fitted to its data: the y_range and rating unit of `rating_scale` where unset, and an
-    autograd run's batch size capped so that `n_train` ratings give at least MIN_STEPS steps."""
-    if config.y_range is None:
+def fitted_config(
+    config: RunConfig, rating_scale: tuple[float, float], n_train: int, *, implicit: bool = False
+) -> RunConfig:
+    """`config` fitted to its data: the y_range (not for a ranking model, whose scores are no ratings)
+    and rating unit of `rating_scale` where unset, the relevance threshold (every interaction of
+    `implicit` data), and an autograd run's batch size capped so that `n_train` ratings give at least
+    MIN_STEPS steps."""
+    if config.relevant is None:
+        relevant = rating_scale[0] if implicit else relevance_threshold(rating_scale)
+        config = dataclasses.replace(config, relevant=relevant)
+    if config.y_range is None and not config.ranks:
         config = dataclasses.replace(config, y_range=default_y_range(rating_scale))
     if config.rating_unit is None:
         config = dataclasses.replace(config, rating_unit=rating_unit(rating_scale))
@@ -195,10 +213,9 @@ def train_and_evaluate(
             resume=last_training,
         )
         seconds = time.perf_counter() - start
-        result = RunResult(
-            config, model.cpu(), data, history, evaluate_test(model, data, config.unknown), seconds
-        )
-        _warn_if_worse_than_mean(result)
+        result = RunResult(config, model.cpu(), data, history, _test_scores(model, data, config), seconds)
+        if not config.ranks:
+            _warn_if_worse_than_mean(result)
         if run_dir is not None:
             metrics = result.metrics()
             save_checkpoint(
@@ -206,6 +223,15 @@ def train_and_evaluate(
             )
             write_json(run_dir / METRICS_FILE, metrics)
         return result
+
+
+def _test_scores(model: nn.Module, data: EncodedSplit, config: RunConfig) -> dict[str, float]:
+    """RMSE and MAE on the test part; for a ranking model, its lists' metrics there (every test pair
+    reaching `relevant` is relevant)."""
+    if not config.ranks:
+        return evaluate_test(model, data, config.unknown)
+    task = ranking_task(data.train, data.test, len(data.users), len(data.items), config.relevant)
+    return evaluate_ranking(model_scorer(model, len(data.items)), task)
 
 
 def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit) -> None:

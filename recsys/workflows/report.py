@@ -148,7 +148,7 @@ def plot_learning_curves(comparison: Comparison, path: Path) -> str:
     figure = Figure(figsize=(7, 4.5))
     axes = figure.subplots()
     for score in comparison.scores:
-        if score.valid_rmse:
+        if score.valid_rmse:  # a ranking model has no RMSE to follow
             axes.plot(range(1, len(score.valid_rmse) + 1), score.valid_rmse, marker="o", label=score.name)
     for score in comparison.scores:
         if score.name in BASELINES:
@@ -193,15 +193,24 @@ def _trained_models(scores: pd.DataFrame, ranking: pd.DataFrame) -> pd.DataFrame
 def plot_ndcg_against_rmse(scores: pd.DataFrame, ranking: pd.DataFrame, path: Path) -> str:
     """Each trained model's test RMSE against its NDCG@10, with the popularity chart's NDCG@10 as a line."""
     joined = _trained_models(scores, ranking)
+    rated = joined[joined["rmse"].notna()]
     figure = Figure(figsize=(7, 4.5))
     axes = figure.subplots()
-    axes.scatter(joined["rmse"], joined["ndcg@10"], color="tab:blue")
-    for row in joined.itertuples(index=False):
-        axes.annotate(str(row.model), (row.rmse, row[joined.columns.get_loc("ndcg@10")]), fontsize=8)
-    popular = ranking.loc[ranking["model"] == "most-popular", "ndcg@10"]
-    if len(popular):
-        axes.axhline(float(popular.iloc[0]), linestyle="--", color="grey", linewidth=1)
-        axes.annotate("most-popular", (float(joined["rmse"].min()), float(popular.iloc[0])), fontsize=8)
+    axes.scatter(rated["rmse"], rated["ndcg@10"], color="tab:blue")
+    for row in rated.itertuples(index=False):
+        axes.annotate(str(row.model), (row.rmse, row[rated.columns.get_loc("ndcg@10")]), fontsize=8)
+    left = float(rated["rmse"].min()) if len(rated) else 0.0
+    # Lines for what has no RMSE: the popularity chart, and the ranking models (their scores are no ratings).
+    lines = [("most-popular", ranking.loc[ranking["model"] == "most-popular", "ndcg@10"], "grey")]
+    no_rmse = joined[joined["rmse"].isna()]
+    lines += [
+        (f"{name} (no RMSE)", pd.Series([value]), "tab:green")
+        for name, value in zip(no_rmse["model"], no_rmse["ndcg@10"], strict=True)
+    ]
+    for name, value, colour in lines:
+        if len(value):
+            axes.axhline(float(value.iloc[0]), linestyle="--", color=colour, linewidth=1)
+            axes.annotate(name, (left, float(value.iloc[0])), fontsize=8)
     axes.set(
         xlabel="test RMSE (lower is better)",
         ylabel="NDCG@10, full ranking (higher is better)",
@@ -238,25 +247,33 @@ def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame) -> str:
     joined = _trained_models(scores, ranking)
     if joined.empty:
         return ""
-    by_rmse = joined["rmse"].rank(method="min").astype(int)
+    rated = joined["rmse"].notna()
+    by_rmse = joined["rmse"].rank(method="min")
     by_ndcg = joined["ndcg@10"].rank(method="min", ascending=False).astype(int)
     popular = ranking.loc[ranking["model"] == "most-popular", "ndcg@10"]
     chart = float(popular.iloc[0]) if len(popular) else float("nan")
     lines = []
     for index, row in joined.iterrows():
         versus = "above" if row["ndcg@10"] > chart else "below"
-        lines.append(
-            f"`{row['model']}` is {_ordinal(by_rmse[index])} of {len(joined)} by RMSE ({row['rmse']:.4f}) "
-            f"and {_ordinal(by_ndcg[index])} by NDCG@10 ({row['ndcg@10']:.3f}, {versus} the popularity "
-            f"chart's {chart:.3f}; coverage@10 {row['coverage@10']:.3f})."
+        fit = (
+            f"is {_ordinal(int(by_rmse[index]))} of {int(rated.sum())} by RMSE ({row['rmse']:.4f})"
+            if rated[index]
+            else "is trained to rank and predicts no rating (no RMSE)"
         )
-    agree = float(joined["rmse"].rank().corr(-joined["ndcg@10"].rank())) if len(joined) > 1 else float("nan")
+        lines.append(
+            f"`{row['model']}` {fit} and {_ordinal(by_ndcg[index])} of {len(joined)} by NDCG@10 "
+            f"({row['ndcg@10']:.3f}, {versus} the popularity chart's {chart:.3f}; coverage@10 "
+            f"{row['coverage@10']:.3f})."
+        )
+    both = joined[rated]
+    agree = float(both["rmse"].rank().corr(-both["ndcg@10"].rank())) if len(both) > 1 else float("nan")
     lines.append(
         "A lower RMSE is a better fit to the ratings a user gave; NDCG@10 asks whether the items a user "
         "went on to rate highly are at the top of a list drawn from every item they had not rated. "
         f"Spearman's rho between the two orders here: {agree:.2f}. Rating models are trained on the "
         "ratings people chose to give, not on which items they chose, so a low RMSE need not give "
-        "good lists, while a popularity chart ranks exactly by what people choose."
+        "good lists, while a popularity chart ranks exactly by what people choose"
+        + (", and the ranking models are trained on that choice itself." if not rated.all() else ".")
     )
     return " ".join(lines)
 
@@ -407,7 +424,8 @@ def _write_report_files(
     no_bias = [s.name for s in comparison.scores if s.name not in BASELINES and s.name not in biased]
     if no_bias:
         md.append(
-            f"{', '.join(f'`{n}`' for n in no_bias)} has no per-user or per-item bias, explicit or implied."
+            f"{', '.join(f'`{n}`' for n in no_bias)} {'has' if len(no_bias) == 1 else 'have'} no per-user "
+            "or per-item bias, explicit or implied."
         )
     if explicit:
         named = ", ".join(f"`{name}`" for name in explicit)

@@ -144,6 +144,7 @@ def data_flags(argv: list[str]) -> argparse.Namespace:
         (["--ratings", "r.csv", "--dataset", "tiny"], "drop --dataset and --data-dir"),
         (["--columns", "user=u,item=i,rating=r"], "--columns describes a --ratings file"),
         (["--rating-scale", "1,10"], "--rating-scale describes a --ratings file"),
+        (["--implicit"], "--implicit describes a --ratings file"),
     ],
 )
 def test_data_flags_that_do_not_go_together_are_refused(argv: list[str], expected: str) -> None:
@@ -153,7 +154,7 @@ def test_data_flags_that_do_not_go_together_are_refused(argv: list[str], expecte
 
 @pytest.mark.parametrize(
     ("flag", "value"),
-    [("--columns", "user=u,item=i"), ("--columns", "who=u,item=i,rating=r"), ("--rating-scale", "10,1"),
+    [("--columns", "user=u,rating=r"), ("--columns", "who=u,item=i,rating=r"), ("--rating-scale", "10,1"),
      ("--rating-scale", "one,ten"), ("--rating-scale", "1,inf"), ("--rating-scale", "nan,5")],
 )  # fmt: skip
 def test_bad_columns_and_scales_are_argparse_errors(flag: str, value: str) -> None:
@@ -180,6 +181,19 @@ def test_columns_and_scale_flags_parse() -> None:
     assert args.columns == {"user": "a", "item": "b", "rating": "c", "timestamp": "d"}
     assert args.rating_scale == (1.0, 10.0)
     check_data_flags(args)
+    interactions = data_flags(["--ratings", "r.csv", "--columns", "user=a,item=b,weight=c", "--implicit"])
+    assert interactions.columns == {"user": "a", "item": "b", "weight": "c"} and interactions.implicit
+    check_data_flags(interactions)
+
+
+def test_implicit_reads_a_ratings_file_as_interactions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "plays.csv"
+    path.write_text("user,item,rating\n1,2,4\n1,2,3\n2,2,1\n")
+    dataset = dataset_from_flags(data_flags(["--ratings", str(path), "--implicit"]))
+    assert dataset.implicit and dataset.ratings["rating"].tolist() == [7.0, 1.0]
+    assert capsys.readouterr().err == "interactions: 2 user-item pairs of strength 1-7, summing to 8\n"
 
 
 def test_dataset_from_flags_loads_the_named_dataset(capsys: pytest.CaptureFixture[str]) -> None:

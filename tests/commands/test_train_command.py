@@ -33,7 +33,7 @@ from recsys.config import config_for
 from recsys.data.catalog import load_dataset
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test
-from recsys.models import MODELS, DotProductBias, Ensemble
+from recsys.models import MODELS, DotProductBias, Ensemble, model_entry
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import prepare
 
@@ -127,6 +127,7 @@ def ok(result: Ran) -> Ran:
 
 
 TEST_RMSE = re.compile(r"test RMSE (\d+\.\d{4})")
+TEST_NDCG = re.compile(r"test NDCG@10 (\d+\.\d{4})  precision@10 (\d+\.\d{4})  recall@10 (\d+\.\d{4})")
 
 
 def test_train_tiny_prints_the_epoch_table_and_test_rmse(good: Runs) -> None:
@@ -197,7 +198,8 @@ def test_train_tiny_checkpoint_reproduces_the_test_rmse(good: Runs) -> None:
 @pytest.mark.parametrize("name", list(MODELS))
 def test_every_model_trains_from_the_cli(name: str, good: Runs) -> None:
     result = ok(good.results[name])
-    assert TEST_RMSE.search(result.stdout)
+    # A ranking model's scores are no ratings: it reports its lists.
+    assert (TEST_NDCG if model_entry(name).ranks else TEST_RMSE).search(result.stdout)
     config = json.loads((good.outs[name] / "config.json").read_text())
     assert (config["model"], config["epochs"]) == (name, 1)
     model = load_checkpoint(good.outs[name] / "checkpoint.pt").model
@@ -361,12 +363,19 @@ def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]
         script.parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "None" not in text and "(default:" not in text
-    compiled = "dot 19, dotbias 12, linear 10, embproj 10, svdpp 10, bpmf 150"
+    compiled = "dot 19, dotbias 12, linear 10, embproj 10, svdpp 10, bpmf 150, bpr 30, ials 15"
     assert f"[default: {compiled}; with --engine autograd: dot 11, dotbias 9, svdpp 5, bpmf 5]" in text
     assert "dotbias 512, linear 512, embproj 512, svdpp 2048" in text  # the autograd batch sizes
     # bpmf's sampler reads no lr: only its autograd default is listed.
     assert "dotbias 2, linear 1, embproj 1, svdpp 1, bpmf 1; with --engine autograd: dotbias 1]" in text
-    assert "svdpp 0.035; with --engine autograd: dot 0.0021, dotbias 0.0094, svdpp 0.02, bpmf 0.02]" in text
+    assert (
+        "svdpp 0.035, bpr 0.05; with --engine autograd: dot 0.0021, dotbias 0.0094, svdpp 0.02, bpmf 0.02]"
+        in text
+    )
+    assert (
+        "its count; for ratings, 1 + the rating less the relevance threshold); every other cell's is 1 "
+        "[default: 1]" in text
+    )
 
 
 # --- resuming --------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from recsys.models import (
     RatingModel,
     SampledModel,
     build_model,
+    model_entry,
     rating_model,
     sigmoid_range,
 )
@@ -32,6 +33,8 @@ from recsys.models.layers import lookup, mean_squared_norm, one_hot_linear, spli
 N_USERS, N_ITEMS, N_FACTORS = 7, 9, 4
 Y_RANGE = (0.0, 5.5)
 NAMES = list(MODELS)
+# Those that predict ratings, squashed into a y_range; the ranking models' scores are no ratings.
+RATING_NAMES = [name for name in NAMES if not model_entry(name).ranks]
 
 
 def make(name: str, y_range: tuple[float, float] | None = Y_RANGE, seed: int = 0) -> nn.Module:
@@ -75,7 +78,7 @@ def test_output_shape_and_dtype(name: str, size: int) -> None:
     assert out.dtype == torch.float32
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", RATING_NAMES)
 def test_outputs_lie_within_y_range(name: str) -> None:
     model, plain = make(name), make(name, y_range=None)
     x = every_id_batch()
@@ -103,7 +106,7 @@ def test_outputs_lie_within_y_range(name: str) -> None:
         assert torch.all(out >= low) and torch.all(out <= high) and not torch.equal(out, logits)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", RATING_NAMES)
 @pytest.mark.parametrize(("user_value", "item_value"), [(10.0, 10.0), (10.0, -10.0), (-10.0, -10.0)])
 def test_outputs_stay_bounded_for_huge_weights(name: str, user_value: float, item_value: float) -> None:
     model = make(name)
@@ -163,6 +166,8 @@ def test_gradient_reaches_only_the_rows_a_batch_uses(name: str) -> None:
         "linear": ("user_linear.weight", 1),
         "svdpp": ("user_factors.weight", 0),
         "bpmf": ("user_factors.weight", 0),
+        "bpr": ("user_factors.weight", 0),
+        "ials": ("user_factors.weight", 0),
     }
     parameter_name, id_dim = tables[name]
     grad = dict(model.named_parameters())[parameter_name].grad
@@ -279,7 +284,7 @@ def test_unknown_model_name_lists_the_valid_ones() -> None:
     assert all(name in message for name in MODELS)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", RATING_NAMES)
 def test_y_range_is_stored_and_applied(name: str) -> None:
     x = every_id_batch()
     plain = make(name, y_range=None)
@@ -291,7 +296,7 @@ def test_y_range_is_stored_and_applied(name: str) -> None:
         assert torch.allclose(ranged(x), torch.sigmoid(plain(x)) * 2.0 + 1.0, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", RATING_NAMES)
 @pytest.mark.parametrize("y_range", [(5.5, 0.0), (1.0, 1.0), (0.0, math.inf), (math.nan, 5.0)])
 def test_a_y_range_no_rating_fits_in_is_refused(name: str, y_range: tuple[float, float]) -> None:
     with pytest.raises(ValueError, match="y_range must be finite"):
@@ -306,7 +311,19 @@ def test_every_registered_model_is_a_rating_model(name: str) -> None:
     model = make(name)
     assert isinstance(model, RatingModel) and type(model) is MODELS[name]
     assert rating_model(model) is model
-    assert model.y_range == Y_RANGE
+    assert model.y_range == (None if model_entry(name).ranks else Y_RANGE)
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - set(RATING_NAMES)))
+def test_a_ranking_models_score_is_never_squashed(name: str) -> None:
+    """Its score ranks and is no rating: a y_range given is not applied, however large the score."""
+    model = make(name, y_range=(1.0, 3.0))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.fill_(10.0)
+    x = every_id_batch()
+    assert model.y_range is None
+    assert torch.all(model(x) > 3.0)
 
 
 def test_a_plain_module_is_not_a_rating_model() -> None:
@@ -517,6 +534,13 @@ def test_fastai_learner_trains_every_model(name: str, tiny_encoded: EncodedSplit
     )
     x, y = dls.one_batch()
     assert x.shape == (256, 2) and y.shape == (256,)
+    if model_entry(name).ranks:  # fitted to 1 where rated 4 or more, else 0, as implicit feedback
+        dls = DataLoaders.from_dsets(
+            TensorDataset(data.train.x, (data.train.y >= 4).float()),
+            TensorDataset(data.test.x, (data.test.y >= 4).float()),
+            bs=256,
+            device="cpu",
+        )
     model = build_model(name, len(data.users), len(data.items), 20, Y_RANGE, torch.Generator().manual_seed(0))
     model.set_training_pairs(data.train.x)
     before = {k: v.clone() for k, v in model.named_parameters()}

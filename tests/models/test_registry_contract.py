@@ -138,7 +138,7 @@ def test_a_registered_model_is_listed_with_its_defaults(offset_model: str) -> No
     chosen = config()
     assert (chosen.engine, chosen.epochs, chosen.lr, chosen.batch_size) == ("autograd", EPOCHS, 1e-2, 128)
     with pytest.raises(
-        RecsysError, match="`engine` compiled trains dot, dotbias, svdpp, bpmf, not offset-dot"
+        RecsysError, match="`engine` compiled trains dot, dotbias, svdpp, bpmf, bpr, ials, not offset-dot"
     ):
         config(engine="compiled")
     assert type(build_model(offset_model, 3, 4, 2, None)) is OffsetDotProduct
@@ -169,8 +169,9 @@ def test_a_model_without_its_penalty_cannot_be_registered_or_built() -> None:
         (type("NoGenerator", (OffsetDotProduct,), {"__init__": lambda self, n_users: None}), {},
          "must take \\(n_users, n_items, n_factors, y_range=None, generator=None\\)"),
         (OffsetDotProduct, {"compiled_defaults": {"lr": 0.1}}, "no factorisation\\(\\) tables"),
-        (OffsetDotProduct, {"sampled": True}, "registered with sampled=True but is not a SampledModel"),
-        (BayesianMF, {"compiled_defaults": {"epochs": 3}}, "sampled=False but is a SampledModel"),
+        (OffsetDotProduct, {"fit": "gibbs"}, "not a SampledModel but is registered with fit gibbs"),
+        (BayesianMF, {"compiled_defaults": {"epochs": 3}},
+         "a SampledModel but is registered with a fit other than gibbs"),
     ],
 )  # fmt: skip
 def test_a_class_the_registry_cannot_build_is_refused(

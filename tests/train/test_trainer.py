@@ -15,7 +15,9 @@ from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate
-from recsys.models import MODELS, build_model
+from recsys.evaluate.ranking import evaluate_ranking, ranking_task
+from recsys.evaluate.scorers import model_scorer
+from recsys.models import MODELS, build_model, model_entry, rating_model
 from recsys.train import trainer
 from recsys.train.trainer import (
     EpochStats,
@@ -43,9 +45,17 @@ def fit_on(data: EncodedSplit, config: RunConfig, seed: int = 0) -> tuple[nn.Mod
 # --- fit -----------------------------------------------------------------------------------------
 
 
+def model_size(model: torch.nn.Module) -> tuple[int, int]:
+    """A model's numbers of users and items, from its id vectors."""
+    vectors = rating_model(model).id_vectors()
+    assert vectors is not None
+    return len(vectors[0]), len(vectors[1])
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 def test_training_loss_falls_for_every_model(name: str, tiny_encoded: EncodedSplit) -> None:
-    config = config_for(name, dataset="tiny", epochs=4, y_range=Y_RANGE)
+    y_range = None if model_entry(name).ranks else Y_RANGE  # a ranking score is no rating
+    config = config_for(name, dataset="tiny", epochs=4, y_range=y_range)
     seen: list[EpochStats] = []
     generator = torch.Generator().manual_seed(0)
     model = model_for(config, len(tiny_encoded.users), len(tiny_encoded.items), generator)
@@ -54,11 +64,19 @@ def test_training_loss_falls_for_every_model(name: str, tiny_encoded: EncodedSpl
     )
     assert [stats.epoch for stats in history] == [1, 2, 3, 4]
     assert seen == history
+    assert history[-1].train_loss < history[0].train_loss
+    if model_entry(name).ranks:  # watched by its lists, which it has no ratings to be scored on
+        for stats in history:
+            assert math.isnan(stats.valid_rmse) and 0 <= stats.valid_ndcg <= 1
+        task = ranking_task(tiny_encoded.train, tiny_encoded.test, *model_size(model), 1.0)
+        final_ndcg = evaluate_ranking(model_scorer(model, model_size(model)[1]), task, ks=(10,))["ndcg@10"]
+        assert final_ndcg == pytest.approx(history[-1].valid_ndcg, rel=1e-6)
+        return
     for stats in history:
         assert isinstance(stats, EpochStats)
         values = (stats.train_loss, stats.valid_rmse, stats.valid_mae, stats.seconds)
         assert all(math.isfinite(v) and v >= 0 for v in values)
-    assert history[-1].train_loss < history[0].train_loss
+        assert math.isnan(stats.valid_ndcg)
     assert history[-1].valid_rmse < history[0].valid_rmse
     # The recorded validation metrics are those of the trained model on the validation ratings.
     final = evaluate(model, tiny_encoded.test)

@@ -23,7 +23,7 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
         assert (tmp_path / name).stat().st_size > 1000, name
         assert f"({name})" in report.read_text()
     text = report.read_text()
-    assert "`dot` has no per-user or per-item bias" in text
+    assert "`dot`, `bpr`, `ials` have no per-user or per-item bias" in text
     assert (
         "Explicit biases (`dotbias`, `svdpp`, `bpmf`)" in text
         and "Implied biases (`linear`, `embproj`)" in text

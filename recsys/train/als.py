@@ -1,0 +1,194 @@
+"""Implicit ALS (`ials`): Hu, Koren and Volinsky's weighted matrix factorisation, one side at a time.
+
+Every user-item cell is fitted: 1 where the user interacted, weighing c = 1 + alpha * strength, and 0
+elsewhere, weighing 1. With the items fixed each user's row is a ridge regression over every item,
+whose k x k system is the items' Gram matrix (shared by all users) plus a term per positive only,
+so an epoch costs the positives and never a dense user x item matrix; then the items likewise. A row
+is solved by a few steps of conjugate gradient from its last value (`CG_STEPS`, as the `implicit`
+library does), or exactly (Cholesky) with `steps` 0. Rows are solved in parallel on numba's threads,
+each by one thread in a fixed order, so the result is the same on any number of them.
+
+The penalty on a row is `l2` times the row's weight in the loss, as Rendle et al. ("Revisiting the
+performance of iALS", 2021) scale it: the unobserved cells' weight shared by every row plus its
+positives' extra confidence, so a row with many interactions is held as firmly as its data is.
+"""
+
+import math
+from typing import Any
+
+import numba
+import numpy as np
+import torch
+
+from recsys.config import RunConfig
+from recsys.data.encoding import RatingTensors
+from recsys.models.base import RatingModel
+from recsys.train.interactions import ByRow, RankingWatch, positives
+from recsys.train.jit import compiled
+from recsys.train.threads import NumbaThreads
+
+# Conjugate-gradient steps per row and epoch, from the row's last value: `implicit`'s default, whose
+# rows then reach the exact solve's ranking quality on u1 (docs/findings.md).
+CG_STEPS = 3
+
+
+@compiled(parallel=True, fastmath=True)
+def gram(table: np.ndarray) -> np.ndarray:
+    """table.T @ table in float64, each entry summed in one fixed order (BLAS's order can change
+    with its threads)."""
+    k = table.shape[1]
+    out = np.zeros((k, k))
+    for a in numba.prange(k):
+        for r in range(table.shape[0]):
+            value = np.float64(table[r, a])
+            for b in range(k):
+                out[a, b] += value * table[r, b]
+    return out
+
+
+@compiled(parallel=True, fastmath=True)
+def solve_side(
+    rows: np.ndarray,
+    other: np.ndarray,
+    other_gram: np.ndarray,
+    by_row: tuple[np.ndarray, np.ndarray, np.ndarray],
+    alpha: float,
+    regularisation: np.ndarray,
+    steps: int,
+) -> None:
+    """Refit every row of `rows` given `other` (whose Gram matrix is `other_gram`), in place: row r
+    minimises sum over every other-side j of c_rj (p_rj - rows[r] . other[j])^2 + regularisation[r]
+    |rows[r]|^2, with p_rj 1 and c_rj 1 + alpha * strength for r's positives (`by_row`), else 0 and 1.
+    `steps` 0: exactly (a Cholesky solve); else that many conjugate-gradient steps from rows[r]."""
+    starts, others, strengths = by_row
+    k = rows.shape[1]
+    for r in numba.prange(rows.shape[0]):
+        first, last = starts[r], starts[r + 1]
+        lam = regularisation[r]
+        if steps == 0:
+            system = other_gram.copy()
+            rhs = np.zeros(k)
+            for d in range(k):
+                system[d, d] += lam
+            for t in range(first, last):
+                j = others[t]
+                confidence = 1.0 + alpha * strengths[t]
+                for a in range(k):
+                    rhs[a] += confidence * other[j, a]
+                    for b in range(k):
+                        system[a, b] += (confidence - 1.0) * other[j, a] * other[j, b]
+            solution = np.linalg.solve(system, rhs)
+            for a in range(k):
+                rows[r, a] = solution[a]
+            continue
+        x = rows[r].astype(np.float64)
+        # residual = rhs - system @ x, the positives' parts gathered one positive at a time
+        residual = -(other_gram @ x) - lam * x
+        for t in range(first, last):
+            j = others[t]
+            confidence = 1.0 + alpha * strengths[t]
+            dot = 0.0
+            for a in range(k):
+                dot += other[j, a] * x[a]
+            weight = confidence - (confidence - 1.0) * dot
+            for a in range(k):
+                residual[a] += weight * other[j, a]
+        direction = residual.copy()
+        squared = residual @ residual
+        for _ in range(steps):
+            if squared < 1e-20:
+                break
+            product = other_gram @ direction + lam * direction
+            for t in range(first, last):
+                j = others[t]
+                extra = alpha * strengths[t]
+                dot = 0.0
+                for a in range(k):
+                    dot += other[j, a] * direction[a]
+                for a in range(k):
+                    product[a] += extra * dot * other[j, a]
+            step = squared / (direction @ product)
+            x += step * direction
+            residual -= step * product
+            next_squared = residual @ residual
+            direction = residual + (next_squared / squared) * direction
+            squared = next_squared
+        for a in range(k):
+            rows[r, a] = x[a]
+
+
+@compiled(parallel=True, fastmath=True)
+def _positive_terms(
+    users: np.ndarray, items: np.ndarray, by_user: tuple[np.ndarray, np.ndarray, np.ndarray], alpha: float
+) -> float:
+    """The loss's terms of the positive cells beyond the weight-1 fit to 0 that the Gram matrices give
+    for every cell: c (1 - s)^2 - s^2 summed over them."""
+    starts, others, strengths = by_user
+    total = 0.0
+    for u in numba.prange(users.shape[0]):
+        for t in range(starts[u], starts[u + 1]):
+            j = others[t]
+            score = 0.0
+            for a in range(users.shape[1]):
+                score += users[u, a] * items[j, a]
+            confidence = 1.0 + alpha * strengths[t]
+            total += confidence * (1.0 - score) ** 2 - score**2
+    return total
+
+
+def row_weights(by_row: ByRow, n_other: int, alpha: float) -> np.ndarray:
+    """Each row's total weight in the loss: n_other cells of weight 1 plus alpha * strength more for
+    each of its positives (what the penalty on the row scales with)."""
+    extra = np.add.reduceat(np.append(by_row.strengths, 0), by_row.starts[:-1]) * (np.diff(by_row.starts) > 0)
+    return (n_other + alpha * extra).astype(np.float64)
+
+
+class ALSEpochs:
+    """Epochs of implicit ALS over a model's two factor tables (recsys.train.engine's protocol)."""
+
+    def __init__(
+        self, model: RatingModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
+    ) -> None:
+        tables = model.factorisation()
+        assert tables is not None, "the registry checked that ials has factor tables"
+        self.model, self.alpha = model, float(config.alpha)
+        self.users = tables.user_factors.detach().numpy()  # views: written in place
+        self.items = tables.item_factors.detach().numpy()
+        n_users, n_items = len(self.users), len(self.items)
+        relevant = 1.0 if config.relevant is None else config.relevant
+        self.positives = positives(train, relevant, n_users, n_items)
+        # The penalty per cell of weight: l2 scaled to the weight of an average row's cells.
+        self.user_penalty = config.l2 * row_weights(self.positives.by_user, n_items, self.alpha) / n_items
+        self.item_penalty = config.l2 * row_weights(self.positives.by_item, n_users, self.alpha) / n_users
+        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed)
+        self.threads = NumbaThreads(threads)
+
+    def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
+        """Users given items, then items given users: (the loss per positive, positives fitted)."""
+        by_user, by_item = self.positives
+        solve_side(self.users, self.items, gram(self.items), by_user, self.alpha, self.user_penalty, CG_STEPS)
+        solve_side(self.items, self.users, gram(self.users), by_item, self.alpha, self.item_penalty, CG_STEPS)
+        return self._loss(), self.positives.n_positives
+
+    def _loss(self) -> float:
+        """The weighted squared error over every cell, and the penalties, per positive."""
+        every_cell = float(np.sum(gram(self.users) * gram(self.items)))  # sum of every score squared
+        fit = every_cell + _positive_terms(self.users, self.items, self.positives.by_user, self.alpha)
+        penalty = float(self.user_penalty @ np.square(self.users, dtype=np.float64).sum(1)) + float(
+            self.item_penalty @ np.square(self.items, dtype=np.float64).sum(1)
+        )
+        total = fit + penalty
+        return total / self.positives.n_positives if math.isfinite(total) else math.inf
+
+    def evaluate(self, valid: RatingTensors) -> dict[str, float]:
+        """NDCG@10 of the lists on (a sample of) the validation users."""
+        return {"ndcg@10": self.watch.ndcg(self.model)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}  # the model's tables are the whole state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        self.threads.restore()

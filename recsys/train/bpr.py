@@ -1,0 +1,187 @@
+"""BPR (`bpr`): Rendle et al.'s Bayesian personalised ranking, by SGD over sampled triples.
+
+For each positive pair (u, i) of an epoch an item j the user has no positive for is drawn, and the
+model takes a step up the log-likelihood that u prefers i to j: log sigmoid(u . (i - j) + b_i - b_j),
+less `l2` times the squared norms of the rows it used. The learning rate falls linearly over the
+epochs, as the rating engine's does.
+
+On threads without locks, and with the same result on any number of them, as the rating engine
+(recsys.train.compiled): the positives are cut into a grid of user groups x item groups, and a
+stratum's blocks, which share no user and no item, run at once. So that they keep sharing none, a
+positive's negative is drawn from its own item group (from every item where the data is small
+enough to be one block, as u1 is). Each block draws from a generator keyed on the seed, the epoch
+and the block.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from recsys.config import RunConfig
+from recsys.data.encoding import RatingTensors
+from recsys.models.base import RatingModel
+from recsys.train.compiled import (
+    _groups,
+    _next_random,
+    _padded,
+    _shuffle_blocks,
+    _sorted_by_block,
+    draw_strata,
+    grid_size,
+    run_strata,
+)
+from recsys.train.interactions import RankingWatch, positives
+from recsys.train.jit import compiled
+
+# Draws of a negative for one positive before the positive is passed over: a user with positives
+# for nearly every item of a group leaves few to draw.
+NEGATIVE_TRIES = 16
+
+
+@compiled(fastmath=True, inline=True)
+def _has(sorted_items: np.ndarray, first: int, last: int, item: int) -> bool:
+    """Whether `item` is among sorted_items[first:last] (a binary search)."""
+    end = last
+    while first < last:
+        middle = (first + last) // 2
+        if sorted_items[middle] < item:
+            first = middle + 1
+        else:
+            last = middle
+    return first < end and sorted_items[first] == item
+
+
+@compiled(fastmath=True)
+def _train_blocks(
+    users_table: np.ndarray,
+    items_table: np.ndarray,
+    item_bias: np.ndarray,
+    triples: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    offsets: np.ndarray,
+    blocks: np.ndarray,
+    group_starts: np.ndarray,
+    grid: int,
+    by_user: tuple[np.ndarray, np.ndarray],
+    settings: tuple[float, float, int, int],
+    losses: np.ndarray,
+) -> None:
+    """BPR steps for the positives of each block in `blocks`, in their order; each block's summed
+    -log sigmoid(x_uij) goes to losses[block].
+
+    triples: (users, items, values, item groups) of the positives in block order; group_starts: item
+    group g is items group_starts[g]:group_starts[g + 1]; by_user: (starts, sorted items) of each
+    user's positives; settings: (lr, l2, seed, epoch).
+    """
+    users, items, _, item_groups = triples
+    user_starts, user_items = by_user
+    lr, l2, seed, epoch = settings
+    rate, decay = np.float32(lr), np.float32(lr * l2)
+    keep = np.float32(1) - decay
+    width = users_table.shape[1]
+    state = np.empty(1, np.uint64)
+    for block in blocks:
+        state[0] = (
+            np.uint64(seed)
+            ^ (np.uint64(epoch) * np.uint64(0x9E3779B97F4A7C15))
+            ^ (np.uint64(block) * np.uint64(0xD1B54A32D192ED03))
+        )
+        total = 0.0
+        for t in range(offsets[block], offsets[block + 1]):
+            user, item = users[t], items[t]
+            group = item_groups[t]
+            first, size = group_starts[group], group_starts[group + 1] - group_starts[group]
+            negative = -1
+            for _ in range(NEGATIVE_TRIES):
+                drawn = first + np.int64(_next_random(state) % np.uint64(size))
+                if not _has(user_items, user_starts[user], user_starts[user + 1], drawn):
+                    negative = drawn
+                    break
+            if negative < 0:
+                continue
+            score = item_bias[item] - item_bias[negative]
+            for c in range(width):
+                score += users_table[user, c] * (items_table[item, c] - items_table[negative, c])
+            # d(log sigmoid(x))/dx = sigmoid(-x); -log sigmoid(x) = log(1 + e^-x)
+            gradient = np.float32(1) / (np.float32(1) + np.exp(score))
+            total += np.log1p(np.exp(-score)) if score > -30 else -score
+            step = rate * gradient
+            for c in range(width):
+                user_value = users_table[user, c]
+                difference = items_table[item, c] - items_table[negative, c]
+                users_table[user, c] = keep * user_value + step * difference
+                items_table[item, c] = keep * items_table[item, c] + step * user_value
+                items_table[negative, c] = keep * items_table[negative, c] - step * user_value
+            item_bias[item] = keep * item_bias[item] + step
+            item_bias[negative] = keep * item_bias[negative] - step
+        losses[block] = total
+
+
+class BPREpochs:
+    """Epochs of BPR over a model's factor tables and item bias (recsys.train.engine's protocol)."""
+
+    def __init__(
+        self, model: RatingModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
+    ) -> None:
+        tables = model.factorisation()
+        assert tables is not None and tables.item_bias is not None, "the registry checked bpr's tables"
+        self.model, self.config = model, config
+        self.factor_tables = (tables.user_factors.detach().numpy(), tables.item_factors.detach().numpy())
+        self.n_factors = self.factor_tables[0].shape[1]
+        self.tables = tuple(_padded(table) for table in self.factor_tables)
+        self.item_bias = tables.item_bias.detach().numpy().reshape(-1)  # a view: trained in place
+        n_users, n_items = (len(table) for table in self.factor_tables)
+        relevant = 1.0 if config.relevant is None else config.relevant
+        found = positives(train, relevant, n_users, n_items)
+        self.count = found.n_positives
+        self.by_user = (found.by_user.starts, found.by_user.others)
+        users = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(found.by_user.starts))
+        items = found.by_user.others.astype(np.int64)
+        self.grid = grid_size(len(items))
+        groups = (_groups(users, n_users, self.grid), _groups(items, n_items, self.grid))
+        item_groups = groups[1]
+        self.group_starts = np.searchsorted(item_groups, np.arange(self.grid + 1)).astype(np.int64)
+        self.threads = max(1, min(threads, self.grid))
+        sorted_triples, self.offsets = _sorted_by_block(
+            (users, items, found.by_user.strengths), groups, self.grid, self.grid * self.grid, self.threads
+        )
+        _shuffle_blocks(sorted_triples, self.offsets, config.seed, 0, self.grid * self.grid)
+        sorted_users, sorted_items, sorted_values = sorted_triples
+        self.triples = (sorted_users, sorted_items, sorted_values, item_groups[sorted_items].astype(np.int32))
+        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed)
+
+    def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
+        """One pass over the positives, each against a drawn negative: (mean -log sigmoid, positives)."""
+        config = self.config
+        lr = config.lr * (1 - (epoch - 1) / config.epochs)
+        settings = (float(lr), float(config.l2), int(config.seed), int(epoch))
+        losses = np.zeros(self.grid * self.grid)
+
+        def train(blocks: Sequence[int]) -> None:
+            _train_blocks(
+                self.tables[0], self.tables[1], self.item_bias, self.triples, self.offsets,
+                np.asarray(blocks, np.int64), self.group_starts, self.grid, self.by_user, settings, losses,
+            )  # fmt: skip
+
+        strata = draw_strata(self.grid, generator)
+        if self.threads == 1:
+            train([block for stratum in strata for block in stratum])
+        else:
+            run_strata(strata, self.grid, self.threads, train)
+        for table, padded in zip(self.factor_tables, self.tables, strict=True):
+            table[:] = padded[:, : self.n_factors]
+        return float(losses.sum()) / self.count, self.count
+
+    def evaluate(self, valid: RatingTensors) -> dict[str, float]:
+        """NDCG@10 of the lists on (a sample of) the validation users."""
+        return {"ndcg@10": self.watch.ndcg(self.model)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}  # plain SGD: the model's tables, the epoch and the seed are the whole state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,113 @@
+"""What the ranking fits (BPR, implicit ALS) train on, and how an epoch of theirs is watched.
+
+A training pair is a positive when its value reaches the relevance threshold `relevant` (every
+interaction, whose value is its count, does: its threshold is 1); its strength is 1 + value -
+relevant, the graded gain of the top-N lists: a 4 of five stars is 1, a 5 is 2, an item played three
+times 3. Each epoch is watched by NDCG@10 on the validation pairs, over a sample of its users.
+"""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from recsys.data.encoding import RatingTensors
+from recsys.errors import RecsysError
+from recsys.evaluate.ranking import evaluate_ranking, ranking_task
+from recsys.evaluate.scorers import model_scorer
+from recsys.models.base import RatingModel
+
+# Users whose lists are scored after each epoch (a seeded sample where there are more): enough to
+# follow the trend, few enough that watching costs little beside an epoch.
+WATCHED_USERS = 2_000
+
+
+class ByRow(NamedTuple):
+    """Positives grouped by one side (CSR): row r's are others[starts[r]:starts[r + 1]], ascending,
+    with their strengths."""
+
+    starts: np.ndarray
+    others: np.ndarray
+    strengths: np.ndarray
+
+
+class Positives(NamedTuple):
+    """The positive pairs of a training part, by user and by item."""
+
+    by_user: ByRow
+    by_item: ByRow
+
+    @property
+    def n_positives(self) -> int:
+        return len(self.by_user.others)
+
+
+def _by_row(rows: Tensor, others: Tensor, strengths: Tensor, n: int) -> ByRow:
+    order = torch.argsort(rows * (int(others.max()) + 1 if len(others) else 1) + others, stable=True)
+    starts = torch.nn.functional.pad(torch.bincount(rows, minlength=n).cumsum(0), (1, 0))
+    return ByRow(
+        starts.numpy().astype(np.int64),
+        others[order].numpy().astype(np.int32),
+        strengths[order].numpy().astype(np.float32),
+    )
+
+
+def positives(train: RatingTensors, relevant: float, n_users: int, n_items: int) -> Positives:
+    """The pairs of `train` whose value reaches `relevant`, each with its strength (1 + value -
+    relevant); a pair given twice counts once, at its larger strength. No positive, or positives of
+    one user only, is an error: nothing to rank, or no one to learn from but the user ranked."""
+    x, values = train.x.cpu(), train.y.cpu().double()
+    keep = values >= relevant
+    keys = x[keep, 0] * n_items + x[keep, 1]
+    keys, inverse = torch.unique(keys, return_inverse=True)
+    strengths = torch.zeros(len(keys), dtype=torch.float64).scatter_reduce(
+        0, inverse, 1 + values[keep] - relevant, "amax", include_self=False
+    )
+    if len(keys) == 0:
+        raise RecsysError(
+            f"no training pair reaches `relevant` {relevant:g}: a ranking model has no positive to learn from"
+        )
+    users, items = keys // n_items, keys % n_items
+    if len(torch.unique(users)) < 2:
+        raise RecsysError(
+            "every positive training pair is one user's: a ranking model learns what to recommend to "
+            "one user from the others (give the interactions of two or more users)"
+        )
+    if len(torch.unique(items)) == n_items and len(keys) == n_users * n_items:
+        raise RecsysError(
+            "every user interacted with every item: a ranking model has nothing left to rank (every "
+            "event names the same pairs)"
+        )
+    strengths = strengths.float()
+    return Positives(_by_row(users, items, strengths, n_users), _by_row(items, users, strengths, n_items))
+
+
+class RankingWatch:
+    """NDCG@10 of a model's lists on the validation pairs (relevant: reaching `relevant`), over at most
+    WATCHED_USERS of their users, drawn once by `seed`."""
+
+    def __init__(
+        self,
+        train: RatingTensors,
+        valid: RatingTensors,
+        n_users: int,
+        n_items: int,
+        relevant: float,
+        seed: int,
+    ) -> None:
+        valid_users = torch.unique(valid.x[:, 0].cpu())
+        if len(valid_users) > WATCHED_USERS:
+            generator = torch.Generator().manual_seed(seed)
+            chosen = valid_users[torch.randperm(len(valid_users), generator=generator)[:WATCHED_USERS]]
+            keep = torch.isin(valid.x[:, 0].cpu(), chosen)
+            valid = RatingTensors(valid.x.cpu()[keep], valid.y.cpu()[keep])
+        self.task = ranking_task(train.to("cpu"), valid.to("cpu"), n_users, n_items, relevant)
+        self.n_items = n_items
+
+    def ndcg(self, model: RatingModel) -> float:
+        """NDCG@10 of `model`'s lists now; NaN with no one to judge."""
+        if len(self.task.users) == 0:
+            return math.nan
+        return evaluate_ranking(model_scorer(model, self.n_items), self.task, ks=(10,))["ndcg@10"]

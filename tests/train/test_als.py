@@ -1,0 +1,75 @@
+"""Implicit ALS (`ials`): each side's solve against a dense weighted least-squares solution, and the
+Gram matrix it shares between rows."""
+
+import numpy as np
+import pytest
+
+from recsys.train.als import gram, row_weights, solve_side
+from recsys.train.interactions import ByRow
+
+
+def _small_case(seed: int = 0) -> tuple[np.ndarray, ByRow, np.ndarray, float]:
+    """Four rows against seven others, k = 3: row 2 has no positives."""
+    rng = np.random.default_rng(seed)
+    other = rng.normal(size=(7, 3)).astype(np.float32)
+    by_row = ByRow(
+        np.array([0, 3, 5, 5, 9], np.int64),
+        np.array([0, 2, 6, 1, 4, 0, 1, 3, 5], np.int32),
+        rng.uniform(1, 3, size=9).astype(np.float32),
+    )
+    regularisation = rng.uniform(0.1, 2.0, size=4)
+    return other, by_row, regularisation, 1.7
+
+
+def _dense_solution(other: np.ndarray, by_row: ByRow, regularisation: np.ndarray, alpha: float) -> np.ndarray:
+    """Each row by a dense weighted least squares over every other-side column: the cells of the whole
+    row written out, with numpy's lstsq on the weighted, penalised system."""
+    n_rows, (n_other, k) = len(by_row.starts) - 1, other.shape
+    rows = np.zeros((n_rows, k))
+    for r in range(n_rows):
+        target, weight = np.zeros(n_other), np.ones(n_other)
+        span = slice(by_row.starts[r], by_row.starts[r + 1])
+        target[by_row.others[span]] = 1.0
+        weight[by_row.others[span]] = 1.0 + alpha * by_row.strengths[span]
+        root = np.sqrt(weight)[:, None]
+        design = np.vstack([root * other, np.sqrt(regularisation[r]) * np.eye(k)])
+        response = np.concatenate([np.sqrt(weight) * target, np.zeros(k)])
+        rows[r] = np.linalg.lstsq(design, response, rcond=None)[0]
+    return rows
+
+
+@pytest.mark.parametrize("steps", [0, 3])  # exact; conjugate gradient, which solves k = 3 in 3 steps
+def test_a_side_is_solved_as_a_dense_weighted_least_squares(steps: int) -> None:
+    other, by_row, regularisation, alpha = _small_case()
+    rows = np.random.default_rng(1).normal(size=(4, 3)).astype(np.float32)
+    solve_side(rows, other, gram(other), tuple(by_row), alpha, regularisation, steps)
+    np.testing.assert_allclose(
+        rows, _dense_solution(other, by_row, regularisation, alpha), rtol=1e-4, atol=1e-5
+    )
+
+
+def test_conjugate_gradient_moves_toward_the_solution_a_step_at_a_time() -> None:
+    """One step from a start improves on it; the error falls with more steps."""
+    other, by_row, regularisation, alpha = _small_case(2)
+    exact = _dense_solution(other, by_row, regularisation, alpha)
+    start = np.random.default_rng(3).normal(size=(4, 3)).astype(np.float32)
+    errors = []
+    for steps in (1, 2, 3):
+        rows = start.copy()
+        solve_side(rows, other, gram(other), tuple(by_row), alpha, regularisation, steps)
+        errors.append(np.abs(rows - exact).max())
+    assert np.abs(start - exact).max() > errors[0] > errors[2]
+    assert errors[2] < 1e-4
+
+
+def test_the_gram_matrix_is_the_tables_own_product() -> None:
+    table = np.random.default_rng(4).normal(size=(50, 6)).astype(np.float32)
+    np.testing.assert_allclose(gram(table), table.T.astype(np.float64) @ table, rtol=1e-10)
+
+
+def test_a_rows_weight_counts_every_cell_and_its_positives_confidence() -> None:
+    _, by_row, _, alpha = _small_case()
+    weights = row_weights(by_row, 7, alpha)
+    for r in range(4):
+        extra = by_row.strengths[by_row.starts[r] : by_row.starts[r + 1]].sum()
+        assert weights[r] == pytest.approx(7 + alpha * extra)
