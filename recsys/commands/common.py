@@ -22,6 +22,7 @@ from recsys.names import DATASETS, PREDEFINED_FOLDS
 
 if TYPE_CHECKING:
     from recsys.data.dataset import RatingsDataset
+    from recsys.workflows.experiment import RunResult
 
 
 # recsys.data.columns' TABLE_FIELDS, not imported: it would bring pandas before the flags are checked.
@@ -291,3 +292,22 @@ def end_process(code: int) -> NoReturn:
         with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing reaches it
             stream.flush()
     os._exit(code)
+
+
+def test_summary(result: "RunResult", implicit: bool) -> str:
+    """The run's test scores in a line: RMSE and MAE, or a ranking model's lists (of `implicit` data:
+    interactions, every one relevant)."""
+    metrics = result.metrics()
+    if result.config.ranks:
+        test = result.test
+        relevant = "an interaction" if implicit else f"a rating >= {result.config.relevant:g}"
+        return (
+            f"test NDCG@10 {test['ndcg@10']:.4f}  precision@10 {test['precision@10']:.4f}  recall@10 "
+            f"{test['recall@10']:.4f}  over {int(test['users']):,} users (relevant: {relevant} in test)"
+        )
+    unseen = metrics["n_test_unknown"]
+    how = "given the training mean" if result.config.unknown == "mean" else "left out"
+    return (
+        f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}  on {metrics['n_test_scored']:,} "
+        f"ratings ({unseen:,} test ratings with ids unseen in training {how})"
+    )

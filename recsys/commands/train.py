@@ -14,7 +14,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
+from recsys.commands.common import (
+    CommandParser,
+    add_data_flags,
+    check_data_flags,
+    dataset_from_flags,
+    run,
+    test_summary,
+)
 from recsys.config import (
     AUTOGRAD,
     AUTOGRAD_ONLY,
@@ -37,7 +44,6 @@ from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRI
 
 if TYPE_CHECKING:
     from recsys.train.trainer import EpochStats
-    from recsys.workflows.experiment import RunResult
 
 DEFAULTS = RunConfig()
 # Each flag that sets a RunConfig field, with the field (from the fields' Settings): a resumed run
@@ -257,25 +263,6 @@ def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
             f"{flag} {_shown(given)}: --resume continues {args.resume} with its own settings "
             f"({field} {_shown(getattr(config, field))}); drop the flag, or start a new run"
         )
-
-
-def test_summary(result: "RunResult", implicit: bool) -> str:
-    """The run's test scores in a line: RMSE and MAE, or a ranking model's lists (of `implicit` data:
-    interactions, every one relevant)."""
-    metrics = result.metrics()
-    if result.config.ranks:
-        test = result.test
-        relevant = "an interaction" if implicit else f"a rating >= {result.config.relevant:g}"
-        return (
-            f"test NDCG@10 {test['ndcg@10']:.4f}  precision@10 {test['precision@10']:.4f}  recall@10 "
-            f"{test['recall@10']:.4f}  over {int(test['users']):,} users (relevant: {relevant} in test)"
-        )
-    unseen = metrics["n_test_unknown"]
-    how = "given the training mean" if result.config.unknown == "mean" else "left out"
-    return (
-        f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}  on {metrics['n_test_scored']:,} "
-        f"ratings ({unseen:,} test ratings with ids unseen in training {how})"
-    )
 
 
 def finished_message(run_dir: Path) -> str | None:

@@ -7,15 +7,23 @@ Writes, in the output folder: trials.csv (every setting tried, ranked by validat
 """
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
+from recsys.commands.common import (
+    CommandParser,
+    add_data_flags,
+    check_data_flags,
+    dataset_from_flags,
+    run,
+    test_summary,
+)
 from recsys.config import ENGINES, check_threads, default_threads
 from recsys.errors import RecsysError
-from recsys.models.registry import model_names
+from recsys.models.registry import model_entry, model_names
 from recsys.names import SPLIT_KINDS
 
 
@@ -88,14 +96,16 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.folds}-fold cross-validation inside it; the test part is read once, at the end"
     )
     start = time.perf_counter()
-    best_so_far = float("inf")
+    ranks = model_entry(args.model).ranks  # scored by its lists' NDCG@10, the higher the better
+    label, better = ("valid NDCG@10", max) if ranks else ("valid RMSE", min)
+    best_so_far = -math.inf if ranks else math.inf
 
-    def report(number: int, setting: dict[str, Any], rmse: float) -> None:
+    def report(number: int, setting: dict[str, Any], score: float) -> None:
         nonlocal best_so_far
-        best_so_far = min(best_so_far, rmse)
+        best_so_far = better(best_so_far, score)
         shown = " ".join(f"{name}={_shown(value)}" for name, value in setting.items())
         print(
-            f"{number:>4}/{args.trials}  valid RMSE {rmse:.4f}  (best {best_so_far:.4f})  {shown}  "
+            f"{number:>4}/{args.trials}  {label} {score:.4f}  (best {best_so_far:.4f})  {shown}  "
             f"[{time.perf_counter() - start:.0f} s]",
             flush=True,
         )
@@ -113,11 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         run_dir=out / "run",
     )
     result.table.to_csv(out / "trials.csv", index=False)
-    plot_trials(result.table, out / "trials.png", result.best)
+    plot_trials(result.table, out / "trials.png", result.best, result.score)
     write_json(out / "best.json", best_settings(result))
     shown = " ".join(f"{name}={_shown(value)}" for name, value in result.best.items())
-    print(f"best setting: {shown}  (valid RMSE {result.table.at[0, 'valid_rmse']:.4f})", file=sys.stdout)
-    print(f"test RMSE {result.run.test['rmse']:.4f}  MAE {result.run.test['mae']:.4f}  (read once, now)")
+    print(f"best setting: {shown}  ({label} {result.table.at[0, result.score]:.4f})", file=sys.stdout)
+    print(f"{test_summary(result.run, dataset.implicit)}  (read once, now)")
     print(f"written: {out}/ (trials.csv, trials.png, best.json for train.py --config, run/)")
     return 0
 

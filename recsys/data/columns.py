@@ -20,7 +20,8 @@ def _words(text: str) -> frozenset[str]:
 ALIASES: dict[str, frozenset[str]] = {
     "user": _words(
         "user userid users uid username reader readerid customer customerid client clientid member "
-        "memberid student studentid learner learnerid reviewer reviewerid rater raterid viewer"
+        "memberid student studentid learner learnerid reviewer reviewerid rater raterid viewer "
+        "viewerid listener listenerid buyer buyerid shopper shopperid visitor visitorid"
     ),
     "item": _words(
         "item itemid items iid movie movieid film filmid book bookid goodreadsbookid isbn asin "
@@ -29,7 +30,8 @@ ALIASES: dict[str, frozenset[str]] = {
     ),
     "rating": _words("rating ratings score stars star grade bookrating overall userrating"),
     "timestamp": _words(
-        "timestamp time date datetime ts unixtime unixreviewtime ratedat createdat created when"
+        "timestamp time date datetime ts unixtime unixreviewtime ratedat createdat created when "
+        "eventtime playedat viewedat clickedat boughtat purchasedat"
     ),
     "weight": _words(
         "weight weights count counts plays playcount listens listencount clicks views quantity qty"

@@ -361,10 +361,31 @@ register(
     # Ranking models train on the compiled engine only: no autograd defaults.
     compiled_defaults={"lr": 0.05, "epochs": 30, "n_factors": 64, "l2": 0.01},
     fit="bpr",
+    # Scored by validation NDCG@10 (recsys.workflows.tune), on log-spaced grids: BPR's step, penalty,
+    # rank and length, and the initial scale (its first steps see vectors of that size).
+    search_spaces={
+        "compiled": {
+            "lr": [0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3],
+            "l2": [1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1],
+            "n_factors": [16, 32, 64, 100, 128],
+            "epochs": [10, 20, 30, 50, 70, 100],
+            "init_scale": [0.3, 1.0, 3.0, 10.0, 30.0],
+        }
+    },
 )
 register(
     "ials",
     "recsys.models.ranking:ImplicitALSModel",
     compiled_defaults={"epochs": 15, "n_factors": 64, "l2": 0.1, "alpha": 1.0},
     fit="als",
+    # Rendle et al. (2021) tune the rank, the penalty and the unobserved cells' weight (here 1 /
+    # (1 + alpha)); iterations matter less once the penalty is right.
+    search_spaces={
+        "compiled": {
+            "n_factors": [16, 24, 32, 48, 64, 100, 128],
+            "l2": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0],
+            "alpha": [0.3, 1.0, 3.0, 10.0, 30.0, 100.0],
+            "epochs": [5, 10, 15, 20, 30],
+        }
+    },
 )

@@ -82,6 +82,8 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
     A split that leaves nothing to train on, or no test rating the model can be scored on, is an
     error naming the flag that changes it.
     """
+    if config.ranks:
+        _check_rankable(dataset)
     split = make_split(
         dataset, config.split, test_frac=config.test_frac, test_n=config.test_n, seed=config.seed
     )
@@ -101,6 +103,30 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
             "ranking model on them, `model` bpr or ials"
         )
     return data, fitted_config(config, dataset.rating_scale, len(data.train), implicit=dataset.implicit)
+
+
+def _check_rankable(dataset: RatingsDataset) -> None:
+    """Refuse data a ranking model cannot learn from, before it is split: one pair (every event the
+    same), one user (nobody else to learn from) or one item (nothing to rank)."""
+    ratings = dataset.ratings
+    what = "interactions" if dataset.implicit else "ratings"
+    if len(ratings) == 1:
+        user, item = ratings["user"].iloc[0], ratings["item"].iloc[0]
+        raise RecsysError(
+            f"{dataset.name}: every one of its {what} is the same pair (user {user}, item {item}); a ranking "
+            "model needs many users' interactions with many items"
+        )
+    users, items = ratings["user"].unique(), ratings["item"].unique()
+    if len(users) == 1:
+        raise RecsysError(
+            f"{dataset.name}: all of its {what} are user {users[0]}'s; a ranking model learns what to "
+            f"recommend to a user from other users (give {what} of two or more users)"
+        )
+    if len(items) == 1:
+        raise RecsysError(
+            f"{dataset.name}: all of its {what} are with item {items[0]}; there is nothing to rank it "
+            f"against (give {what} with two or more items)"
+        )
 
 
 def fitted_config(

@@ -15,16 +15,21 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 from scipy.stats import loguniform, randint
 from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 
-from recsys.config import RunConfig, config_for
+from recsys.config import RunConfig, config_for, model_for
 from recsys.data.dataset import RatingsDataset, default_y_range
+from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError
+from recsys.evaluate.ranking import evaluate_ranking, ranking_task
+from recsys.evaluate.scorers import model_scorer
 from recsys.models import model_entry
+from recsys.train.trainer import fit
 from recsys.workflows.estimator import RatingRegressor, plain_value
-from recsys.workflows.experiment import RunResult, train_and_evaluate
+from recsys.workflows.experiment import RunResult, fitted_config, train_and_evaluate
 
 # The y_range's stretch beyond the rating scale (default_y_range's margin; 0.1 is fastai's (0, 5.5))
 # and the multiplier of the initial weights, searched for every trained model.
@@ -58,16 +63,26 @@ LOG_SCALED = ("lr", "l2", "init_scale")
 
 @dataclass(frozen=True)
 class TuneResult:
-    """The settings tried (ranked by validation RMSE), the best one, and the final run."""
+    """The settings tried (best first by the validation score), the best one, and the final run."""
 
-    table: pd.DataFrame  # one row per setting: its values, valid_rmse (mean over folds), valid_sd
+    # one row per setting: its values, the score's mean over the folds (`score` names it) and valid_sd
+    table: pd.DataFrame
     best: dict[str, Any]  # the chosen hyperparameters, as searched (y_margin, not y_range)
     run: RunResult  # the best setting retrained on the whole training part, scored on the test part
+
+    @property
+    def score(self) -> str:
+        """The validation score's column: valid_rmse (lower is better), or a ranking model's
+        valid_ndcg@10 (higher is better)."""
+        return VALID_NDCG if self.run.config.ranks else VALID_RMSE
+
+
+VALID_RMSE, VALID_NDCG = "valid_rmse", "valid_ndcg@10"
 
 
 def search_space(model: str, engine: str) -> Mapping[str, Any]:
     """What tune searches for `model` on `engine`: its registry entry's space there, else the engine's."""
-    return model_entry(model).search_spaces.get(engine) or SEARCH_SPACES[engine]
+    return dict(model_entry(model).search_spaces.get(engine) or SEARCH_SPACES[engine])
 
 
 def tune(
@@ -84,7 +99,8 @@ def tune(
     run_dir: str | Path | None = None,
 ) -> TuneResult:
     """Search `model`'s hyperparameters on the training part of `split` only, then retrain the best
-    and score it on the test part once. `on_trial(n, setting, valid_rmse)` reports each setting."""
+    and score it on the test part once. `on_trial(n, setting, score)` reports each setting's mean
+    validation score: RMSE, or a ranking model's NDCG@10."""
     base = config_for(model, engine=engine, dataset=dataset.name, split=split, seed=seed)
     train = make_split(dataset, split, test_frac=base.test_frac, test_n=base.test_n, seed=seed).train
     if len(train) < folds:
@@ -94,29 +110,81 @@ def tune(
         )
     X, y = train[["user", "item"]], train["rating"].to_numpy(dtype=np.float64)
     scale = (float(y.min()), float(y.max()))
-    estimator = RatingRegressor(model, engine=base.engine, seed=seed, threads=threads)
     cv = KFold(folds, shuffle=True, random_state=seed)
+    if base.ranks:
+        validate = _ranking_validation(train, base, dataset.rating_scale, dataset.implicit, cv, threads)
+        column, best_first = VALID_NDCG, False
+    else:
+        validate = _rating_validation(
+            X, y, RatingRegressor(model, engine=base.engine, seed=seed, threads=threads), cv
+        )
+        column, best_first = VALID_RMSE, True
     rows = []
     space = search_space(model, base.engine)
     settings = ParameterSampler(space, n_iter=trials, random_state=seed)
     for number, setting in enumerate(settings, start=1):
         setting = {name: plain_value(value) for name, value in setting.items()}
-        scores = cross_validate(
-            estimator.set_params(**run_settings(setting, scale)),
-            X,
-            y,
-            cv=cv,
-            scoring="neg_root_mean_squared_error",
-        )
-        rmse = -scores["test_score"]
-        rows.append({**setting, "valid_rmse": float(rmse.mean()), "valid_sd": float(rmse.std(ddof=1))})
+        scores = validate(run_settings(setting, scale))
+        rows.append({**setting, column: float(scores.mean()), "valid_sd": float(scores.std(ddof=1))})
         if on_trial is not None:
-            on_trial(number, setting, float(rmse.mean()))
-    table = pd.DataFrame(rows).sort_values("valid_rmse", kind="stable").reset_index(drop=True)
+            on_trial(number, setting, float(scores.mean()))
+    table = pd.DataFrame(rows).sort_values(column, ascending=best_first, kind="stable").reset_index(drop=True)
     best = {name: plain_value(table.at[0, name]) for name in space}
     config = dataclasses.replace(base, **run_settings(best, scale))
     run = train_and_evaluate(dataset, config, run_dir=run_dir, progress=False)
     return TuneResult(table, best, run)
+
+
+def _rating_validation(
+    X: pd.DataFrame, y: np.ndarray, estimator: RatingRegressor, cv: KFold
+) -> Callable[[dict[str, Any]], np.ndarray]:
+    """A setting's validation RMSE on each fold, by scikit-learn's cross-validation of RatingRegressor."""
+
+    def validate(fields: dict[str, Any]) -> np.ndarray:
+        scores = cross_validate(
+            estimator.set_params(**fields), X, y, cv=cv, scoring="neg_root_mean_squared_error"
+        )
+        return -np.asarray(scores["test_score"])
+
+    return validate
+
+
+def _ranking_validation(
+    train: pd.DataFrame,
+    base: RunConfig,
+    rating_scale: tuple[float, float],
+    implicit: bool,
+    cv: KFold,
+    threads: int | None,
+) -> Callable[[dict[str, Any]], np.ndarray]:
+    """A ranking model's validation NDCG@10 on each fold: trained on the others' pairs, its lists
+    judged on the fold's (relevant: reaching the relevance threshold, as the test part's are). The ids
+    are those of the whole training part, so every fold's tables are alike."""
+    users, items = IdMap.fit(train["user"].to_numpy()), IdMap.fit(train["item"].to_numpy())
+    x = torch.from_numpy(
+        np.stack([users.encode(train["user"].to_numpy()), items.encode(train["item"].to_numpy())], axis=1)
+    )
+    y = torch.from_numpy(train["rating"].to_numpy(dtype=np.float32))
+    cuts = list(cv.split(np.arange(len(train))))
+
+    def validate(fields: dict[str, Any]) -> np.ndarray:
+        config = fitted_config(
+            dataclasses.replace(base, **fields), rating_scale, len(train), implicit=implicit
+        )
+        scores = []
+        for kept, held in cuts:
+            fold_train = RatingTensors(x[kept], y[kept])
+            fold_valid = RatingTensors(x[held], y[held])
+            generator = torch.Generator().manual_seed(config.seed)
+            model = model_for(config, len(users), len(items), generator)
+            # No validation pairs each epoch: the fold is judged once, after the last.
+            nothing = RatingTensors(x[:0], y[:0])
+            fit(model, fold_train, nothing, config, generator, threads=threads, progress=False)
+            task = ranking_task(fold_train, fold_valid, len(users), len(items), config.relevant)
+            scores.append(evaluate_ranking(model_scorer(model, len(items)), task, ks=(10,))["ndcg@10"])
+        return np.asarray(scores)
+
+    return validate
 
 
 # A searched name that is not a RunConfig field, with the field it sets.
@@ -140,8 +208,9 @@ def best_settings(result: TuneResult) -> dict[str, Any]:
     return {"model": config.model, "engine": config.engine, **{f: getattr(config, f) for f in chosen}}
 
 
-def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any]) -> None:
-    """Validation RMSE against each searched hyperparameter, one panel each, saved to `path`."""
+def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any], score: str = VALID_RMSE) -> None:
+    """The validation score (`score`, a column of `table`) against each searched hyperparameter, one
+    panel each, saved to `path`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -153,8 +222,8 @@ def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any]) -> No
     rows = math.ceil(len(columns) / width)
     figure, axes = plt.subplots(rows, width, figsize=(4 * width, 3 * rows), squeeze=False)
     for axis, name in zip(axes.flat, columns, strict=False):
-        axis.scatter(table[name], table["valid_rmse"], s=14)
-        axis.scatter(table[name].iloc[:1], table["valid_rmse"].iloc[:1], s=40, color="red", label="best")
+        axis.scatter(table[name], table[score], s=14)
+        axis.scatter(table[name].iloc[:1], table[score].iloc[:1], s=40, color="red", label="best")
         if name in LOG_SCALED:
             axis.set_xscale("log")
             # Labelled at 1, 2 and 5 times the powers of ten, as plain numbers: matplotlib's own
@@ -163,7 +232,7 @@ def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any]) -> No
             axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
             axis.xaxis.set_minor_formatter(NullFormatter())
         axis.set_xlabel(name)
-        axis.set_ylabel("validation RMSE")
+        axis.set_ylabel("validation NDCG@10" if score == VALID_NDCG else "validation RMSE")
     for axis in list(axes.flat)[len(columns) :]:
         axis.set_visible(False)
     axes.flat[0].legend()

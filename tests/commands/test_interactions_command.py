@@ -1,0 +1,114 @@
+"""recsys-train and recsys-recommend on a file of interactions (no rating column): the ranking models
+train on it, recommend from it and resume; a rating model and data they cannot learn from are refused
+in one line."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import run_cli
+
+from recsys.commands import recommend as recommend_command
+from recsys.commands import train as train_command
+from recsys.config import config_for
+from recsys.data.ratings_file import load_ratings
+from recsys.train.checkpoints import load_checkpoint
+from recsys.workflows.experiment import train_and_evaluate
+
+TEST_NDCG = re.compile(r"test NDCG@10 \d\.\d{4}  precision@10 \d\.\d{4}  recall@10 \d\.\d{4}")
+
+
+@pytest.fixture(scope="module")
+def plays(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A listening log: 80 listeners, 60 songs, each play a line (a song played again repeats its line)."""
+    rng = np.random.default_rng(0)
+    taste, songs = rng.normal(size=(80, 3)), rng.normal(size=(60, 3))
+    lines = ["listener,song,played_at"]
+    when = 1_600_000_000
+    for listener in range(80):
+        liked = np.argsort(-(songs @ taste[listener]) + rng.gumbel(size=60))[:12]
+        for song in rng.choice(liked, size=20):  # repeats: a song played twice is a count of 2
+            when += int(rng.integers(1, 600))
+            lines.append(f"l{listener},s{song},{when}")
+    path = tmp_path_factory.mktemp("plays") / "plays.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("model", ["ials", "bpr"])
+def test_an_interactions_file_trains_recommends_and_resumes(model: str, plays: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["--ratings", str(plays), "--model", model, "--epochs", "3", "--no-progress", "--out", str(out)]
+    trained = run_cli(train_command.cli, "train.py", args, tmp_path / "cache")
+    assert trained.returncode == 0, trained.stderr
+    assert "interactions:" in trained.stderr
+    assert TEST_NDCG.search(trained.stdout) and "relevant: an interaction in test" in trained.stdout
+    top = run_cli(
+        recommend_command.cli, "recommend.py", [str(out), "--user", "l3", "--top", "5"], tmp_path / "c"
+    )
+    assert top.returncode == 0, top.stderr
+    listed = [line for line in top.stdout.splitlines() if "s" in line]
+    assert len(listed) >= 5
+    similar = run_cli(recommend_command.cli, "recommend.py", [str(out), "--similar", "s7"], tmp_path / "c")
+    assert similar.returncode == 0, similar.stderr
+    resumed = run_cli(train_command.cli, "train.py", ["--resume", str(out)], tmp_path / "cache")
+    assert resumed.returncode == 0 and "is finished (3 epochs, test NDCG@10" in resumed.stdout
+
+
+@pytest.mark.parametrize("model", ["ials", "bpr"])
+def test_a_run_on_interactions_cut_short_resumes_to_the_same_model(
+    model: str, plays: Path, tmp_path: Path
+) -> None:
+    dataset = load_ratings(plays)
+    assert dataset.implicit and dataset.ratings["rating"].max() > 1  # repeats counted
+    config = config_for(model, dataset=dataset.name, epochs=4)
+    whole = train_and_evaluate(dataset, config, run_dir=tmp_path / "whole", progress=False)
+
+    def stop_after_two(stats: object) -> None:
+        if getattr(stats, "epoch") == 2:  # noqa: B009
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_and_evaluate(
+            dataset,
+            config,
+            run_dir=tmp_path / "cut",
+            progress=False,
+            on_epoch=stop_after_two,
+            checkpoint_every=0,
+        )
+    checkpoint = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    resumed = train_and_evaluate(dataset, config, run_dir=tmp_path / "cut", progress=False, resume=checkpoint)
+    assert resumed.test == whole.test
+    for name, tensor in whole.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+
+
+@pytest.mark.parametrize(
+    ("lines", "model", "message"),
+    [
+        (["u1,i1"] * 30, "ials", "every one of its interactions is the same pair \\(user u1, item i1\\)"),
+        ([f"u1,i{k}" for k in range(30)], "bpr", "all of its interactions are user u1's"),
+        ([f"u{k},i1" for k in range(30)], "ials", "all of its interactions are with item i1"),
+        ([f"u{k % 7},i{k % 5}" for k in range(35)], "dotbias",
+         "holds interactions, not ratings: dotbias predicts ratings; train a ranking model on them, "
+         "--model bpr or ials"),
+    ],
+)  # fmt: skip
+def test_what_no_model_here_can_learn_from_is_one_line_and_exit_2(
+    lines: list[str], model: str, message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "events.csv"
+    path.write_text("user,item\n" + "\n".join(lines) + "\n")
+    ran = run_cli(
+        train_command.cli,
+        "train.py",
+        ["--ratings", str(path), "--model", model, "--no-progress"],
+        tmp_path / "c",
+    )
+    assert ran.returncode == 2
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in ran.stderr
+    assert re.search(message, errors[0]), errors[0]

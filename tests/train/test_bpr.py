@@ -1,0 +1,53 @@
+"""BPR (`bpr`): one step of the kernel against autograd's gradient of the same objective, and what an
+epoch's negatives are drawn from."""
+
+import numpy as np
+import pytest
+import torch
+
+from recsys.train.bpr import _train_blocks
+
+
+def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
+    """One positive (user 0, item 0) and one other item to draw as its negative: the kernel's step is
+    plain SGD on -log sigmoid(u . (i - j) + b_i - b_j) + l2 / 2 (|u|^2 + |i|^2 + |j|^2 + b_i^2 + b_j^2)."""
+    rng = np.random.default_rng(0)
+    users = rng.normal(0, 0.5, (1, 5)).astype(np.float32)
+    items = rng.normal(0, 0.5, (2, 5)).astype(np.float32)
+    bias = rng.normal(0, 0.5, 2).astype(np.float32)
+    lr, l2 = 0.1, 0.03
+    u, i, j = (torch.tensor(row, dtype=torch.float64, requires_grad=True) for row in (users[0], *items))
+    b = torch.tensor(bias, dtype=torch.float64, requires_grad=True)
+    score = u @ (i - j) + b[0] - b[1]
+    penalty = l2 / 2 * (u @ u + i @ i + j @ j + b @ b)
+    (-torch.nn.functional.logsigmoid(score) + penalty).backward()
+    expected = [(tensor - lr * tensor.grad).detach().numpy() for tensor in (u, i, j, b)]
+    triples = (np.zeros(1, np.int32), np.zeros(1, np.int32), np.ones(1, np.float32), np.zeros(1, np.int32))
+    by_user = (np.array([0, 1], np.int64), np.zeros(1, np.int32))  # user 0's one positive: item 0
+    losses = np.zeros(1)
+    _train_blocks(
+        users, items, bias, triples, np.array([0, 1], np.int64), np.zeros(1, np.int64),
+        np.array([0, 2], np.int64), 1, by_user, (lr, l2, 7, 1), losses,
+    )  # fmt: skip
+    np.testing.assert_allclose(users[0], expected[0], rtol=1e-5)
+    np.testing.assert_allclose(items, np.stack(expected[1:3]), rtol=1e-5)
+    np.testing.assert_allclose(bias, expected[3], rtol=1e-5)
+    assert losses[0] == pytest.approx(-torch.nn.functional.logsigmoid(score).item(), rel=1e-6)
+
+
+def test_a_negative_is_never_one_of_the_users_positives() -> None:
+    """A user with positives for every item but one: every step's negative is that one item, so
+    only its row (of the items not the positive) moves against the user."""
+    users = np.full((1, 4), 0.1, np.float32)
+    items = np.full((6, 4), 0.1, np.float32)
+    bias = np.zeros(6, np.float32)
+    positives = np.array([0, 1, 2, 4, 5], np.int32)  # every item but 3
+    triples = (np.zeros(5, np.int32), positives, np.ones(5, np.float32), np.zeros(5, np.int32))
+    by_user = (np.array([0, 5], np.int64), positives)
+    _train_blocks(
+        users, items, bias, triples, np.array([0, 5], np.int64), np.zeros(1, np.int64),
+        np.array([0, 6], np.int64), 1, by_user, (0.1, 0.0, 3, 1), np.zeros(1),
+    )  # fmt: skip
+    # Each positive's bias rose once, and item 3's fell as much five times over.
+    assert np.all(bias[positives] > 0)
+    assert bias[3] == pytest.approx(-bias[positives].sum(), rel=1e-5)
