@@ -32,18 +32,59 @@ from recsys.train.threads import NumbaThreads
 CG_STEPS = 3
 
 
+# Rows per task of the parallel solve, on average: each task allocates its scratch once for them all.
+ROWS_PER_TASK = 256
+# Row chunks the Gram matrix is summed over: fixed, so the sum's order is the same on any threads.
+GRAM_CHUNKS = 64
+
+
 @compiled(parallel=True, fastmath=True)
 def gram(table: np.ndarray) -> np.ndarray:
-    """table.T @ table in float64, each entry summed in one fixed order (BLAS's order can change
-    with its threads)."""
-    k = table.shape[1]
-    out = np.zeros((k, k))
-    for a in numba.prange(k):
-        for r in range(table.shape[0]):
-            value = np.float64(table[r, a])
-            for b in range(k):
-                out[a, b] += value * table[r, b]
-    return out
+    """table.T @ table in float64: GRAM_CHUNKS partial sums over runs of rows, in parallel, added in
+    a fixed order (BLAS's order can change with its threads)."""
+    n, k = table.shape
+    partial = np.zeros((GRAM_CHUNKS, k, k))
+    for chunk in numba.prange(GRAM_CHUNKS):
+        out = partial[chunk]
+        for r in range(chunk * n // GRAM_CHUNKS, (chunk + 1) * n // GRAM_CHUNKS):
+            for a in range(k):
+                value = np.float64(table[r, a])
+                for b in range(k):
+                    out[a, b] += value * table[r, b]
+    total = np.zeros((k, k))
+    for chunk in range(GRAM_CHUNKS):
+        total += partial[chunk]
+    return total
+
+
+@compiled(fastmath=True, inline=True)
+def _times_system(
+    out: np.ndarray,
+    vector: np.ndarray,
+    other: np.ndarray,
+    other_gram: np.ndarray,
+    lam: float,
+    others: np.ndarray,
+    extras: np.ndarray,
+    first: int,
+    last: int,
+) -> None:
+    """out = (other_gram + lam I + sum over the row's positives t of extras[t] o_t o_t^T) @ vector,
+    o_t = other[others[t]]: the row's system times `vector`, without forming it."""
+    k = vector.shape[0]
+    for a in range(k):
+        total = lam * vector[a]
+        for b in range(k):
+            total += other_gram[a, b] * vector[b]
+        out[a] = total
+    for t in range(first, last):
+        j = others[t]
+        dot = 0.0
+        for a in range(k):
+            dot += other[j, a] * vector[a]
+        weight = extras[t] * dot
+        for a in range(k):
+            out[a] += weight * other[j, a]
 
 
 @compiled(parallel=True, fastmath=True)
@@ -61,60 +102,63 @@ def solve_side(
     |rows[r]|^2, with p_rj 1 and c_rj 1 + alpha * strength for r's positives (`by_row`), else 0 and 1.
     `steps` 0: exactly (a Cholesky solve); else that many conjugate-gradient steps from rows[r]."""
     starts, others, strengths = by_row
-    k = rows.shape[1]
-    for r in numba.prange(rows.shape[0]):
-        first, last = starts[r], starts[r + 1]
-        lam = regularisation[r]
-        if steps == 0:
-            system = other_gram.copy()
-            rhs = np.zeros(k)
-            for d in range(k):
-                system[d, d] += lam
+    n, k = rows.shape
+    extras = alpha * strengths.astype(np.float64)  # c - 1 of each positive
+    tasks = (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+    for task in numba.prange(tasks):
+        x, residual = np.empty(k), np.empty(k)
+        direction, product = np.empty(k), np.empty(k)
+        system = np.empty((k, k))
+        # Every `tasks`-th row: the threads take runs of tasks, and rows with many positives (the
+        # popular items, which ids often cluster) are then spread among them.
+        for r in range(task, n, tasks):
+            first, last = starts[r], starts[r + 1]
+            lam = regularisation[r]
+            # rhs = sum over the positives of c o (p = 1): gathered into `residual` first
+            residual[:] = 0.0
             for t in range(first, last):
                 j = others[t]
-                confidence = 1.0 + alpha * strengths[t]
                 for a in range(k):
-                    rhs[a] += confidence * other[j, a]
-                    for b in range(k):
-                        system[a, b] += (confidence - 1.0) * other[j, a] * other[j, b]
-            solution = np.linalg.solve(system, rhs)
-            for a in range(k):
-                rows[r, a] = solution[a]
-            continue
-        x = rows[r].astype(np.float64)
-        # residual = rhs - system @ x, the positives' parts gathered one positive at a time
-        residual = -(other_gram @ x) - lam * x
-        for t in range(first, last):
-            j = others[t]
-            confidence = 1.0 + alpha * strengths[t]
-            dot = 0.0
-            for a in range(k):
-                dot += other[j, a] * x[a]
-            weight = confidence - (confidence - 1.0) * dot
-            for a in range(k):
-                residual[a] += weight * other[j, a]
-        direction = residual.copy()
-        squared = residual @ residual
-        for _ in range(steps):
-            if squared < 1e-20:
-                break
-            product = other_gram @ direction + lam * direction
-            for t in range(first, last):
-                j = others[t]
-                extra = alpha * strengths[t]
-                dot = 0.0
+                    residual[a] += (1.0 + extras[t]) * other[j, a]
+            if steps == 0:
+                system[:, :] = other_gram
+                for d in range(k):
+                    system[d, d] += lam
+                for t in range(first, last):
+                    j = others[t]
+                    for a in range(k):
+                        for b in range(k):
+                            system[a, b] += extras[t] * other[j, a] * other[j, b]
+                solution = np.linalg.solve(system, residual)
                 for a in range(k):
-                    dot += other[j, a] * direction[a]
+                    rows[r, a] = solution[a]
+                continue
+            for a in range(k):
+                x[a] = rows[r, a]
+            _times_system(product, x, other, other_gram, lam, others, extras, first, last)
+            squared = 0.0
+            for a in range(k):
+                residual[a] -= product[a]
+                direction[a] = residual[a]
+                squared += residual[a] * residual[a]
+            for _ in range(steps):
+                if squared < 1e-20:
+                    break
+                _times_system(product, direction, other, other_gram, lam, others, extras, first, last)
+                curvature = 0.0
                 for a in range(k):
-                    product[a] += extra * dot * other[j, a]
-            step = squared / (direction @ product)
-            x += step * direction
-            residual -= step * product
-            next_squared = residual @ residual
-            direction = residual + (next_squared / squared) * direction
-            squared = next_squared
-        for a in range(k):
-            rows[r, a] = x[a]
+                    curvature += direction[a] * product[a]
+                step = squared / curvature
+                next_squared = 0.0
+                for a in range(k):
+                    x[a] += step * direction[a]
+                    residual[a] -= step * product[a]
+                    next_squared += residual[a] * residual[a]
+                for a in range(k):
+                    direction[a] = residual[a] + (next_squared / squared) * direction[a]
+                squared = next_squared
+            for a in range(k):
+                rows[r, a] = x[a]
 
 
 @compiled(parallel=True, fastmath=True)
@@ -167,12 +211,14 @@ class ALSEpochs:
         """Users given items, then items given users: (the loss per positive, positives fitted)."""
         by_user, by_item = self.positives
         solve_side(self.users, self.items, gram(self.items), by_user, self.alpha, self.user_penalty, CG_STEPS)
-        solve_side(self.items, self.users, gram(self.users), by_item, self.alpha, self.item_penalty, CG_STEPS)
-        return self._loss(), self.positives.n_positives
+        user_gram = gram(self.users)
+        solve_side(self.items, self.users, user_gram, by_item, self.alpha, self.item_penalty, CG_STEPS)
+        return self._loss(user_gram, gram(self.items)), self.positives.n_positives
 
-    def _loss(self) -> float:
-        """The weighted squared error over every cell, and the penalties, per positive."""
-        every_cell = float(np.sum(gram(self.users) * gram(self.items)))  # sum of every score squared
+    def _loss(self, user_gram: np.ndarray, item_gram: np.ndarray) -> float:
+        """The weighted squared error over every cell, and the penalties, per positive (from the two
+        tables' Gram matrices, `user_gram` and `item_gram`)."""
+        every_cell = float(np.sum(user_gram * item_gram))  # the sum of every score squared
         fit = every_cell + _positive_terms(self.users, self.items, self.positives.by_user, self.alpha)
         penalty = float(self.user_penalty @ np.square(self.users, dtype=np.float64).sum(1)) + float(
             self.item_penalty @ np.square(self.items, dtype=np.float64).sum(1)

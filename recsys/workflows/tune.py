@@ -164,7 +164,7 @@ def _ranking_validation(
     x = torch.from_numpy(
         np.stack([users.encode(train["user"].to_numpy()), items.encode(train["item"].to_numpy())], axis=1)
     )
-    y = torch.from_numpy(train["rating"].to_numpy(dtype=np.float32))
+    y = torch.tensor(train["rating"].to_numpy(dtype=np.float32))
     cuts = list(cv.split(np.arange(len(train))))
 
     def validate(fields: dict[str, Any]) -> np.ndarray:
