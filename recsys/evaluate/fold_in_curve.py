@@ -7,6 +7,7 @@ recsys.evaluate.ranking. The trained model's own scores on the same users close 
 side was trained with these users' full ratings, which flatters fold-in slightly on data this small.
 """
 
+import math
 from collections.abc import Sequence
 from functools import partial
 
@@ -62,13 +63,15 @@ def fold_in_curve(
     row_of = torch.full((n_users,), -1, dtype=torch.long)
     row_of[users] = torch.arange(len(users))
     rows = []
+    # A ranking model's scores are no ratings: its curve has NDCG@10 alone.
+    error = (lambda predictions: math.nan) if model.ranks else (lambda predictions: rmse(predictions, test.y))
     for n in ratings_known:
-        folded = fold_in(model, first_ratings(data, users.numpy(), n), regularization)
+        folded = fold_in(model, first_ratings(data, users.numpy(), n), regularization, threshold)
         predictions = folded.predict(row_of[test.x[:, 0]], test.x[:, 1])
         ranking = evaluate_ranking(partial(_folded_scores, folded, row_of), task, (CURVE_K,))
-        rows.append((str(n), rmse(predictions.float(), test.y), ranking[f"ndcg@{CURVE_K}"]))
+        rows.append((str(n), error(predictions.float()), ranking[f"ndcg@{CURVE_K}"]))
     trained = evaluate_ranking(model_scorer(model, n_items), task, (CURVE_K,))
-    rows.append(("trained", rmse(predict(model, test.x), test.y), trained[f"ndcg@{CURVE_K}"]))
+    rows.append(("trained", error(predict(model, test.x)), trained[f"ndcg@{CURVE_K}"]))
     table = pd.DataFrame(rows, columns=["ratings_known", "rmse", f"ndcg@{CURVE_K}"])
     table.attrs["users"] = len(users)
     return table

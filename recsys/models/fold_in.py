@@ -6,6 +6,10 @@ ratings are first mapped back through the model's squash (`RatingModel.unsquash`
 regression is linear in the score: minimise sum_j (x_j . w - (unsquash(r_j) - item_bias_j))^2 +
 regularization * |w|^2, where x_j is item j's vector (with a 1 appended for the user's bias). An
 ensemble folds the user into each member and predicts the members' mean, as it does for known users.
+
+A ranking model's scores are no ratings: its new user is one row of implicit ALS instead (as the
+`implicit` library recalculates a user), fitted to every item, 1 for those rated at or above
+`relevant` and 0 elsewhere, a positive weighing 1 + RANKING_ALPHA * (1 + rating - relevant).
 """
 
 from collections.abc import Sequence
@@ -19,6 +23,8 @@ from recsys.models.base import BilinearForm, RatingModel, mean_of_forms, member_
 
 # Chosen by validation inside ML-100K's u1.base (docs/evaluation.md, "Fold-in").
 REGULARIZATION = 3.0
+# A ranking model's positives' extra confidence: ials's tuned alpha (docs/findings.md).
+RANKING_ALPHA = 1.0
 
 
 @dataclass(frozen=True)
@@ -53,14 +59,27 @@ def _ridge(features: Tensor, targets: Tensor, regularization: float) -> Tensor:
     return torch.linalg.solve(features.T @ features + regularization * eye, features.T @ targets)
 
 
+def _implicit_row(item_vectors: Tensor, items: Tensor, strengths: Tensor, regularization: float) -> Tensor:
+    """One user's implicit ALS row given every item's vector: (V^T V + sum over the positives of
+    (c - 1) v v^T + regularization I) w = sum of c v over the positives, c = 1 + RANKING_ALPHA *
+    strength."""
+    confidence = 1 + RANKING_ALPHA * strengths
+    positives = item_vectors[items]
+    system = item_vectors.T @ item_vectors + (positives.T * (confidence - 1)) @ positives
+    system += regularization * torch.eye(len(system), dtype=system.dtype, device=system.device)
+    return torch.linalg.solve(system, positives.T @ confidence)
+
+
 def fold_in(
     model: RatingModel,
     ratings_of_users: Sequence[tuple[Tensor, Tensor]],
     regularization: float = REGULARIZATION,
+    relevant: float | None = None,
 ) -> FoldedUsers:
     """Fit a new user to each (inner item indices, ratings) pair of `ratings_of_users`, with the
     model's item side fixed. A user with no ratings gets a zero vector and bias: the bias-only cold
-    start, the items ranked by their own terms."""
+    start, the items ranked by their own terms. For a ranking model a rating at or above `relevant`
+    (None: any) is a positive."""
     if not regularization > 0:
         raise ValueError(f"regularization must be positive, got {regularization!r}")
     pairs = member_forms(rating_model(model))  # another module is a TypeError naming it
@@ -78,6 +97,12 @@ def fold_in(
         for items, ratings in ratings_of_users:
             items = torch.as_tensor(items, dtype=torch.long, device=device)
             rated = torch.as_tensor(ratings, dtype=torch.float64, device=device)
+            if member.ranks:
+                floor = float(rated.min()) if relevant is None and len(rated) else relevant
+                positive = rated >= floor if floor is not None else rated.new_zeros(0, dtype=torch.bool)
+                strengths = 1 + rated[positive] - (floor or 0.0)
+                rows.append(_implicit_row(item_vectors, items[positive], strengths, regularization))
+                continue
             targets = member.unsquash(rated) - item_bias[items]
             features = item_vectors[items]
             if with_bias:

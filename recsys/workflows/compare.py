@@ -29,7 +29,7 @@ from recsys.evaluate.metrics import evaluate_test
 from recsys.evaluate.ranking import KS, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer, random_scorer
 from recsys.models import model_names
-from recsys.models.base import member_forms, rating_model
+from recsys.models.base import member_forms
 from recsys.studies.bag_cost import MODES as BAG_MODES
 from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
 from recsys.studies.bag_cost import bag_versus_multi_hot
@@ -137,7 +137,7 @@ def compare_models(
     curves = {
         name: fold_in_curve(model, data, threshold)
         for name, model in trained.items()
-        if name not in BASELINES and member_forms(model) is not None and not rating_model(model).ranks
+        if name not in BASELINES and member_forms(model) is not None
     }
     return Comparison(
         dataset,

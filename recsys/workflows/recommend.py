@@ -223,7 +223,8 @@ def recommend_from_ratings(
         items[index] = name
         ratings.append(rating)
     known = torch.tensor(list(items))
-    folded = fold_in(rating_model(checkpoint.model), [(known, torch.tensor(ratings, dtype=torch.float64))])
+    rated_as = [(known, torch.tensor(ratings, dtype=torch.float64))]
+    folded = fold_in(rating_model(checkpoint.model), rated_as, relevant=checkpoint.config.relevant)
     predicted = folded.scores(torch.tensor([0]))[0].numpy()
     candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]

@@ -230,11 +230,13 @@ def plot_fold_in(curves: dict[str, pd.DataFrame], path: Path) -> str:
         trained = curve[curve["ratings_known"] == "trained"].iloc[0]
         known = folded["ratings_known"].astype(int)
         for axes, column in ((rmse_axes, "rmse"), (ndcg_axes, "ndcg@10")):
+            if folded[column].isna().all():  # a ranking model has no RMSE
+                continue
             axes.plot(known, folded[column], marker="o", color=colour, label=name)
             axes.axhline(float(trained[column]), linestyle="--", color=colour, linewidth=1)
     rmse_axes.set(xlabel="ratings known (0: bias-only cold start)", ylabel="test RMSE", title="Fold-in: RMSE")
     ndcg_axes.set(xlabel="ratings known", ylabel="NDCG@10", title="Fold-in: NDCG@10 (dashed: trained)")
-    rmse_axes.legend()
+    ndcg_axes.legend()
     return _save(figure, path)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import Tensor, nn
@@ -12,7 +13,9 @@ from recsys.evaluate.metrics import predict
 from recsys.evaluate.scorers import model_scorer
 from recsys.models import BayesianMF, RatingModel, YRange, build_model, model_names
 from recsys.models.ensemble import Ensemble
-from recsys.models.fold_in import REGULARIZATION, FoldedUsers, _ridge, fold_in
+from recsys.models.fold_in import RANKING_ALPHA, REGULARIZATION, FoldedUsers, _ridge, fold_in
+from recsys.train.als import gram, solve_side
+from recsys.train.interactions import ByRow
 
 N_USERS, N_ITEMS, N_FACTORS = 6, 9, 3
 Y_RANGE = (1.0, 5.0)
@@ -282,3 +285,24 @@ def test_a_model_without_a_form_is_scored_pair_by_pair() -> None:
     expected = predict(model, every_pair()).reshape(N_USERS, N_ITEMS)[[2, 0]]
     assert not torch.allclose(scores[0], scores[1])  # the user matters in this model
     torch.testing.assert_close(scores, expected)
+
+
+@pytest.mark.parametrize("name", ["ials", "bpr"])
+def test_a_ranking_models_new_user_is_one_row_of_implicit_als(name: str) -> None:
+    """Its ratings at or above `relevant` are positives of strength 1 + rating - relevant, the rest
+    (and every unrated item) zeros: the new row is implicit ALS's exact solve for that user."""
+    model = make(name, None)
+    form = model.bilinear_form()
+    assert form is not None
+    items, ratings = torch.tensor([0, 3, 5, 7, 8]), torch.tensor([5.0, 4.0, 2.0, 4.5, 1.0])
+    folded = fold_in(model, [(items, ratings)], regularization=0.7, relevant=4.0)
+    rows = np.zeros((1, N_FACTORS), np.float32)
+    positives = ByRow(np.array([0, 3]), np.array([0, 3, 7], np.int32), np.array([2.0, 1.0, 1.5], np.float32))
+    vectors = form.item_vectors.numpy()
+    solve_side(rows, vectors, gram(vectors), tuple(positives), RANKING_ALPHA, np.array([0.7]), 0)
+    torch.testing.assert_close(
+        folded.forms[0].user_vectors[0], torch.from_numpy(rows[0]), atol=1e-5, rtol=1e-5
+    )
+    # Its scores are the form's: no squash (a ranking score is no rating).
+    expected = form.item_vectors @ folded.forms[0].user_vectors[0] + form.item_bias
+    torch.testing.assert_close(folded.scores(torch.tensor([0]))[0], expected, atol=1e-5, rtol=1e-5)
