@@ -372,7 +372,7 @@ def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]
 
 def load_movielens(
     name: str,
-    data_dir: Path | None = None,
+    data_dir: Path | str | None = None,
     *,
     allow_download: bool = True,
     base_url: str = GROUPLENS_URL,
@@ -385,7 +385,7 @@ def load_movielens(
     variant = VARIANTS[name]
     folder = local_copy(
         variant,
-        data_dir,
+        None if data_dir is None else Path(data_dir),  # a path given as text, as a notebook writes it
         allow_download=allow_download,
         base_url=base_url,
         allow_http=allow_http,

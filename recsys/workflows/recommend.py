@@ -105,7 +105,7 @@ def recommend(
     rated_inner = checkpoint.items.encode(rated[checkpoint.items.known(rated)], "item")
     candidates = np.setdiff1d(np.arange(n_items), rated_inner)
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]
-    return _titled(dataset, checkpoint.items.decode(best), "predicted", predicted[best])
+    return _titled(dataset, checkpoint.items.decode(best), _score_column(checkpoint), predicted[best])
 
 
 def cold_start(checkpoint: Checkpoint, dataset: RatingsDataset, top: int = 10) -> pd.DataFrame:
@@ -228,4 +228,9 @@ def recommend_from_ratings(
     predicted = folded.scores(torch.tensor([0]))[0].numpy()
     candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]
-    return _titled(dataset, checkpoint.items.decode(best), "predicted", predicted[best])
+    return _titled(dataset, checkpoint.items.decode(best), _score_column(checkpoint), predicted[best])
+
+
+def _score_column(checkpoint: Checkpoint) -> str:
+    """What a list's scores are: predicted ratings, or a ranking model's scores (no ratings)."""
+    return "score" if rating_model(checkpoint.model).ranks else "predicted"

@@ -49,6 +49,7 @@ def test_an_interactions_file_trains_recommends_and_resumes(model: str, plays: P
         recommend_command.cli, "recommend.py", [str(out), "--user", "l3", "--top", "5"], tmp_path / "c"
     )
     assert top.returncode == 0, top.stderr
+    assert top.stdout.splitlines()[0].split()[-1] == "score"  # a ranking score, no predicted rating
     listed = [line for line in top.stdout.splitlines() if "s" in line]
     assert len(listed) >= 5
     similar = run_cli(recommend_command.cli, "recommend.py", [str(out), "--similar", "s7"], tmp_path / "c")

@@ -755,10 +755,11 @@ def test_data_root_without_the_variant_falls_back_to_the_cache(
     assert only_user() == 303
 
 
-@pytest.mark.parametrize("point_at", ["folder", "parent"])
+@pytest.mark.parametrize("point_at", ["folder", "parent", "text"])
 def test_explicit_data_dir_wins(three_copies: dict[str, Path], point_at: str) -> None:
     folder = three_copies["explicit"]
-    assert only_user(data_dir=folder if point_at == "folder" else folder.parent) == 101
+    given = {"folder": folder, "parent": folder.parent, "text": str(folder)}[point_at]  # text: a notebook's
+    assert only_user(data_dir=given) == 101
 
 
 def test_empty_data_dir_mentions_the_setting(tmp_path: Path, three_copies: dict[str, Path]) -> None:
