@@ -9,8 +9,8 @@ On threads without locks, and with the same result on any number of them, as the
 (recsys.train.compiled): the positives are cut into a grid of user groups x item groups, and a
 stratum's blocks, which share no user and no item, run at once. So that they keep sharing none, a
 positive's negative is drawn from its own item group (from every item where the data is small
-enough to be one block, as u1 is). Each block draws from a generator keyed on the seed, the epoch
-and the block.
+enough to be one block, as u1 is). Each block draws its order and its negatives from a generator
+keyed on the seed, the epoch and the block.
 """
 
 from collections.abc import Sequence
@@ -26,7 +26,6 @@ from recsys.train.compiled import (
     _groups,
     _next_random,
     _padded,
-    _shuffle_blocks,
     _sorted_by_block,
     draw_strata,
     grid_size,
@@ -58,23 +57,24 @@ def _train_blocks(
     users_table: np.ndarray,
     items_table: np.ndarray,
     item_bias: np.ndarray,
-    triples: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    pairs: tuple[np.ndarray, np.ndarray],
     offsets: np.ndarray,
     blocks: np.ndarray,
-    group_starts: np.ndarray,
-    grid: int,
+    groups: tuple[np.ndarray, np.ndarray],
     by_user: tuple[np.ndarray, np.ndarray],
     settings: tuple[float, float, int, int],
     losses: np.ndarray,
 ) -> None:
-    """BPR steps for the positives of each block in `blocks`, in their order; each block's summed
-    -log sigmoid(x_uij) goes to losses[block].
+    """BPR steps for the positives of each block in `blocks`, in an order drawn afresh for the
+    epoch; each block's summed -log sigmoid(x_uij) goes to losses[block].
 
-    triples: (users, items, values, item groups) of the positives in block order; group_starts: item
-    group g is items group_starts[g]:group_starts[g + 1]; by_user: (starts, sorted items) of each
-    user's positives; settings: (lr, l2, seed, epoch).
+    pairs: (users, items) of the positives in block order, block b's at offsets[b]:offsets[b + 1]
+    (shuffled in place); groups: (each item's group, where each group's items start: group g is
+    items starts[g]:starts[g + 1]); by_user: (starts, sorted items) of each user's positives;
+    settings: (lr, l2, seed, epoch).
     """
-    users, items, _, item_groups = triples
+    users, items = pairs
+    group_of, group_starts = groups
     user_starts, user_items = by_user
     lr, l2, seed, epoch = settings
     rate, decay = np.float32(lr), np.float32(lr * l2)
@@ -87,10 +87,18 @@ def _train_blocks(
             ^ (np.uint64(epoch) * np.uint64(0x9E3779B97F4A7C15))
             ^ (np.uint64(block) * np.uint64(0xD1B54A32D192ED03))
         )
+        start, end = offsets[block], offsets[block + 1]
+        # The block's positives in a new order each epoch: met in one order every epoch, SGD's last
+        # steps favour the same positives each time (validation NDCG@10 inside u1.base fell from
+        # 0.279 to 0.219; docs/findings.md).
+        for t in range(end - 1, start, -1):
+            other = start + np.int64(_next_random(state) % np.uint64(t - start + 1))
+            users[t], users[other] = users[other], users[t]
+            items[t], items[other] = items[other], items[t]
         total = 0.0
-        for t in range(offsets[block], offsets[block + 1]):
+        for t in range(start, end):
             user, item = users[t], items[t]
-            group = item_groups[t]
+            group = group_of[item]
             first, size = group_starts[group], group_starts[group + 1] - group_starts[group]
             negative = -1
             for _ in range(NEGATIVE_TRIES):
@@ -141,14 +149,14 @@ class BPREpochs:
         self.grid = grid_size(len(items))
         groups = (_groups(users, n_users, self.grid), _groups(items, n_items, self.grid))
         item_groups = groups[1]
-        self.group_starts = np.searchsorted(item_groups, np.arange(self.grid + 1)).astype(np.int64)
+        group_starts = np.searchsorted(item_groups, np.arange(self.grid + 1)).astype(np.int64)
         self.threads = max(1, min(threads, self.grid))
-        sorted_triples, self.offsets = _sorted_by_block(
+        # BPR weighs every positive alike: their strengths play no part.
+        (sorted_users, sorted_items, _), self.offsets = _sorted_by_block(
             (users, items, found.by_user.strengths), groups, self.grid, self.grid * self.grid, self.threads
         )
-        _shuffle_blocks(sorted_triples, self.offsets, config.seed, 0, self.grid * self.grid)
-        sorted_users, sorted_items, sorted_values = sorted_triples
-        self.triples = (sorted_users, sorted_items, sorted_values, item_groups[sorted_items].astype(np.int32))
+        self.pairs = (sorted_users, sorted_items)
+        self.groups = (item_groups.astype(np.int32), group_starts)
         self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
@@ -160,8 +168,8 @@ class BPREpochs:
 
         def train(blocks: Sequence[int]) -> None:
             _train_blocks(
-                self.tables[0], self.tables[1], self.item_bias, self.triples, self.offsets,
-                np.asarray(blocks, np.int64), self.group_starts, self.grid, self.by_user, settings, losses,
+                self.tables[0], self.tables[1], self.item_bias, self.pairs, self.offsets,
+                np.asarray(blocks, np.int64), self.groups, self.by_user, settings, losses,
             )  # fmt: skip
 
         strata = draw_strata(self.grid, generator)
