@@ -63,14 +63,14 @@ def _times_system(
     vector: np.ndarray,
     other: np.ndarray,
     other_gram: np.ndarray,
-    lam: float,
+    lam: np.float32,
     others: np.ndarray,
     extras: np.ndarray,
     first: int,
     last: int,
 ) -> None:
     """out = (other_gram + lam I + sum over the row's positives t of extras[t] o_t o_t^T) @ vector,
-    o_t = other[others[t]]: the row's system times `vector`, without forming it."""
+    o_t = other[others[t]]: the row's system times `vector`, without forming it (float32)."""
     k = vector.shape[0]
     for a in range(k):
         total = lam * vector[a]
@@ -79,12 +79,40 @@ def _times_system(
         out[a] = total
     for t in range(first, last):
         j = others[t]
-        dot = 0.0
+        dot = np.float32(0)
         for a in range(k):
             dot += other[j, a] * vector[a]
         weight = extras[t] * dot
         for a in range(k):
             out[a] += weight * other[j, a]
+
+
+@compiled(fastmath=True, inline=True)
+def _exact_row(
+    out: np.ndarray,
+    other: np.ndarray,
+    other_gram: np.ndarray,
+    lam: float,
+    others: np.ndarray,
+    extras: np.ndarray,
+    first: int,
+    last: int,
+) -> None:
+    """The row's exact solution (a Cholesky solve in float64) written into `out`."""
+    k = out.shape[0]
+    system = other_gram.copy()
+    rhs = np.zeros(k)
+    for d in range(k):
+        system[d, d] += lam
+    for t in range(first, last):
+        j = others[t]
+        for a in range(k):
+            rhs[a] += (1.0 + extras[t]) * other[j, a]
+            for b in range(k):
+                system[a, b] += extras[t] * other[j, a] * other[j, b]
+    solution = np.linalg.solve(system, rhs)
+    for a in range(k):
+        out[a] = solution[a]
 
 
 @compiled(parallel=True, fastmath=True)
@@ -100,56 +128,57 @@ def solve_side(
     """Refit every row of `rows` given `other` (whose Gram matrix is `other_gram`), in place: row r
     minimises sum over every other-side j of c_rj (p_rj - rows[r] . other[j])^2 + regularisation[r]
     |rows[r]|^2, with p_rj 1 and c_rj 1 + alpha * strength for r's positives (`by_row`), else 0 and 1.
-    `steps` 0: exactly (a Cholesky solve); else that many conjugate-gradient steps from rows[r]."""
+    `steps` 0: exactly (a Cholesky solve); else that many conjugate-gradient steps from rows[r], in
+    float32 as the tables are (its sums over a row's positives then run twice as wide)."""
     starts, others, strengths = by_row
     n, k = rows.shape
-    extras = alpha * strengths.astype(np.float64)  # c - 1 of each positive
-    tasks = (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+    extras = (alpha * strengths).astype(np.float32)  # c - 1 of each positive
+    gram32 = other_gram.astype(np.float32)
+    # Tasks of consecutive rows with about equal work (a row costs its positives and its Gram
+    # product): numba hands each thread a run of tasks, which a row's id order alone would leave
+    # unequal where the popular items cluster.
+    tasks = max(1, min(n, (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK))
+    work = np.cumsum(np.diff(starts) + k)
+    bounds = np.searchsorted(work, np.linspace(0, work[-1] if n else 0, tasks + 1)[1:-1], side="right")
+    bounds = np.concatenate((np.zeros(1, np.int64), bounds.astype(np.int64), np.full(1, n, np.int64)))
     for task in numba.prange(tasks):
-        x, residual = np.empty(k), np.empty(k)
-        direction, product = np.empty(k), np.empty(k)
-        system = np.empty((k, k))
-        # Every `tasks`-th row: the threads take runs of tasks, and rows with many positives (the
-        # popular items, which ids often cluster) are then spread among them.
-        for r in range(task, n, tasks):
+        x, residual = np.empty(k, np.float32), np.empty(k, np.float32)
+        direction, product = np.empty(k, np.float32), np.empty(k, np.float32)
+        for r in range(bounds[task], bounds[task + 1]):
             first, last = starts[r], starts[r + 1]
-            lam = regularisation[r]
-            # rhs = sum over the positives of c o (p = 1): gathered into `residual` first
-            residual[:] = 0.0
-            for t in range(first, last):
-                j = others[t]
-                for a in range(k):
-                    residual[a] += (1.0 + extras[t]) * other[j, a]
             if steps == 0:
-                system[:, :] = other_gram
-                for d in range(k):
-                    system[d, d] += lam
-                for t in range(first, last):
-                    j = others[t]
-                    for a in range(k):
-                        for b in range(k):
-                            system[a, b] += extras[t] * other[j, a] * other[j, b]
-                solution = np.linalg.solve(system, residual)
-                for a in range(k):
-                    rows[r, a] = solution[a]
+                _exact_row(rows[r], other, other_gram, regularisation[r], others, extras, first, last)
                 continue
+            lam = np.float32(regularisation[r])
             for a in range(k):
                 x[a] = rows[r, a]
-            _times_system(product, x, other, other_gram, lam, others, extras, first, last)
-            squared = 0.0
+            # residual = rhs - system @ x: the Gram part, then each positive's c o - (c - 1)(o . x) o
             for a in range(k):
-                residual[a] -= product[a]
+                total = lam * x[a]
+                for b in range(k):
+                    total += gram32[a, b] * x[b]
+                residual[a] = -total
+            for t in range(first, last):
+                j = others[t]
+                dot = np.float32(0)
+                for a in range(k):
+                    dot += other[j, a] * x[a]
+                weight = np.float32(1) + extras[t] - extras[t] * dot
+                for a in range(k):
+                    residual[a] += weight * other[j, a]
+            squared = np.float32(0)
+            for a in range(k):
                 direction[a] = residual[a]
                 squared += residual[a] * residual[a]
             for _ in range(steps):
                 if squared < 1e-20:
                     break
-                _times_system(product, direction, other, other_gram, lam, others, extras, first, last)
-                curvature = 0.0
+                _times_system(product, direction, other, gram32, lam, others, extras, first, last)
+                curvature = np.float32(0)
                 for a in range(k):
                     curvature += direction[a] * product[a]
                 step = squared / curvature
-                next_squared = 0.0
+                next_squared = np.float32(0)
                 for a in range(k):
                     x[a] += step * direction[a]
                     residual[a] -= step * product[a]
