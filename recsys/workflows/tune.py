@@ -27,7 +27,7 @@ from recsys.errors import RecsysError
 from recsys.evaluate.ranking import evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
 from recsys.models import model_entry
-from recsys.train.trainer import fit
+from recsys.train.trainer import TrainingDiverged, fit
 from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, fitted_config, train_and_evaluate
 
@@ -179,7 +179,10 @@ def _ranking_validation(
             model = model_for(config, len(users), len(items), generator)
             # No validation pairs each epoch: the fold is judged once, after the last.
             nothing = RatingTensors(x[:0], y[:0])
-            fit(model, fold_train, nothing, config, generator, threads=threads, progress=False)
+            try:
+                fit(model, fold_train, nothing, config, generator, threads=threads, progress=False)
+            except TrainingDiverged:  # this setting's score: none (last in the table), as for ratings
+                return np.full(len(cuts), np.nan)
             task = ranking_task(fold_train, fold_valid, len(users), len(items), config.relevant)
             scores.append(evaluate_ranking(model_scorer(model, len(items)), task, ks=(10,))["ndcg@10"])
         return np.asarray(scores)

@@ -48,15 +48,19 @@ def test_poisoned_test_ratings_change_nothing_the_search_chose(
 ) -> None:
     """The search never reads the test part: replace every test rating with noise and it chooses the
     same setting with the same validation scores; only the final, once-read test score moves."""
-    test_rows = make_split(tiny, "random", test_frac=0.2, test_n=10, seed=0).test.index
-    ratings = tiny.ratings.copy()
-    noise = np.random.default_rng(1).uniform(1, 5, len(test_rows)).round()
-    ratings.loc[test_rows, "rating"] = noise.astype(np.float32)
-    poisoned = dataclasses.replace(tiny, ratings=ratings)
-    again = tune(poisoned, "dotbias", "random", **SEARCH)
+    again = tune(poison_test(tiny), "dotbias", "random", **SEARCH)
     assert again.best == tuned.best
     assert again.table.equals(tuned.table)
     assert again.run.test["rmse"] != tuned.run.test["rmse"]
+
+
+def poison_test(dataset: RatingsDataset) -> RatingsDataset:
+    """`dataset` with every rating of its random split's test part replaced by noise."""
+    test_rows = make_split(dataset, "random", test_frac=0.2, test_n=10, seed=0).test.index
+    ratings = dataset.ratings.copy()
+    noise = np.random.default_rng(1).uniform(1, 5, len(test_rows)).round()
+    ratings.loc[test_rows, "rating"] = noise.astype(np.float32)
+    return dataclasses.replace(dataset, ratings=ratings)
 
 
 def test_more_folds_than_training_ratings_is_a_one_line_error(tiny: RatingsDataset) -> None:
@@ -71,3 +75,23 @@ def test_a_model_searches_its_engines_space_unless_its_registry_entry_names_its_
     assert search_space("bpmf", "autograd") == SEARCH_SPACES["autograd"]
     sampler = search_space("bpmf", "compiled")  # its Gibbs sampler has no learning rate or penalty
     assert set(sampler) == {"epochs", "n_factors"}
+
+
+def test_a_ranking_model_is_searched_by_validation_ndcg_and_a_diverging_setting_is_passed_over(
+    tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    space = {"lr": [1e9, 0.05], "epochs": [3], "n_factors": [8]}  # the first setting's steps blow up
+    monkeypatch.setattr("recsys.workflows.tune.search_space", lambda model, engine: space)
+    result = tune(tiny, "bpr", "random", trials=2, folds=2)
+    assert result.score == "valid_ndcg@10"
+    table = result.table
+    assert table["lr"].tolist() == [0.05, 1e9]  # the best first; the diverged setting has no score
+    assert 0 < table.at[0, "valid_ndcg@10"] <= 1 and np.isnan(table.at[1, "valid_ndcg@10"])
+    assert result.best == {"lr": 0.05, "epochs": 3, "n_factors": 8}
+    assert result.run.config.lr == 0.05 and 0 <= result.run.test["ndcg@10"] <= 1
+
+
+def test_poisoned_test_pairs_change_nothing_a_ranking_search_chose(tiny: RatingsDataset) -> None:
+    searches = [tune(data, "ials", "random", trials=3, folds=2) for data in (tiny, poison_test(tiny))]
+    assert searches[0].table.equals(searches[1].table)
+    assert searches[0].run.test != searches[1].run.test  # only the once-read test score moves
