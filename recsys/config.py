@@ -142,7 +142,10 @@ class RunConfig:
         unread_by=("bpr", "als"),  # a ranking score is no rating
     )
     init_scale: float = _setting(
-        1.0, "multiplies every initial weight; 1: fastai's normal(0, 0.01) tables", "--init-scale"
+        1.0,
+        "multiplies every initial weight; 1: fastai's normal(0, 0.01) tables",
+        "--init-scale",
+        by_model=True,
     )
     # Errors are divided by this in the loss (2 for ratings 1-10): from the data's rating scale
     # (recsys.data.dataset.rating_unit), 1 for MovieLens.

@@ -1,13 +1,18 @@
 """Benchmarks in one run: recsys vs fastai, Surprise, cornac and LIBMF on ML-100K u1 and on each of
 its folds u1..u5 (their mean and spread), throughput on synthetic ML-1M/10M/25M shapes (LIBMF and
 cornac epochs beside recsys'), load times, top-N evaluation (cornac scoring recsys' u1 lists; the
-time of full ranking on u1 per model and at the synthetic shapes), and a few rows again under
-contention. Writes bench.md and bench.json: `python scripts/bench.py`; `--tasks folds` (say) runs
-one task alone.
+time of full ranking on u1 per model and at the synthetic shapes), learning to rank (recsys' ials and
+bpr beside implicit's ALS and BPR and cornac's BPR, with their defaults and tuned on u1.base alone:
+their u1 lists scored by recsys' evaluate_ranking, and their epochs at the ML-20M shape), and a few
+rows again under contention. Writes bench.md and bench.json: `python scripts/bench.py`; `--tasks
+folds` (say) runs one task alone.
 
 Every measurement runs in a fresh process (this script re-invoked with --worker) so that its peak
 RSS and timing are its own. Needs the real ML-100K (--data-dir or $RECSYS_DATA) for the u1, folds
-and load rows and the ranking task's u1 rows (its scale rows run at each of --shapes). At the
+and load rows and the ranking and learning-to-rank tasks' u1 rows (the ranking task's scale rows run
+at each of --shapes, the learning-to-rank task's at each of --ltr-shapes). The learning-to-rank
+task's tuned peers take benchmark.PEER_TUNED; `--retune` searches their grids again (in the task's
+own workers, before its lists; the results, as JSON, beside bench.md) and prints the constants. At the
 ML-10M shape dotbias's autograd engine also runs under torchrun (two gloo processes on the CPU, one
 per GPU with --device cuda) beside the same run in one plain process.
 The contended rows run last, while two processes spin a CPU-bound loop each (--no-contended skips
@@ -88,17 +93,25 @@ TASKS = (
     "write-file",
     "file-load",
     "ranking",
+    "learning-to-rank",
 )
 # The task whose output another reads: run whenever that other one is.
 NEEDS = {"throughput": "generate", "convergence": "generate", "file-load": "write-file"}
 # The tasks --tasks names (those others need come along).
 SELECTABLE = tuple(task for task in TASKS if task not in NEEDS.values())
-# The tasks that need the real ML-100K; the ranking task's u1 parts need it too (its scale part not).
+# The tasks that need the real ML-100K; the ranking and learning-to-rank tasks' u1 parts need it too
+# (their scale parts not).
 ML100K_TASKS = ("u1", "folds", "load")
+# --shapes' default: ML-20M's shape is the learning-to-rank task's (--ltr-shapes).
+DEFAULT_SHAPES = ("ml-1m", "ml-10m", "ml-25m")
+# Set in the learning-to-rank task's workers: implicit's native loops are its threads, and an OpenBLAS
+# pool inside each of them slows them (implicit warns of it otherwise).
+WORKER_ENVIRONMENT = {"learning-to-rank": {"OPENBLAS_NUM_THREADS": "1"}}
 # Columns shown first, in this order, where a table has them; the rest follow.
 FIRST_COLUMNS = (
     "task",
     "contender",
+    "peer",
     "reader",
     "model",
     "dataset",
@@ -108,12 +121,20 @@ FIRST_COLUMNS = (
     "threads",
     "processes",
     "iterations",
+    "settings",
     "rmse",
     "rmse_mean",
     "rmse_sd",
     "final_valid_rmse",
+    "ndcg@10",
+    "recall@10",
+    "precision@10",
+    "fit_seconds",
+    "fit_cpu_seconds",
     "seconds",
     "epoch_seconds",
+    "epoch_cpu_seconds",
+    "ns_per_example",
     "trained_epoch_seconds",
     "cpu_seconds",
     "wall_seconds",
@@ -144,6 +165,17 @@ WHOLE_NUMBERS = (
     "peak_added_mb_tenth",
     "peak_added_mb_4x_block",
     "resident_mb",
+    "points",
+    "held_out",
+    "validation_users",
+    "examples",
+    "epochs",
+    "factors",
+    "ns_per_example",
+    "ratings_mb",
+    "positives_mb",
+    "factors_mb",
+    "dense_mb",
 )
 
 
@@ -200,6 +232,37 @@ def ranking_jobs(u1: bool, shapes: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+def ltr_jobs(u1: bool, shapes: Collection[str], scratch: Path, found: Path | None) -> list[dict[str, Any]]:
+    """The learning-to-rank task's measurements: with `u1` (ML-100K at hand), each peer's search where
+    `found` names a folder for its result (--retune), then every contender's lists (the "-tuned" peers
+    with the settings their search found, else benchmark.PEER_TUNED); at each of `shapes`, its ratings
+    generated and each LTR_SCALE_CONTENDERS contender's epochs timed on them."""
+    task = "learning-to-rank"
+    specs: list[dict[str, Any]] = []
+    if u1:
+        searched = (
+            {} if found is None else {peer: found / f"{task}-{peer}.json" for peer in benchmark.PEER_GRIDS}
+        )
+        specs += [
+            {"task": task, "part": "search", "peer": peer, "found": str(path)}
+            for peer, path in searched.items()
+        ]
+        for contender in benchmark.ltr_contenders():
+            path = searched.get(contender.removesuffix("-tuned")) if contender.endswith("-tuned") else None
+            specs.append(
+                {"task": task, "part": "lists", "contender": contender}
+                | ({} if path is None else {"tuned_from": str(path)})
+            )
+    for shape in shapes:
+        tensors = str(scratch / f"{shape}-{task}.pt")
+        specs.append({"task": task, "part": "generate", "shape": shape, "path": tensors})
+        specs += [
+            {"task": task, "part": "scale", "shape": shape, "contender": contender, "tensors": tensors}
+            for contender in benchmark.LTR_SCALE_CONTENDERS
+        ]
+    return specs
+
+
 def ml100k_job(task: str, contender: str, device: str, **options: Any) -> dict[str, Any]:
     """One ML-100K measurement of `contender`: recsys trains on `device`; fastai picks its own (a GPU
     where there is one), the others the CPU."""
@@ -222,11 +285,15 @@ def jobs(
     tasks: Collection[str] = SELECTABLE,
     lenskit_python: str | None = None,
     baseline: Path | None = None,
+    ltr_shapes: Collection[str] = (),
+    retune: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Every measurement of `tasks` (and of those they need) to run, as the keyword arguments of one
     worker; the contended ones last. The u1 contenders take turns, `repeats` rounds, so that a slow
     spell of the machine does not fall on one of them (`baseline`'s recsys among them); on the folds,
-    one round per fold, the contenders taking turns within each."""
+    one round per fold, the contenders taking turns within each. The learning-to-rank task's scale
+    rows run at `ltr_shapes` (--ltr-shapes: LTR_SHAPE); with `retune`, its peers are searched anew,
+    their results written there."""
     found: list[dict[str, Any]] = []
     if folder is not None:
         # LensKit's contenders run where an interpreter that has it was named (--lenskit-python).
@@ -254,6 +321,7 @@ def jobs(
                 for engine in ("autograd", "compiled")
             ]
     found += ranking_jobs(folder is not None, shapes)
+    found += ltr_jobs(folder is not None, ltr_shapes, scratch, retune)
     if file_shape is not None:  # the readers take turns, as the u1 contenders do
         files = str(scratch / f"{file_shape}-files")
         found.append({"task": "write-file", "shape": file_shape, "folder": files})
@@ -314,6 +382,8 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
         return benchmark.bench_convergence(spec["shape"], Path(spec["tensors"]), spec["engine"])
     if task == "ranking":
         return benchmark.bench_ranking(folder, **spec)
+    if task == "learning-to-rank":
+        return benchmark.bench_learning_to_rank(folder, **spec)
     shape, tensors = spec.pop("shape"), Path(spec.pop("tensors"))
     if "contender" in spec:
         return benchmark.bench_peer_throughput(shape, spec.pop("contender"), tensors, **spec)
@@ -343,7 +413,7 @@ def run_worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     if folder is not None:
         command += ["--ml100k", str(folder)]
     # gloo on the loopback interface: torchrun's processes are all on this machine.
-    environment = {"GLOO_SOCKET_IFNAME": "lo", **os.environ}
+    environment = {"GLOO_SOCKET_IFNAME": "lo", **os.environ, **WORKER_ENVIRONMENT.get(spec["task"], {})}
     checkout = spec.get("checkout")
     if checkout is not None:
         environment["PYTHONPATH"] = checkout
@@ -418,8 +488,50 @@ TITLES = {
     "ratings against every item, dotbias of 50 random factors, fastest of `runs`; `peak_added_mb`: peak "
     "RSS less RSS before evaluate_ranking (`_tenth`: a tenth of the users, `_4x_block`: blocks four "
     "times as large)",
+    "learning-to-rank-search": "Learning to rank, the peers' search on ML-100K u1.base alone: a random fifth "
+    "of each user's positives (rating >= 4; a user with fewer than 5 holds none out) held out as validation, "
+    "never u1.test; `settings` the best NDCG@10 there of the grid's `points` (scripts/benchmark.py "
+    "PEER_GRIDS), beside the library defaults'",
+    "learning-to-rank": "Learning to rank on ML-100K u1: every contender's top-N lists scored by recsys' "
+    "evaluate_ranking on one task (`task_digest` its fingerprint: relevant a u1.test rating >= 4 of an "
+    "item unrated in u1.base, every unrated item a candidate). The ranking models train on the u1.base "
+    "pairs rated >= 4; the peers (implicit 0.7.3, cornac 3.0.1) on those as a binary user x item matrix, "
+    "value 1 (so implicit's ALS confidence, alpha x value, is alpha; recsys' ials weighs 1 + alpha x (1 + "
+    "rating - 4)), and rank by user factors . item factors (cornac's BPR + its item bias; implicit's BPR "
+    "holds its bias among its factors). recsys with its registry defaults (`-settings`: "
+    "RECSYS_RANKING_SETTINGS), by `fit` without train_and_evaluate's per-epoch NDCG watch, as the peers "
+    "watch nothing; dotbias (a rating model, on all of u1.base) and the popularity chart of u1.base for "
+    "reference; the peers with their library defaults, and `-tuned` with the search's settings. Every "
+    "fit on 2 threads (cornac's BPR seeded, then given 2): the BPR peers' lock-free threads make their "
+    "fits vary from run to run. `fit_seconds`: the fit alone, data in memory; `numba_layer`: the threading "
+    "layer of recsys' parallel kernels",
+    "learning-to-rank-scale": "Learning to rank at scale: synthetic ratings of the shape, positives those "
+    ">= 4 of 5; 64 factors, 2 threads (implicit's num_threads, recsys' numba threads); `epoch_seconds`, "
+    "`epoch_cpu_seconds`: the median epoch but the first (which carries the fit's setup: "
+    "`first_epoch_seconds`), by the fit's own per-epoch hook (recsys' on_epoch with no validation, so the "
+    "ranking fits' NDCG watch judges no one; implicit's callback), an ALS epoch both sides and recsys' "
+    "loss; `ns_per_example`: per positive (per rating for dotbias, one model on the compiled engine). "
+    "Memory: `ratings_mb` the ratings as loaded (the largest table), `positives_mb` one side's CSR of "
+    "the positives (each fit holds two, by user and by item), `dense_mb` the user x item matrix none "
+    "builds; `numba_layer` as above",
     "errors": "Failed measurements",
 }
+
+
+def ltr_tables(rows: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """The learning-to-rank task's tables from its results but its generated shapes: the peers' search,
+    each one's settings as text, the u1 lists and the scale rows."""
+    parts: dict[str, list[dict[str, Any]]] = {"search": [], "lists": [], "scale": []}
+    for row in rows:
+        parts[row["part"]].append({key: value for key, value in row.items() if key != "part"})
+    for row in parts["search"]:
+        row["settings"] = benchmark.settings_text(row["settings"])
+    names = {
+        "search": "learning-to-rank-search",
+        "lists": "learning-to-rank",
+        "scale": "learning-to-rank-scale",
+    }
+    return {names[part]: pd.DataFrame(found) for part, found in parts.items() if found}
 
 
 def ranking_tables(rows: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
@@ -452,6 +564,10 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
             )
         else:
             rows[spec["task"]].append(result)
+    ranked = rows["learning-to-rank"]  # its generated shapes join the generate table
+    rows["generate"] += [
+        {k: v for k, v in row.items() if k != "part"} for row in ranked if row["part"] == "generate"
+    ]
     found = {task: pd.DataFrame(rows[task]) for task in ("throughput", "generate", "load")}
     if rows["file-load"]:
         found["file-load"] = benchmark.median_runs(rows["file-load"], "reader")
@@ -468,6 +584,7 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
     if len(rows["convergence"]) == 2:
         found["convergence"] = benchmark.time_to_reach(rows["convergence"], "autograd")
     found |= ranking_tables(rows["ranking"])
+    found |= ltr_tables([row for row in ranked if row["part"] != "generate"])
     found["errors"] = pd.DataFrame(failed)
     return {name: found[name] for name in TITLES if name in found and not found[name].empty}
 
@@ -481,8 +598,22 @@ def main(argv: list[str] | None = None) -> int:
         "--shapes",
         nargs="*",
         choices=list(benchmark.SHAPES),
-        default=list(benchmark.SHAPES),
-        help="synthetic shapes for the throughput runs and the ranking task's scale runs",
+        default=list(DEFAULT_SHAPES),
+        help="synthetic shapes for the throughput runs and the ranking task's scale runs "
+        f"[default: {' '.join(DEFAULT_SHAPES)}]",
+    )
+    parser.add_argument(
+        "--ltr-shapes",
+        nargs="*",
+        choices=list(benchmark.SHAPES),
+        default=[benchmark.LTR_SHAPE],
+        help="synthetic shapes for the learning-to-rank task's scale runs [default: %(default)s]",
+    )
+    parser.add_argument(
+        "--retune",
+        action="store_true",
+        help="learning-to-rank: search the peers' grids on u1.base again (minutes) for the tuned rows, "
+        "instead of benchmark.PEER_TUNED, and print the settings found",
     )
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="folder for bench.md/json")
     parser.add_argument(
@@ -544,10 +675,10 @@ def main(argv: list[str] | None = None) -> int:
     folder = root / "ml-100k" if root is not None and (root / "ml-100k" / "u.data").is_file() else None
     if folder is None and set(args.tasks) <= set(ML100K_TASKS):
         raise RecsysError(f"--tasks {' '.join(args.tasks)}: ML-100K not found (--data-dir or $RECSYS_DATA)")
-    if folder is None and set(args.tasks) & {*ML100K_TASKS, "ranking"}:
+    if folder is None and set(args.tasks) & {*ML100K_TASKS, "ranking", "learning-to-rank"}:
         print(
             "ML-100K not found (--data-dir or $RECSYS_DATA): skipping the u1, folds and load rows and "
-            "the ranking task's u1 rows",
+            "the ranking and learning-to-rank tasks' u1 rows",
             file=sys.stderr,
         )
     if args.out.exists() and not args.out.is_dir():
@@ -555,6 +686,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline is not None and not (args.baseline / "scripts" / "bench.py").is_file():
         raise RecsysError(f"--baseline {args.baseline}: not a recsys checkout (no scripts/bench.py in it)")
     baseline = None if args.baseline is None else args.baseline.resolve()
+    if args.retune and "learning-to-rank" not in args.tasks:
+        raise RecsysError(
+            "--retune searches the learning-to-rank task's peers: add learning-to-rank to --tasks"
+        )
+    if args.retune and folder is None:
+        raise RecsysError(
+            "--retune: the peers are searched on ML-100K u1.base, not found (--data-dir or $RECSYS_DATA)"
+        )
     with tempfile.TemporaryDirectory() as scratch:
         file_shape = None if args.file_shape == "none" else args.file_shape
         specs = jobs(
@@ -568,6 +707,8 @@ def main(argv: list[str] | None = None) -> int:
             args.tasks,
             args.lenskit_python,
             baseline,
+            args.ltr_shapes,
+            args.out.resolve() if args.retune else None,
         )
         results = run_all(specs, folder)
     found = tables(specs, results)
@@ -589,6 +730,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(args.out / "bench.json", records)
     print("\n".join(lines))
+    searched = {
+        row["peer"]: row["settings"] for row in results if row.get("part") == "search" and "error" not in row
+    }
+    if searched:
+        print("# The search's settings, to fix as scripts/benchmark.py's PEER_TUNED:")
+        print(f"PEER_TUNED = {searched!r}")
     return 0
 
 

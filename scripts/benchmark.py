@@ -2,7 +2,9 @@
 on ML-100K u1 and on each of its five folds, training throughput on MovieLens-shaped synthetic data
 (generated in one process, trained on in another, so the training's peak RSS is its own), load
 times, top-N evaluation (cornac scoring recsys' u1 lists, and the time and memory of full ranking on
-u1 and at the ML-25M shape), and a few of those again while other processes keep the cores busy.
+u1 and at the ML-25M shape), learning to rank (recsys' ials and bpr beside implicit's ALS and BPR and
+cornac's BPR: their u1 lists on one task, the peers also tuned on u1.base alone, and their epochs at
+the ML-20M shape), and a few of those again while other processes keep the cores busy.
 
 Each measurement runs in its own process (`scripts/bench.py` starts them), so peak RSS is that
 measurement's own and no library's import or cache leaks into another's timing. `seconds` is
@@ -14,6 +16,8 @@ LIBMF fits run in a child process with a time limit: its scheduler has been seen
 
 import ctypes
 import dataclasses
+import hashlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -35,10 +39,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from recsys.config import available_cores, config_for, model_for
+from recsys.config import RunConfig, available_cores, config_for, model_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.movielens import load_movielens
@@ -55,16 +60,21 @@ from recsys.evaluate.ranking import (
     top_lists,
 )
 from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer
-from recsys.models.base import RatingModel
-from recsys.models.registry import build_model
+from recsys.files import write_json
+from recsys.models.base import BilinearForm, RatingModel
+from recsys.models.registry import COMPILED_DEFAULTS, build_model
 from recsys.train.compiled import load_kernels
+from recsys.train.interactions import positives as positive_pairs
+from recsys.train.threads import torch_threads
 from recsys.train.trainer import fit
-from recsys.workflows.experiment import train_and_evaluate
+from recsys.workflows.experiment import prepare, train_and_evaluate
 
 # (users, items, ratings) of the real datasets whose shape the throughput runs copy.
 SHAPES: dict[str, tuple[int, int, int]] = {
     "ml-1m": (6_040, 3_706, 1_000_209),
     "ml-10m": (69_878, 10_677, 10_000_054),
+    # The learning-to-rank task's scale rows (LTR_SHAPE); bench.py's --shapes leaves it out by default.
+    "ml-20m": (138_493, 26_744, 20_000_263),
     "ml-25m": (162_541, 59_047, 25_000_095),
 }
 
@@ -337,12 +347,13 @@ def cornac_fit_rate(
     }
 
 
-def cornac_dataset(train: RatingTensors) -> Any:
-    """A cornac Dataset of already-encoded ratings (its ids are their own indices): `from_uir`, a
-    Python loop over every rating, takes minutes at the large shapes."""
+def cornac_dataset(train: RatingTensors, shape: tuple[int, int] | None = None) -> Any:
+    """A cornac Dataset of already-encoded ratings (its ids are their own indices) of `shape` users
+    and items (None: up to the largest ids): `from_uir`, a Python loop over every rating, takes
+    minutes at the large shapes."""
     from cornac.data import Dataset
 
-    n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
+    n_users, n_items = shape or (int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1)
     columns = (np.ascontiguousarray(train.x[:, 0].numpy()), np.ascontiguousarray(train.x[:, 1].numpy()))
     return Dataset(
         num_users=n_users,
@@ -1146,3 +1157,413 @@ def bench_ranking(folder: Path | None, part: str, **options: Any) -> dict[str, A
     if part == "agreement":
         return bench_ranking_agreement(folder)
     return bench_ranking_speed(folder, **options)
+
+
+# --- Learning to rank: recsys' ranking models beside implicit's and cornac's, on u1 and at scale ------
+
+# Threads of every contender's fit: recsys' `threads` (numba's), implicit's `num_threads`, cornac's
+# `num_threads`, and torch's meanwhile; the workers run with OPENBLAS_NUM_THREADS=1, as implicit asks.
+LTR_THREADS = 2
+LTR_SEED = 0  # the peers' initialisation and sampling, and the validation draw of the search
+# recsys' contenders on u1, each with its registry defaults: the ranking models, and dotbias (a rating
+# model, ranking by its predicted ratings) for reference.
+RECSYS_RANKERS = ("ials", "bpr", "dotbias")
+# Settings over the registry's defaults for one more row per model, "recsys-<model>-settings" (say
+# {"ials": {"n_factors": 128, "alpha": 5.0}}); empty: the defaults alone.
+RECSYS_RANKING_SETTINGS: dict[str, dict[str, Any]] = {}
+POPULAR = "most-popular"  # every user's list the training ratings' popularity chart
+# The peers, each searched over its grid on u1.base (search_peer); the keys are the peers' own
+# argument names. Their library defaults: implicit's ALS 100 factors, regularization 0.01, alpha 1, 15
+# iterations; implicit's BPR 100 factors, learning rate 0.01, regularization 0.01, 100 iterations;
+# cornac's BPR k 10, 100 epochs, learning rate 0.001, lambda_reg 0.01.
+PEER_GRIDS: dict[str, dict[str, list[Any]]] = {
+    "implicit-als": {
+        "factors": [16, 32, 48, 64, 100, 128],
+        "regularization": [0.01, 0.1, 1.0, 10.0, 30.0, 100.0],
+        "alpha": [1.0, 5.0, 20.0],
+        "iterations": [15, 30],
+    },
+    "implicit-bpr": {
+        "factors": [32, 64, 128],
+        "learning_rate": [0.01, 0.05, 0.1],
+        "regularization": [0.001, 0.01],
+        "iterations": [50, 100, 200],
+    },
+    "cornac-bpr": {
+        "k": [32, 64, 128],
+        "learning_rate": [0.01, 0.05, 0.1],
+        "lambda_reg": [0.001, 0.01, 0.03],
+        "max_iter": [50, 100, 200],
+    },
+}
+# The "-tuned" peers' settings: the best validation NDCG@10 of search_peer (a random LTR_VALID_SHARE of
+# each user's u1.base positives held out, seed LTR_SEED; u1.test never read) over a coarse part of
+# PEER_GRIDS, searched on 2 busy cores: implicit's ALS over factors (32, 64, 128) x regularization (0.1,
+# 1, 10) x alpha (1, 5, 20) at 15 iterations, validation 0.2771 (defaults 0.1472); implicit's BPR over
+# factors (64, 128) x learning rate (0.01, 0.05, 0.1) at regularization 0.01 and 100 iterations, 0.1921
+# (defaults 0.1860); cornac's BPR over k (64, 128) x learning rate (0.01, 0.05, 0.1) at lambda_reg 0.01
+# and 100 epochs, 0.2515 (defaults 0.1411). The ALS best lies at the coarse grid's edge (the most
+# factors and regularization). `bench.py --tasks learning-to-rank --retune` searches the whole grids
+# and prints the constants to put here.
+PEER_TUNED: dict[str, dict[str, Any]] = {
+    "implicit-als": {"factors": 128, "regularization": 10.0, "alpha": 1.0, "iterations": 15},
+    "implicit-bpr": {"factors": 128, "learning_rate": 0.01, "regularization": 0.01, "iterations": 100},
+    "cornac-bpr": {"k": 128, "learning_rate": 0.05, "lambda_reg": 0.01, "max_iter": 100},
+}
+LTR_VALID_SHARE = 0.2  # of each user's positives, rounded down: a user with fewer than 5 holds none out
+LTR_METRICS = ("ndcg@10", "recall@10", "precision@10")
+# The scale rows: 64 factors, positives the synthetic ratings of at least 4 stars (out of 1-5), epochs
+# timed per fit (the first, which carries the fit's setup, left out of the median).
+LTR_SHAPE = "ml-20m"
+LTR_SCALE_FACTORS = 64
+LTR_SCALE_RELEVANT = 4.0
+LTR_SCALE_EPOCHS = 3
+LTR_SCALE_CONTENDERS = ("recsys-ials", "implicit-als", "recsys-bpr", "implicit-bpr", "recsys-dotbias")
+# fit's validation ratings where none are wanted: a ranking fit's per-epoch NDCG watch then judges no
+# one, as the peers watch nothing.
+NO_VALIDATION = RatingTensors(torch.zeros((0, 2), dtype=torch.long), torch.zeros(0))
+
+
+def ltr_contenders() -> list[str]:
+    """The u1 rows: recsys' models (with their defaults, then RECSYS_RANKING_SETTINGS), the popularity
+    chart, and each peer with its library defaults and tuned."""
+    return [
+        *(f"recsys-{model}" for model in RECSYS_RANKERS),
+        *(f"recsys-{model}-settings" for model in RECSYS_RANKING_SETTINGS),
+        POPULAR,
+        *(name for peer in PEER_GRIDS for name in (peer, f"{peer}-tuned")),
+    ]
+
+
+def settings_text(settings: dict[str, Any]) -> str:
+    """`settings` as the tables show them: "name=value" pairs."""
+    return " ".join(
+        f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
+        for name, value in settings.items()
+    )
+
+
+def ltr_split(
+    dataset: RatingsDataset, split: str, model: str = "ials", **overrides: Any
+) -> tuple[EncodedSplit, RunConfig]:
+    """`split` of `dataset` encoded as train_and_evaluate encodes it for `model` (recsys.workflows.experiment
+    .prepare: the same for every model), and the config fitted to it (`relevant` set from its scale)."""
+    return prepare(dataset, config_for(model, dataset=dataset.name, split=split, **overrides))
+
+
+def task_digest(task: RankingTask) -> str:
+    """A short fingerprint of who is judged and what is relevant to them: equal for two rows scored on
+    the same task."""
+    digest = hashlib.blake2b(digest_size=4)
+    for part in (task.users, task.relevant_starts, task.relevant_items, task.rated_starts, task.rated_items):
+        digest.update(np.ascontiguousarray(part.numpy()).data)
+    return digest.hexdigest()
+
+
+def positive_matrix(train: RatingTensors, relevant: float, n_users: int, n_items: int) -> sp.csr_matrix:
+    """The positives recsys' ranking fits train on (recsys.train.interactions.positives: the pairs
+    reaching `relevant`) as the peers take them: a user x item CSR matrix, every value 1."""
+    by_user = positive_pairs(train, relevant, n_users, n_items).by_user
+    values = np.ones(len(by_user.others), dtype=np.float32)
+    return sp.csr_matrix((values, by_user.others, by_user.starts), shape=(n_users, n_items))
+
+
+def peer_model(peer: str, settings: dict[str, Any], threads: int = LTR_THREADS) -> Any:
+    """An unfitted `peer` (a PEER_GRIDS name) with `settings` over its library defaults: seeded, on the
+    CPU, on `threads`."""
+    if peer == "cornac-bpr":
+        import cornac
+
+        model = cornac.models.BPR(**settings, seed=LTR_SEED)
+        # Seeded, cornac's BPR would train on one thread; it reads num_threads when it fits.
+        model.num_threads = threads
+        return model
+    from implicit.als import AlternatingLeastSquares
+    from implicit.bpr import BayesianPersonalizedRanking
+
+    build = {"implicit-als": AlternatingLeastSquares, "implicit-bpr": BayesianPersonalizedRanking}[peer]
+    return build(**settings, num_threads=threads, random_state=LTR_SEED, use_gpu=False)
+
+
+def fit_peer(
+    peer: str, model: Any, matrix: sp.csr_matrix, on_epoch: Callable[..., None] | None = None
+) -> None:
+    """Fit `peer`'s `model` on the positives `matrix`; implicit calls `on_epoch` after each iteration
+    (cornac has no such hook)."""
+    if peer == "cornac-bpr":
+        users = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+        pairs = torch.from_numpy(np.stack([users, matrix.indices.astype(np.int64)], axis=1))
+        model.fit(cornac_dataset(RatingTensors(pairs, torch.from_numpy(matrix.data)), matrix.shape))
+    else:
+        model.fit(matrix, show_progress=False, callback=on_epoch)
+
+
+def peer_form(peer: str, model: Any) -> BilinearForm:
+    """A fitted peer's score of every pair, user factors . item factors, as recsys' scorers read it:
+    cornac's BPR adds its item bias (as its `score` does); implicit's BPR holds its item bias as its
+    item factors' last column, against a user column of ones, so the product has it already."""
+    if peer == "cornac-bpr":
+        tables = (model.u_factors, model.i_factors, model.i_biases)
+    else:
+        tables = (model.user_factors, model.item_factors, np.zeros(len(model.item_factors), np.float32))
+    user_factors, item_factors, item_bias = (torch.from_numpy(np.asarray(table)) for table in tables)
+    return BilinearForm(user_factors, item_factors, None, item_bias)
+
+
+def peer_settings(peer: str, model: Any) -> dict[str, Any]:
+    """The settings `model` runs with (its library defaults where none was given), by PEER_GRIDS' names."""
+    return {name: getattr(model, name) for name in PEER_GRIDS[peer]}
+
+
+def numba_threading_layer() -> str | None:
+    """The threading layer numba's parallel kernels ran on in this process (None: none ran). On 2 busy
+    cores each parallel region of ials' epoch was seen to stall for about half a second on the omp
+    layer, and not on workqueue (NUMBA_THREADING_LAYER chooses)."""
+    import numba
+
+    try:
+        return str(numba.threading_layer())
+    except ValueError:
+        return None
+
+
+def _warm_up_fit(config: RunConfig) -> None:
+    """One epoch of `config`'s model on four ratings, before the clock: numba loads (or compiles) the
+    kernels of its fit on first use, as the peers' compiled code is loaded at import."""
+    tiny = dataclasses.replace(config, epochs=1, n_factors=2)
+    x, y = torch.tensor([[0, 0], [0, 1], [1, 1], [1, 2]]), torch.tensor([5.0, 4.0, 5.0, 4.0])
+    generator = torch.Generator().manual_seed(0)
+    model = model_for(tiny, 2, 3, generator)
+    fit(model, RatingTensors(x, y), NO_VALIDATION, tiny, generator, threads=1, progress=False)
+
+
+def fit_contender(
+    contender: str,
+    dataset: RatingsDataset,
+    split: str,
+    threads: int = LTR_THREADS,
+    tuned: dict[str, Any] | None = None,
+) -> tuple[Scorer, dict[str, Any], Clocks]:
+    """Fit `contender` (an ltr_contenders name) on `split`'s training part: its scorer, its settings and
+    the fit's clocks. recsys fits as train_and_evaluate does, less its per-epoch NDCG watch of the test
+    users (the peers watch nothing); the peers on the same positives (positive_matrix); a "-tuned"
+    peer with `tuned` (None: PEER_TUNED)."""
+    if contender.startswith("recsys-"):
+        model = contender.removeprefix("recsys-").removesuffix("-settings")
+        overrides = RECSYS_RANKING_SETTINGS[model] if contender.endswith("-settings") else {}
+        data, config = ltr_split(dataset, split, model, **overrides)
+        generator = torch.Generator().manual_seed(config.seed)
+        network = model_for(config, len(data.users), len(data.items), generator)
+        _warm_up_fit(config)
+        with measured() as clocks:
+            fit(network, data.train, NO_VALIDATION, config, generator, threads=threads, progress=False)
+        return model_scorer(network, len(data.items)), {**COMPILED_DEFAULTS[model], **overrides}, clocks
+    data, config = ltr_split(dataset, split)
+    assert config.relevant is not None, "prepare sets the relevance threshold"
+    n_users, n_items = len(data.users), len(data.items)
+    if contender == POPULAR:
+        with measured() as clocks:
+            popularity = torch.bincount(data.train.x[:, 1], minlength=n_items).double()
+        return constant_scorer(popularity), {}, clocks
+    peer = contender.removesuffix("-tuned")
+    settings = (PEER_TUNED[peer] if tuned is None else tuned) if contender.endswith("-tuned") else {}
+    matrix = positive_matrix(data.train, config.relevant, n_users, n_items)
+    fitted = peer_model(peer, settings, threads)
+    with measured() as clocks:
+        fit_peer(peer, fitted, matrix)
+    return peer_form(peer, fitted).scores, peer_settings(peer, fitted), clocks
+
+
+def bench_ltr_lists(
+    dataset: RatingsDataset,
+    split: str,
+    contender: str,
+    threads: int = LTR_THREADS,
+    tuned: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`contender`'s top-N lists on `split` scored by evaluate_ranking on the task every contender gets
+    (`task_digest`: its fingerprint), with its fit's clocks; cornac's BPR failing is a row saying so."""
+    data, config = ltr_split(dataset, split)
+    task = ranking_task(data.train, data.test, len(data.users), len(data.items), config.relevant)
+    row: dict[str, Any] = {"part": "lists", "contender": contender}
+    try:
+        scorer, settings, clocks = fit_contender(contender, dataset, split, threads, tuned)
+    except Exception as error:
+        if not contender.startswith("cornac"):
+            raise
+        return {**row, "note": f"skipped: cornac's BPR failed ({type(error).__name__}: {error})"}
+    metrics = evaluate_ranking(scorer, task, KS)
+    return {
+        **row,
+        "settings": settings_text(settings),
+        **{name: metrics[name] for name in LTR_METRICS},
+        "fit_seconds": clocks.seconds,
+        "fit_cpu_seconds": clocks.cpu_seconds,
+        "users": int(metrics["users"]),
+        "task_digest": task_digest(task),
+        "numba_layer": numba_threading_layer() if contender.startswith("recsys-") else None,
+    }
+
+
+def hold_out_positives(
+    train: RatingTensors, relevant: float, share: float = LTR_VALID_SHARE, seed: int = LTR_SEED
+) -> tuple[RatingTensors, RatingTensors]:
+    """`train` less a random `share` of each user's positives (rounded down), and those held out: a
+    validation set inside the training part, so that a search never reads the test part."""
+    found = torch.nonzero(train.y >= relevant).squeeze(-1).numpy()
+    users = train.x[found, 0].numpy()
+    order = np.lexsort((np.random.default_rng(seed).random(len(found)), users))  # by user, shuffled
+    ranked = users[order]
+    place = np.arange(len(ranked)) - np.searchsorted(ranked, ranked)  # within the user's positives
+    counts = np.bincount(users)[ranked]
+    held = np.zeros(len(train), dtype=bool)
+    held[found[order[place < np.floor(share * counts)]]] = True
+    mask = torch.from_numpy(held)
+    return RatingTensors(train.x[~mask], train.y[~mask]), RatingTensors(train.x[mask], train.y[mask])
+
+
+def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every combination of `grid`'s values, in the grid's order."""
+    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def search_peer(dataset: RatingsDataset, split: str, peer: str, threads: int = LTR_THREADS) -> dict[str, Any]:
+    """`peer`'s best PEER_GRIDS settings by NDCG@10 on a validation set held out of `split`'s training
+    part (hold_out_positives; the first best where several tie), beside its library defaults'."""
+    data, config = ltr_split(dataset, split)
+    assert config.relevant is not None, "prepare sets the relevance threshold"
+    n_users, n_items = len(data.users), len(data.items)
+    kept, held = hold_out_positives(data.train, config.relevant)
+    matrix = positive_matrix(kept, config.relevant, n_users, n_items)
+    task = ranking_task(kept, held, n_users, n_items, config.relevant)
+
+    def validation_ndcg(settings: dict[str, Any]) -> float:
+        model = peer_model(peer, settings, threads)
+        fit_peer(peer, model, matrix)
+        return evaluate_ranking(peer_form(peer, model).scores, task, (10,))["ndcg@10"]
+
+    with measured() as clocks:
+        tried = [(validation_ndcg(settings), settings) for settings in grid_points(PEER_GRIDS[peer])]
+    best, settings = max(tried, key=lambda pair: pair[0])
+    return {
+        "part": "search",
+        "peer": peer,
+        "settings": settings,
+        "validation_ndcg@10": best,
+        "defaults_validation_ndcg@10": validation_ndcg({}),
+        "points": len(tried),
+        "validation_users": len(task.users),
+        "held_out": len(held),
+        "seconds": clocks.seconds,
+        "cpu_seconds": clocks.cpu_seconds,
+    }
+
+
+class EpochClock:
+    """Wall and CPU time at the end of each epoch of a fit, from `start`; the fit's per-epoch hook
+    calls `tick` (recsys' on_epoch, implicit's callback)."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[float, float]] = []
+
+    def start(self) -> None:
+        self.marks = [(time.perf_counter(), cpu_seconds())]
+
+    def tick(self, *_: Any) -> None:
+        self.marks.append((time.perf_counter(), cpu_seconds()))
+
+    def row(self) -> dict[str, Any]:
+        """Epochs' median wall and CPU seconds, the first left out where there are more (it carries the
+        fit's setup); the first's, and the whole fit's."""
+        walls, cpus = (np.diff([mark[clock] for mark in self.marks]) for clock in (0, 1))
+        later = slice(1 if len(walls) > 1 else 0, None)
+        return {
+            "epochs": len(walls),
+            "epoch_seconds": float(np.median(walls[later])),
+            "epoch_cpu_seconds": float(np.median(cpus[later])),
+            "first_epoch_seconds": float(walls[0]),
+            "fit_seconds": self.marks[-1][0] - self.marks[0][0],
+        }
+
+
+def bench_ltr_scale(
+    shape: str, contender: str, tensors: Path, epochs: int = LTR_SCALE_EPOCHS, threads: int = LTR_THREADS
+) -> dict[str, Any]:
+    """`epochs` epochs of `contender` (LTR_SCALE_CONTENDERS) at LTR_SCALE_FACTORS on the ratings
+    `generate_shape` saved: the ranking fits on those reaching LTR_SCALE_RELEVANT, dotbias (one model,
+    the compiled engine) on all; per epoch its seconds and nanoseconds per example (positive or rating),
+    and the tables' sizes (no fit builds a user x item matrix: `dense_mb`, what one would take)."""
+    train, _ = load_shape(tensors)
+    n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
+    n_positives = int((train.y >= LTR_SCALE_RELEVANT).sum())
+    clock = EpochClock()
+    if contender.startswith("recsys-"):
+        model = contender.removeprefix("recsys-")
+        rating: dict[str, Any] = {"members": 1, "y_range": (0.0, 5.5)} if model == "dotbias" else {}
+        config = config_for(
+            model, n_factors=LTR_SCALE_FACTORS, epochs=epochs, relevant=LTR_SCALE_RELEVANT, **rating
+        )
+        generator = torch.Generator().manual_seed(config.seed)
+        network = model_for(config, n_users, n_items, generator)
+        _warm_up_fit(config)
+        clock.start()
+        fit(
+            network,
+            train,
+            NO_VALIDATION,
+            config,
+            generator,
+            threads=threads,
+            progress=False,
+            on_epoch=clock.tick,
+        )
+        ranks = model != "dotbias"
+    else:
+        matrix = positive_matrix(train, LTR_SCALE_RELEVANT, n_users, n_items)
+        fitted = peer_model(contender, {"factors": LTR_SCALE_FACTORS, "iterations": epochs}, threads)
+        clock.start()
+        fit_peer(contender, fitted, matrix, on_epoch=clock.tick)
+        ranks = True
+    timed = clock.row()
+    examples = n_positives if ranks else len(train)
+    return {
+        "part": "scale",
+        "shape": shape,
+        "contender": contender,
+        "factors": LTR_SCALE_FACTORS,
+        "threads": threads,
+        "users": n_users,
+        "items": n_items,
+        "example": "positive" if ranks else "rating",
+        "examples": examples,
+        **timed,
+        "ns_per_example": 1e9 * timed["epoch_seconds"] / examples,
+        "numba_layer": numba_threading_layer() if contender.startswith("recsys-") else None,
+        "ratings_mb": (train.x.nbytes + train.y.nbytes) / 2**20,
+        # One side's CSR of the positives (int64 starts, int32 items, float32 values); each fit keeps
+        # two, by user and by item.
+        "positives_mb": ((n_users + 1) * 8 + n_positives * 8) / 2**20,
+        "factors_mb": (n_users + n_items) * LTR_SCALE_FACTORS * 4 / 2**20,
+        "dense_mb": n_users * n_items * 4 / 2**20,
+    }
+
+
+def bench_learning_to_rank(folder: Path | None, part: str, **options: Any) -> dict[str, Any]:
+    """One measurement of the learning-to-rank task, with torch on LTR_THREADS: on ML-100K u1 in
+    `folder`, "lists" (`contender`; a "-tuned" peer with the settings a search wrote to `tuned_from`
+    where given) and "search" (`peer`, its result also written to `found`); "generate" and "scale"
+    (`contender`) at a synthetic `shape`."""
+    with torch_threads(LTR_THREADS):
+        if part == "generate":
+            return {"part": part, **generate_shape(options["shape"], Path(options["path"]))}
+        if part == "scale":
+            return bench_ltr_scale(options["shape"], options["contender"], Path(options["tensors"]))
+        assert folder is not None, f"the learning-to-rank task's {part} part needs ML-100K"
+        dataset = load_movielens("ml-100k", folder)
+        if part == "search":
+            result = search_peer(dataset, "u1", options["peer"])
+            write_json(Path(options["found"]), result)
+            return result
+        tuned_from = options.get("tuned_from")
+        tuned = None if tuned_from is None else json.loads(Path(tuned_from).read_text())["settings"]
+        return bench_ltr_lists(dataset, "u1", options["contender"], tuned=tuned)

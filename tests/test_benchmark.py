@@ -32,9 +32,12 @@ from benchmark import (
 from conftest import ROOT, run_cli
 
 from recsys.commands.common import run
+from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import RatingTensors
+from recsys.data.synthetic import SyntheticConfig, make_synthetic
 from recsys.evaluate.ranking import RankingTask, evaluate_ranking, ranking_task, top_lists
 from recsys.evaluate.scorers import constant_scorer
+from recsys.models.registry import COMPILED_DEFAULTS
 from recsys.workflows.report import markdown_table
 
 
@@ -837,3 +840,215 @@ def test_peak_rss_keeps_the_peak_from_before_a_restart(monkeypatch: pytest.Monke
     assert benchmark.peak_rss_mb() > 0  # nothing restarted yet: the kernel's peak alone
     monkeypatch.setattr(benchmark, "_RESTARTED_PEAK_MB", [1e9])
     assert benchmark.peak_rss_mb() == 1e9  # a peak held before a restart still counts
+
+
+# --- the learning-to-rank task: every contender's lists on one task, the peers' search, scale rows --
+
+LTR_LISTS = [
+    "recsys-ials",
+    "recsys-bpr",
+    "recsys-dotbias",
+    "most-popular",
+    "implicit-als",
+    "implicit-als-tuned",
+    "implicit-bpr",
+    "implicit-bpr-tuned",
+    "cornac-bpr",
+    "cornac-bpr-tuned",
+]
+
+
+@pytest.fixture(scope="module")
+def ltr_ratings() -> RatingsDataset:
+    """Synthetic ratings small enough that every contender fits in well under a second."""
+    return make_synthetic(SyntheticConfig(n_users=60, n_items=50, n_ratings=1_200, seed=3))[0]
+
+
+def test_bench_learning_to_rank_searches_first_and_scales_without_ml100k(tmp_path: Path) -> None:
+    script = _bench_script()
+    specs = script.jobs(tmp_path, [], tmp_path, repeats=2, tasks=["learning-to-rank"], ltr_shapes=["ml-20m"])
+    assert all(spec["task"] == "learning-to-rank" and not spec.get("contended") for spec in specs)
+    assert [spec.get("contender") for spec in specs if spec["part"] == "lists"] == LTR_LISTS
+    assert not any("tuned_from" in spec for spec in specs)
+    tensors = str(tmp_path / "ml-20m-learning-to-rank.pt")
+    assert [(spec["part"], spec.get("contender")) for spec in specs[len(LTR_LISTS) :]] == [
+        ("generate", None),
+        *(
+            ("scale", name)
+            for name in ("recsys-ials", "implicit-als", "recsys-bpr", "implicit-bpr", "recsys-dotbias")
+        ),
+    ]
+    assert specs[len(LTR_LISTS)]["path"] == tensors and all(s["tensors"] == tensors for s in specs[-5:])
+    # --retune: each peer's search runs before the lists, and its tuned row reads what it found.
+    found = tmp_path / "out"
+    specs = script.jobs(
+        tmp_path, [], tmp_path, repeats=1, tasks=["learning-to-rank"], ltr_shapes=[], retune=found
+    )
+    searches = {spec["peer"]: spec["found"] for spec in specs[:3]}
+    assert [spec["part"] for spec in specs] == ["search"] * 3 + ["lists"] * len(LTR_LISTS)
+    assert searches == {peer: str(found / f"learning-to-rank-{peer}.json") for peer in benchmark.PEER_GRIDS}
+    tuned = {spec["contender"]: spec["tuned_from"] for spec in specs if "tuned_from" in spec}
+    assert tuned == {f"{peer}-tuned": path for peer, path in searches.items()}
+    without = script.jobs(None, [], tmp_path, 1, tasks=["learning-to-rank"], ltr_shapes=["ml-20m"])
+    assert [spec["part"] for spec in without] == [
+        "generate",
+        *["scale"] * 5,
+    ]
+
+
+def test_bench_learning_to_rank_workers_keep_openblas_to_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = _bench_script()
+    seen: list[dict[str, str]] = []
+
+    def run(command: list[str], **kwargs: Any) -> Any:
+        seen.append(kwargs["env"])
+        return subprocess.CompletedProcess(command, 0, stdout='{"part": "lists"}\n', stderr="")
+
+    monkeypatch.setattr(script.subprocess, "run", run)
+    script.run_worker({"task": "learning-to-rank", "part": "lists", "contender": "implicit-als"}, None)
+    script.run_worker({"task": "load", "name": "ml-100k"}, None)
+    assert seen[0]["OPENBLAS_NUM_THREADS"] == "1"
+    assert seen[1].get("OPENBLAS_NUM_THREADS") == os.environ.get("OPENBLAS_NUM_THREADS")
+
+
+@pytest.mark.filterwarnings("ignore:OpenBLAS is configured")  # implicit on this process's BLAS threads
+def test_learning_to_rank_scores_every_contender_on_the_same_task(
+    ltr_ratings: RatingsDataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("implicit")
+    pytest.importorskip("cornac")
+    monkeypatch.setattr(benchmark, "RECSYS_RANKING_SETTINGS", {"ials": {"n_factors": 8, "alpha": 5.0}})
+    contenders = benchmark.ltr_contenders()
+    assert contenders == [*LTR_LISTS[:3], "recsys-ials-settings", *LTR_LISTS[3:]]
+    rows = [benchmark.bench_ltr_lists(ltr_ratings, "random", name, threads=1) for name in contenders]
+    assert [row["contender"] for row in rows] == contenders and not any("note" in row for row in rows)
+    # One task for all: the same judged users and relevant items, whatever fitted the lists.
+    assert len({row["task_digest"] for row in rows}) == 1 and len({row["users"] for row in rows}) == 1
+    assert rows[0]["users"] > 10
+    assert all(0 <= row[metric] <= 1 for row in rows for metric in benchmark.LTR_METRICS)
+    assert rows[0]["numba_layer"] is not None  # recsys' ials ran numba's parallel kernels
+    assert all(row["numba_layer"] is None for row in rows if not row["contender"].startswith("recsys-"))
+    settings = {row["contender"]: row["settings"] for row in rows}
+    ials = dict(COMPILED_DEFAULTS["ials"])  # the registry's defaults, then the row's own settings
+    assert settings["recsys-ials"] == benchmark.settings_text(ials)
+    assert settings["recsys-ials-settings"] == benchmark.settings_text({**ials, "n_factors": 8, "alpha": 5.0})
+    assert settings["implicit-als"] == "factors=100 regularization=0.01 alpha=1 iterations=15"
+    assert settings["cornac-bpr-tuned"] == benchmark.settings_text(benchmark.PEER_TUNED["cornac-bpr"])
+    assert settings["most-popular"] == ""
+    # A tuned peer takes the settings its search found, where one ran.
+    found = benchmark.bench_ltr_lists(
+        ltr_ratings, "random", "implicit-bpr-tuned", 1, tuned={"factors": 4, "iterations": 3}
+    )
+    assert found["settings"].startswith("factors=4 ") and found["settings"].endswith(" iterations=3")
+    script = _bench_script()
+    specs = [{"task": "learning-to-rank", "part": "lists"} for _ in rows]
+    measured = [{**row, "contended": "no", "wall_seconds": 2.0, "peak_rss_mb": 300.0} for row in rows]
+    table = script.readable(script.tables(specs, measured)["learning-to-rank"])
+    assert table.columns.tolist() == [
+        "contender", "settings", "ndcg@10", "recall@10", "precision@10", "fit_seconds", "fit_cpu_seconds",
+        "wall_seconds", "peak_rss_mb", "users", "task_digest", "numba_layer",
+    ]  # fmt: skip
+
+
+def test_learning_to_rank_notes_a_failing_cornac_bpr_and_raises_for_the_others(
+    ltr_ratings: RatingsDataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(peer: str, *args: Any, **kwargs: Any) -> None:
+        raise ValueError(f"{peer} broke")
+
+    monkeypatch.setattr(benchmark, "fit_peer", broken)
+    row = benchmark.bench_ltr_lists(ltr_ratings, "random", "cornac-bpr", threads=1)
+    assert row == {
+        "part": "lists",
+        "contender": "cornac-bpr",
+        "note": "skipped: cornac's BPR failed (ValueError: cornac-bpr broke)",
+    }
+    with pytest.raises(ValueError, match="implicit-als broke"):
+        benchmark.bench_ltr_lists(ltr_ratings, "random", "implicit-als", threads=1)
+
+
+def test_hold_out_positives_holds_out_a_fifth_of_each_users_positives() -> None:
+    # User 0: 10 positives and 3 ratings below 4; user 1: 4 positives (a fifth rounds down to none).
+    x = torch.tensor([[0, item] for item in range(13)] + [[1, item] for item in range(4)])
+    y = torch.tensor([5.0, 4.0] * 5 + [3.0, 1.0, 2.0] + [4.0] * 4)
+    kept, held = benchmark.hold_out_positives(RatingTensors(x, y), 4.0)
+    assert held.x[:, 0].tolist() == [0, 0] and bool((held.y >= 4.0).all())
+    assert len(kept) == 15 and (kept.x[:, 1] >= 10).sum() == 3  # the ratings below 4 all kept
+    pairs = {tuple(pair) for pair in torch.cat([kept.x, held.x]).tolist()}
+    assert pairs == {tuple(pair) for pair in x.tolist()}
+    again = benchmark.hold_out_positives(RatingTensors(x, y), 4.0)[1]
+    assert torch.equal(again.x, held.x)
+    others = {
+        tuple(benchmark.hold_out_positives(RatingTensors(x, y), 4.0, seed=s)[1].x[:, 1].tolist())
+        for s in range(8)
+    }
+    assert len(others) > 1  # the draw is the seed's
+
+
+@pytest.mark.filterwarnings("ignore:OpenBLAS is configured")  # implicit on this process's BLAS threads
+def test_search_peer_takes_the_best_validation_ndcg_of_its_grid(
+    ltr_ratings: RatingsDataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("implicit")
+    grid = {"factors": [2, 8], "regularization": [0.1], "alpha": [1.0, 10.0], "iterations": [3]}
+    monkeypatch.setitem(benchmark.PEER_GRIDS, "implicit-als", grid)
+    scores: list[float] = []
+    evaluate = benchmark.evaluate_ranking
+
+    def recorded(*args: Any, **kwargs: Any) -> dict[str, float]:
+        result = evaluate(*args, **kwargs)
+        scores.append(result["ndcg@10"])
+        return result
+
+    monkeypatch.setattr(benchmark, "evaluate_ranking", recorded)
+    result = benchmark.search_peer(ltr_ratings, "random", "implicit-als", threads=1)
+    assert result["points"] == 4 and len(scores) == 5  # the grid, then the defaults
+    assert (
+        result["validation_ndcg@10"] == max(scores[:4]) and result["defaults_validation_ndcg@10"] == scores[4]
+    )
+    assert result["settings"] == benchmark.grid_points(grid)[scores.index(max(scores[:4]))]
+    data, _ = benchmark.ltr_split(ltr_ratings, "random")
+    assert result["held_out"] == len(benchmark.hold_out_positives(data.train, 4.0)[1]) > 0
+    table = _bench_script().ltr_tables([result])["learning-to-rank-search"]
+    assert table["settings"].tolist() == [benchmark.settings_text(result["settings"])]
+
+
+@pytest.mark.filterwarnings("ignore:OpenBLAS is configured")  # implicit on this process's BLAS threads
+def test_learning_to_rank_times_each_contenders_epochs_at_a_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("implicit")
+    monkeypatch.setitem(SHAPES, "small", (60, 50, 1_200))
+    path = tmp_path / "small.pt"
+    generated = benchmark.bench_learning_to_rank(None, "generate", shape="small", path=str(path))
+    rows = [
+        benchmark.bench_ltr_scale("small", contender, path, epochs=2, threads=1)
+        for contender in benchmark.LTR_SCALE_CONTENDERS
+    ]
+    ratings = torch.load(path)["y"]
+    positives = int((ratings >= 4.0).sum())
+    assert [(row["example"], row["examples"]) for row in rows] == [("positive", positives)] * 4 + [
+        ("rating", len(ratings))
+    ]
+    for row in rows:
+        assert row["epochs"] == 2 and 0 < row["epoch_seconds"] <= row["fit_seconds"]
+        assert row["ns_per_example"] == pytest.approx(1e9 * row["epoch_seconds"] / row["examples"])
+        assert row["dense_mb"] == pytest.approx(60 * 50 * 4 / 2**20) and row["threads"] == 1
+    specs = [{"task": "learning-to-rank", "part": part} for part in ("generate", *["scale"] * len(rows))]
+    found = _bench_script().tables(specs, [generated, *rows])
+    assert found["generate"].to_dict(orient="records") == [
+        {key: value for key, value in generated.items() if key != "part"}
+    ]
+    assert found["learning-to-rank-scale"]["contender"].tolist() == list(benchmark.LTR_SCALE_CONTENDERS)
+
+
+def test_bench_retune_without_the_learning_to_rank_task_is_one_line(tmp_path: Path) -> None:
+    args = ["--tasks", "throughput", "--retune", "--out", str(tmp_path / "bench")]
+    result = run_cli(lambda: run(_bench_script().main), "bench.py", args, tmp_path / "cache")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --retune searches the learning-to-rank task's peers: add learning-to-rank to --tasks"
+    ]
+    assert not (tmp_path / "bench").exists()

@@ -57,7 +57,7 @@ def _train_blocks(
     users_table: np.ndarray,
     items_table: np.ndarray,
     item_bias: np.ndarray,
-    pairs: tuple[np.ndarray, np.ndarray],
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     offsets: np.ndarray,
     blocks: np.ndarray,
     groups: tuple[np.ndarray, np.ndarray],
@@ -68,12 +68,13 @@ def _train_blocks(
     """BPR steps for the positives of each block in `blocks`, in an order drawn afresh for the
     epoch; each block's summed -log sigmoid(x_uij) goes to losses[block].
 
-    pairs: (users, items) of the positives in block order, block b's at offsets[b]:offsets[b + 1]
-    (shuffled in place); groups: (each item's group, where each group's items start: group g is
+    pairs: (users, items) of the positives in block order, block b's at offsets[b]:offsets[b + 1],
+    then two arrays as long that take each epoch's order (from that order alone: a resumed run draws
+    what the whole run drew); groups: (each item's group, where each group's items start: group g is
     items starts[g]:starts[g + 1]); by_user: (starts, sorted items) of each user's positives;
     settings: (lr, l2, seed, epoch).
     """
-    users, items = pairs
+    block_users, block_items, users, items = pairs
     group_of, group_starts = groups
     user_starts, user_items = by_user
     lr, l2, seed, epoch = settings
@@ -91,6 +92,7 @@ def _train_blocks(
         # The block's positives in a new order each epoch: met in one order every epoch, SGD's last
         # steps favour the same positives each time (validation NDCG@10 inside u1.base fell from
         # 0.279 to 0.219; docs/findings.md).
+        users[start:end], items[start:end] = block_users[start:end], block_items[start:end]
         for t in range(end - 1, start, -1):
             other = start + np.int64(_next_random(state) % np.uint64(t - start + 1))
             users[t], users[other] = users[other], users[t]
@@ -155,7 +157,7 @@ class BPREpochs:
         (sorted_users, sorted_items, _), self.offsets = _sorted_by_block(
             (users, items, found.by_user.strengths), groups, self.grid, self.grid * self.grid, self.threads
         )
-        self.pairs = (sorted_users, sorted_items)
+        self.pairs = (sorted_users, sorted_items, sorted_users.copy(), sorted_items.copy())
         self.groups = (item_groups.astype(np.int32), group_starts)
         self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed)
 

@@ -17,8 +17,8 @@ from recsys.train.interactions import positives
 from recsys.train.trainer import fit
 from recsys.workflows.experiment import train_and_evaluate
 
-# The planted rank; BPR's steps need more epochs than its u1 default on 6,000 positives.
-PLANTED = {"ials": {"n_factors": 4}, "bpr": {"n_factors": 4, "epochs": 100}}
+# The planted rank; ials's penalty, tuned on ML-100K's 80,000 ratings, is far too strong for 6,000.
+PLANTED = {"ials": {"n_factors": 4, "l2": 3.0}, "bpr": {"n_factors": 4}}
 
 
 @pytest.mark.parametrize("model", PLANTED)
