@@ -73,11 +73,12 @@ def model_defaults(field: str) -> str:
     if field in AUTOGRAD_ONLY:
         return f"[default: {_listing(autograd)}; autograd engine only]"
     configs = {model: config_for(model) for model in model_names()}
-    # Not shown for a model whose compiled fit does not read it (a sampler's learning rate).
+    # Not shown for a model whose engine, or compiled fit, does not read it (a sampler's learning rate).
     chosen = {
         model: getattr(config, field)
         for model, config in configs.items()
-        if not (config.engine == "compiled" and field in unread(model_entry(model).fit))
+        if config.engine in SETTINGS[field].engines
+        and not (config.engine == "compiled" and field in unread(model_entry(model).fit))
     }
     differing = {
         model: autograd[model]

@@ -374,7 +374,7 @@ def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]
     )
     assert (
         "its count; for ratings, 1 + the rating less the relevance threshold); every other cell's is 1 "
-        "[default: 1]" in text
+        "[default: 3]" in text
     )
 
 
