@@ -7,6 +7,7 @@ mistake answer at once.
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -325,7 +326,8 @@ class EpochTable:
             tqdm.write(f"{'epoch':>5}  {'train_loss':>10}  {score:>12}  {'seconds':>7}")
             self.started = True
         value = stats.valid_ndcg if self.ranks else stats.valid_rmse
-        tqdm.write(f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {value:>12.4f}  {stats.seconds:>7.2f}")
+        shown = "" if self.ranks and math.isnan(value) else f"{value:.4f}"  # an epoch not watched
+        tqdm.write(f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {shown:>12}  {stats.seconds:>7.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:

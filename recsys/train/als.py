@@ -233,11 +233,13 @@ class ALSEpochs:
         # The penalty per cell of weight: l2 scaled to the weight of an average row's cells.
         self.user_penalty = config.l2 * row_weights(self.positives.by_user, n_items, self.alpha) / n_items
         self.item_penalty = config.l2 * row_weights(self.positives.by_item, n_users, self.alpha) / n_users
-        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed)
+        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed, config.epochs)
+        self.epoch = 0
         self.threads = NumbaThreads(threads)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """Users given items, then items given users: (the loss per positive, positives fitted)."""
+        self.epoch = epoch
         by_user, by_item = self.positives
         solve_side(self.users, self.items, gram(self.items), by_user, self.alpha, self.user_penalty, CG_STEPS)
         user_gram = gram(self.users)
@@ -256,8 +258,8 @@ class ALSEpochs:
         return total / self.positives.n_positives if math.isfinite(total) else math.inf
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:
-        """NDCG@10 of the lists on (a sample of) the validation users."""
-        return {"ndcg@10": self.watch.ndcg(self.model)}
+        """NDCG@10 of the lists on (a sample of) the validation users, after the epochs watched."""
+        return {"ndcg@10": self.watch.ndcg(self.model, self.epoch)}
 
     def state_dict(self) -> dict[str, Any]:
         return {}  # the model's tables are the whole state

@@ -159,10 +159,12 @@ class BPREpochs:
         )
         self.pairs = (sorted_users, sorted_items, sorted_users.copy(), sorted_items.copy())
         self.groups = (item_groups.astype(np.int32), group_starts)
-        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed)
+        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed, config.epochs)
+        self.epoch = 0
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass over the positives, each against a drawn negative: (mean -log sigmoid, positives)."""
+        self.epoch = epoch
         config = self.config
         lr = config.lr * (1 - (epoch - 1) / config.epochs)
         settings = (float(lr), float(config.l2), int(config.seed), int(epoch))
@@ -184,8 +186,8 @@ class BPREpochs:
         return float(losses.sum()) / self.count, self.count
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:
-        """NDCG@10 of the lists on (a sample of) the validation users."""
-        return {"ndcg@10": self.watch.ndcg(self.model)}
+        """NDCG@10 of the lists on (a sample of) the validation users, after the epochs watched."""
+        return {"ndcg@10": self.watch.ndcg(self.model, self.epoch)}
 
     def state_dict(self) -> dict[str, Any]:
         return {}  # plain SGD: the model's tables, the epoch and the seed are the whole state

@@ -19,9 +19,12 @@ from recsys.evaluate.ranking import evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
 from recsys.models.base import RatingModel
 
-# Users whose lists are scored after each epoch (a seeded sample where there are more): enough to
+# Users whose lists are scored after an epoch (a seeded sample where there are more): enough to
 # follow the trend, few enough that watching costs little beside an epoch.
 WATCHED_USERS = 2_000
+# Epochs watched in a run, at most (evenly spread, the last always): a BPR epoch on ML-100K takes less
+# than scoring the lists after it.
+WATCHED_EPOCHS = 20
 
 
 class ByRow(NamedTuple):
@@ -86,7 +89,7 @@ def positives(train: RatingTensors, relevant: float, n_users: int, n_items: int)
 
 class RankingWatch:
     """NDCG@10 of a model's lists on the validation pairs (relevant: reaching `relevant`), over at most
-    WATCHED_USERS of their users, drawn once by `seed`."""
+    WATCHED_USERS of their users, drawn once by `seed`, after at most WATCHED_EPOCHS of `epochs`."""
 
     def __init__(
         self,
@@ -96,7 +99,9 @@ class RankingWatch:
         n_items: int,
         relevant: float,
         seed: int,
+        epochs: int,
     ) -> None:
+        self.epochs, self.every = epochs, -(-epochs // WATCHED_EPOCHS)
         valid_users = torch.unique(valid.x[:, 0].cpu())
         if len(valid_users) > WATCHED_USERS:
             generator = torch.Generator().manual_seed(seed)
@@ -106,8 +111,9 @@ class RankingWatch:
         self.task = ranking_task(train.to("cpu"), valid.to("cpu"), n_users, n_items, relevant)
         self.n_items = n_items
 
-    def ndcg(self, model: RatingModel) -> float:
-        """NDCG@10 of `model`'s lists now; NaN with no one to judge."""
-        if len(self.task.users) == 0:
+    def ndcg(self, model: RatingModel, epoch: int) -> float:
+        """NDCG@10 of `model`'s lists after `epoch`; NaN with no one to judge, or after an epoch not
+        watched."""
+        if len(self.task.users) == 0 or (epoch % self.every and epoch != self.epochs):
             return math.nan
         return evaluate_ranking(model_scorer(model, self.n_items), self.task, ks=(10,))["ndcg@10"]

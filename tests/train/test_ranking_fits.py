@@ -85,3 +85,11 @@ def test_a_positive_is_a_pair_reaching_the_threshold_with_its_graded_strength() 
     assert found.by_user.others.tolist() == [1, 0, 2]  # a user's items ascending; the 3 is no positive
     assert found.by_user.strengths.tolist() == [2.0, 1.5, 1.0]  # 1 + value - 4; a repeat keeps its best
     assert found.by_item.starts.tolist() == [0, 1, 2, 3] and found.by_item.others.tolist() == [1, 0, 1]
+
+
+def test_at_most_twenty_epochs_are_watched_the_last_always() -> None:
+    dataset, _ = synthetic_interactions(n_users=60, n_items=40, per_user=8, seed=2)
+    result = train_and_evaluate(dataset, config_for("bpr", split="user", epochs=45), progress=False)
+    watched = [stats.epoch for stats in result.history if not np.isnan(stats.valid_ndcg)]
+    assert watched == list(range(3, 46, 3))  # every third of 45, so 15 of them, the 45th among them
+    assert result.history[-1].valid_ndcg == pytest.approx(result.test["ndcg@10"])  # the same users
