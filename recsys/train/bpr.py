@@ -33,7 +33,10 @@ from recsys.train.compiled import (
 )
 from recsys.train.interactions import RankingWatch, positives
 from recsys.train.jit import compiled
+from recsys.train.prefetch import prefetch_row
 
+# How many positives ahead the kernel asks the CPU for a step's rows (their cache misses overlap).
+PREFETCH_AHEAD = 4
 # Draws of a negative for one positive before the positive is passed over: a user with positives
 # for nearly every item of a group leaves few to draw.
 NEGATIVE_TRIES = 16
@@ -99,6 +102,11 @@ def _train_blocks(
             items[t], items[other] = items[other], items[t]
         total = 0.0
         for t in range(start, end):
+            if t + PREFETCH_AHEAD < end:  # the rows and the positives' list of a step a few ahead
+                ahead = users[t + PREFETCH_AHEAD]
+                prefetch_row(users_table, ahead)
+                prefetch_row(items_table, items[t + PREFETCH_AHEAD])
+                prefetch_row(user_items, user_starts[ahead])
             user, item = users[t], items[t]
             group = group_of[item]
             first, size = group_starts[group], group_starts[group + 1] - group_starts[group]
@@ -113,9 +121,10 @@ def _train_blocks(
             score = item_bias[item] - item_bias[negative]
             for c in range(width):
                 score += users_table[user, c] * (items_table[item, c] - items_table[negative, c])
-            # d(log sigmoid(x))/dx = sigmoid(-x); -log sigmoid(x) = log(1 + e^-x)
-            gradient = np.float32(1) / (np.float32(1) + np.exp(score))
-            total += np.log1p(np.exp(-score)) if score > -30 else -score
+            # d(log sigmoid(x))/dx = sigmoid(-x) = 1 / (1 + e^x); -log sigmoid(x) = log(1 + e^x) - x
+            grown = np.exp(min(score, np.float32(30)))
+            gradient = np.float32(1) / (np.float32(1) + grown)
+            total += np.log1p(grown) - min(score, np.float32(30))
             step = rate * gradient
             for c in range(width):
                 user_value = users_table[user, c]
