@@ -1,6 +1,7 @@
 """The comparison as a report folder: report.md (figures embedded), results.json and PNG figures."""
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -423,11 +424,17 @@ def _write_report_files(
     md += _ranking_section(comparison, scores, fold_ranking, out)
 
     md += ["## What the biases learned", ""]
-    no_bias = [s.name for s in comparison.scores if s.name not in BASELINES and s.name not in biased]
+    ranking = [s.name for s in comparison.scores if s.name not in BASELINES and math.isnan(s.rmse)]
+    no_bias = [s.name for s in comparison.scores if s.name not in {*BASELINES, *biased, *ranking}]
     if no_bias:
         md.append(
             f"{', '.join(f'`{n}`' for n in no_bias)} {'has' if len(no_bias) == 1 else 'have'} no per-user "
             "or per-item bias, explicit or implied."
+        )
+    if ranking:
+        md.append(
+            f"The ranking models ({', '.join(f'`{n}`' for n in ranking)}) are left out here: their scores "
+            "are no ratings, so a bias of theirs (`bpr` has one per item) is no offset from a mean rating."
         )
     if explicit:
         named = ", ".join(f"`{name}`" for name in explicit)

@@ -23,7 +23,8 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
         assert (tmp_path / name).stat().st_size > 1000, name
         assert f"({name})" in report.read_text()
     text = report.read_text()
-    assert "`dot`, `bpr`, `ials` have no per-user or per-item bias" in text
+    assert "`dot` has no per-user or per-item bias" in text
+    assert "The ranking models (`bpr`, `ials`) are left out here" in text
     assert (
         "Explicit biases (`dotbias`, `svdpp`, `bpmf`)" in text
         and "Implied biases (`linear`, `embproj`)" in text
