@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
 from recsys.config import ENGINES, UNKNOWN_POLICIES, config_for
 from recsys.errors import RecsysError
-from recsys.models.registry import model_names
+from recsys.models.registry import model_entry, model_names
 from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
 
 if TYPE_CHECKING:
@@ -38,8 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--models",
         nargs="+",
         choices=model_names(),
-        default=list(model_names()),
-        help=f"models to train [default: {' '.join(model_names())}]",
+        default=None,
+        help=f"models to train [default: every one that trains on the data and --engine: "
+        f"{' '.join(model_names())}; on interactions, the ranking models]",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed for splits, initialisation and shuffle [default: 0]"
@@ -106,15 +107,35 @@ def say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
+def default_models(implicit: bool, engine: str | None) -> list[str]:
+    """Every model that trains on the data (interactions: the ranking models alone) with `engine`."""
+    chosen = []
+    for name in model_names():
+        if implicit and not model_entry(name).ranks:
+            continue
+        try:
+            config_for(name, engine=engine)
+        except RecsysError:  # no such engine for it (a ranking model on the autograd engine)
+            continue
+        chosen.append(name)
+    if not chosen:
+        raise RecsysError(
+            f"no model trains on {'interactions' if implicit else 'ratings'} with --engine {engine}"
+        )
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_data_flags(args)
     if not args.no_measurements and (small := [size for size in args.cost_sizes if size < 1]):
         raise RecsysError(f"--cost-sizes must be at least 1 user each, got {small[0]}")
     engine = None if args.engine == "auto" else args.engine
-    for name in args.models:  # a model without the engine asked for: an error before any training
+    for name in args.models or []:  # a model without the engine asked for: an error before any training
         config_for(name, engine=engine, epochs=args.epochs)
     dataset = dataset_from_flags(args)
+    if args.models is None:
+        args.models = default_models(dataset.implicit, engine)
     if args.split is None:
         args.split = dataset.default_split
     splits = FOLDS if args.split == "folds" else (args.split,)

@@ -132,7 +132,7 @@ def compare_models(
         trained[name] = model
         test = evaluate_test(model, data, unknown)
         baseline_rows.append(ModelScore(name, test["rmse"], test["mae"], 0.0, _fitted_size(model)))
-    threshold = _threshold(relevant, dataset.rating_scale)
+    threshold = _threshold(relevant, dataset)
     ranking = rank_models(trained, data, threshold, seed)
     curves = {
         name: fold_in_curve(model, data, threshold)
@@ -154,10 +154,11 @@ def compare_models(
     )
 
 
-def _threshold(relevant: Relevant, rating_scale: tuple[float, float]) -> float | None:
-    """The relevance threshold `relevant` names."""
+def _threshold(relevant: Relevant, dataset: RatingsDataset) -> float | None:
+    """The relevance threshold `relevant` names ("scale" on interactions: every one, as the ranking
+    models train on them)."""
     if relevant == "scale":
-        return relevance_threshold(rating_scale)
+        return dataset.rating_scale[0] if dataset.implicit else relevance_threshold(dataset.rating_scale)
     if relevant == "all":
         return None
     return float(relevant)

@@ -2,6 +2,7 @@
 train on it, recommend from it and resume; a rating model and data they cannot learn from are refused
 in one line."""
 
+import json
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 from conftest import run_cli
 
+from recsys.commands import compare as compare_command
 from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
 from recsys.config import config_for
@@ -113,3 +115,19 @@ def test_what_no_model_here_can_learn_from_is_one_line_and_exit_2(
     errors = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in ran.stderr
     assert re.search(message, errors[0]), errors[0]
+
+
+def test_compare_on_interactions_trains_the_ranking_models_and_judges_every_interaction(
+    plays: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report"
+    ran = run_cli(
+        compare_command.cli,
+        "compare.py",
+        ["--ratings", str(plays), "--out", str(out), "--no-measurements", "--no-progress"],
+        tmp_path / "c",
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "training bpr, ials on plays" in ran.stdout + ran.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["relevance_threshold"] == 1.0  # every test interaction is relevant
