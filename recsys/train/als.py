@@ -23,6 +23,7 @@ import torch
 from recsys.config import RunConfig
 from recsys.data.encoding import RatingTensors
 from recsys.models.base import RatingModel
+from recsys.train.distributed import refuse_processes
 from recsys.train.interactions import ByRow, RankingWatch, positives
 from recsys.train.jit import compiled
 from recsys.train.threads import NumbaThreads
@@ -222,6 +223,7 @@ class ALSEpochs:
     def __init__(
         self, model: RatingModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
     ) -> None:
+        refuse_processes("a ranking model trains on it alone: run it without torchrun")
         tables = model.factorisation()
         assert tables is not None, "the registry checked that ials has factor tables"
         self.model, self.alpha = model, float(config.alpha)

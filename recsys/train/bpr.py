@@ -31,6 +31,7 @@ from recsys.train.compiled import (
     grid_size,
     run_strata,
 )
+from recsys.train.distributed import refuse_processes
 from recsys.train.interactions import RankingWatch, positives
 from recsys.train.jit import compiled
 from recsys.train.prefetch import prefetch_row
@@ -143,6 +144,7 @@ class BPREpochs:
     def __init__(
         self, model: RatingModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
     ) -> None:
+        refuse_processes("a ranking model trains on it alone: run it without torchrun")
         tables = model.factorisation()
         assert tables is not None and tables.item_bias is not None, "the registry checked bpr's tables"
         self.model, self.config = model, config

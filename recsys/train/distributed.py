@@ -7,6 +7,8 @@ from contextlib import contextmanager
 import torch
 from torch import distributed as dist
 
+from recsys.errors import RecsysError
+
 
 def distributed_rank() -> tuple[int, int]:
     """(rank, world size) of this process; (0, 1) outside torch.distributed."""
@@ -37,3 +39,10 @@ def distributed_session(device: str) -> Iterator[tuple[int, str]]:
         torch.distributed.barrier()  # not after an error: the other ranks may never get here
     finally:
         torch.distributed.destroy_process_group()
+
+
+def refuse_processes(instead: str = "under torchrun use `engine` autograd") -> None:
+    """The compiled engine trains in one process: under torchrun, a one-line error saying what to do
+    `instead`."""
+    if distributed_rank()[1] > 1:
+        raise RecsysError(f"`engine` compiled trains in one process; {instead}")

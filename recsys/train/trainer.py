@@ -37,7 +37,7 @@ from recsys.evaluate.metrics import evaluate, mae, rmse
 from recsys.models import RatingModel, SampledModel, model_entry, rating_model
 from recsys.models.layers import check_pair_range
 from recsys.train.allocator import keep_freed_memory
-from recsys.train.distributed import distributed_rank
+from recsys.train.distributed import distributed_rank, refuse_processes
 from recsys.train.engine import Engine
 from recsys.train.optim import LazyAdam
 from recsys.train.threads import NumbaThreads, torch_threads
@@ -213,8 +213,7 @@ class _CompiledEpochs:
         rating = rating_model(model)
         members = rating.member_models()
         tables = [member.factorisation() for member in members]
-        if distributed_rank()[1] > 1:
-            raise RecsysError("`engine` compiled trains in one process; under torchrun use `engine` autograd")
+        refuse_processes()
         from recsys.train.compiled import CompiledEpochs  # numba: imported only by runs that use it
 
         x = train.x.cpu()
@@ -297,8 +296,7 @@ class _SampledEpochs:
     def __init__(
         self, model: SampledModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
     ) -> None:
-        if distributed_rank()[1] > 1:
-            raise RecsysError("`engine` compiled trains in one process; under torchrun use `engine` autograd")
+        refuse_processes()
         from recsys.train.gibbs import GibbsEpochs
 
         self.epochs = GibbsEpochs(model, train, valid, config.epochs, config.n_factors, model.y_range)

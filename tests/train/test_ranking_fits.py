@@ -93,3 +93,13 @@ def test_at_most_twenty_epochs_are_watched_the_last_always() -> None:
     watched = [stats.epoch for stats in result.history if not np.isnan(stats.valid_ndcg)]
     assert watched == list(range(3, 46, 3))  # every third of 45, so 15 of them, the 45th among them
     assert result.history[-1].valid_ndcg == pytest.approx(result.test["ndcg@10"])  # the same users
+
+
+@pytest.mark.parametrize("model", PLANTED)
+def test_a_ranking_fit_under_torchrun_is_refused_in_one_line(
+    model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("recsys.train.distributed.distributed_rank", lambda: (0, 2))
+    dataset, _ = synthetic_interactions(n_users=30, n_items=20, per_user=5, seed=3)
+    with pytest.raises(RecsysError, match="trains in one process; a ranking model trains on it alone"):
+        train_and_evaluate(dataset, config_for(model, split="user", epochs=1), progress=False)
