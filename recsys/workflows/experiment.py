@@ -82,8 +82,7 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
     A split that leaves nothing to train on, or no test rating the model can be scored on, is an
     error naming the flag that changes it.
     """
-    if config.ranks:
-        _check_rankable(dataset)
+    check_model_fits_data(dataset, config)
     split = make_split(
         dataset, config.split, test_frac=config.test_frac, test_n=config.test_n, seed=config.seed
     )
@@ -97,12 +96,18 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
             f"split {config.split} of {dataset.name} leaves no test rating whose user and item are both "
             f"in training ({_test_counts(split, data)}){_split_hint(config)}"
         )
+    return data, fitted_config(config, dataset.rating_scale, len(data.train), implicit=dataset.implicit)
+
+
+def check_model_fits_data(dataset: RatingsDataset, config: RunConfig) -> None:
+    """Refuse interactions to a rating model, and to a ranking model data it cannot learn from."""
     if dataset.implicit and not config.ranks:
         raise RecsysError(
             f"{dataset.name} holds interactions, not ratings: {config.model} predicts ratings; train a "
             "ranking model on them, `model` bpr or ials"
         )
-    return data, fitted_config(config, dataset.rating_scale, len(data.train), implicit=dataset.implicit)
+    if config.ranks:
+        _check_rankable(dataset)
 
 
 def _check_rankable(dataset: RatingsDataset) -> None:

@@ -95,3 +95,11 @@ def test_poisoned_test_pairs_change_nothing_a_ranking_search_chose(tiny: Ratings
     searches = [tune(data, "ials", "random", trials=3, folds=2) for data in (tiny, poison_test(tiny))]
     assert searches[0].table.equals(searches[1].table)
     assert searches[0].run.test != searches[1].run.test  # only the once-read test score moves
+
+
+def test_a_rating_model_is_refused_interactions_before_any_search() -> None:
+    from recsys.data.synthetic import synthetic_interactions
+
+    dataset, _ = synthetic_interactions(n_users=40, n_items=30, per_user=5)
+    with pytest.raises(RecsysError, match="holds interactions, not ratings: dotbias predicts ratings"):
+        tune(dataset, "dotbias", "random", trials=1, folds=2)
