@@ -218,11 +218,9 @@ def test_result_does_not_depend_on_the_threads(
 
 
 def test_compiled_engine_refuses_torchrun(tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch) -> None:
-    from recsys.train import trainer
-
     result = train_and_evaluate(tiny, config_for("dot", dataset="tiny", epochs=1), progress=False)
     model, data = result.model, result.data
-    monkeypatch.setattr(trainer, "distributed_rank", lambda: (0, 2))
+    monkeypatch.setattr("recsys.train.distributed.distributed_rank", lambda: (0, 2))
     with pytest.raises(RecsysError, match="under torchrun use `engine` autograd"):
         fit(model, data.train, data.test, config_for("dot", epochs=1), torch.Generator(), progress=False)
 
