@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from recsys.train.bpr import _train_blocks
+from recsys.train.bpr import _has, _train_blocks
 
 
 def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
@@ -54,3 +54,13 @@ def test_a_negative_is_never_one_of_the_users_positives() -> None:
     # Each positive's bias rose once, and item 3's fell as much five times over.
     assert np.all(bias[positives] > 0)
     assert bias[3] == pytest.approx(-bias[positives].sum(), rel=1e-5)
+
+
+def test_the_membership_check_agrees_with_python_on_every_run_and_item() -> None:
+    rng = np.random.default_rng(5)
+    items = np.sort(rng.choice(60, size=25, replace=False)).astype(np.int32)
+    for first in range(0, 26, 3):
+        for last in range(first, 26, 4):
+            present = set(items[first:last].tolist())
+            for item in range(-2, 63):
+                assert _has(items, first, last, item) == (item in present), (first, last, item)
