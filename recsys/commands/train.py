@@ -396,7 +396,8 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
         shown = threads or autograd_torch_threads(config, None) or args.threads
         if lead:
             print(
-                f"{config.model} on {dataset.name} ({len(dataset.ratings):,} ratings), split {config.split}, "
+                f"{config.model} on {dataset.name} ({len(dataset.ratings):,} "
+                f"{'user-item pairs' if dataset.implicit else 'ratings'}), split {config.split}, "
                 f"{config.engine} engine, {shown} thread{'s' if shown > 1 else ''}"
                 + (f", an ensemble of {config.members} models trained apart" if config.members > 1 else "")
             )
