@@ -181,8 +181,9 @@ def similar_items(
 def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[str, float]:
     """A prediction in the parts the model names, then their sum and the prediction: for dotbias
     user_bias + item_bias + factors = score, squashed to prediction (for an ensemble, the members'
-    mean parts and score, and the mean of their predictions). A model whose prediction has no parts
-    (`RatingModel.explain` is None) is an error."""
+    mean parts and score, and the mean of their predictions; for bpr, item_bias + factors = score,
+    its ranking score). A model whose prediction has no parts (`RatingModel.explain` is None) is an
+    error."""
     model = rating_model(checkpoint.model)
     users = torch.tensor([user_index(checkpoint, user)])
     items = torch.tensor([item_index(checkpoint, item)])
@@ -194,11 +195,12 @@ def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[st
         )
     prediction = predict(model, torch.stack([users, items], dim=1))
     assert torch.equal(explanation.prediction, prediction), "parts disagree"
-    return {
+    parts = {
         **{name: float(term) for name, term in explanation.terms.items()},
         "score": float(explanation.score),
-        "prediction": float(explanation.prediction),
     }
+    # A ranking model's score is its prediction, no rating: it is not shown twice.
+    return parts if model.ranks else {**parts, "prediction": float(explanation.prediction)}
 
 
 def recommend_from_ratings(

@@ -131,3 +131,20 @@ def test_compare_on_interactions_trains_the_ranking_models_and_judges_every_inte
     assert "training bpr, ials on plays" in ran.stdout + ran.stderr
     results = json.loads((out / "results.json").read_text())
     assert results["relevance_threshold"] == 1.0  # every test interaction is relevant
+
+
+def test_bprs_explanation_adds_up_to_its_score_and_shows_no_rating(plays: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["--ratings", str(plays), "--model", "bpr", "--epochs", "2", "--no-progress", "--out", str(out)]
+    assert run_cli(train_command.cli, "train.py", args, tmp_path / "c").returncode == 0
+    ran = run_cli(
+        recommend_command.cli,
+        "recommend.py",
+        [str(out), "--explain", "--user", "l3", "--item", "s7"],
+        tmp_path / "c",
+    )
+    assert ran.returncode == 0, ran.stderr
+    header, values = ran.stdout.strip().splitlines()[-2:]
+    assert header.split() == ["item_bias", "factors", "score"]
+    item_bias, factors, score = map(float, values.split())
+    assert item_bias + factors == pytest.approx(score, abs=2e-6)
