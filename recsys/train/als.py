@@ -14,7 +14,6 @@ positives' extra confidence, so a row with many interactions is held as firmly a
 """
 
 import math
-from typing import Any
 
 import numba
 import numpy as np
@@ -23,8 +22,7 @@ import torch
 from recsys.config import RunConfig
 from recsys.data.encoding import RatingTensors
 from recsys.models.base import RatingModel
-from recsys.train.distributed import refuse_processes
-from recsys.train.interactions import ByRow, RankingWatch, positives
+from recsys.train.interactions import ByRow, RankingEpochs
 from recsys.train.jit import compiled
 from recsys.train.threads import NumbaThreads
 
@@ -217,26 +215,20 @@ def row_weights(by_row: ByRow, n_other: int, alpha: float) -> np.ndarray:
     return (n_other + alpha * extra).astype(np.float64)
 
 
-class ALSEpochs:
+class ALSEpochs(RankingEpochs):
     """Epochs of implicit ALS over a model's two factor tables (recsys.train.engine's protocol)."""
 
     def __init__(
         self, model: RatingModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
     ) -> None:
-        refuse_processes("a ranking model trains on it alone: run it without torchrun")
-        tables = model.factorisation()
-        assert tables is not None, "the registry checked that ials has factor tables"
-        self.model, self.alpha = model, float(config.alpha)
-        self.users = tables.user_factors.detach().numpy()  # views: written in place
-        self.items = tables.item_factors.detach().numpy()
+        super().__init__(model, train, valid, config)
+        self.alpha = float(config.alpha)
+        self.users = self.tables.user_factors.detach().numpy()  # views: written in place
+        self.items = self.tables.item_factors.detach().numpy()
         n_users, n_items = len(self.users), len(self.items)
-        relevant = 1.0 if config.relevant is None else config.relevant
-        self.positives = positives(train, relevant, n_users, n_items)
         # The penalty per cell of weight: l2 scaled to the weight of an average row's cells.
         self.user_penalty = config.l2 * row_weights(self.positives.by_user, n_items, self.alpha) / n_items
         self.item_penalty = config.l2 * row_weights(self.positives.by_item, n_users, self.alpha) / n_users
-        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed, config.epochs)
-        self.epoch = 0
         self.threads = NumbaThreads(threads)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
@@ -258,16 +250,6 @@ class ALSEpochs:
         )
         total = fit + penalty
         return total / self.positives.n_positives if math.isfinite(total) else math.inf
-
-    def evaluate(self, valid: RatingTensors) -> dict[str, float]:
-        """NDCG@10 of the lists on (a sample of) the validation users, after the epochs watched."""
-        return {"ndcg@10": self.watch.ndcg(self.model, self.epoch)}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}  # the model's tables are the whole state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
 
     def close(self) -> None:
         self.threads.restore()

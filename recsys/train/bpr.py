@@ -14,7 +14,6 @@ keyed on the seed, the epoch and the block.
 """
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import torch
@@ -31,8 +30,7 @@ from recsys.train.compiled import (
     grid_size,
     run_strata,
 )
-from recsys.train.distributed import refuse_processes
-from recsys.train.interactions import RankingWatch, positives
+from recsys.train.interactions import RankingEpochs
 from recsys.train.jit import compiled
 from recsys.train.prefetch import prefetch_row
 
@@ -138,23 +136,21 @@ def _train_blocks(
         losses[block] = total
 
 
-class BPREpochs:
+class BPREpochs(RankingEpochs):
     """Epochs of BPR over a model's factor tables and item bias (recsys.train.engine's protocol)."""
 
     def __init__(
         self, model: RatingModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
     ) -> None:
-        refuse_processes("a ranking model trains on it alone: run it without torchrun")
-        tables = model.factorisation()
-        assert tables is not None and tables.item_bias is not None, "the registry checked bpr's tables"
-        self.model, self.config = model, config
+        super().__init__(model, train, valid, config)
+        tables = self.tables
+        assert tables.item_bias is not None, "the registry checked bpr's item bias"
         self.factor_tables = (tables.user_factors.detach().numpy(), tables.item_factors.detach().numpy())
         self.n_factors = self.factor_tables[0].shape[1]
-        self.tables = tuple(_padded(table) for table in self.factor_tables)
+        self.padded = tuple(_padded(table) for table in self.factor_tables)
         self.item_bias = tables.item_bias.detach().numpy().reshape(-1)  # a view: trained in place
         n_users, n_items = (len(table) for table in self.factor_tables)
-        relevant = 1.0 if config.relevant is None else config.relevant
-        found = positives(train, relevant, n_users, n_items)
+        found = self.positives
         self.count = found.n_positives
         self.by_user = (found.by_user.starts, found.by_user.others)
         users = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(found.by_user.starts))
@@ -170,8 +166,6 @@ class BPREpochs:
         )
         self.pairs = (sorted_users, sorted_items, sorted_users.copy(), sorted_items.copy())
         self.groups = (item_groups.astype(np.int32), group_starts)
-        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed, config.epochs)
-        self.epoch = 0
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass over the positives, each against a drawn negative: (mean -log sigmoid, positives)."""
@@ -183,7 +177,7 @@ class BPREpochs:
 
         def train(blocks: Sequence[int]) -> None:
             _train_blocks(
-                self.tables[0], self.tables[1], self.item_bias, self.pairs, self.offsets,
+                self.padded[0], self.padded[1], self.item_bias, self.pairs, self.offsets,
                 np.asarray(blocks, np.int64), self.groups, self.by_user, settings, losses,
             )  # fmt: skip
 
@@ -192,19 +186,6 @@ class BPREpochs:
             train([block for stratum in strata for block in stratum])
         else:
             run_strata(strata, self.grid, self.threads, train)
-        for table, padded in zip(self.factor_tables, self.tables, strict=True):
+        for table, padded in zip(self.factor_tables, self.padded, strict=True):
             table[:] = padded[:, : self.n_factors]
         return float(losses.sum()) / self.count, self.count
-
-    def evaluate(self, valid: RatingTensors) -> dict[str, float]:
-        """NDCG@10 of the lists on (a sample of) the validation users, after the epochs watched."""
-        return {"ndcg@10": self.watch.ndcg(self.model, self.epoch)}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}  # plain SGD: the model's tables, the epoch and the seed are the whole state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
-
-    def close(self) -> None:
-        pass

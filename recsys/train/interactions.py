@@ -7,17 +7,19 @@ times 3. Each epoch is watched by NDCG@10 on the validation pairs, over a sample
 """
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from recsys.config import RunConfig
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.ranking import evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
 from recsys.models.base import RatingModel
+from recsys.train.distributed import refuse_processes
 
 # Users whose lists are scored after an epoch (a seeded sample where there are more): enough to
 # follow the trend, few enough that watching costs little beside an epoch.
@@ -117,3 +119,35 @@ class RankingWatch:
         if len(self.task.users) == 0 or (epoch % self.every and epoch != self.epochs):
             return math.nan
         return evaluate_ranking(model_scorer(model, self.n_items), self.task, ks=(10,))["ndcg@10"]
+
+
+class RankingEpochs:
+    """What the ranking fits (recsys.train.bpr, .als) share of recsys.train.engine's protocol: the
+    positives of the training part, the watch on the validation pairs, and no state beyond the
+    model's tables (the seed and the epoch give the rest), in one process."""
+
+    def __init__(
+        self, model: RatingModel, train: RatingTensors, valid: RatingTensors, config: RunConfig
+    ) -> None:
+        refuse_processes("a ranking model trains on it alone: run it without torchrun")
+        tables = model.factorisation()
+        assert tables is not None, "the registry checked that a ranking model has factor tables"
+        self.model, self.config, self.tables = model, config, tables
+        n_users, n_items = len(tables.user_factors), len(tables.item_factors)
+        relevant = 1.0 if config.relevant is None else config.relevant
+        self.positives = positives(train, relevant, n_users, n_items)
+        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed, config.epochs)
+        self.epoch = 0  # the last run: what the watch judges
+
+    def evaluate(self, valid: RatingTensors) -> dict[str, float]:
+        """NDCG@10 of the lists on (a sample of) the validation users, after the epochs watched."""
+        return {"ndcg@10": self.watch.ndcg(self.model, self.epoch)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
