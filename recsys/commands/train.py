@@ -330,7 +330,20 @@ class EpochTable:
         tqdm.write(f"{stats.epoch:>5}  {stats.train_loss:>10.4f}  {shown:>12}  {stats.seconds:>7.2f}")
 
 
+def own_numba_cache() -> None:
+    """Under torchrun, give each local rank but the first a numba cache folder of its own, before numba
+    loads: ranks that compile the same kernel at once and write one cache file together can leave it
+    half written for another to load (numba issue 4807; one CI run here lost a rank to a corrupted
+    heap in the two-rank sparse test). The first rank keeps the usual cache."""
+    local_rank = os.environ.get("LOCAL_RANK", "0")
+    if local_rank != "0" and "NUMBA_CACHE_DIR" not in os.environ:
+        from recsys.data.cache import cache_root
+
+        os.environ["NUMBA_CACHE_DIR"] = str(cache_root() / f"numba-rank-{local_rank}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    own_numba_cache()
     args = parse_args(argv)
     resumed = check_args(args)
     if args.resume is not None and (finished := finished_message(args.resume)):

@@ -535,3 +535,32 @@ def test_a_config_files_split_wins_over_the_datasets(tmp_path: Path) -> None:
     settings.write_text(json.dumps({"split": "user"}))
     args = train_command.parse_args(["--config", str(settings)])
     assert train_command.config_from_args(args, "ml-100k", "cpu", "u1").split == "user"
+
+
+@pytest.mark.parametrize(
+    ("local_rank", "given", "expected"),
+    [(None, None, None), ("0", None, None), ("1", None, "numba-rank-1"), ("1", "/mine", "/mine")],
+)
+def test_under_torchrun_each_later_rank_has_a_numba_cache_of_its_own(
+    local_rank: str | None,
+    given: str | None,
+    expected: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    from recsys.commands.train import own_numba_cache
+
+    monkeypatch.setenv("RECSYS_CACHE", str(tmp_path))
+    for name, value in (("LOCAL_RANK", local_rank), ("NUMBA_CACHE_DIR", given)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    own_numba_cache()
+    found = os.environ.get("NUMBA_CACHE_DIR")
+    if expected is None:
+        assert found is None
+    elif expected.startswith("/"):
+        assert found == expected  # the user's own setting stands
+    else:
+        assert found == str(tmp_path / expected)
