@@ -115,7 +115,9 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
             len(y_range) == 2 and math.isfinite(sum(y_range)) and y_range[0] < y_range[1]
         ):
             raise ValueError(f"y_range must be finite (low, high) with low < high, got {y_range!r}")
-        self.y_range = y_range  # predictions are squashed into (low, high); None leaves them as they are
+        # Predictions are squashed into (low, high); None leaves them as they are, as a ranking
+        # model's always are (its score is no rating).
+        self.y_range = None if self.ranks else y_range
 
     @abstractmethod
     def forward(self, x: Tensor) -> Tensor:

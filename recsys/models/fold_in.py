@@ -98,9 +98,9 @@ def fold_in(
             items = torch.as_tensor(items, dtype=torch.long, device=device)
             rated = torch.as_tensor(ratings, dtype=torch.float64, device=device)
             if member.ranks:
-                floor = float(rated.min()) if relevant is None and len(rated) else relevant
-                positive = rated >= floor if floor is not None else rated.new_zeros(0, dtype=torch.bool)
-                strengths = 1 + rated[positive] - (floor or 0.0)
+                floor = relevant if relevant is not None else float(rated.min()) if len(rated) else 0.0
+                positive = rated >= floor
+                strengths = 1 + rated[positive] - floor
                 rows.append(_implicit_row(item_vectors, items[positive], strengths, regularization))
                 continue
             targets = member.unsquash(rated) - item_bias[items]

@@ -17,19 +17,10 @@ from recsys.models.layers import bias_table, lookup
 class ImplicitALSModel(DotProduct):
     """score = user_factors[u] . item_factors[i], fitted by implicit ALS (Hu, Koren and Volinsky 2008)
     to every user-item cell: 1 where the user interacted, 0 elsewhere, a cell weighing more the
-    stronger the interaction. `y_range` is taken for the registry's signature and ignored."""
+    stronger the interaction. A `y_range` given is not applied (RatingModel: a ranking score is no
+    rating)."""
 
     ranks = True
-
-    def __init__(
-        self,
-        n_users: int,
-        n_items: int,
-        n_factors: int,
-        y_range: YRange | None = None,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        super().__init__(n_users, n_items, n_factors, None, generator)
 
 
 class BPRModel(ImplicitALSModel):
@@ -45,7 +36,7 @@ class BPRModel(ImplicitALSModel):
         y_range: YRange | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__(n_users, n_items, n_factors, None, generator)
+        super().__init__(n_users, n_items, n_factors, y_range, generator)
         self.item_bias = bias_table(n_items)
 
     def terms(self, users: Tensor, items: Tensor) -> tuple[Tensor, list[Tensor]]:

@@ -230,15 +230,17 @@ class ALSEpochs(RankingEpochs):
         self.user_penalty = config.l2 * row_weights(self.positives.by_user, n_items, self.alpha) / n_items
         self.item_penalty = config.l2 * row_weights(self.positives.by_item, n_users, self.alpha) / n_users
         self.threads = NumbaThreads(threads)
+        self.item_gram = gram(self.items)  # kept from each epoch's loss for the next epoch's users
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """Users given items, then items given users: (the loss per positive, positives fitted)."""
         self.epoch = epoch
         by_user, by_item = self.positives
-        solve_side(self.users, self.items, gram(self.items), by_user, self.alpha, self.user_penalty, CG_STEPS)
+        solve_side(self.users, self.items, self.item_gram, by_user, self.alpha, self.user_penalty, CG_STEPS)
         user_gram = gram(self.users)
         solve_side(self.items, self.users, user_gram, by_item, self.alpha, self.item_penalty, CG_STEPS)
-        return self._loss(user_gram, gram(self.items)), self.positives.n_positives
+        self.item_gram = gram(self.items)
+        return self._loss(user_gram, self.item_gram), self.positives.n_positives
 
     def _loss(self, user_gram: np.ndarray, item_gram: np.ndarray) -> float:
         """The weighted squared error over every cell, and the penalties, per positive (from the two

@@ -44,14 +44,8 @@ NEGATIVE_TRIES = 16
 @compiled(fastmath=True, inline=True)
 def _has(sorted_items: np.ndarray, first: int, last: int, item: int) -> bool:
     """Whether `item` is among sorted_items[first:last] (a binary search)."""
-    end = last
-    while first < last:
-        middle = (first + last) // 2
-        if sorted_items[middle] < item:
-            first = middle + 1
-        else:
-            last = middle
-    return first < end and sorted_items[first] == item
+    place = first + np.searchsorted(sorted_items[first:last], item)
+    return bool(place < last and sorted_items[place] == item)
 
 
 @compiled(fastmath=True)
@@ -151,7 +145,6 @@ class BPREpochs(RankingEpochs):
         self.item_bias = tables.item_bias.detach().numpy().reshape(-1)  # a view: trained in place
         n_users, n_items = (len(table) for table in self.factor_tables)
         found = self.positives
-        self.count = found.n_positives
         self.by_user = (found.by_user.starts, found.by_user.others)
         users = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(found.by_user.starts))
         items = found.by_user.others.astype(np.int64)
@@ -188,4 +181,5 @@ class BPREpochs(RankingEpochs):
             run_strata(strata, self.grid, self.threads, train)
         for table, padded in zip(self.factor_tables, self.padded, strict=True):
             table[:] = padded[:, : self.n_factors]
-        return float(losses.sum()) / self.count, self.count
+        count = self.positives.n_positives
+        return float(losses.sum()) / count, count

@@ -102,8 +102,9 @@ def _hyperparameters(rows: Tensor, generator: torch.Generator) -> tuple[Tensor, 
     return mean + offset[:, 0], precision
 
 
-def _by_row(rows: Tensor, others: Tensor, values: Tensor, n: int) -> tuple[np.ndarray, ...]:
-    """The ratings grouped by `rows` (CSR): where each row's start, the other side's indices, values."""
+def grouped_by_row(rows: Tensor, others: Tensor, values: Tensor, n: int) -> tuple[np.ndarray, ...]:
+    """The ratings grouped by `rows` (CSR): where each row's start, the other side's indices, values
+    (a stable sort: pairs in order of `others` within each row stay so)."""
     order = torch.argsort(rows, stable=True)
     starts = torch.nn.functional.pad(torch.bincount(rows, minlength=n).cumsum(0), (1, 0))
     return starts.numpy(), others[order].numpy(), values[order].numpy()
@@ -140,8 +141,8 @@ class GibbsEpochs:
             for table in start
         ]
         targets = values - self.mean
-        self.by_user = _by_row(users, items, targets, len(self.draws[0]))
-        self.by_item = _by_row(items, users, targets, len(self.draws[1]))
+        self.by_user = grouped_by_row(users, items, targets, len(self.draws[0]))
+        self.by_item = grouped_by_row(items, users, targets, len(self.draws[1]))
         self.users, self.items, self.targets = users, items, targets
         self.alpha = ALPHA_START
 

@@ -20,6 +20,7 @@ from recsys.evaluate.ranking import evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
 from recsys.models.base import RatingModel
 from recsys.train.distributed import refuse_processes
+from recsys.train.gibbs import grouped_by_row
 
 # Users whose lists are scored after an epoch (a seeded sample where there are more): enough to
 # follow the trend, few enough that watching costs little beside an epoch.
@@ -50,13 +51,10 @@ class Positives(NamedTuple):
 
 
 def _by_row(rows: Tensor, others: Tensor, strengths: Tensor, n: int) -> ByRow:
-    order = torch.argsort(rows * (int(others.max()) + 1 if len(others) else 1) + others, stable=True)
-    starts = torch.nn.functional.pad(torch.bincount(rows, minlength=n).cumsum(0), (1, 0))
-    return ByRow(
-        starts.numpy().astype(np.int64),
-        others[order].numpy().astype(np.int32),
-        strengths[order].numpy().astype(np.float32),
-    )
+    """The pairs grouped by `rows`, in the compact types the kernels read; pairs sorted by (user, item)
+    come out with each row's others ascending, whichever side groups them."""
+    starts, grouped, values = grouped_by_row(rows, others, strengths, n)
+    return ByRow(starts.astype(np.int64), grouped.astype(np.int32), values.astype(np.float32))
 
 
 def positives(train: RatingTensors, relevant: float, n_users: int, n_items: int) -> Positives:
@@ -74,7 +72,7 @@ def positives(train: RatingTensors, relevant: float, n_users: int, n_items: int)
         raise RecsysError(
             f"no training pair reaches `relevant` {relevant:g}: a ranking model has no positive to learn from"
         )
-    users, items = keys // n_items, keys % n_items
+    users, items = keys // n_items, keys % n_items  # unique's keys are sorted: by user, then item
     if len(torch.unique(users)) < 2:
         raise RecsysError(
             "every positive training pair is one user's: a ranking model learns what to recommend to "
