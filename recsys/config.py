@@ -18,7 +18,7 @@ from recsys.errors import RecsysError
 # are named here too because RunConfig checks against them and config_for applies them.
 from recsys.models.registry import COMPILED_DEFAULTS, build_model, model_entry
 from recsys.models.registry import MODEL_DEFAULTS as MODEL_DEFAULTS
-from recsys.names import SPLIT_KINDS
+from recsys.names import FEATURE_GROUPS, SPLIT_KINDS, feature_groups
 
 if TYPE_CHECKING:
     import torch
@@ -153,7 +153,7 @@ class RunConfig:
         None, "the ratings' size against five stars, from the data's scale", None, estimator=False
     )
     epochs: int = _setting(10, "epochs", "--epochs", by_model=True)
-    lr: float = _setting(5e-3, "peak learning rate", "--lr", unread_by=("gibbs", "als"), by_model=True)
+    lr: float = _setting(5e-3, "peak learning rate", "--lr", unread_by=("gibbs", "fm", "als"), by_model=True)
     batch_size: int = _setting(
         512,
         "batch size, lowered where needed so that a run takes at least 100 optimizer steps",
@@ -166,7 +166,7 @@ class RunConfig:
         0.1,
         "L2 penalty on the per-id rows of each batch (ials: on every row, scaled by its interactions)",
         "--l2",
-        unread_by=("gibbs",),
+        unread_by=("gibbs", "fm"),
         by_model=True,
     )
     alpha: float = _setting(
@@ -176,7 +176,18 @@ class RunConfig:
         "--alpha",
         engines=COMPILED,
         estimator=False,  # RatingRegressor predicts ratings: it trains no ranking model
-        unread_by=("ratings", "gibbs", "bpr"),
+        unread_by=("ratings", "gibbs", "fm", "bpr"),
+        by_model=True,
+    )
+    features: str = _setting(
+        "",
+        "bfm: what users and items are described by beside their ids, a comma list of: side (the data's "
+        "or --user-features/--item-features tables), implicit (the items each user rated, the users "
+        "who rated each item); empty: the ids alone",
+        "--features",
+        engines=COMPILED,
+        estimator=False,  # RatingRegressor has no side tables: it gives bfm the implicit group alone
+        unread_by=("ratings", "gibbs", "bpr", "als"),
         by_model=True,
     )
     # Set from the data: the relevance threshold of the top-N lists (recsys.evaluate.ranking), 1 for
@@ -274,6 +285,11 @@ class RunConfig:
             and self.y_range[0] < self.y_range[1]
         ):
             raise RecsysError(f"`y_range` needs finite LOW < HIGH, got {self.y_range!r}")
+        if not isinstance(self.features, str) or not set(feature_groups(self.features)) <= set(
+            FEATURE_GROUPS
+        ):
+            groups = ", ".join(FEATURE_GROUPS)
+            raise RecsysError(f"`features` is a comma list of: {groups} (or empty), got {self.features!r}")
         for name, allowed in (
             ("optimizer", OPTIMIZERS),
             ("schedule", SCHEDULES),
@@ -422,6 +438,7 @@ _BASES = {
 FIT_NAMES = {
     "ratings": "per-rating AdaGrad",
     "gibbs": "a Gibbs sampler (its priors' strength is sampled too)",
+    "fm": "a Gibbs sampler over feature rows (its priors' strength is sampled too)",
     "bpr": "BPR",
     "als": "implicit ALS (each side solved in closed form, no learning rate)",
 }

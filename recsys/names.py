@@ -5,6 +5,16 @@ MOVIELENS_VARIANTS = ("ml-100k", "ml-1m", "ml-10m", "ml-20m", "ml-25m", "ml-late
 DATASETS = (*MOVIELENS_VARIANTS, "tiny", "synthetic")
 PREDEFINED_FOLDS = ("u1", "u2", "u3", "u4", "u5", "ua", "ub")
 SPLIT_KINDS = ("random", "user", "user-last", "time", *PREDEFINED_FOLDS)
+# The feature groups a factorisation machine may use beside the ids (RunConfig.features): side
+# features (recsys.data.features) and implicit feedback (the items each user rated, the users who
+# rated each item: SVD++'s idea, from training ratings only).
+FEATURE_GROUPS = ("side", "implicit")
+
+
+def feature_groups(features: str) -> tuple[str, ...]:
+    """RunConfig.features' comma list as its groups ("" none)."""
+    return tuple(name.strip() for name in features.split(",") if name.strip())
+
 
 # The files of a run folder: DATA_FILE records where the data was read, so that resuming and
 # recommending find it again without --data-dir.

@@ -96,7 +96,7 @@ def test_sparse_needs_adamw_without_weight_decay(change: dict[str, Any]) -> None
 
 
 def test_compiled_engine_refuses_models_and_settings_it_does_not_have() -> None:
-    trained = "dot, dotbias, svdpp, bpmf, bpr, ials"
+    trained = "dot, dotbias, svdpp, bpmf, bfm, bpr, ials"
     with pytest.raises(RecsysError, match=f"`engine` compiled trains {trained}, not linear"):
         config_for("linear", engine="compiled")
     with pytest.raises(RecsysError, match="`batch_size` applies to `engine` autograd only"):
@@ -198,10 +198,11 @@ def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it()
         assert not setting.estimator or name in estimator, name
     assert AUTOGRAD_ONLY == ("batch_size", "wd", "optimizer", "sparse", "schedule")
     # What each of the compiled engine's fits does not read.
-    assert unread("ratings") == ("alpha",)
-    assert unread("gibbs") == ("lr", "l2", "alpha")
-    assert unread("bpr") == ("members", "y_range", "alpha")
-    assert unread("als") == ("members", "y_range", "lr")
+    assert unread("ratings") == ("alpha", "features")
+    assert unread("gibbs") == ("lr", "l2", "alpha", "features")
+    assert unread("fm") == ("lr", "l2", "alpha")
+    assert unread("bpr") == ("members", "y_range", "alpha", "features")
+    assert unread("als") == ("members", "y_range", "lr", "features")
 
 
 def test_a_resumed_run_refuses_every_flag_that_would_change_a_setting(tmp_path: Path) -> None:
@@ -212,7 +213,7 @@ def test_a_resumed_run_refuses_every_flag_that_would_change_a_setting(tmp_path: 
     changed = {"model": "dotbias", "dataset": "tiny", "split": "u2", "test_frac": "0.3", "test_n": "3",
                "unknown": "mean", "n_factors": "3", "members": "2", "y_range": ["1", "9"],
                "init_scale": "2", "epochs": "99", "lr": "0.5", "batch_size": "7", "l2": "0.7",
-               "alpha": "3", "wd": "0.2",
+               "alpha": "3", "features": "side", "wd": "0.2",
                "optimizer": "sgd", "sparse": None, "schedule": "constant", "seed": "9", "device": "cuda",
                "engine": "compiled"}  # fmt: skip
     for name, setting in SETTINGS.items():

@@ -46,6 +46,10 @@ class RatingsDataset:
     folder: Path | None = None
     # Keyword-only, so the positional fields after it (folds, origin) keep their places.
     implicit: bool = field(default=False, kw_only=True)
+    # Who the users are and what the items are (recsys.data.features): a table per side indexed by raw
+    # id, a column per feature group; None where the data has none.
+    user_features: pd.DataFrame | None = field(default=None, kw_only=True, compare=False, repr=False)
+    item_features: pd.DataFrame | None = field(default=None, kw_only=True, compare=False, repr=False)
     folds: Mapping[str, FoldRows] = field(default_factory=dict, compare=False, repr=False)
     # How to load it again, as plain data a run folder records: {"folder": ...} for a dataset read
     # from a folder; empty for generated data.

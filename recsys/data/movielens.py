@@ -21,6 +21,7 @@ import pandas as pd
 from recsys.data.cache import GROUPLENS_URL, local_copy
 from recsys.data.columns import ITEM_FIELDS, find_columns
 from recsys.data.dataset import FoldRows, RatingsDataset
+from recsys.data.features import age_group, item_features_of, zip_region
 from recsys.data.ratings_file import SNIFF_BYTES, packing, read_item_file, read_ratings_text
 from recsys.data.ratings_table import (
     ITEM_COLUMNS,
@@ -115,6 +116,9 @@ VARIANTS: dict[str, Variant] = {
 
 RATINGS_FILE = {"100k": "u.data", "dat": "ratings.dat", "csv": "ratings.csv"}
 ITEMS_FILE = {"100k": "u.item", "dat": "movies.dat", "csv": "movies.csv"}
+# Who the users are: ml-100k's and ml-1m's demographics (the CSV variants have none).
+USERS_FILE = {"100k": ("u.user", "|", "user|age|gender|occupation|zip"),
+              "dat": ("users.dat", "::", "UserID::Gender::Age::Occupation::Zip-code")}  # fmt: skip
 # The CSV layout's columns, found by name wherever they stand (and in another case where only one
 # column matches), as a user's own file is read with `columns` given.
 CSV_RATINGS = {"user": "userId", "item": "movieId", "rating": "rating", "timestamp": "timestamp"}
@@ -361,13 +365,46 @@ class PredefinedFolds(Mapping[str, FoldRows]):
         return rows
 
 
+def read_users(folder: Path, layout: str) -> pd.DataFrame | None:
+    """The users' demographics of `layout` as side features (age group, gender, occupation, zip
+    region), None where the layout has none or the folder lacks the file."""
+    if layout not in USERS_FILE or not (folder / USERS_FILE[layout][0]).is_file():
+        return None
+    name, sep, fields = USERS_FILE[layout]
+    path = folder / name
+    if sep == "::":  # pandas' C parser takes one character: the fields hold no ':' of their own
+        _check_text(path, "latin-1")
+        with path.open(encoding="latin-1") as file:
+            rows = [line.rstrip("\n").split("::") for line in file if line.strip()]
+        if any(len(row) != 5 for row in rows):
+            raise DataError(f"{path}: expected {fields} on every line")
+        raw = pd.DataFrame(rows)[[0, 2, 1, 3, 4]].set_axis(range(5), axis=1)
+    else:
+        raw = _expect_fields(
+            _read(path, sep=sep, header=None, encoding="latin-1", **AS_TEXT), path, 5, fields
+        )
+    ids = non_negative_integers(raw[0], "user id", str(path), _line_of_row(path, "latin-1"))
+    ages = pd.to_numeric(raw[1], errors="coerce")
+    if ages.isna().any():
+        row = int(np.flatnonzero(ages.isna().to_numpy())[0])
+        raise DataError(
+            f"{path}: age {_shown(raw.iat[row, 1])} on {_line_of_row(path, 'latin-1')(row)} is not a number"
+        )
+    table = {"age": age_group(ages), "gender": raw[2], "occupation": raw[3], "zip": zip_region(raw[4])}
+    return pd.DataFrame(table).set_index(pd.Index(ids, name="user"))
+
+
 def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]) -> RatingsDataset:
-    """Read an unpacked dataset folder of `layout`; warn when rated items lack an entry."""
+    """Read an unpacked dataset folder of `layout`, with its users' and items' side features; warn
+    when rated items lack an entry."""
     ratings = read_ratings(folder / RATINGS_FILE[layout], layout, scale)
     items = read_items(folder, layout)
     warn_unnamed_items(ratings, items, folder / ITEMS_FILE[layout])
     folds = PredefinedFolds(folder, ratings, scale) if layout == "100k" else {}
-    return RatingsDataset(name, ratings, items, scale, folder, folds, {"folder": str(folder.resolve())})
+    return RatingsDataset(
+        name, ratings, items, scale, folder, folds, {"folder": str(folder.resolve())},
+        user_features=read_users(folder, layout), item_features=item_features_of(items),
+    )  # fmt: skip
 
 
 def load_movielens(

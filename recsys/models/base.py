@@ -10,13 +10,16 @@ import math
 from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from recsys.models.squash import YRange, sigmoid_range, sigmoid_range_inverse
+
+if TYPE_CHECKING:
+    from recsys.data.features import FeatureRows
 
 BiasKind = Literal["explicit", "implied"]
 
@@ -108,6 +111,9 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
     # Whether it is trained to rank items (recsys.models.ranking): its score orders a user's items and
     # is no rating, so it has no RMSE and no y_range.
     ranks: ClassVar[bool] = False
+    # Whether its vectors are sums over feature rows that the data sets before training
+    # (`set_features(users, items)`, recsys.data.features): side information and implicit feedback.
+    uses_features: ClassVar[bool] = False
 
     def __init__(self, y_range: YRange | None) -> None:
         super().__init__()
@@ -118,6 +124,10 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         # Predictions are squashed into (low, high); None leaves them as they are, as a ranking
         # model's always are (its score is no rating).
         self.y_range = None if self.ranks else y_range
+
+    def set_features(self, users: "FeatureRows", items: "FeatureRows") -> None:
+        """The feature rows of every user and item, their ids first, for a model that `uses_features`."""
+        raise TypeError(f"{type(self).__name__} uses no features")
 
     @abstractmethod
     def forward(self, x: Tensor) -> Tensor:

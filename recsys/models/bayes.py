@@ -9,9 +9,12 @@ checkpoint and fastai `Learner` can drive (the autograd engine trains it as a cl
 product).
 """
 
+from typing import ClassVar
+
 import torch
 from torch import Tensor, nn
 
+from recsys.data.features import SIDES, FeatureRows
 from recsys.models.base import BilinearForm, Explanation, LearnedBiases, SampledModel, YRange, to_numpy
 from recsys.models.layers import (
     bias_table,
@@ -26,6 +29,23 @@ from recsys.models.layers import (
 _GATHERED_ENTRIES = 1 << 22
 # The first sweeps' draws are discarded, as the chain has not yet forgotten its start.
 BURN_IN_SHARE = 0.2
+
+
+def _kept(table: Tensor, draw: Tensor, slot: int, slots: int) -> Tensor:
+    """`table` with the factors of `draw` ([factors, bias] rows) as its block `slot` of `slots`:
+    widened to hold every draw (the empty blocks zeros), zeroed when slot 0 starts afresh."""
+    k = draw.shape[1] - 1
+    if table.shape != (len(draw), slots * k):
+        table = torch.zeros(len(draw), slots * k, device=table.device)
+    if slot == 0:
+        table.zero_()
+    table[:, slot * k : (slot + 1) * k] = draw[:, :k]
+    return table
+
+
+def _average_bias(bias: Tensor, draw: Tensor, slot: int) -> None:
+    """`bias` made the running mean of the draws' biases (their last column) over draws 0..slot."""
+    bias += (draw[:, -1].to(bias) - bias) / (slot + 1)
 
 
 class BayesianMF(SampledModel):
@@ -91,17 +111,13 @@ class BayesianMF(SampledModel):
         return score if self.y_range is None else score.clamp(*self.y_range)
 
     def set_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor, mean: float) -> None:
-        k = user_draw.shape[1] - 1
         with torch.no_grad():
             for table, draw in ((self.user_factors, user_draw), (self.item_factors, item_draw)):
-                if table.weight.shape[1] != slots * k:  # room for every draw; the empty slots are zeros
-                    table.weight = nn.Parameter(torch.zeros(len(draw), slots * k, device=table.weight.device))
-                if slot == 0:
-                    table.weight.zero_()
-                table.weight[:, slot * k : (slot + 1) * k] = draw[:, :k]
-            # The biases' running mean over draws 0..slot.
+                kept = _kept(table.weight, draw, slot, slots)
+                if kept is not table.weight:
+                    table.weight = nn.Parameter(kept)
             for bias, draw in ((self.user_bias, user_draw), (self.item_bias, item_draw)):
-                bias.weight[:, 0] += (draw[:, k].to(bias.weight) - bias.weight[:, 0]) / (slot + 1)
+                _average_bias(bias.weight[:, 0], draw, slot)
             self.global_bias.fill_(mean)
             self.factor_scale.fill_(1.0 / (slot + 1))
 
@@ -140,3 +156,69 @@ class BayesianMF(SampledModel):
             terms = {"global": self.global_bias.detach().expand_as(score), "user_bias": user_bias}
             terms |= {"item_bias": item_bias, "factors": factors}
             return Explanation(terms, score, self.squash(score))
+
+
+class BayesianFM(BayesianMF):
+    """Rendle's Bayesian factorisation machine over two blocks (recsys.train.fm_gibbs): a user's vector
+    and bias are sums over its features (its id, side features, the items it rated), an item's
+    likewise. The id tables hold each id's summed draws, so it predicts as BayesianMF does; the
+    non-id features' draws are kept beside them, so that a user or item known by its features alone
+    gets a prediction (`feature_scores`)."""
+
+    uses_features: ClassVar[bool] = True
+    user_feature_factors: Tensor
+    user_feature_bias: Tensor
+    item_feature_factors: Tensor
+    item_feature_bias: Tensor
+
+    def __init__(
+        self,
+        n_users: int,
+        n_items: int,
+        n_factors: int,
+        y_range: YRange | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__(n_users, n_items, n_factors, y_range, generator)
+        # The rows the sampler sums over, set from the data before training (ids alone without).
+        self.features: tuple[FeatureRows, FeatureRows] | None = None
+        for side in SIDES:  # the non-id features' kept draws: factors side by side, mean bias
+            self.register_buffer(f"{side}_feature_factors", torch.zeros(0, 0))
+            self.register_buffer(f"{side}_feature_bias", torch.zeros(0))
+
+    def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
+        """The feature rows of every user and item, their ids first (recsys.data.features)."""
+        self.features = (users, items)
+
+    def set_feature_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor) -> None:
+        """Keep the non-id features' rows of a draw of every feature's [factors, bias] as slot `slot`."""
+        with torch.no_grad():
+            for side, draw in zip(SIDES, (user_draw, item_draw), strict=True):
+                factors, bias = f"{side}_feature_factors", f"{side}_feature_bias"
+                setattr(self, factors, _kept(getattr(self, factors), draw.float(), slot, slots))
+                if slot == 0 or len(getattr(self, bias)) != len(draw):
+                    setattr(self, bias, torch.zeros(len(draw)))
+                _average_bias(getattr(self, bias), draw, slot)
+
+    def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
+        """Predictions, (users, items), of each of `users` known by its non-id features alone (their
+        columns number the features after the ids, as recsys.data.features.rows_for_new gives) for
+        every one of `items`."""
+        with torch.no_grad():
+            starts = torch.from_numpy(users.starts)
+            rows = torch.repeat_interleave(torch.arange(users.n_rows), starts.diff())
+            matrix = torch.sparse_coo_tensor(
+                torch.stack([rows, torch.from_numpy(users.columns)]),
+                torch.from_numpy(users.values).float(),
+                (users.n_rows, len(self.user_feature_bias)),
+            )
+            vectors = torch.sparse.mm(matrix, self.user_feature_factors) * self.factor_scale
+            bias = torch.sparse.mm(matrix, self.user_feature_bias[:, None])[:, 0]
+            item_bias = self.item_bias.weight[items, 0] + self.global_bias
+            score = bias[:, None] + item_bias[None, :] + vectors @ self.item_factors.weight[items].T
+            return self.squash(score)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str, *args: object) -> None:
+        names = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("factors", "bias"))
+        take_saved_shapes(self, state_dict, prefix, names)
+        super()._load_from_state_dict(state_dict, prefix, *args)

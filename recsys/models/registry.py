@@ -35,7 +35,8 @@ class ModelEntry:
     # the same for the compiled engine; None: the model has no compiled path (factorisation() is None)
     compiled_defaults: Mapping[str, Any] | None
     # What the compiled engine fits (FITS): "ratings" (per-rating AdaGrad on the squared error),
-    # "gibbs" (samples a SampledModel's posterior), "bpr" or "als" (ranking from interactions).
+    # "gibbs" (samples a SampledModel's posterior), "fm" (the same over feature rows, a model with
+    # `uses_features`), "bpr" or "als" (ranking from interactions).
     fit: str = "ratings"
     # What tune.py searches, per engine, where it is not that engine's usual space
     # (recsys.workflows.tune.SEARCH_SPACES): names of RunConfig fields (or y_margin) to candidates.
@@ -44,7 +45,7 @@ class ModelEntry:
     @property
     def sampled(self) -> bool:
         """Its compiled engine samples a posterior (a SampledModel): no learning rate or penalty there."""
-        return self.fit == "gibbs"
+        return self.fit in SAMPLED_FITS
 
     @property
     def ranks(self) -> bool:
@@ -68,7 +69,8 @@ class ModelEntry:
 
 
 # What a model's compiled engine fits; the last two train for top-N lists (recsys.train.bpr, .als).
-FITS = ("ratings", "gibbs", "bpr", "als")
+FITS = ("ratings", "gibbs", "fm", "bpr", "als")
+SAMPLED_FITS = ("gibbs", "fm")
 RANKING_FITS = ("bpr", "als")
 _REGISTRY: dict[str, ModelEntry] = {}
 _LOADED: dict[str, type[RatingModel]] = {}  # classes registered by path, once imported and checked
@@ -105,7 +107,7 @@ def check_model_class(
     if sampled != issubclass(model_class, SampledModel):
         raise TypeError(
             f"{model_class.__name__} is {'not ' if sampled else ''}a SampledModel but is registered with "
-            f"{'' if sampled else 'a '}fit {'gibbs' if sampled else 'other than gibbs'}"
+            f"{'a sampling fit (gibbs or fm)' if sampled else 'a fit other than gibbs or fm'}"
         )
     if compiled and not sampled:
         # Only the model's form is asked for: a tiny one on the CPU, initialised from a throwaway
@@ -144,7 +146,10 @@ def register(
         raise ValueError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
     if not isinstance(model, str):
         check_model_class(
-            model, compiled=compiled_defaults is not None, sampled=fit == "gibbs", ranks=fit in RANKING_FITS
+            model,
+            compiled=compiled_defaults is not None,
+            sampled=fit in SAMPLED_FITS,
+            ranks=fit in RANKING_FITS,
         )
     if fit != "ratings" and compiled_defaults is None:
         raise ValueError(f"fit {fit!r} is the compiled engine's: give compiled_defaults")
@@ -354,6 +359,15 @@ register(
     fit="gibbs",
     # On the sampler: its sweeps and the rank of each draw (no learning rate or penalty to tune).
     search_spaces={"compiled": {"epochs": [100, 150, 200, 300], "n_factors": [5, 8, 10, 16, 20]}},
+)
+register(
+    "bfm",
+    "recsys.models.bayes:BayesianFM",
+    defaults={"batch_size": 2048, "lr": 2e-2, "epochs": 5},  # as bpmf's: a clipped biased dot product
+    # Rendle's sweeps and rank for ML-100K (myFM's too); the feature groups every dataset can give.
+    compiled_defaults={"epochs": 512, "n_factors": 10, "features": "side,implicit"},
+    fit="fm",
+    search_spaces={"compiled": {"epochs": [256, 512, 1024], "n_factors": [5, 8, 10, 16, 32]}},
 )
 register(
     "bpr",

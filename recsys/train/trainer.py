@@ -297,9 +297,18 @@ class _SampledEpochs:
         self, model: SampledModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
     ) -> None:
         refuse_processes()
+        from recsys.models.bayes import BayesianFM
+        from recsys.train.fm_gibbs import FMGibbsEpochs
         from recsys.train.gibbs import GibbsEpochs
 
-        self.epochs = GibbsEpochs(model, train, valid, config.epochs, config.n_factors, model.y_range)
+        self.epochs: GibbsEpochs | FMGibbsEpochs
+        if model_entry(config.model).fit == "fm":  # its features' first draw from the run's seed
+            start = torch.Generator().manual_seed(config.seed)
+            self.epochs = FMGibbsEpochs(
+                cast(BayesianFM, model), train, valid, config.epochs, config.n_factors, model.y_range, start
+            )
+        else:
+            self.epochs = GibbsEpochs(model, train, valid, config.epochs, config.n_factors, model.y_range)
         self.threads = NumbaThreads(threads)
 
     def state_dict(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from recsys.config import SETTINGS, check_threads, config_for, model_for
 from recsys.data.encoding import IdMap, RatingTensors
+from recsys.data.features import feature_groups, features_of
 from recsys.data.ratings_table import INTEGER_TEXT, whole_numbers
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
@@ -135,6 +136,10 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         config = self.config_
         generator = torch.Generator().manual_seed(config.seed)
         self.model_ = model_for(config, len(self.users_), len(self.items_), generator)
+        if self.model_.uses_features:  # no side tables here: the ids and what each rated
+            implicit = [group for group in feature_groups(config.features) if group == "implicit"]
+            raw_ids = (self.users_.raw_ids, self.items_.raw_ids)
+            self.model_.set_features(*features_of(implicit, *raw_ids, encoded, None, None))
         with torch_threads(self.threads):
             fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
         self.model_.cpu()

@@ -19,6 +19,7 @@ from torch import nn
 from recsys.config import RunConfig, model_for
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
+from recsys.data.features import FeatureRows, feature_groups, features_of
 from recsys.data.splits import Split, make_split
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, evaluate_test
@@ -154,6 +155,17 @@ def fitted_config(
     return config
 
 
+def data_features(
+    config: RunConfig, dataset: RatingsDataset, data: EncodedSplit
+) -> tuple[FeatureRows, FeatureRows]:
+    """The feature rows of `data`'s users and items that `config.features` names: the implicit
+    feedback from its training ratings only."""
+    return features_of(
+        feature_groups(config.features), data.users.raw_ids, data.items.raw_ids, data.train.x.numpy(),
+        dataset.user_features, dataset.item_features,
+    )  # fmt: skip
+
+
 def _test_counts(split: Split, data: EncodedSplit) -> str:
     """How many test ratings the split made, and how many of them name an id unseen in training."""
     return f"{len(split.test):,} test ratings, {len(data.unknown_test_ratings):,} of them with unseen ids"
@@ -210,6 +222,8 @@ def train_and_evaluate(
         check_fits(config, len(data.users), len(data.items))
         generator = torch.Generator().manual_seed(config.seed)
         model = model_for(config, len(data.users), len(data.items), generator)
+        if model.uses_features:
+            model.set_features(*data_features(config, dataset, data))
         # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
         last_training = None
         if resume is not None:

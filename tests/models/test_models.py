@@ -166,6 +166,7 @@ def test_gradient_reaches_only_the_rows_a_batch_uses(name: str) -> None:
         "linear": ("user_linear.weight", 1),
         "svdpp": ("user_factors.weight", 0),
         "bpmf": ("user_factors.weight", 0),
+        "bfm": ("user_factors.weight", 0),
         "bpr": ("user_factors.weight", 0),
         "ials": ("user_factors.weight", 0),
     }

@@ -138,7 +138,8 @@ def test_a_registered_model_is_listed_with_its_defaults(offset_model: str) -> No
     chosen = config()
     assert (chosen.engine, chosen.epochs, chosen.lr, chosen.batch_size) == ("autograd", EPOCHS, 1e-2, 128)
     with pytest.raises(
-        RecsysError, match="`engine` compiled trains dot, dotbias, svdpp, bpmf, bpr, ials, not offset-dot"
+        RecsysError,
+        match="`engine` compiled trains dot, dotbias, svdpp, bpmf, bfm, bpr, ials, not offset-dot",
     ):
         config(engine="compiled")
     assert type(build_model(offset_model, 3, 4, 2, None)) is OffsetDotProduct
@@ -169,7 +170,7 @@ def test_a_model_without_its_penalty_cannot_be_registered_or_built() -> None:
         (type("NoGenerator", (OffsetDotProduct,), {"__init__": lambda self, n_users: None}), {},
          "must take \\(n_users, n_items, n_factors, y_range=None, generator=None\\)"),
         (OffsetDotProduct, {"compiled_defaults": {"lr": 0.1}}, "no factorisation\\(\\) tables"),
-        (OffsetDotProduct, {"fit": "gibbs"}, "not a SampledModel but is registered with fit gibbs"),
+        (OffsetDotProduct, {"fit": "gibbs"}, "not a SampledModel but is registered with a sampling fit"),
         (BayesianMF, {"compiled_defaults": {"epochs": 3}},
          "a SampledModel but is registered with a fit other than gibbs"),
     ],

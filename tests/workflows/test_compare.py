@@ -24,7 +24,7 @@ from recsys.workflows.compare import (
 
 def test_comparison_scores_every_model_and_baseline(tiny_comparison: Comparison) -> None:
     table = tiny_comparison.score_table()
-    rating_models = ["dot", "dotbias", "linear", "embproj", "svdpp", "bpmf"]
+    rating_models = ["dot", "dotbias", "linear", "embproj", "svdpp", "bpmf", "bfm"]
     assert table["model"].tolist() == [*BASELINES, *rating_models, "bpr", "ials"]
     rated = table[table["model"].isin([*BASELINES, *rating_models])]
     assert (rated["rmse"] > 0).all() and (rated["mae"] <= rated["rmse"]).all()
@@ -41,7 +41,7 @@ def test_comparison_scores_every_model_and_baseline(tiny_comparison: Comparison)
     ids = len(tiny_comparison.data.users) + len(tiny_comparison.data.items)
     assert by_model.at["global-mean", "parameters"] == 1  # its zero biases stand in for none
     assert by_model.at["damped-bias", "parameters"] == 1 + ids
-    assert models_with_biases(tiny_comparison) == ["dotbias", "linear", "embproj", "svdpp", "bpmf"]
+    assert models_with_biases(tiny_comparison) == ["dotbias", "linear", "embproj", "svdpp", "bpmf", "bfm"]
 
 
 def test_item_table_decodes_raw_ids_and_titles(tiny_comparison: Comparison) -> None:

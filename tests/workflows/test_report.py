@@ -26,7 +26,7 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
     assert "`dot` has no per-user or per-item bias" in text
     assert "The ranking models (`bpr`, `ials`) are left out here" in text
     assert (
-        "Explicit biases (`dotbias`, `svdpp`, `bpmf`)" in text
+        "Explicit biases (`dotbias`, `svdpp`, `bpmf`, `bfm`)" in text
         and "Implied biases (`linear`, `embproj`)" in text
     )
     # The report speaks to its reader alone: no pointers to documents the reader does not have.

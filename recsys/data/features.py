@@ -1,0 +1,258 @@
+"""What users and items are: side-feature tables, and the sparse feature rows a factorisation machine
+sums its vectors over.
+
+A side-feature table has one row per raw id and one column per feature group. A column whose every
+value is a number is numeric (standardised, one feature); any other is categorical, one feature per
+category, and a value holding '|' names several categories (a film's genres), each weighted 1/count.
+Defaults, documented in docs/data.md: an id with ratings but no row has no side features; a row
+whose id has no ratings is not used in training; a category a new user or item brings that training
+never saw adds nothing.
+"""
+
+import itertools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from recsys.data.columns import ALIASES, ITEM_ID_ALIASES, normalised
+from recsys.errors import DataError
+from recsys.names import feature_groups as feature_groups
+
+SIDES = ("user", "item")
+
+MULTIPLE = "|"
+# MovieLens 1M's own age groups, used for ML-100K's exact ages too.
+AGE_GROUPS = (0, 18, 25, 35, 45, 50, 56)
+_YEAR = re.compile(r"\((\d{4})\)\s*$")
+
+
+@dataclass(frozen=True)
+class FeatureRows:
+    """One side's features: row r (a user or an item) has features columns[starts[r]:starts[r + 1]]
+    with those `values`; feature f belongs to group groups[f] of `group_names`."""
+
+    starts: np.ndarray
+    columns: np.ndarray
+    values: np.ndarray
+    groups: np.ndarray
+    group_names: tuple[str, ...]
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.starts) - 1
+
+    @property
+    def n_features(self) -> int:
+        return len(self.groups)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Entries (row, column within the group, value) of one feature group of `size` features."""
+
+    name: str
+    rows: np.ndarray
+    columns: np.ndarray
+    values: np.ndarray
+    size: int
+
+
+def feature_rows(n_rows: int, blocks: Sequence[_Block]) -> FeatureRows:
+    """The groups' entries laid side by side, each group's features after the previous group's."""
+    offsets = np.cumsum([0, *(block.size for block in blocks)])
+    rows = np.concatenate([block.rows for block in blocks]).astype(np.int64)
+    columns = np.concatenate([block.columns + offset for block, offset in zip(blocks, offsets, strict=False)])
+    values = np.concatenate([block.values for block in blocks]).astype(np.float64)
+    order = np.lexsort((columns, rows))
+    starts = np.zeros(n_rows + 1, np.int64)
+    starts[1:] = np.cumsum(np.bincount(rows, minlength=n_rows))
+    groups = np.repeat(np.arange(len(blocks), dtype=np.int64), [block.size for block in blocks])
+    return FeatureRows(starts, columns[order].astype(np.int64), values[order], groups,
+                       tuple(block.name for block in blocks))  # fmt: skip
+
+
+def id_block(n: int) -> _Block:
+    """Each id its own feature."""
+    every = np.arange(n, dtype=np.int64)
+    return _Block("ids", every, every, np.ones(n), n)
+
+
+def implicit_block(rows: np.ndarray, others: np.ndarray, n_rows: int, n_others: int) -> _Block:
+    """Each row's rated others as features, weighted 1 / sqrt(their count) (as myFM's and SVD++'s)."""
+    pairs = np.unique(np.stack([rows, others]), axis=1)
+    counts = np.bincount(pairs[0], minlength=n_rows)
+    return _Block("implicit", pairs[0], pairs[1], 1.0 / np.sqrt(counts[pairs[0]]), n_others)
+
+
+@dataclass(frozen=True)
+class ColumnCoding:
+    """How one column of a side-feature table becomes features: its categories, or the mean and
+    spread that standardise its numbers."""
+
+    name: str
+    categories: tuple[str, ...] | None
+    mean: float = 0.0
+    scale: float = 1.0
+
+    @property
+    def size(self) -> int:
+        return 1 if self.categories is None else len(self.categories)
+
+    def block(self, values: pd.Series, rows: np.ndarray) -> _Block:
+        """Entries for `values` (a column's values of the ids at `rows`); a category never seen adds
+        nothing."""
+        if self.categories is None:
+            return _Block(self.name, rows, np.zeros(len(rows), np.int64),
+                          (values.to_numpy(np.float64) - self.mean) / self.scale, 1)  # fmt: skip
+        place = {category: j for j, category in enumerate(self.categories)}
+        known = ([place[name] for name in _categories(value) if name in place] for value in values)
+        entries = [
+            (row, column, 1.0 / len(columns))
+            for row, columns in zip(rows, known, strict=True)
+            for column in columns
+        ]
+        found = np.array(entries, dtype=np.float64).reshape(-1, 3)
+        return _Block(self.name, found[:, 0].astype(np.int64), found[:, 1].astype(np.int64), found[:, 2],
+                      self.size)  # fmt: skip
+
+
+def _categories(value: object) -> list[str]:
+    return [name.strip() for name in str(value).split(MULTIPLE) if name.strip()]
+
+
+def _is_numeric(column: pd.Series) -> bool:
+    return bool(pd.to_numeric(column, errors="coerce").notna().all())
+
+
+def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
+    """The coding of each column of a side-feature table (indexed by raw id), fitted on all its rows."""
+    codings = []
+    for name in table.columns:
+        column = table[name]
+        if _is_numeric(column):
+            numbers = pd.to_numeric(column).to_numpy(np.float64)
+            spread = float(numbers.std())
+            codings.append(
+                ColumnCoding(str(name), None, float(numbers.mean()), spread if spread > 0 else 1.0)
+            )
+        else:
+            found = sorted({name for value in column for name in _categories(value)})
+            codings.append(ColumnCoding(str(name), tuple(found)))
+    return tuple(codings)
+
+
+def side_blocks(table: pd.DataFrame, codings: Iterable[ColumnCoding], ids: np.ndarray) -> list[_Block]:
+    """The side-feature entries of `ids` (raw ids, in encoded order), one block per column."""
+    index = pd.Index(table.index)
+    if index.dtype != np.asarray(ids).dtype:  # text ids in one table and numbers in the other
+        index, ids = index.astype(str), np.asarray(ids).astype(str)
+    place = index.get_indexer(ids)
+    rows = np.flatnonzero(place >= 0)
+    found = table.iloc[place[rows]]
+    blocks = []
+    for coding in codings:
+        values = found[coding.name] if coding.categories is not None else pd.to_numeric(found[coding.name])
+        blocks.append(coding.block(values, rows))
+    return blocks
+
+
+def rows_for_new(training: pd.DataFrame, new: pd.DataFrame) -> FeatureRows:
+    """Feature rows of the ids of `new` (users or items training never saw), coded as the side table
+    the model was trained with codes its columns: what BayesianFM.feature_scores takes."""
+    ids = new.index.to_numpy()
+    return feature_rows(len(ids), side_blocks(new, column_codings(training), ids))
+
+
+def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
+    """A side-feature file of `side` ("user" or "item"): an id column (found by its name, else the
+    first) and one column per feature. One line names a missing value, a repeated id, or a file
+    without features."""
+    from recsys.data.ratings_file import read_item_file
+
+    path = Path(path)
+    raw, where = read_item_file(path)
+    names = [str(label) for label in raw.columns]
+    aliases = ALIASES["user"] if side == "user" else ITEM_ID_ALIASES
+    id_column = next((name for name in names if normalised(name) in aliases), names[0])
+    if len(names) < 2:
+        raise DataError(f"{path}: no feature columns beside the {side} id column {id_column!r}")
+    raw = raw.rename(columns={id_column: side})
+    for name in raw.columns:
+        empty = raw[name].isna() | (raw[name].astype(str).str.strip() == "")
+        if empty.any():
+            row = int(np.flatnonzero(empty.to_numpy())[0])
+            raise DataError(f"{path}: {name} is missing on {where(row)}")
+    ids = raw[side].astype(str).str.strip()
+    if ids.str.fullmatch(r"-?\d+").all():
+        ids = ids.astype(np.int64)
+    repeated = ids.duplicated(keep=False).to_numpy()
+    if repeated.any():
+        first, second = np.flatnonzero(repeated)[:2]
+        raise DataError(
+            f"{path}: {side} {ids.iloc[first]} has two rows, on {where(int(first))} and {where(int(second))}"
+        )
+    return raw.drop(columns=side).set_index(pd.Index(ids, name=side))
+
+
+def year_of_title(titles: pd.Series) -> pd.Series:
+    """The year in a MovieLens title's closing "(1995)": itself from 1990 on (where most films are),
+    a five-year span ("1980-1984") before, "<1950" before 1950; "unknown" where the title has none."""
+    years = titles.astype(str).str.extract(_YEAR, expand=False)
+    spans = years.map(lambda text: "unknown" if pd.isna(text) else _span(int(text)))
+    return spans.astype(str)
+
+
+def _span(year: int) -> str:
+    if year >= 1990:
+        return str(year)
+    return "<1950" if year < 1950 else f"{year // 5 * 5}-{year // 5 * 5 + 4}"
+
+
+def item_features_of(items: pd.DataFrame) -> pd.DataFrame | None:
+    """An item table's genres and the year in its titles, as side features (None without genres)."""
+    if "genres" not in items or items["genres"].isna().all():
+        return None
+    table = items.drop_duplicates("item").set_index("item")
+    genres = table["genres"].fillna("").replace("(no genres listed)", "")
+    return pd.DataFrame({"genres": genres, "year": year_of_title(table["title"])}, index=table.index)
+
+
+def age_group(ages: pd.Series) -> pd.Series:
+    """Ages as MovieLens 1M's groups ("18-24", ..., "56+")."""
+    bounds = [*AGE_GROUPS, 200]
+    names = [f"under {AGE_GROUPS[1]}"]
+    names += [f"{low}-{high - 1}" for low, high in itertools.pairwise(AGE_GROUPS[1:])]
+    names.append(f"{AGE_GROUPS[-1]}+")
+    return pd.cut(ages, bounds, right=False, labels=names).astype(str)
+
+
+def zip_region(codes: pd.Series) -> pd.Series:
+    """A US zip code's first digit (its region); "other" for a code that is not a US one."""
+    first = codes.astype(str).str.strip().str[0]
+    return first.where(first.str.isdigit() & (codes.astype(str).str.len() == 5), "other")
+
+
+def features_of(
+    groups: Sequence[str],
+    users: np.ndarray,
+    items: np.ndarray,
+    pairs: np.ndarray,
+    user_table: pd.DataFrame | None,
+    item_table: pd.DataFrame | None,
+) -> tuple[FeatureRows, FeatureRows]:
+    """Every user's and item's feature rows: its id, then (with "side" in `groups`) its side features
+    from the tables, then (with "implicit") the other side's ids it has ratings with in `pairs`
+    (encoded [user, item] rows of the training ratings only). `users`, `items`: raw ids in encoded order."""
+    blocks: list[list[_Block]] = [[id_block(len(users))], [id_block(len(items))]]
+    if "side" in groups:
+        for side, table, ids in zip(blocks, (user_table, item_table), (users, items), strict=True):
+            if table is not None:
+                side += side_blocks(table, column_codings(table), ids)
+    if "implicit" in groups:
+        blocks[0].append(implicit_block(pairs[:, 0], pairs[:, 1], len(users), len(items)))
+        blocks[1].append(implicit_block(pairs[:, 1], pairs[:, 0], len(items), len(users)))
+    return feature_rows(len(users), blocks[0]), feature_rows(len(items), blocks[1])

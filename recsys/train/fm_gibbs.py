@@ -1,0 +1,283 @@
+"""Gibbs sampling for the Bayesian factorisation machine (`bfm`), Rendle's MCMC for FMs over two blocks.
+
+Each user is described by a sparse row of features (its id, its side features such as age or
+occupation, the items it rated), each item likewise, and every feature f has a vector [v_f, w_f].
+A user's vector is the sum of its features' vectors weighted by their values, P_u = sum x_uf v_f
+(and its bias B_u = sum x_uf w_f), an item's Q_i likewise, and
+
+    rating_ui ~ N(mean + B_u + B_i + P_u . Q_i, 1 / alpha).
+
+Only pairs across the two blocks interact: a pair of one user's own features adds the same to every
+rating of that user, which its bias already can. Each feature group (the ids, each side feature, the
+rated items) has its own prior per coordinate, N(mu_gc, 1 / lambda_gc), with a Normal-Gamma
+hyperprior, and alpha a Gamma(1, 1) prior, as in Rendle's Bayesian FM (libFM's MCMC, myFM).
+
+A sweep samples one coordinate of every feature at a time, each from its Gaussian conditional, with
+the relational trick (Rendle, "Scaling factorization machines to relational data", 2013): with the
+other block fixed, a user feature's conditional needs only each user's sums over its ratings, so a
+coordinate costs a pass over the ratings and one over the feature rows, however many features each
+row has. All randomness is drawn from the trainer's torch generator before each kernel runs, so a
+seed gives the same draws on any number of threads and a checkpoint resumes exactly.
+"""
+
+import math
+from typing import Any
+
+import numba
+import numpy as np
+import torch
+
+from recsys.data.encoding import RatingTensors
+from recsys.data.features import FeatureRows, feature_rows, id_block
+from recsys.models.bayes import BayesianFM
+from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, _chi_square, grouped_by_row
+from recsys.train.jit import compiled
+
+# The hyperprior on each group's prior: mu ~ N(0, 1 / (PRIOR_GAMMA lambda)), lambda ~ Gamma(shape
+# PRIOR_SHAPE / 2, rate PRIOR_RATE / 2) (libFM's and myFM's choices).
+PRIOR_GAMMA, PRIOR_SHAPE, PRIOR_RATE = 1.0, 1.0, 1.0
+# The spread of the features' first draw (ids start from the model's own tables).
+START_SCALE = 0.1
+
+
+def _by_feature(block: FeatureRows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A block's entries grouped by feature (CSC): where each feature's start, its rows, values."""
+    rows = np.repeat(np.arange(block.n_rows, dtype=np.int64), np.diff(block.starts))
+    order = np.argsort(block.columns, kind="stable")
+    starts = np.zeros(block.n_features + 1, np.int64)
+    starts[1:] = np.cumsum(np.bincount(block.columns, minlength=block.n_features))
+    return starts, rows[order], block.values[order]
+
+
+@compiled(parallel=True, fastmath=True)
+def _compose(starts: np.ndarray, columns: np.ndarray, values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    composed = np.zeros((len(starts) - 1, table.shape[1]))
+    for row in numba.prange(len(starts) - 1):
+        for t in range(starts[row], starts[row + 1]):
+            composed[row] += values[t] * table[columns[t]]
+    return composed
+
+
+@compiled(parallel=True, fastmath=True)
+def _row_sums(
+    coordinate: int,
+    other: np.ndarray,
+    starts: np.ndarray,
+    others: np.ndarray,
+    rating_of: np.ndarray,
+    residuals: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each row: sum h e and sum h^2 over its ratings, h being the other side's `coordinate` (1
+    for the bias, the last) and e the rating's residual."""
+    n = len(starts) - 1
+    sums, squares = np.zeros(n), np.zeros(n)
+    bias = coordinate == other.shape[1] - 1
+    for row in numba.prange(n):
+        total, square = 0.0, 0.0
+        for t in range(starts[row], starts[row + 1]):
+            h = 1.0 if bias else other[others[t], coordinate]
+            total += h * residuals[rating_of[t]]
+            square += h * h
+        sums[row], squares[row] = total, square
+    return sums, squares
+
+
+@compiled(fastmath=True)
+def _sample_features(
+    coordinate: int,
+    table: np.ndarray,
+    by_feature: tuple[np.ndarray, np.ndarray, np.ndarray],
+    groups: np.ndarray,
+    prior: tuple[np.ndarray, np.ndarray],
+    alpha: float,
+    sums: np.ndarray,
+    squares: np.ndarray,
+    noise: np.ndarray,
+) -> np.ndarray:
+    """Draw table[f, coordinate] for every feature f in turn from its conditional; each row's change
+    of the coordinate is returned (the features of one row are drawn one after another, each seeing
+    the others' new values through the row's sums)."""
+    starts, rows, values = by_feature
+    prior_mean, prior_precision = prior
+    change = np.zeros(len(sums))
+    for f in range(len(groups)):
+        g = groups[f]
+        old = table[f, coordinate]
+        weight, target = 0.0, 0.0
+        for t in range(starts[f], starts[f + 1]):
+            row, x = rows[t], values[t]
+            weight += x * x * squares[row]
+            target += x * (sums[row] + x * old * squares[row])
+        precision = prior_precision[g, coordinate] + alpha * weight
+        mean = (prior_precision[g, coordinate] * prior_mean[g, coordinate] + alpha * target) / precision
+        new = mean + noise[f] / math.sqrt(precision)
+        step = new - old
+        table[f, coordinate] = new
+        for t in range(starts[f], starts[f + 1]):
+            row, x = rows[t], values[t]
+            sums[row] -= x * step * squares[row]
+            change[row] += x * step
+    return change
+
+
+@compiled(parallel=True, fastmath=True)
+def _update_residuals(
+    coordinate: int,
+    change: np.ndarray,
+    other: np.ndarray,
+    starts: np.ndarray,
+    others: np.ndarray,
+    rating_of: np.ndarray,
+    residuals: np.ndarray,
+) -> None:
+    """Take each row's change of `coordinate` out of its ratings' residuals."""
+    bias = coordinate == other.shape[1] - 1
+    for row in numba.prange(len(starts) - 1):
+        if change[row] == 0.0:
+            continue
+        for t in range(starts[row], starts[row + 1]):
+            h = 1.0 if bias else other[others[t], coordinate]
+            residuals[rating_of[t]] -= change[row] * h
+
+
+def _group_priors(
+    table: np.ndarray, groups: np.ndarray, n_groups: int, generator: torch.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """A draw of each group's prior mean and precision per coordinate, given its features' rows:
+    lambda | mu, v ~ Gamma((shape + n + 1) / 2, (rate + gamma mu^2 + sum (v - mu)^2) / 2), then
+    mu | lambda, v ~ N(sum v / (n + gamma), 1 / ((n + gamma) lambda)), mu starting at the group's mean."""
+    counts = np.bincount(groups, minlength=n_groups).astype(np.float64)[:, None]
+    totals = np.zeros((n_groups, table.shape[1]))
+    np.add.at(totals, groups, table)
+    mean = totals / (counts + PRIOR_GAMMA)
+    squares = np.zeros_like(totals)
+    np.add.at(squares, groups, (table - mean[groups]) ** 2)
+    spread = PRIOR_RATE + PRIOR_GAMMA * mean**2 + squares
+    precision = np.empty_like(totals)
+    for g in range(n_groups):
+        df = round(PRIOR_SHAPE) + int(counts[g, 0]) + 1
+        for c in range(table.shape[1]):
+            precision[g, c] = _chi_square(df, generator) / spread[g, c]
+    noise = torch.randn(totals.shape, generator=generator, dtype=torch.float64).numpy()
+    return mean + noise / np.sqrt((counts + PRIOR_GAMMA) * precision), precision
+
+
+class FMGibbsEpochs:
+    """Sweeps of the Bayesian FM's sampler; the model holds the mean of the draws kept so far (during
+    the burn-in, the latest draw alone)."""
+
+    def __init__(
+        self,
+        model: BayesianFM,
+        train: RatingTensors,
+        valid: RatingTensors,
+        sweeps: int,
+        n_factors: int,
+        y_range: tuple[float, float] | None,
+        generator: torch.Generator,
+    ) -> None:
+        self.model, self.sweeps, self.burn_in, self.y_range = model, sweeps, model.burn_in(sweeps), y_range
+        users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
+        values = train.y.cpu().double()
+        self.mean = float(values.mean())
+        self.targets = (values - self.mean).numpy()
+        sizes = [len(table) for table in model.id_vectors() or ()]
+        features = model.features or (feature_rows(sizes[0], [id_block(sizes[0])]),
+                                       feature_rows(sizes[1], [id_block(sizes[1])]))  # fmt: skip
+        self.features = features
+        self.by_feature = [_by_feature(block) for block in features]
+        order = torch.arange(len(values))
+        self.by_row = [
+            grouped_by_row(users, items, order, features[0].n_rows),
+            grouped_by_row(items, users, order, features[1].n_rows),
+        ]
+        self.pairs = (users.numpy(), items.numpy())
+        self.valid_pairs = (valid.x[:, 0].cpu().numpy(), valid.x[:, 1].cpu().numpy())
+        self.valid_values = valid.y.cpu().double().numpy()
+        self.valid_sum = np.zeros(len(valid))
+        self.valid_count = 0
+        # The chain starts from the model's own initialisation (its seed) for the ids' factors, small
+        # draws for the other features' (a zero start would make every group's prior a point), and
+        # zero biases.
+        width = n_factors + 1
+        self.tables = []
+        for block in features:
+            table = np.zeros((block.n_features, width))
+            table[:, :n_factors] = (
+                START_SCALE
+                * torch.randn(block.n_features, n_factors, generator=generator, dtype=torch.float64).numpy()
+            )
+            self.tables.append(table)
+        self.alpha = ALPHA_START
+
+    def state_dict(self) -> dict[str, object]:
+        """The chain's current draw and noise precision (the kept draws' mean is the model's)."""
+        return {
+            "tables": [torch.from_numpy(table.copy()) for table in self.tables],
+            "alpha": self.alpha,
+            "valid_sum": torch.from_numpy(self.valid_sum.copy()),
+            "valid_count": self.valid_count,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.tables = [table.numpy().copy() for table in state["tables"]]
+        self.alpha = float(state["alpha"])
+        self.valid_sum = state["valid_sum"].numpy().copy()
+        self.valid_count = int(state["valid_count"])
+
+    @staticmethod
+    def _scores(composed: list[np.ndarray], users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """The draw's scores (less the global mean) for the pairs (users[j], items[j])."""
+        user_rows, item_rows = composed[0][users], composed[1][items]
+        k = user_rows.shape[1] - 1
+        return user_rows[:, k] + item_rows[:, k] + np.einsum("ij,ij->i", user_rows[:, :k], item_rows[:, :k])
+
+    def evaluate(self) -> dict[str, float]:
+        """RMSE and MAE on the validation ratings of the mean of the draws kept so far, clipped as the
+        model clips."""
+        if len(self.valid_values) == 0:
+            return {"rmse": math.nan, "mae": math.nan}
+        predictions = self.mean + self.valid_sum / self.valid_count
+        if self.y_range is not None:
+            predictions = np.clip(predictions, *self.y_range)
+        errors = predictions - self.valid_values
+        return {"rmse": float(np.sqrt(np.mean(errors**2))), "mae": float(np.mean(np.abs(errors)))}
+
+    def run_epoch(self, epoch: int, generator: torch.Generator) -> float:
+        """Sweep `epoch` (from 1); the mean squared error of its draw on the training ratings."""
+        composed = [
+            _compose(block.starts, block.columns, block.values, table)
+            for block, table in zip(self.features, self.tables, strict=True)
+        ]
+        residuals = self.targets - self._scores(composed, *self.pairs)
+        for side in (0, 1):
+            block, table, other = self.features[side], self.tables[side], composed[1 - side]
+            starts, others, rating_of = self.by_row[side]
+            prior = _group_priors(table, block.groups, len(block.group_names), generator)
+            noise = torch.randn(table.shape[::-1], generator=generator, dtype=torch.float64).numpy()
+            for c in range(table.shape[1]):
+                sums, squares = _row_sums(c, other, starts, others, rating_of, residuals)
+                change = _sample_features(
+                    c, table, self.by_feature[side], block.groups, prior, self.alpha, sums, squares, noise[c]
+                )
+                composed[side][:, c] += change
+                _update_residuals(c, change, other, starts, others, rating_of, residuals)
+        squared = float(np.sum(residuals**2))
+        # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
+        df = round(2 * ALPHA_SHAPE) + len(self.targets)
+        self.alpha = _chi_square(df, generator) / (2 * ALPHA_RATE + squared)
+        slot = max(epoch - self.burn_in - 1, 0)  # the burn-in's draws all pass through slot 0
+        slots = self.sweeps - self.burn_in
+        self.model.set_draw(
+            slot, slots, torch.from_numpy(composed[0]), torch.from_numpy(composed[1]), self.mean
+        )
+        non_ids = [
+            torch.from_numpy(table[block.groups != 0])
+            for block, table in zip(self.features, self.tables, strict=True)
+        ]
+        self.model.set_feature_draw(slot, slots, *non_ids)
+        if slot == 0:
+            self.valid_sum[:] = 0
+        self.valid_sum += self._scores(composed, *self.valid_pairs)
+        self.valid_count = slot + 1
+        return squared / len(self.targets)

@@ -1,0 +1,104 @@
+"""Side-feature tables: reading a user's file, coding its columns, and the feature rows a
+factorisation machine sums over."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recsys.data.features import (
+    column_codings,
+    features_of,
+    read_feature_file,
+    side_blocks,
+    year_of_title,
+)
+from recsys.data.movielens import read_users
+from recsys.errors import DataError
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_feature_file_is_read_with_its_id_column_found_by_name(tmp_path: Path) -> None:
+    path = _write(tmp_path / "users.csv", "age,userId,job\n31,7,writer\n25,3,artist|writer\n")
+    table = read_feature_file(path, "user")
+    assert table.index.tolist() == [7, 3] and table.columns.tolist() == ["age", "job"]
+    # The ids match the ratings' integer ids; without a named id column the first is the id.
+    items = read_feature_file(_write(tmp_path / "items.tsv", "a\tcolour\nb\tred\n"), "item")
+    assert items.index.tolist() == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("user,age,job\n1,31,writer\n2,,artist\n", r"users\.csv: age is missing on line 3$"),
+        ("user,age\n1,31\n2,40\n1,25\n", r"users\.csv: user 1 has two rows, on line 2 and line 4$"),
+    ],
+)
+def test_a_bad_feature_file_is_one_line_naming_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(DataError, match=message):
+        read_feature_file(_write(tmp_path / "users.csv", text), "user")
+
+
+def test_columns_are_coded_as_numbers_or_categories() -> None:
+    table = pd.DataFrame(
+        {"age": [20.0, 30.0, 40.0], "genres": ["Drama|Comedy", "Drama", "War"]}, index=[5, 6, 7]
+    )
+    age, genres = column_codings(table)
+    assert age.categories is None and age.mean == pytest.approx(30.0)
+    assert genres.categories == ("Comedy", "Drama", "War")
+    # Ids 6 and 5 are rows 0 and 1; id 9 has no row: no side features.
+    blocks = side_blocks(table, (age, genres), np.array([6, 5, 9]))
+    assert blocks[0].rows.tolist() == [0, 1] and blocks[0].values[1] == pytest.approx(-10 / age.scale)
+    entries = sorted(zip(blocks[1].rows, blocks[1].columns, blocks[1].values, strict=True))
+    assert entries == [(0, 1, 1.0), (1, 0, 0.5), (1, 1, 0.5)]
+    # A category training never saw adds nothing.
+    new = pd.DataFrame({"age": [30.0], "genres": ["Western|War"]}, index=[11])
+    (_, unseen) = side_blocks(new, (age, genres), np.array([11]))
+    assert unseen.columns.tolist() == [2] and unseen.values.tolist() == [1.0]
+
+
+def test_text_ids_in_one_table_meet_number_ids_in_the_other() -> None:
+    table = pd.DataFrame({"job": ["a", "b"]}, index=pd.Index(["1", "2"]))
+    (block,) = side_blocks(table, column_codings(table), np.array([2, 1]))
+    assert sorted(zip(block.rows.tolist(), block.columns.tolist(), strict=True)) == [(0, 1), (1, 0)]
+
+
+def test_feature_rows_put_the_ids_first_then_the_side_then_what_each_rated() -> None:
+    pairs = np.array([[0, 1], [0, 2], [1, 2], [0, 1]])  # user 0 rated item 1 twice: counted once
+    users = pd.DataFrame({"job": ["x", "y"]}, index=[10, 20])
+    user_rows, item_rows = features_of(("side", "implicit"), np.array([10, 20]), np.array([1, 2, 3]), pairs,
+                                       users, None)  # fmt: skip
+    assert user_rows.group_names == ("ids", "job", "implicit") and item_rows.group_names == (
+        "ids",
+        "implicit",
+    )
+    assert user_rows.groups.tolist() == [0, 0, 1, 1, 2, 2, 2]
+    first = slice(user_rows.starts[0], user_rows.starts[1])
+    assert user_rows.columns[first].tolist() == [0, 2, 5, 6]  # its id, job x, items 1 and 2
+    np.testing.assert_allclose(user_rows.values[first], [1, 1, 2**-0.5, 2**-0.5])
+    # Item 2 was rated by both users; item 0 by nobody: its id alone.
+    assert item_rows.columns[item_rows.starts[2] : item_rows.starts[3]].tolist() == [2, 3, 4]
+    assert item_rows.columns[item_rows.starts[0] : item_rows.starts[1]].tolist() == [0]
+    ids_only, _ = features_of((), np.array([10, 20]), np.array([1, 2, 3]), pairs, users, None)
+    assert ids_only.n_features == 2 and ids_only.group_names == ("ids",)
+
+
+def test_movielens_users_and_years_become_side_features(tmp_path: Path) -> None:
+    _write(tmp_path / "u.user", "1|24|M|technician|85711\n2|53|F|other|V3N4P\n")
+    users = read_users(tmp_path, "100k")
+    assert users is not None and users.loc[1].tolist() == ["18-24", "M", "technician", "8"]
+    assert users.loc[2, "age"] == "50-55" and users.loc[2, "zip"] == "other"
+    _write(tmp_path / "users.dat", "1::F::1::10::48067\n")
+    dat = read_users(tmp_path, "dat")
+    assert dat is not None and dat.loc[1].tolist() == ["under 18", "F", "10", "4"]
+    assert read_users(tmp_path, "csv") is None
+    titles = pd.Series(["Toy Story (1995)", "Metropolis (1927)", "Rocky (1976)", "No year"])
+    assert year_of_title(titles).tolist() == ["1995", "<1950", "1975-1979", "unknown"]
+    _write(tmp_path / "u.user", "1|old|M|technician|85711\n")
+    with pytest.raises(DataError, match=r"u\.user: age 'old' on line 1 is not a number"):
+        read_users(tmp_path, "100k")

@@ -1,0 +1,146 @@
+"""The Bayesian factorisation machine (`bfm`): its coordinate draws against their dense conditionals,
+a planted feature effect recovered, a prediction from features alone, threads and resume."""
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numba
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import Interrupted, stop_after
+
+from recsys.config import config_for
+from recsys.data.dataset import RatingsDataset
+from recsys.data.features import features_of, rows_for_new
+from recsys.train.checkpoints import load_checkpoint
+from recsys.train.fm_gibbs import _by_feature, _row_sums, _sample_features, _update_residuals
+from recsys.workflows.experiment import train_and_evaluate
+
+
+def test_a_coordinates_draws_are_their_conditional_means_one_feature_after_another() -> None:
+    """With zero noise each feature's coordinate becomes the mean of its Gaussian conditional given
+    every other feature's current value: the dense regression of the residuals on that feature's
+    column of the design, one feature after another (Gauss-Seidel)."""
+    rng = np.random.default_rng(0)
+    pairs = np.array([[0, 0], [0, 2], [1, 1], [1, 2], [2, 0], [2, 1], [2, 2], [3, 1]])
+    users = pd.DataFrame({"job": ["a", "b", "a|b", "b"]}, index=np.arange(4))
+    rows, _ = features_of(("side", "implicit"), np.arange(4), np.arange(3), pairs, users, None)
+    table = rng.normal(size=(rows.n_features, 3))
+    other = rng.normal(size=(3, 3))  # the items' composed [factors, bias]
+    targets = rng.normal(size=len(pairs))
+    prior = (rng.normal(size=(3, 3)), rng.uniform(0.5, 2, size=(3, 3)))
+    alpha, coordinate = 1.7, 1
+    # The design: rating r's row of features (its user's), and the composed users.
+    design = np.zeros((len(pairs), rows.n_features))
+    for r, (user, _) in enumerate(pairs):
+        span = slice(rows.starts[user], rows.starts[user + 1])
+        design[r, rows.columns[span]] = rows.values[span]
+
+    def residuals_of(values: np.ndarray) -> np.ndarray:
+        composed = design @ values
+        return (
+            targets
+            - composed[:, 2]
+            - other[pairs[:, 1], 2]
+            - np.sum(composed[:, :2] * other[pairs[:, 1], :2], 1)
+        )
+
+    expected = table.copy()
+    h = other[pairs[:, 1], coordinate]
+    for f in range(rows.n_features):
+        g = rows.groups[f]
+        column = design[:, f] * h
+        partial = residuals_of(expected) + column * expected[f, coordinate]
+        precision = prior[1][g, coordinate] + alpha * column @ column
+        expected[f, coordinate] = (
+            prior[1][g, coordinate] * prior[0][g, coordinate] + alpha * column @ partial
+        ) / precision
+
+    starts = np.bincount(pairs[:, 0], minlength=4).cumsum()
+    starts = np.concatenate([[0], starts])
+    others, rating_of = pairs[:, 1], np.arange(len(pairs))
+    residuals = residuals_of(table)
+    sums, squares = _row_sums(coordinate, other, starts, others, rating_of, residuals)
+    change = _sample_features(coordinate, table, _by_feature(rows), rows.groups, prior, alpha, sums, squares,
+                              np.zeros(rows.n_features))  # fmt: skip
+    np.testing.assert_allclose(table, expected, rtol=1e-9, atol=1e-12)
+    _update_residuals(coordinate, change, other, starts, others, rating_of, residuals)
+    np.testing.assert_allclose(residuals, residuals_of(table), atol=1e-12)
+
+
+def _planted(seed: int = 0) -> RatingsDataset:
+    """Users of group a like items of kind x and dislike kind y by a planted +-1, group b the reverse;
+    each user rates only 6 items, too few for its own vector to learn its taste."""
+    rng = np.random.default_rng(seed)
+    n_users, n_items = 400, 60
+    group = rng.choice(["a", "b"], n_users)
+    kind = rng.choice(["x", "y"], n_items)
+    rows = [(u, i) for u in range(n_users) for i in rng.choice(n_items, 6, replace=False)]
+    users, items = np.array(rows).T
+    taste = np.where((group[users] == "a") == (kind[items] == "x"), 1.0, -1.0)
+    ratings = np.clip(np.round(3 + taste + rng.normal(0, 0.5, len(rows))), 1, 5)
+    frame = pd.DataFrame({"user": users, "item": items, "rating": ratings})
+    dataset = RatingsDataset.from_frame(frame, rating_scale=(1.0, 5.0), name="planted")
+    return dataclasses.replace(
+        dataset,
+        user_features=pd.DataFrame({"group": group}, index=pd.Index(np.arange(n_users), name="user")),
+        item_features=pd.DataFrame({"kind": kind}, index=pd.Index(np.arange(n_items), name="item")),
+    )
+
+
+def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> None:
+    dataset = _planted()
+    runs = {
+        features: train_and_evaluate(
+            dataset,
+            config_for("bfm", features=features, epochs=120, n_factors=4, split="random"),
+            progress=False,
+            threads=1,
+        )
+        for features in ("", "side")
+    }
+    # The side features carry the taste the ids alone cannot learn from six ratings each.
+    assert runs["side"].test["rmse"] < runs[""].test["rmse"] - 0.04
+    model = runs["side"].model
+    # A user known only by its group: group a's predictions favour kind x by about the planted 2 stars.
+    assert dataset.user_features is not None and dataset.item_features is not None
+    new = pd.DataFrame({"group": ["a", "b"]}, index=["new a", "new b"])
+    items = runs["side"].data.items.raw_ids
+    kinds = dataset.item_features.loc[items, "kind"].to_numpy()
+    scores = model.feature_scores(rows_for_new(dataset.user_features, new), torch.arange(len(items)))
+    assert scores.shape == (2, len(items))
+    for user, liked in ((0, "x"), (1, "y")):
+        gap = float(scores[user, kinds == liked].mean() - scores[user, kinds != liked].mean())
+        assert 1.2 < gap < 2.6, (liked, gap)
+
+
+def test_the_draws_are_the_same_on_one_thread_or_two() -> None:
+    dataset = _planted(1)
+    config = config_for("bfm", epochs=12, n_factors=3, split="random")
+    before = numba.get_num_threads()
+    try:
+        one = train_and_evaluate(dataset, config, progress=False, threads=1)
+        two = train_and_evaluate(dataset, config, progress=False, threads=2)
+    finally:
+        numba.set_num_threads(before)
+    for name, tensor in one.model.state_dict().items():
+        assert torch.equal(tensor, two.model.state_dict()[name]), name
+    assert math.isfinite(one.test["rmse"])
+
+
+def test_an_interrupted_run_resumes_to_the_same_model(tmp_path: Path) -> None:
+    dataset = _planted(2)
+    config = config_for("bfm", epochs=10, n_factors=3, split="random")
+    whole = train_and_evaluate(dataset, config, progress=False)
+    with pytest.raises(Interrupted):
+        train_and_evaluate(dataset, config, run_dir=tmp_path, progress=False, on_epoch=stop_after(4),
+                           checkpoint_every=0)  # fmt: skip
+    resumed = train_and_evaluate(
+        dataset, config, run_dir=tmp_path, progress=False, resume=load_checkpoint(tmp_path / "checkpoint.pt")
+    )
+    assert [h.train_loss for h in whole.history] == [h.train_loss for h in resumed.history]
+    for name, tensor in whole.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
