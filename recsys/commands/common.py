@@ -164,6 +164,16 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
         "summed, a rating-like column is each event's weight; a file without a rating column is read "
         "so anyway",
     )
+    for side, example in (("user", "user,age,occupation"), ("item", "item,genres,year")):
+        parser.add_argument(
+            f"--{side}-features",
+            type=Path,
+            default=None,
+            metavar="FILE",
+            help=f"a table of what each {side} is, for bfm (e.g. columns {example}): an id column, then one "
+            "column per feature, numbers or categories ('|' between several) [default: the data's own: "
+            "MovieLens' demographics, genres and years]",
+        )
     parser.add_argument("--offline", action="store_true", help="never download")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -190,12 +200,12 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
     """
     import torch
 
-    from recsys.data.catalog import resolve_dataset
+    from recsys.data.catalog import resolve_dataset, with_feature_files
     from recsys.train.distributed import distributed_rank
 
     rank, world_size = distributed_rank()
     if args.ratings is not None:  # a local file: nothing to download, every rank reads it
-        return ratings_from_flags(args, announce=rank == 0)
+        return with_feature_files(ratings_from_flags(args, announce=rank == 0), *_feature_flags(args))
     if world_size > 1 and rank != 0:
         torch.distributed.barrier()
     split = getattr(args, "split", None)
@@ -218,7 +228,11 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
         torch.distributed.barrier()
     if note and rank == 0:
         print(note, file=sys.stderr)
-    return dataset
+    return with_feature_files(dataset, *_feature_flags(args))
+
+
+def _feature_flags(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    return getattr(args, "user_features", None), getattr(args, "item_features", None)
 
 
 def ratings_from_flags(args: argparse.Namespace, *, announce: bool) -> "RatingsDataset":

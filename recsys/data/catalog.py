@@ -1,10 +1,12 @@
 """Every dataset by name: the MovieLens variants, the committed tiny set, and synthetic data."""
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from recsys.data.dataset import RatingsDataset
+from recsys.data.features import read_feature_file
 from recsys.data.movielens import VARIANTS, load_movielens, read_folder
 from recsys.data.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
 from recsys.errors import DataError, DataUnavailable
@@ -52,6 +54,19 @@ def resolve_dataset(
         return load_dataset("synthetic"), note
 
 
+def with_feature_files(
+    dataset: RatingsDataset, user_features: str | Path | None, item_features: str | Path | None
+) -> RatingsDataset:
+    """`dataset` with the side-feature tables of these files in place of its own (recsys.data.features),
+    their places recorded in its origin so that a resumed run reads them again."""
+    tables, origin = {}, dict(dataset.origin)
+    for side, path in (("user", user_features), ("item", item_features)):
+        if path is not None:
+            tables[f"{side}_features"] = read_feature_file(path, side)
+            origin[f"{side}_features"] = str(Path(path).resolve())
+    return dataclasses.replace(dataset, origin=origin, **tables) if tables else dataset
+
+
 def planted_truth(name: str) -> PlantedTruth | None:
     """The generator's truth behind a synthetic dataset ("synthetic", "tiny"), else None."""
     configs = {"synthetic": SyntheticConfig(), "tiny": TINY_CONFIG}
@@ -69,6 +84,13 @@ def dataset_from_record(
     """The data a run recorded (its data.json) loaded again: a ratings file read as it was; dataset
     `name` from the folder it was read from, if that is still there (`data_dir` overrides it), else
     found as usual."""
+    dataset = _recorded_data(record, name, data_dir, progress=progress, allow_download=allow_download)
+    return with_feature_files(dataset, record.get("user_features"), record.get("item_features"))
+
+
+def _recorded_data(
+    record: Mapping[str, Any], name: str, data_dir: Path | None, *, progress: bool, allow_download: bool
+) -> RatingsDataset:
     if "ratings" in record:
         from recsys.data.ratings_file import load_ratings
 

@@ -102,3 +102,16 @@ def test_movielens_users_and_years_become_side_features(tmp_path: Path) -> None:
     _write(tmp_path / "u.user", "1|old|M|technician|85711\n")
     with pytest.raises(DataError, match=r"u\.user: age 'old' on line 1 is not a number"):
         read_users(tmp_path, "100k")
+
+
+def test_a_recorded_run_reads_its_feature_files_again(tmp_path: Path) -> None:
+    from recsys.data.catalog import dataset_from_record, load_dataset, with_feature_files
+
+    path = _write(tmp_path / "items.csv", "item,colour\n1,red\n2,blue\n")
+    dataset = with_feature_files(load_dataset("tiny"), None, path)
+    assert dataset.origin["item_features"] == str(path.resolve()) and "user_features" not in dataset.origin
+    again = dataset_from_record(dict(dataset.origin), "tiny")
+    assert again.item_features is not None and again.item_features["colour"].tolist() == ["red", "blue"]
+    path.unlink()
+    with pytest.raises(DataError, match=r"items\.csv: file not found"):
+        dataset_from_record(dict(dataset.origin), "tiny")

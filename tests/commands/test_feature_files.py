@@ -1,0 +1,50 @@
+"""train.py with --user-features and --item-features: bfm trains on them, the run records them (a
+resume reads the run's data again from that record), and a bad file is one line naming file and line."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+from conftest import run_cli
+
+from recsys.commands import train as train_command
+from recsys.data.catalog import load_dataset
+from recsys.names import DATA_FILE
+
+
+def _users_file(path: Path, bad_line: bool = False) -> Path:
+    users = np.unique(load_dataset("tiny").ratings["user"])
+    lines = ["user,age,job"] + [f"{user},{20 + user % 40},{'ab'[user % 2]}" for user in users]
+    if bad_line:
+        lines[3] = lines[3].rsplit(",", 1)[0] + ","
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_bfm_trains_on_a_users_file_and_records_it(tmp_path: Path) -> None:
+    users = _users_file(tmp_path / "users.csv")
+    out = tmp_path / "run"
+    args = [
+        "--dataset",
+        "tiny",
+        "--model",
+        "bfm",
+        "--epochs",
+        "6",
+        "--no-progress",
+        "--user-features",
+        str(users),
+    ]
+    ran = run_cli(train_command.cli, "train.py", [*args, "--out", str(out)], tmp_path / "cache")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((out / DATA_FILE).read_text())["user_features"] == str(users.resolve())
+    resumed = run_cli(train_command.cli, "train.py", ["--resume", str(out)], tmp_path / "cache")
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_feature_file_with_a_missing_value_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    users = _users_file(tmp_path / "users.csv", bad_line=True)
+    args = ["--dataset", "tiny", "--model", "bfm", "--no-progress", "--user-features", str(users)]
+    ran = run_cli(train_command.cli, "train.py", [*args, "--out", str(tmp_path / "run")], tmp_path / "cache")
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr
+    assert ran.stderr.strip().splitlines() == [f"error: {users}: job is missing on line 4"]
