@@ -36,6 +36,7 @@ from typing import Any
 
 import benchmark
 import pandas as pd
+import side_information
 import torch
 
 from recsys.commands.common import CommandParser, run
@@ -94,6 +95,7 @@ TASKS = (
     "file-load",
     "ranking",
     "learning-to-rank",
+    "side-information",
 )
 # The task whose output another reads: run whenever that other one is.
 NEEDS = {"throughput": "generate", "convergence": "generate", "file-load": "write-file"}
@@ -101,7 +103,7 @@ NEEDS = {"throughput": "generate", "convergence": "generate", "file-load": "writ
 SELECTABLE = tuple(task for task in TASKS if task not in NEEDS.values())
 # The tasks that need the real ML-100K; the ranking and learning-to-rank tasks' u1 parts need it too
 # (their scale parts not).
-ML100K_TASKS = ("u1", "folds", "load")
+ML100K_TASKS = ("u1", "folds", "load", "side-information")
 # --shapes' default: ML-20M's shape is the learning-to-rank task's (--ltr-shapes).
 DEFAULT_SHAPES = ("ml-1m", "ml-10m", "ml-25m")
 # Set in the learning-to-rank task's workers: implicit's native loops are its threads, and an OpenBLAS
@@ -322,6 +324,8 @@ def jobs(
             ]
     found += ranking_jobs(folder is not None, shapes)
     found += ltr_jobs(folder is not None, ltr_shapes, scratch, retune)
+    if folder is not None:
+        found += side_information.side_jobs()
     if file_shape is not None:  # the readers take turns, as the u1 contenders do
         files = str(scratch / f"{file_shape}-files")
         found.append({"task": "write-file", "shape": file_shape, "folder": files})
@@ -384,6 +388,9 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
         return benchmark.bench_ranking(folder, **spec)
     if task == "learning-to-rank":
         return benchmark.bench_learning_to_rank(folder, **spec)
+    if task == "side-information":
+        assert folder is not None
+        return {"contender": spec.pop("contender"), **side_information.bench_side_information(folder, **spec)}
     shape, tensors = spec.pop("shape"), Path(spec.pop("tensors"))
     if "contender" in spec:
         return benchmark.bench_peer_throughput(shape, spec.pop("contender"), tensors, **spec)
@@ -514,6 +521,14 @@ TITLES = {
     "Memory: `ratings_mb` the ratings as loaded (the largest table), `positives_mb` one side's CSR of "
     "the positives (each fit holds two, by user and by item), `dense_mb` the user x item matrix none "
     "builds; `numba_layer` as above",
+    "side-information": "Side information on ML-100K u1: recsys' bfm beside myFM 0.4.0's Bayesian FM, "
+    "both with rank 10 and 512 Gibbs sweeps and the same feature rows (recsys.data.features: implicit, "
+    "the items each user rated in u1.base and the users who rated each item, weights 1/sqrt(count); side, "
+    "MovieLens' age group, gender, occupation, zip region, genres and year), a hyperprior per feature "
+    "group; `myfm-ordinal` myFM's ordered probit over the five stars. RMSE on the test ratings whose ids "
+    "u1.base has; `seconds`, `cpu_seconds`: preparing the data, the fit and the scoring, one process",
+    "side-information-folds": "Side information over ML-100K's folds u1..u5, every feature group: the "
+    "mean of each measure over the folds, `rmse_sd` the RMSEs' sample standard deviation (ddof=1)",
     "errors": "Failed measurements",
 }
 
@@ -585,6 +600,9 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
         found["convergence"] = benchmark.time_to_reach(rows["convergence"], "autograd")
     found |= ranking_tables(rows["ranking"])
     found |= ltr_tables([row for row in ranked if row["part"] != "generate"])
+    side = rows["side-information"]
+    if side:
+        found |= side_information.fold_tables(side)
     found["errors"] = pd.DataFrame(failed)
     return {name: found[name] for name in TITLES if name in found and not found[name].empty}
 

@@ -1,0 +1,109 @@
+"""scripts/bench.py's side-information task: recsys' Bayesian factorisation machine (`bfm`) against
+myFM's on ML-100K, feature group by feature group, both given the same feature rows.
+
+Each contender sees the ids, then the implicit feedback of the training part (the items each user
+rated, the users who rated each item, weighted 1 / sqrt(count)), the side features (MovieLens'
+demographics, genres and years), or both: the rows recsys.data.features builds, handed to myFM as its
+relational blocks, a hyperprior per group for both. Both with Rendle's rank and sweeps for ML-100K,
+scored on the test ratings whose ids training has seen.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from recsys.config import config_for
+from recsys.data.features import FeatureRows
+from recsys.data.movielens import load_movielens
+from recsys.workflows.experiment import data_features, prepare, train_and_evaluate
+
+# The feature groups each contender is scored with: "" the ids alone.
+FEATURE_SETS = ("", "implicit", "side", "side,implicit")
+CONTENDERS = ("recsys-bfm", "myfm")
+# myFM's ordered probit over the five stars, with every group: the issue's last myFM row.
+ORDINAL = "myfm-ordinal"
+RANK, SWEEPS, SEED = 10, 512, 0
+FOLDS = ("u1", "u2", "u3", "u4", "u5")
+
+
+def side_jobs() -> list[dict[str, Any]]:
+    """Every contender at every feature set on u1, myFM's ordered probit with every group, then recsys
+    and myFM with every group on each fold, the contenders taking turns."""
+    task = "side-information"
+    jobs = [
+        {"task": task, "contender": contender, "features": features, "fold": "u1"}
+        for features in FEATURE_SETS
+        for contender in CONTENDERS
+    ]
+    jobs.append({"task": task, "contender": ORDINAL, "features": FEATURE_SETS[-1], "fold": "u1"})
+    return jobs + [
+        {"task": task, "contender": contender, "features": FEATURE_SETS[-1], "fold": fold}
+        for fold in FOLDS[1:]
+        for contender in CONTENDERS
+    ]
+
+
+def _block(rows: FeatureRows) -> sp.csr_matrix:
+    return sp.csr_matrix((rows.values, rows.columns, rows.starts), shape=(rows.n_rows, rows.n_features))
+
+
+def _group_sizes(rows: FeatureRows) -> list[int]:
+    return np.bincount(rows.groups, minlength=len(rows.group_names)).tolist()
+
+
+def bench_side_information(folder: Path, contender: str, features: str, fold: str) -> dict[str, Any]:
+    """One contender's test RMSE and seconds (data prepared, fitted, scored) with `features` on `fold`."""
+    from benchmark import measured  # the harness's clocks, beside this file
+
+    dataset = load_movielens("ml-100k", folder, allow_download=False, progress=False)
+    config = config_for("bfm", features=features, split=fold, n_factors=RANK, epochs=SWEEPS, seed=SEED)
+    marks = {"features": features or "ids", "fold": fold}
+    if contender == "recsys-bfm":
+        with measured() as clocks:
+            result = train_and_evaluate(dataset, config, progress=False)
+        return {
+            **marks,
+            "rmse": result.test["rmse"],
+            "seconds": clocks.seconds,
+            "cpu_seconds": clocks.cpu_seconds,
+        }
+    import myfm
+
+    with measured() as clocks:
+        data, config = prepare(dataset, config)
+        users, items = data_features(config, dataset, data)
+        blocks = [_block(users), _block(items)]
+
+        def relations(x: np.ndarray) -> list[Any]:
+            return [myfm.RelationBlock(x[:, side], blocks[side]) for side in (0, 1)]
+
+        train_x, test_x = data.train.x.numpy(), data.test.x.numpy()
+        y = data.train.y.numpy().astype(np.float64)
+        fit = {"n_iter": SWEEPS, "group_shapes": _group_sizes(users) + _group_sizes(items)}
+        empty = sp.csr_matrix((len(train_x), 0))
+        if contender == ORDINAL:
+            model = myfm.MyFMOrderedProbit(rank=RANK, random_seed=SEED)
+            model.fit(empty, np.round(y).astype(np.int32) - 1, X_rel=relations(train_x), **fit)
+            chances = model.predict_proba(sp.csr_matrix((len(test_x), 0)), relations(test_x))
+            predictions = chances @ np.arange(1, chances.shape[1] + 1)
+        else:
+            model = myfm.MyFMRegressor(rank=RANK, random_seed=SEED)
+            model.fit(empty, y, X_rel=relations(train_x), **fit)
+            predictions = model.predict(sp.csr_matrix((len(test_x), 0)), relations(test_x))
+    rmse = float(np.sqrt(np.mean((predictions - data.test.y.numpy()) ** 2)))
+    return {**marks, "rmse": rmse, "seconds": clocks.seconds, "cpu_seconds": clocks.cpu_seconds}
+
+
+def fold_tables(rows: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """The task's tables: every u1 row, and (once more than u1 ran) the folds' mean and spread of each
+    contender with every group."""
+    from benchmark import fold_table
+
+    found = {"side-information": pd.DataFrame([row for row in rows if row["fold"] == "u1"])}
+    every = [row for row in rows if row["features"] == FEATURE_SETS[-1] and row["contender"] != ORDINAL]
+    if len({row["fold"] for row in every}) > 1:
+        found["side-information-folds"] = fold_table(every)
+    return found
