@@ -390,7 +390,7 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
         return benchmark.bench_learning_to_rank(folder, **spec)
     if task == "side-information":
         assert folder is not None
-        return {"contender": spec.pop("contender"), **side_information.bench_side_information(folder, **spec)}
+        return {"contender": spec["contender"], **side_information.bench_side_information(folder, **spec)}
     shape, tensors = spec.pop("shape"), Path(spec.pop("tensors"))
     if "contender" in spec:
         return benchmark.bench_peer_throughput(shape, spec.pop("contender"), tensors, **spec)

@@ -63,6 +63,9 @@ class _Block:
 
 def feature_rows(n_rows: int, blocks: Sequence[_Block]) -> FeatureRows:
     """The groups' entries laid side by side, each group's features after the previous group's."""
+    if not blocks:
+        return FeatureRows(np.zeros(n_rows + 1, np.int64), np.zeros(0, np.int64), np.zeros(0),
+                           np.zeros(0, np.int64), ())  # fmt: skip
     offsets = np.cumsum([0, *(block.size for block in blocks)])
     rows = np.concatenate([block.rows for block in blocks]).astype(np.int64)
     columns = np.concatenate([block.columns + offset for block, offset in zip(blocks, offsets, strict=False)])
@@ -83,7 +86,7 @@ def id_block(n: int) -> _Block:
 
 def implicit_block(rows: np.ndarray, others: np.ndarray, n_rows: int, n_others: int) -> _Block:
     """Each row's rated others as features, weighted 1 / sqrt(their count) (as myFM's and SVD++'s)."""
-    pairs = np.unique(np.stack([rows, others]), axis=1)
+    pairs = np.unique(np.stack([rows, others]).reshape(2, -1), axis=1)
     counts = np.bincount(pairs[0], minlength=n_rows)
     return _Block("implicit", pairs[0], pairs[1], 1.0 / np.sqrt(counts[pairs[0]]), n_others)
 
@@ -160,11 +163,28 @@ def side_blocks(table: pd.DataFrame, codings: Iterable[ColumnCoding], ids: np.nd
     return blocks
 
 
-def rows_for_new(training: pd.DataFrame, new: pd.DataFrame) -> FeatureRows:
-    """Feature rows of the ids of `new` (users or items training never saw), coded as the side table
-    the model was trained with codes its columns: what BayesianFM.feature_scores takes."""
-    ids = new.index.to_numpy()
-    return feature_rows(len(ids), side_blocks(new, column_codings(training), ids))
+def rows_for_new(
+    groups: Sequence[str],
+    training: pd.DataFrame | None,
+    new: pd.DataFrame | None,
+    ids: np.ndarray,
+    rated: Sequence[np.ndarray] = (),
+    n_others: int = 0,
+) -> FeatureRows:
+    """Feature rows, less the ids, of users (or items) the model never saw: `ids` (raw) with the side
+    features of the table `new` coded as the training table `training` was, and (where `rated` gives
+    each one's rated others, inner indices of n_others) their implicit feedback. The columns number
+    the trained model's features after its ids, for the `groups` it was trained with: what
+    BayesianFM.feature_scores and fold-in take."""
+    blocks: list[_Block] = []
+    if "side" in groups and training is not None:
+        rows = new if new is not None else training.iloc[:0]
+        blocks += side_blocks(rows, column_codings(training), ids)
+    if "implicit" in groups:
+        owners = np.repeat(np.arange(len(rated), dtype=np.int64), [len(others) for others in rated])
+        others = np.concatenate([np.asarray(found, np.int64) for found in rated]) if rated else owners
+        blocks.append(implicit_block(owners, others, len(ids), n_others))
+    return feature_rows(len(ids), blocks)
 
 
 def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:

@@ -8,7 +8,7 @@ side was trained with these users' full ratings, which flatters fold-in slightly
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import numpy as np
@@ -49,9 +49,12 @@ def fold_in_curve(
     threshold: float | None,
     ratings_known: Sequence[int] = RATINGS_KNOWN,
     regularization: float = REGULARIZATION,
+    starts: Callable[[np.ndarray, list[np.ndarray]], tuple[torch.Tensor, torch.Tensor] | None] | None = None,
 ) -> pd.DataFrame:
     """RMSE and NDCG@10 of folded-in users per number of ratings known, and of the trained model
-    ("trained" row), on the test users with at least max(ratings_known) training ratings."""
+    ("trained" row), on the test users with at least max(ratings_known) training ratings. `starts`
+    (raw user ids, the inner items each has rated) places a model's new users before fold-in corrects
+    them (recsys.workflows.experiment.new_user_starts: by their features)."""
     model = rating_model(model)
     n_users, n_items = len(data.users), len(data.items)
     counts = torch.bincount(data.train.x[:, 0], minlength=n_users)
@@ -66,7 +69,13 @@ def fold_in_curve(
     # A ranking model's scores are no ratings: its curve has NDCG@10 alone.
     error = (lambda predictions: math.nan) if model.ranks else (lambda predictions: rmse(predictions, test.y))
     for n in ratings_known:
-        folded = fold_in(model, first_ratings(data, users.numpy(), n), regularization, threshold)
+        known = first_ratings(data, users.numpy(), n)
+        placed = (
+            None
+            if starts is None
+            else starts(data.users.decode(users.numpy()), [i.numpy() for i, _ in known])
+        )
+        folded = fold_in(model, known, regularization, threshold, placed)
         predictions = folded.predict(row_of[test.x[:, 0]], test.x[:, 1])
         ranking = evaluate_ranking(partial(_folded_scores, folded, row_of), task, (CURVE_K,))
         rows.append((str(n), error(predictions.float()), ranking[f"ndcg@{CURVE_K}"]))

@@ -129,6 +129,11 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         """The feature rows of every user and item, their ids first, for a model that `uses_features`."""
         raise TypeError(f"{type(self).__name__} uses no features")
 
+    def feature_vectors(self, users: "FeatureRows") -> tuple[Tensor, Tensor]:
+        """A model that `uses_features`: the vectors (as its bilinear form's) and biases of new users
+        known by their features alone (recsys.data.features.rows_for_new)."""
+        raise TypeError(f"{type(self).__name__} uses no features")
+
     @abstractmethod
     def forward(self, x: Tensor) -> Tensor:
         """Predicted ratings, shape (batch,), for `x` of shape (batch, 2)."""

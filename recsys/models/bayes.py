@@ -200,10 +200,10 @@ class BayesianFM(BayesianMF):
                     setattr(self, bias, torch.zeros(len(draw)))
                 _average_bias(getattr(self, bias), draw, slot)
 
-    def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
-        """Predictions, (users, items), of each of `users` known by its non-id features alone (their
-        columns number the features after the ids, as recsys.data.features.rows_for_new gives) for
-        every one of `items`."""
+    def feature_vectors(self, users: FeatureRows) -> tuple[Tensor, Tensor]:
+        """The vectors (as the bilinear form's user vectors: the kept draws side by side, scaled) and
+        biases of users known by their non-id features alone (their columns number the features
+        after the ids, as recsys.data.features.rows_for_new gives)."""
         with torch.no_grad():
             starts = torch.from_numpy(users.starts)
             rows = torch.repeat_interleave(torch.arange(users.n_rows), starts.diff())
@@ -213,7 +213,13 @@ class BayesianFM(BayesianMF):
                 (users.n_rows, len(self.user_feature_bias)),
             )
             vectors = torch.sparse.mm(matrix, self.user_feature_factors) * self.factor_scale
-            bias = torch.sparse.mm(matrix, self.user_feature_bias[:, None])[:, 0]
+            return vectors, torch.sparse.mm(matrix, self.user_feature_bias[:, None])[:, 0]
+
+    def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
+        """Predictions, (users, items), of each of `users` known by its non-id features alone (as
+        `feature_vectors` takes them) for every one of `items`."""
+        with torch.no_grad():
+            vectors, bias = self.feature_vectors(users)
             item_bias = self.item_bias.weight[items, 0] + self.global_bias
             score = bias[:, None] + item_bias[None, :] + vectors @ self.item_factors.weight[items].T
             return self.squash(score)

@@ -75,11 +75,14 @@ def fold_in(
     ratings_of_users: Sequence[tuple[Tensor, Tensor]],
     regularization: float = REGULARIZATION,
     relevant: float | None = None,
+    starts: tuple[Tensor, Tensor] | None = None,
 ) -> FoldedUsers:
     """Fit a new user to each (inner item indices, ratings) pair of `ratings_of_users`, with the
     model's item side fixed. A user with no ratings gets a zero vector and bias: the bias-only cold
     start, the items ranked by their own terms. For a ranking model a rating at or above `relevant`
-    (None: any) is a positive."""
+    (None: any) is a positive. `starts`: each user's vector and bias before its ratings (a model that
+    `uses_features`: what its features say, BayesianFM.feature_vectors), which the ridge then
+    corrects, so a user with no ratings is placed by its features alone."""
     if not regularization > 0:
         raise ValueError(f"regularization must be positive, got {regularization!r}")
     pairs = member_forms(rating_model(model))  # another module is a TypeError naming it
@@ -94,7 +97,9 @@ def fold_in(
         with_bias = form.user_bias is not None
         device = item_vectors.device  # a model on a GPU folds its new users in there
         rows = []
-        for items, ratings in ratings_of_users:
+        if starts is not None:
+            start_vectors, start_bias = (part.to(device=device, dtype=torch.float64) for part in starts)
+        for user, (items, ratings) in enumerate(ratings_of_users):
             items = torch.as_tensor(items, dtype=torch.long, device=device)
             rated = torch.as_tensor(ratings, dtype=torch.float64, device=device)
             if member.ranks:
@@ -107,7 +112,12 @@ def fold_in(
             features = item_vectors[items]
             if with_bias:
                 features = torch.cat([features, features.new_ones(len(items), 1)], dim=1)
-            rows.append(_ridge(features, targets, regularization))
+            start = features.new_zeros(features.shape[1])
+            if starts is not None:
+                start[: item_vectors.shape[1]] = start_vectors[user]
+                if with_bias:
+                    start[-1] = start_bias[user]
+            rows.append(start + _ridge(features, targets - features @ start, regularization))
         k = item_vectors.shape[1]
         solved = torch.stack(rows) if rows else item_vectors.new_zeros(0, k + with_bias)
         user_vectors = solved[:, :k].to(form.item_vectors.dtype)

@@ -8,6 +8,7 @@ line up the learned biases with the damped baseline, simple statistics of the da
 synthetic data) the planted truth; `bias_correlations` turns "the biases make sense" into numbers.
 """
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,9 +17,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-from recsys.config import config_for
+from recsys.config import RunConfig, config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors
 from recsys.data.synthetic import PlantedTruth
@@ -29,13 +30,14 @@ from recsys.evaluate.metrics import evaluate_test
 from recsys.evaluate.ranking import KS, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer, random_scorer
 from recsys.models import model_names
-from recsys.models.base import member_forms
+from recsys.models.base import member_forms, rating_model
+from recsys.names import feature_groups
 from recsys.studies.bag_cost import MODES as BAG_MODES
 from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
 from recsys.studies.bag_cost import bag_versus_multi_hot
 from recsys.studies.lookup_cost import lookup_cost_table
 from recsys.studies.norm_bias import NORMS, bias_before_norm
-from recsys.workflows.experiment import train_and_evaluate
+from recsys.workflows.experiment import new_user_starts, train_and_evaluate
 
 BASELINES = ("global-mean", "damped-bias")
 BASELINE_COLUMN = "damped-bias"
@@ -74,6 +76,8 @@ class Comparison:
     threshold: float | None  # a test rating at or above it is relevant; None: every test item is
     fold_in: dict[str, pd.DataFrame]  # per model that has user vectors: its fold-in curve
     truth: PlantedTruth | None = None
+    # Per model that uses features: its test RMSE with the ids alone and each feature group added.
+    feature_groups: pd.DataFrame | None = None
 
     def score_table(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -85,6 +89,16 @@ class Comparison:
 def _fitted_size(model: nn.Module) -> int:
     """Trainable parameters, or for the closed-form baselines the fitted values."""
     return model.n_fitted if isinstance(model, DampedBias) else sum(p.numel() for p in model.parameters())
+
+
+def _starts(
+    model: nn.Module, config: RunConfig, dataset: RatingsDataset, n_items: int
+) -> Callable[[np.ndarray, list[np.ndarray]], tuple[Tensor, Tensor] | None] | None:
+    """Where fold-in starts `model`'s new users: by their features, for a model that uses them."""
+    found = rating_model(model)
+    if not found.uses_features:
+        return None
+    return lambda users, rated: new_user_starts(found, config, dataset, users, rated, n_items)
 
 
 def compare_models(
@@ -105,12 +119,15 @@ def compare_models(
     test item)."""
     scores: list[ModelScore] = []
     trained: dict[str, nn.Module] = {}
+    configs: dict[str, RunConfig] = {}
+    trained_rmse: dict[str, float] = {}
     data: EncodedSplit | None = None
     for name in model_names() if models is None else models:
         config = config_for(name, dataset=dataset.name, split=split, seed=seed, unknown=unknown, **overrides)
         result = train_and_evaluate(dataset, config, progress=progress)
         data = result.data
-        trained[name] = result.model
+        trained[name], configs[name] = result.model, result.config
+        trained_rmse[name] = result.test.get("rmse", math.nan)
         # A ranking model's scores are no ratings: no RMSE, MAE or learning curve in RMSE.
         ranks = result.config.ranks
         scores.append(
@@ -135,10 +152,18 @@ def compare_models(
     threshold = _threshold(relevant, dataset)
     ranking = rank_models(trained, data, threshold, seed)
     curves = {
-        name: fold_in_curve(model, data, threshold)
+        name: fold_in_curve(
+            model, data, threshold, starts=_starts(model, configs[name], dataset, len(data.items))
+        )
         for name, model in trained.items()
         if name not in BASELINES and member_forms(model) is not None
     }
+    by_group = [
+        {"model": name, "features": features or "ids", "rmse": rmse}
+        for name, config in configs.items()
+        if rating_model(trained[name]).uses_features
+        for features, rmse in _feature_group_scores(dataset, config, trained_rmse[name], progress).items()
+    ]
     return Comparison(
         dataset,
         split,
@@ -151,7 +176,27 @@ def compare_models(
         threshold,
         curves,
         truth,
+        pd.DataFrame(by_group) if by_group else None,
     )
+
+
+# The feature groups a model that uses them is scored with in turn: the ids alone, then each group.
+FEATURE_SETS = ("", "implicit", "side", "side,implicit")
+
+
+def _feature_group_scores(
+    dataset: RatingsDataset, config: RunConfig, trained_rmse: float, progress: bool
+) -> dict[str, float]:
+    """Test RMSE of `config`'s model trained again with each of FEATURE_SETS (its own run's where it
+    is the set that run used): what each kind of information adds."""
+    found = {}
+    for features in FEATURE_SETS:
+        if sorted(feature_groups(features)) == sorted(feature_groups(config.features)):
+            found[features] = trained_rmse
+        else:
+            again = dataclasses.replace(config, features=features)
+            found[features] = train_and_evaluate(dataset, again, progress=progress).test["rmse"]
+    return found
 
 
 def _threshold(relevant: Relevant, dataset: RatingsDataset) -> float | None:

@@ -7,25 +7,26 @@ import dataclasses
 import json
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from recsys.config import RunConfig, model_for
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
-from recsys.data.features import FeatureRows, feature_groups, features_of
+from recsys.data.features import FeatureRows, feature_groups, features_of, rows_for_new
 from recsys.data.splits import Split, make_split
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, evaluate_test
 from recsys.evaluate.ranking import evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluate.scorers import model_scorer
 from recsys.files import write_json
+from recsys.models.base import RatingModel
 from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, DATA_FILE, METRICS_FILE
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
@@ -164,6 +165,24 @@ def data_features(
         feature_groups(config.features), data.users.raw_ids, data.items.raw_ids, data.train.x.numpy(),
         dataset.user_features, dataset.item_features,
     )  # fmt: skip
+
+
+def new_user_starts(
+    model: RatingModel,
+    config: RunConfig,
+    dataset: RatingsDataset,
+    users: np.ndarray,
+    rated: Sequence[np.ndarray],
+    n_items: int,
+) -> tuple[Tensor, Tensor] | None:
+    """Where a model that `uses_features` places new users before fold-in corrects them from their
+    ratings: raw ids `users` with the dataset's side features (where it has a row for them) and the
+    items each rated (`rated`, inner indices); None for any other model."""
+    if not model.uses_features:
+        return None
+    groups = feature_groups(config.features)
+    table = dataset.user_features
+    return model.feature_vectors(rows_for_new(groups, table, table, users, rated, n_items))
 
 
 def _test_counts(split: Split, data: EncodedSplit) -> str:

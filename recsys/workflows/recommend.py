@@ -24,7 +24,7 @@ from recsys.models import rating_model
 from recsys.models.fold_in import fold_in
 from recsys.train.checkpoints import Checkpoint
 from recsys.train.trainer import ratings_fingerprint
-from recsys.workflows.experiment import prepare
+from recsys.workflows.experiment import new_user_starts, prepare
 
 
 def trained_on(checkpoint: Checkpoint, dataset: RatingsDataset) -> bool:
@@ -226,7 +226,11 @@ def recommend_from_ratings(
         ratings.append(rating)
     known = torch.tensor(list(items))
     rated_as = [(known, torch.tensor(ratings, dtype=torch.float64))]
-    folded = fold_in(rating_model(checkpoint.model), rated_as, relevant=checkpoint.config.relevant)
+    model = rating_model(checkpoint.model)
+    # A model that uses features starts the new user from what it rated (it has no side features).
+    placed = new_user_starts(model, checkpoint.config, dataset, np.array(["new user"]), [known.numpy()],
+                             len(checkpoint.items))  # fmt: skip
+    folded = fold_in(model, rated_as, relevant=checkpoint.config.relevant, starts=placed)
     predicted = folded.scores(torch.tensor([0]))[0].numpy()
     candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]

@@ -21,6 +21,7 @@ from recsys.errors import RecsysError
 from recsys.evaluate.biases import learned_biases
 from recsys.evaluate.factors import cosine_neighbours, item_vectors, principal_components
 from recsys.files import write_json
+from recsys.models.base import rating_model
 from recsys.workflows.compare import (
     BASELINE_COLUMN,
     BASELINES,
@@ -422,6 +423,15 @@ def _write_report_files(
         )
     md += ["", f"![Learning curves]({plot_learning_curves(comparison, out / 'learning_curves.png')})", ""]
     md += _ranking_section(comparison, scores, fold_ranking, out)
+    if comparison.feature_groups is not None:
+        md += ["## What each kind of information adds", ""]
+        md.append(
+            "Test RMSE of each model that reads what users and items are, trained again with its ids "
+            "alone and with each feature group added: `implicit`, the items each user rated and the users "
+            "who rated each item (training ratings only); `side`, the users' and items' side features."
+        )
+        table = comparison.feature_groups.pivot(index="model", columns="features", values="rmse")
+        md += ["", markdown_table(table.reset_index()), ""]
 
     md += ["## What the biases learned", ""]
     ranking = [s.name for s in comparison.scores if s.name not in BASELINES and math.isnan(s.rmse)]
@@ -506,6 +516,8 @@ def _write_report_files(
     results["relevance_threshold"] = comparison.threshold
     results["ranking"] = comparison.ranking.to_dict(orient="records")
     results["fold_in"] = {name: curve.to_dict(orient="records") for name, curve in comparison.fold_in.items()}
+    if comparison.feature_groups is not None:
+        results["feature_groups"] = comparison.feature_groups.to_dict(orient="records")
     if summary is not None:
         results["folds"] = fold_scores.to_dict(orient="records")  # type: ignore[union-attr]
         results["fold_summary"] = summary.to_dict(orient="records")
@@ -553,6 +565,15 @@ def _ranking_section(
             "(a ridge regression for the user's vector and bias, the items fixed; n = 0 is the bias-only "
             "cold start) and scored on their test ratings. `trained` is the model that saw all of them."
         )
+        featured = [
+            name for name in comparison.fold_in if rating_model(comparison.models[name]).uses_features
+        ]
+        if featured:
+            md.append(
+                " " + ", ".join(f"`{name}`" for name in featured) + " reads what users are: each user starts "
+                "from its side features and the n items it rated, and the ridge corrects that start, so its "
+                "n = 0 is a cold start from the features alone."
+            )
         for column in ("rmse", "ndcg@10"):
             table = pd.DataFrame({"ratings_known": first["ratings_known"]})
             for name, curve in comparison.fold_in.items():

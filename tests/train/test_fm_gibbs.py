@@ -15,6 +15,7 @@ from conftest import Interrupted, stop_after
 from recsys.config import config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.features import features_of, rows_for_new
+from recsys.models.fold_in import fold_in
 from recsys.train.checkpoints import load_checkpoint
 from recsys.train.fm_gibbs import _by_feature, _row_sums, _sample_features, _update_residuals
 from recsys.workflows.experiment import train_and_evaluate
@@ -110,11 +111,21 @@ def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> 
     new = pd.DataFrame({"group": ["a", "b"]}, index=["new a", "new b"])
     items = runs["side"].data.items.raw_ids
     kinds = dataset.item_features.loc[items, "kind"].to_numpy()
-    scores = model.feature_scores(rows_for_new(dataset.user_features, new), torch.arange(len(items)))
+    rows = rows_for_new(("side",), dataset.user_features, new, new.index.to_numpy())
+    scores = model.feature_scores(rows, torch.arange(len(items)))
     assert scores.shape == (2, len(items))
     for user, liked in ((0, "x"), (1, "y")):
         gap = float(scores[user, kinds == liked].mean() - scores[user, kinds != liked].mean())
         assert 1.2 < gap < 2.6, (liked, gap)
+    # Fold-in starts a new user where its features place it: with no ratings, exactly there; with
+    # ratings, the ridge moves it from there toward them.
+    placed = model.feature_vectors(rows)
+    nothing = [(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))] * 2
+    folded = fold_in(model, nothing, starts=placed)
+    torch.testing.assert_close(folded.scores(torch.tensor([0, 1])).float(), scores, rtol=1e-4, atol=1e-4)
+    liked_items = torch.from_numpy(np.flatnonzero(kinds == "x")[:3])
+    moved = fold_in(model, [(liked_items, torch.full((3,), 1.0, dtype=torch.float64))] * 2, starts=placed)
+    assert float(moved.predict(torch.tensor([0]), liked_items[:1])) < float(scores[0, liked_items[0]])
 
 
 def test_the_draws_are_the_same_on_one_thread_or_two() -> None:

@@ -25,6 +25,11 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
     text = report.read_text()
     assert "`dot` has no per-user or per-item bias" in text
     assert "The ranking models (`bpr`, `ials`) are left out here" in text
+    # bfm trained again with each feature group: a row of four RMSEs, the ids' alone first.
+    section = text.split("## What each kind of information adds")[1].split("##")[0]
+    assert "| model | ids | implicit | side | side,implicit |" in section
+    assert len([line for line in section.splitlines() if line.startswith("| bfm | 0.")]) == 1
+    assert "`bfm` reads what users are" in text
     assert (
         "Explicit biases (`dotbias`, `svdpp`, `bpmf`, `bfm`)" in text
         and "Implied biases (`linear`, `embproj`)" in text
