@@ -129,6 +129,11 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         """The feature rows of every user and item, their ids first, for a model that `uses_features`."""
         raise TypeError(f"{type(self).__name__} uses no features")
 
+    def draws_side_by_side(self) -> int:
+        """How many draws its bilinear form lays side by side, each scaled by 1/count (a sampled
+        model's kept draws; 1 for any other): fold-in penalises each draw's part as one model's."""
+        return 1
+
     def feature_vectors(self, users: "FeatureRows") -> tuple[Tensor, Tensor]:
         """A model that `uses_features`: the vectors (as its bilinear form's) and biases of new users
         known by their features alone (recsys.data.features.rows_for_new)."""

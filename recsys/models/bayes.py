@@ -121,6 +121,9 @@ class BayesianMF(SampledModel):
             self.global_bias.fill_(mean)
             self.factor_scale.fill_(1.0 / (slot + 1))
 
+    def draws_side_by_side(self) -> int:
+        return round(1.0 / float(self.factor_scale))
+
     def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str, *args: object) -> None:
         # The factor tables are as wide as the samples kept: take the saved width before copying.
         take_saved_shapes(self, state_dict, prefix, ("user_factors.weight", "item_factors.weight"))
@@ -205,15 +208,13 @@ class BayesianFM(BayesianMF):
         biases of users known by their non-id features alone (their columns number the features
         after the ids, as recsys.data.features.rows_for_new gives)."""
         with torch.no_grad():
-            starts = torch.from_numpy(users.starts)
-            rows = torch.repeat_interleave(torch.arange(users.n_rows), starts.diff())
-            matrix = torch.sparse_coo_tensor(
-                torch.stack([rows, torch.from_numpy(users.columns)]),
-                torch.from_numpy(users.values).float(),
-                (users.n_rows, len(self.user_feature_bias)),
-            )
-            vectors = torch.sparse.mm(matrix, self.user_feature_factors) * self.factor_scale
-            return vectors, torch.sparse.mm(matrix, self.user_feature_bias[:, None])[:, 0]
+            rows = torch.repeat_interleave(torch.arange(users.n_rows), torch.from_numpy(users.starts).diff())
+            columns, values = torch.from_numpy(users.columns), torch.from_numpy(users.values).float()
+            factors, bias = self.user_feature_factors, self.user_feature_bias
+            vectors = factors.new_zeros(users.n_rows, factors.shape[1])
+            vectors.index_add_(0, rows, factors[columns] * values[:, None])
+            biases = bias.new_zeros(users.n_rows).index_add_(0, rows, bias[columns] * values)
+            return vectors * self.factor_scale, biases
 
     def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
         """Predictions, (users, items), of each of `users` known by its non-id features alone (as

@@ -4,8 +4,11 @@ The item side stays as trained; the user's vector (and bias, where the model has
 ridge regression in closed form, as LensKit folds new users into its matrix factorisation. The
 ratings are first mapped back through the model's squash (`RatingModel.unsquash`), so that the
 regression is linear in the score: minimise sum_j (x_j . w - (unsquash(r_j) - item_bias_j))^2 +
-regularization * |w|^2, where x_j is item j's vector (with a 1 appended for the user's bias). An
-ensemble folds the user into each member and predicts the members' mean, as it does for known users.
+regularization * |w|^2, where x_j is item j's vector (with a 1 appended for the user's bias). A
+Bayesian model's form lays its kept draws side by side: the penalty is then the draws' mean, each
+draw's part penalised as one model's. An ensemble folds the user into each member and predicts the
+members' mean, as it does for known users. A model that reads features starts each user where they
+place it (`starts`), and the ridge corrects that start.
 
 A ranking model's scores are no ratings: its new user is one row of implicit ALS instead (as the
 `implicit` library recalculates a user), fitted to every item, 1 for those rated at or above
@@ -47,16 +50,19 @@ class FoldedUsers:
         return mean_of_forms(self.members, self.forms, users, items)
 
 
-def _ridge(features: Tensor, targets: Tensor, regularization: float) -> Tensor:
-    """argmin_w |features w - targets|^2 + regularization |w|^2, solved in whichever of the primal
-    (k x k) and dual (n x n) forms is smaller."""
+def _ridge(features: Tensor, targets: Tensor, regularization: float | Tensor) -> Tensor:
+    """argmin_w |features w - targets|^2 + sum_c regularization_c w_c^2 (one strength for every
+    coordinate, or one each), solved in whichever of the primal (k x k) and dual (n x n) forms is
+    smaller: the features scaled by 1/sqrt(strength), a plain ridge of strength 1, scaled back."""
     n, k = features.shape
     if n == 0:
         return features.new_zeros(k)
+    scale = torch.as_tensor(regularization, dtype=features.dtype, device=features.device).expand(k).rsqrt()
+    scaled = features * scale
     eye = torch.eye(min(n, k), dtype=features.dtype, device=features.device)
     if n < k:
-        return features.T @ torch.linalg.solve(features @ features.T + regularization * eye, targets)
-    return torch.linalg.solve(features.T @ features + regularization * eye, features.T @ targets)
+        return scale * (scaled.T @ torch.linalg.solve(scaled @ scaled.T + eye, targets))
+    return scale * torch.linalg.solve(scaled.T @ scaled + eye, scaled.T @ targets)
 
 
 def _implicit_row(item_vectors: Tensor, items: Tensor, strengths: Tensor, regularization: float) -> Tensor:
@@ -117,7 +123,11 @@ def fold_in(
                 start[: item_vectors.shape[1]] = start_vectors[user]
                 if with_bias:
                     start[-1] = start_bias[user]
-            rows.append(start + _ridge(features, targets - features @ start, regularization))
+            # The mean of the draws' penalties: the same strength per draw as one model's (the bias,
+            # one number, as one model's).
+            penalty = features.new_full((features.shape[1],), regularization * member.draws_side_by_side())
+            penalty[item_vectors.shape[1] :] = regularization
+            rows.append(start + _ridge(features, targets - features @ start, penalty))
         k = item_vectors.shape[1]
         solved = torch.stack(rows) if rows else item_vectors.new_zeros(0, k + with_bias)
         user_vectors = solved[:, :k].to(form.item_vectors.dtype)

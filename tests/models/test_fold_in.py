@@ -306,3 +306,22 @@ def test_a_ranking_models_new_user_is_one_row_of_implicit_als(name: str) -> None
     # Its scores are the form's: no squash (a ranking score is no rating).
     expected = form.item_vectors @ folded.forms[0].user_vectors[0] + form.item_bias
     torch.testing.assert_close(folded.scores(torch.tensor([0]))[0], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_bayesian_model_of_identical_draws_folds_a_user_in_as_one_draw_does() -> None:
+    """The kept draws lie side by side, each scaled by 1/S: fold-in penalises their mean, so S copies
+    of one draw place a new user exactly where that one draw alone does."""
+    g = torch.Generator().manual_seed(3)
+    draw = torch.randn(N_ITEMS, N_FACTORS + 1, generator=g, dtype=torch.float64)
+    users = torch.randn(N_USERS, N_FACTORS + 1, generator=g, dtype=torch.float64)
+    one, many = (BayesianMF(N_USERS, N_ITEMS, N_FACTORS, Y_RANGE) for _ in range(2))
+    one.set_draw(0, 1, users, draw, 3.0)
+    for slot in range(4):
+        many.set_draw(slot, 4, users, draw, 3.0)
+    assert many.draws_side_by_side() == 4 and one.draws_side_by_side() == 1
+    rated = [(torch.tensor([0, 2, 5]), torch.tensor([4.0, 2.0, 5.0], dtype=torch.float64))]
+    alone, side_by_side = (
+        fold_in(one, rated).scores(torch.tensor([0])),
+        fold_in(many, rated).scores(torch.tensor([0])),
+    )
+    torch.testing.assert_close(side_by_side, alone, rtol=1e-5, atol=1e-5)
