@@ -37,7 +37,7 @@ from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
 from recsys.studies.bag_cost import bag_versus_multi_hot
 from recsys.studies.lookup_cost import lookup_cost_table
 from recsys.studies.norm_bias import NORMS, bias_before_norm
-from recsys.workflows.experiment import new_user_starts, train_and_evaluate
+from recsys.workflows.experiment import RunResult, new_user_starts, train_and_evaluate
 
 BASELINES = ("global-mean", "damped-bias")
 BASELINE_COLUMN = "damped-bias"
@@ -120,14 +120,13 @@ def compare_models(
     scores: list[ModelScore] = []
     trained: dict[str, nn.Module] = {}
     configs: dict[str, RunConfig] = {}
-    trained_rmse: dict[str, float] = {}
+    results: dict[str, RunResult] = {}
     data: EncodedSplit | None = None
     for name in model_names() if models is None else models:
         config = config_for(name, dataset=dataset.name, split=split, seed=seed, unknown=unknown, **overrides)
         result = train_and_evaluate(dataset, config, progress=progress)
         data = result.data
-        trained[name], configs[name] = result.model, result.config
-        trained_rmse[name] = result.test.get("rmse", math.nan)
+        trained[name], configs[name], results[name] = result.model, result.config, result
         # A ranking model's scores are no ratings: no RMSE, MAE or learning curve in RMSE.
         ranks = result.config.ranks
         scores.append(
@@ -159,10 +158,10 @@ def compare_models(
         if name not in BASELINES and member_forms(model) is not None
     }
     by_group = [
-        {"model": name, "features": features or "ids", "rmse": rmse}
-        for name, config in configs.items()
-        if rating_model(trained[name]).uses_features
-        for features, rmse in _feature_group_scores(dataset, config, trained_rmse[name], progress).items()
+        row
+        for name, result in results.items()
+        if rating_model(result.model).uses_features
+        for row in _feature_group_rows(dataset, name, result, threshold, progress)
     ]
     return Comparison(
         dataset,
@@ -180,23 +179,33 @@ def compare_models(
     )
 
 
-# The feature groups a model that uses them is scored with in turn: the ids alone, then each group.
+# The feature groups a model that uses them is scored with in turn: the ids alone, then each group;
+# and the ratings its new users are folded in from (0: its features alone).
 FEATURE_SETS = ("", "implicit", "side", "side,implicit")
+COLD_START = (0, 1, 3, 5)
 
 
-def _feature_group_scores(
-    dataset: RatingsDataset, config: RunConfig, trained_rmse: float, progress: bool
-) -> dict[str, float]:
-    """Test RMSE of `config`'s model trained again with each of FEATURE_SETS (its own run's where it
-    is the set that run used): what each kind of information adds."""
-    found = {}
+def _feature_group_rows(
+    dataset: RatingsDataset, name: str, trained: RunResult, threshold: float | None, progress: bool
+) -> list[dict[str, Any]]:
+    """`trained`'s model trained again with each of FEATURE_SETS (its own run standing for the set it
+    used): test RMSE, and the RMSE of test users folded in from their first COLD_START ratings, each
+    starting from its features (what each kind of information adds, and to a new user)."""
+    rows = []
     for features in FEATURE_SETS:
-        if sorted(feature_groups(features)) == sorted(feature_groups(config.features)):
-            found[features] = trained_rmse
-        else:
-            again = dataclasses.replace(config, features=features)
-            found[features] = train_and_evaluate(dataset, again, progress=progress).test["rmse"]
-    return found
+        same = sorted(feature_groups(features)) == sorted(feature_groups(trained.config.features))
+        run = (
+            trained
+            if same
+            else train_and_evaluate(
+                dataset, dataclasses.replace(trained.config, features=features), progress=progress
+            )
+        )
+        starts = _starts(run.model, run.config, dataset, len(run.data.items))
+        curve = fold_in_curve(run.model, run.data, threshold, ratings_known=COLD_START, starts=starts)
+        cold = {f"cold_{n}": rmse for n, rmse in zip(COLD_START, curve["rmse"], strict=False)}
+        rows.append({"model": name, "features": features or "ids", "rmse": run.test["rmse"], **cold})
+    return rows
 
 
 def _threshold(relevant: Relevant, dataset: RatingsDataset) -> float | None:

@@ -430,8 +430,13 @@ def _write_report_files(
             "alone and with each feature group added: `implicit`, the items each user rated and the users "
             "who rated each item (training ratings only); `side`, the users' and items' side features."
         )
-        table = comparison.feature_groups.pivot(index="model", columns="features", values="rmse")
-        md += ["", markdown_table(table.reset_index()), ""]
+        md += ["", markdown_table(comparison.feature_groups), ""]
+        md.append(
+            "`cold_n`: RMSE of the test users with at least 5 training ratings, each folded in from its "
+            "first n (by time) and starting from its features, as the fold-in section below describes: "
+            "what the features give a user the model has barely seen."
+        )
+        md.append("")
 
     md += ["## What the biases learned", ""]
     ranking = [s.name for s in comparison.scores if s.name not in BASELINES and math.isnan(s.rmse)]

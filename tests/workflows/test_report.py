@@ -27,8 +27,13 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
     assert "The ranking models (`bpr`, `ials`) are left out here" in text
     # bfm trained again with each feature group: a row of four RMSEs, the ids' alone first.
     section = text.split("## What each kind of information adds")[1].split("##")[0]
-    assert "| model | ids | implicit | side | side,implicit |" in section
-    assert len([line for line in section.splitlines() if line.startswith("| bfm | 0.")]) == 1
+    assert "| model | features | rmse | cold_0 | cold_1 | cold_3 | cold_5 |" in section
+    assert [line.split(" | ")[1] for line in section.splitlines() if line.startswith("| bfm |")] == [
+        "ids",
+        "implicit",
+        "side",
+        "side,implicit",
+    ]
     assert "`bfm` reads what users are" in text
     assert (
         "Explicit biases (`dotbias`, `svdpp`, `bpmf`, `bfm`)" in text
