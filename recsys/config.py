@@ -186,7 +186,6 @@ class RunConfig:
         "who rated each item); empty: the ids alone",
         "--features",
         engines=COMPILED,
-        estimator=False,  # RatingRegressor has no side tables: it gives bfm the implicit group alone
         unread_by=("ratings", "gibbs", "bpr", "als"),
         by_model=True,
     )

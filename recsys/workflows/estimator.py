@@ -33,6 +33,8 @@ PARAMETER_DEFAULTS: dict[str, Any] = {
     **{name: 0 if name == "seed" else None for name in CONFIG_PARAMETERS},
     "unknown": "mean",
     "threads": None,
+    "user_features": None,
+    "item_features": None,
 }
 # What predict does with a user or item that fit never saw. recsys.config.UNKNOWN_POLICIES' "drop"
 # leaves such ratings out of a test score; predict owes a rating for every row, so it has "error".
@@ -56,7 +58,9 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
     of the compiled engine (whose result does not depend on them) and torch's threads during fit
     and predict, as train.py's --threads (None: the compiled engine uses every core this process
     may use, and torch's threads are left as they are); pass 1 when a search runs fits in parallel
-    (`n_jobs`), and for results that repeat bit for bit on the autograd engine.
+    (`n_jobs`), and for results that repeat bit for bit on the autograd engine. `user_features`,
+    `item_features`: side-feature tables indexed by raw id (recsys.data.features), for a model that
+    reads them (`bfm`, with `features` naming the groups it uses).
 
     `score` is R^2 (scikit-learn's rule for regressors); pass `scoring="neg_root_mean_squared_error"`
     to a search or `cross_validate` to rank by RMSE.
@@ -70,6 +74,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
 
     unknown: str
     threads: int | None
+    user_features: pd.DataFrame | None
+    item_features: pd.DataFrame | None
 
     def __init__(self, model: str = "dotbias", **parameters: Any) -> None:
         # The parameters are RunConfig's settings that `Setting.estimator` marks, then the
@@ -136,10 +142,14 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         config = self.config_
         generator = torch.Generator().manual_seed(config.seed)
         self.model_ = model_for(config, len(self.users_), len(self.items_), generator)
-        if self.model_.uses_features:  # no side tables here: the ids and what each rated
-            implicit = [group for group in feature_groups(config.features) if group == "implicit"]
-            raw_ids = (self.users_.raw_ids, self.items_.raw_ids)
-            self.model_.set_features(*features_of(implicit, *raw_ids, encoded, None, None))
+        if self.model_.uses_features:
+            raw_ids, tables = (
+                (self.users_.raw_ids, self.items_.raw_ids),
+                (self.user_features, self.item_features),
+            )
+            self.model_.set_features(
+                *features_of(feature_groups(config.features), *raw_ids, encoded, *tables)
+            )
         with torch_threads(self.threads):
             fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
         self.model_.cpu()

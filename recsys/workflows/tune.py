@@ -116,9 +116,7 @@ def tune(
         validate = _ranking_validation(train, base, dataset.rating_scale, dataset.implicit, cv, threads)
         column, best_first = VALID_NDCG, False
     else:
-        validate = _rating_validation(
-            X, y, RatingRegressor(model, engine=base.engine, seed=seed, threads=threads), cv
-        )
+        validate = _rating_validation(X, y, _estimator(model, base.engine, seed, threads, dataset), cv)
         column, best_first = VALID_RMSE, True
     rows = []
     space = search_space(model, base.engine)
@@ -134,6 +132,14 @@ def tune(
     config = dataclasses.replace(base, **run_settings(best, scale))
     run = train_and_evaluate(dataset, config, run_dir=run_dir, progress=False)
     return TuneResult(table, best, run)
+
+
+def _estimator(
+    model: str, engine: str, seed: int, threads: int | None, dataset: RatingsDataset
+) -> RatingRegressor:
+    """The estimator a rating model is searched with, given the dataset's side features."""
+    tables = {"user_features": dataset.user_features, "item_features": dataset.item_features}
+    return RatingRegressor(model, engine=engine, seed=seed, threads=threads, **tables)
 
 
 def _rating_validation(

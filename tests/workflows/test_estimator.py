@@ -174,13 +174,40 @@ def test_members_train_an_ensemble_on_the_compiled_engine(split: Split) -> None:
 def test_every_hyperparameter_changes_the_predictions(split: Split) -> None:
     X_train, y_train, X_test, _ = split
     base = RatingRegressor(engine="autograd", **QUICK)
-    # (members: an ensemble is the compiled engine's; device: this machine may have no GPU)
-    assert set(CHANGED) == set(base.get_params()) - {"unknown", "threads", "members", "device"}
+    # (members: an ensemble is the compiled engine's; device: this machine may have no GPU; the
+    # features and their tables are bfm's, below)
+    features = {"features", "user_features", "item_features"}
+    assert set(CHANGED) == set(base.get_params()) - {"unknown", "threads", "members", "device", *features}
     baseline = base.fit(X_train, y_train).predict(X_test)
     assert np.array_equal(clone(base).fit(X_train, y_train).predict(X_test), baseline)  # autograd repeats
     for name, value in CHANGED.items():
         predicted = clone(base).set_params(**{name: value}).fit(X_train, y_train).predict(X_test)
         assert not np.allclose(predicted, baseline, rtol=1e-4, atol=0), name
+
+
+def test_bfm_reads_the_side_tables_it_is_given(split: Split) -> None:
+    """Each group changes bfm's predictions, and a side table is read: a feature that splits the users
+    in two moves them."""
+    X_train, y_train, X_test, _ = split
+    users = np.unique(X_train.iloc[:, 0])
+    table = pd.DataFrame({"half": np.where(users % 2 == 0, "even", "odd")}, index=users)
+    quick = {"epochs": 20, "n_factors": 3, "threads": 1}
+    runs = {
+        "ids": ("", None),
+        "implicit": ("implicit", None),
+        "no table": ("side", None),
+        "side": ("side", table),
+    }
+    predictions = {
+        name: RatingRegressor("bfm", features=features, user_features=side, **quick)
+        .fit(X_train, y_train)
+        .predict(X_test)
+        for name, (features, side) in runs.items()
+    }
+    ids = predictions["ids"]
+    assert not np.allclose(predictions["implicit"], ids, rtol=1e-4, atol=0)
+    assert np.array_equal(predictions["no table"], ids)  # no tables: nothing beside the ids
+    assert not np.allclose(predictions["side"], ids, rtol=1e-4, atol=0)
 
 
 def test_the_compiled_engine_gives_the_same_model_on_any_number_of_threads(split: Split) -> None:
