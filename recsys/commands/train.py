@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -399,6 +400,13 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             if resume is not None
             else config_from_args(args, dataset.name, device, dataset.default_split)
         )
+        given = [flag for flag in ("user_features", "item_features") if getattr(args, flag, None) is not None]
+        if given and lead and not model_entry(config.model).model_class().uses_features:
+            flags = " and ".join(f"--{flag.replace('_', '-')}" for flag in given)
+            verb = "are" if len(given) > 1 else "is"
+            warnings.warn(
+                f"{config.model} reads no side features: {flags} {verb} unused (bfm reads them)", stacklevel=1
+            )
         if out is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             out = Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"

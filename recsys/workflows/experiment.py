@@ -167,6 +167,20 @@ def data_features(
     )  # fmt: skip
 
 
+def _warn_if_no_side_features(config: RunConfig, dataset: RatingsDataset) -> None:
+    """`features` names side features the data does not have: the run trains without them."""
+    if (
+        "side" in feature_groups(config.features)
+        and dataset.user_features is None
+        and dataset.item_features is None
+    ):
+        warnings.warn(
+            f"{config.model}: `features` names side, but {dataset.name} has no side features (give a table "
+            "of them: --user-features or --item-features); training without them",
+            stacklevel=3,
+        )
+
+
 def new_user_starts(
     model: RatingModel,
     config: RunConfig,
@@ -243,6 +257,7 @@ def train_and_evaluate(
         model = model_for(config, len(data.users), len(data.items), generator)
         if model.uses_features:
             model.set_features(*data_features(config, dataset, data))
+            _warn_if_no_side_features(config, dataset)
         # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
         last_training = None
         if resume is not None:

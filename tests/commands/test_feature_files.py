@@ -48,3 +48,34 @@ def test_a_feature_file_with_a_missing_value_is_one_line_and_exit_2(tmp_path: Pa
     ran = run_cli(train_command.cli, "train.py", [*args, "--out", str(tmp_path / "run")], tmp_path / "cache")
     assert ran.returncode == 2 and "Traceback" not in ran.stderr
     assert ran.stderr.strip().splitlines() == [f"error: {users}: job is missing on line 4"]
+
+
+def _ids_file(path: Path, ids: np.ndarray) -> Path:
+    path.write_text("user,job\n" + "".join(f"{user},a\n" for user in ids), encoding="utf-8")
+    return path
+
+
+def test_a_feature_file_that_names_none_or_few_of_the_users_is_said(tmp_path: Path) -> None:
+    users = np.unique(load_dataset("tiny").ratings["user"])
+    stranger = _ids_file(tmp_path / "strangers.csv", users + 100_000)
+    args = ["--dataset", "tiny", "--model", "bfm", "--epochs", "2", "--no-progress"]
+    ran = run_cli(train_command.cli, "train.py", [*args, "--user-features", str(stranger), "--out",
+                                                   str(tmp_path / "a")], tmp_path / "cache")  # fmt: skip
+    assert ran.returncode == 2 and "none of its 120 user ids is among the ratings' users" in ran.stderr
+    few = _ids_file(tmp_path / "few.csv", users[:5])
+    flags = [*args, "--user-features", str(few), "--out", str(tmp_path / "b")]
+    ran = run_cli(train_command.cli, "train.py", flags, tmp_path / "cache")
+    assert ran.returncode == 0 and "115 of the ratings' 120 users have no row" in ran.stderr
+    dot = [
+        "--dataset",
+        "tiny",
+        "--model",
+        "dot",
+        "--epochs",
+        "1",
+        "--no-progress",
+        "--user-features",
+        str(few),
+    ]
+    ran = run_cli(train_command.cli, "train.py", [*dot, "--out", str(tmp_path / "c")], tmp_path / "cache")
+    assert ran.returncode == 0 and "dot reads no side features: --user-features is unused" in ran.stderr
