@@ -62,13 +62,13 @@ def _compose(starts: np.ndarray, columns: np.ndarray, values: np.ndarray, table:
 def _row_sums(
     coordinate: int,
     other: np.ndarray,
-    starts: np.ndarray,
-    others: np.ndarray,
-    rating_of: np.ndarray,
+    by_row: tuple[np.ndarray, ...],
     residuals: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """For each row: sum h e and sum h^2 over its ratings, h being the other side's `coordinate` (1
-    for the bias, the last) and e the rating's residual."""
+    for the bias, the last) and e the rating's residual. by_row: (where each row's ratings start,
+    their other side's indices, their places among the residuals)."""
+    starts, others, rating_of = by_row
     n = len(starts) - 1
     sums, squares = np.zeros(n), np.zeros(n)
     bias = coordinate == other.shape[1] - 1
@@ -125,12 +125,11 @@ def _update_residuals(
     coordinate: int,
     change: np.ndarray,
     other: np.ndarray,
-    starts: np.ndarray,
-    others: np.ndarray,
-    rating_of: np.ndarray,
+    by_row: tuple[np.ndarray, ...],
     residuals: np.ndarray,
 ) -> None:
-    """Take each row's change of `coordinate` out of its ratings' residuals."""
+    """Take each row's change of `coordinate` out of its ratings' residuals (by_row as _row_sums')."""
+    starts, others, rating_of = by_row
     bias = coordinate == other.shape[1] - 1
     for row in numba.prange(len(starts) - 1):
         if change[row] == 0.0:
@@ -252,16 +251,16 @@ class FMGibbsEpochs:
         residuals = self.targets - self._scores(composed, *self.pairs)
         for side in (0, 1):
             block, table, other = self.features[side], self.tables[side], composed[1 - side]
-            starts, others, rating_of = self.by_row[side]
+            by_row = self.by_row[side]
             prior = _group_priors(table, block.groups, len(block.group_names), generator)
             noise = torch.randn(table.shape[::-1], generator=generator, dtype=torch.float64).numpy()
             for c in range(table.shape[1]):
-                sums, squares = _row_sums(c, other, starts, others, rating_of, residuals)
+                sums, squares = _row_sums(c, other, by_row, residuals)
                 change = _sample_features(
                     c, table, self.by_feature[side], block.groups, prior, self.alpha, sums, squares, noise[c]
                 )
                 composed[side][:, c] += change
-                _update_residuals(c, change, other, starts, others, rating_of, residuals)
+                _update_residuals(c, change, other, by_row, residuals)
         squared = float(np.sum(residuals**2))
         # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
         df = round(2 * ALPHA_SHAPE) + len(self.targets)

@@ -175,8 +175,8 @@ def _warn_if_no_side_features(config: RunConfig, dataset: RatingsDataset) -> Non
         and dataset.item_features is None
     ):
         warnings.warn(
-            f"{config.model}: `features` names side, but {dataset.name} has no side features (give it tables of "
-            "what its users or items are); training without them",
+            f"{config.model}: `features` names side, but {dataset.name} has no side features (give it "
+            "tables of what its users or items are); training without them",
             stacklevel=3,
         )
 
