@@ -43,9 +43,12 @@ NEGATIVE_TRIES = 16
 
 @compiled(fastmath=True, inline=True)
 def _has(sorted_items: np.ndarray, first: int, last: int, item: int) -> bool:
-    """Whether `item` is among sorted_items[first:last] (a binary search)."""
-    place = first + np.searchsorted(sorted_items[first:last], item)
-    return bool(place < last and sorted_items[place] == item)
+    """Whether `item` is among sorted_items[first:last]: a scan, as a user has a few positives in one
+    item group (the run is in one or two cache lines, where a binary search would jump)."""
+    for place in range(first, last):
+        if sorted_items[place] >= item:
+            return bool(sorted_items[place] == item)
+    return False
 
 
 @compiled(fastmath=True)
@@ -67,12 +70,13 @@ def _train_blocks(
     pairs: (users, items) of the positives in block order, block b's at offsets[b]:offsets[b + 1],
     then two arrays as long that take each epoch's order (from that order alone: a resumed run draws
     what the whole run drew); groups: (each item's group, where each group's items start: group g is
-    items starts[g]:starts[g + 1]); by_user: (starts, sorted items) of each user's positives;
+    items starts[g]:starts[g + 1]); by_user: (where each user's positives in each item group
+    start, (users, groups + 1), and the positives' items, sorted within each user);
     settings: (lr, l2, seed, epoch).
     """
     block_users, block_items, users, items = pairs
     group_of, group_starts = groups
-    user_starts, user_items = by_user
+    user_group_starts, user_items = by_user
     lr, l2, seed, epoch = settings
     rate, decay = np.float32(lr), np.float32(lr * l2)
     keep = np.float32(1) - decay
@@ -99,14 +103,16 @@ def _train_blocks(
                 ahead = users[t + PREFETCH_AHEAD]
                 prefetch_row(users_table, ahead)
                 prefetch_row(items_table, items[t + PREFETCH_AHEAD])
-                prefetch_row(user_items, user_starts[ahead])
+                prefetch_row(user_items, user_group_starts[ahead, group_of[items[t + PREFETCH_AHEAD]]])
             user, item = users[t], items[t]
             group = group_of[item]
             first, size = group_starts[group], group_starts[group + 1] - group_starts[group]
             negative = -1
             for _ in range(NEGATIVE_TRIES):
                 drawn = first + np.int64(_next_random(state) % np.uint64(size))
-                if not _has(user_items, user_starts[user], user_starts[user + 1], drawn):
+                if not _has(
+                    user_items, user_group_starts[user, group], user_group_starts[user, group + 1], drawn
+                ):
                     negative = drawn
                     break
             if negative < 0:
@@ -145,7 +151,6 @@ class BPREpochs(RankingEpochs):
         self.item_bias = tables.item_bias.detach().numpy().reshape(-1)  # a view: trained in place
         n_users, n_items = (len(table) for table in self.factor_tables)
         found = self.positives
-        self.by_user = (found.by_user.starts, found.by_user.others)
         users = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(found.by_user.starts))
         items = found.by_user.others.astype(np.int64)
         self.grid = grid_size(len(items))
@@ -159,6 +164,14 @@ class BPREpochs(RankingEpochs):
         )
         self.pairs = (sorted_users, sorted_items, sorted_users.copy(), sorted_items.copy())
         self.groups = (item_groups.astype(np.int32), group_starts)
+        # Where each user's positives in each item group start: a negative drawn from a group is
+        # looked for among the user's few positives there alone.
+        in_group = np.zeros((n_users, self.grid), np.int64)
+        np.add.at(in_group, (users, item_groups[items]), 1)
+        user_group_starts = np.zeros((n_users, self.grid + 1), np.int64)
+        user_group_starts[:, 1:] = np.cumsum(in_group, axis=1)
+        user_group_starts += found.by_user.starts[:-1, None]
+        self.by_user = (user_group_starts, found.by_user.others)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass over the positives, each against a drawn negative: (mean -log sigmoid, positives)."""

@@ -23,7 +23,7 @@ def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
     (-torch.nn.functional.logsigmoid(score) + penalty).backward()
     expected = [(tensor - lr * tensor.grad).detach().numpy() for tensor in (u, i, j, b)]
     pairs = (np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32))
-    by_user = (np.array([0, 1], np.int64), np.zeros(1, np.int32))  # user 0's one positive: item 0
+    by_user = (np.array([[0, 1]], np.int64), np.zeros(1, np.int32))  # user 0's one positive: item 0
     groups = (np.zeros(2, np.int32), np.array([0, 2], np.int64))  # one group: every item
     losses = np.zeros(1)
     _train_blocks(
@@ -44,7 +44,7 @@ def test_a_negative_is_never_one_of_the_users_positives() -> None:
     bias = np.zeros(6, np.float32)
     positives = np.array([0, 1, 2, 4, 5], np.int32)  # every item but 3
     pairs = (np.zeros(5, np.int32), positives, np.zeros(5, np.int32), np.zeros(5, np.int32))
-    by_user = (np.array([0, 5], np.int64), positives)
+    by_user = (np.array([[0, 5]], np.int64), positives)  # its positives in its one item group
     groups = (np.zeros(6, np.int32), np.array([0, 6], np.int64))
     _train_blocks(
         users, items, bias, pairs, np.array([0, 5], np.int64), np.zeros(1, np.int64), groups, by_user,
