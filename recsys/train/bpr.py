@@ -39,6 +39,10 @@ PREFETCH_AHEAD = 4
 # Draws of a negative for one positive before the positive is passed over: a user with positives
 # for nearly every item of a group leaves few to draw.
 NEGATIVE_TRIES = 16
+# Below this, a running product of sigmoids (each above e^LOSS_TAIL, 1e-35) is turned into its
+# logarithm before the next factor could take it under float64's smallest number. Below LOSS_TAIL,
+# e^x nears float32's denormals, whose few digits would spoil the logarithm.
+PRODUCT_FLOOR, LOSS_TAIL = 1e-250, -80.0
 
 
 @compiled(fastmath=True, inline=True)
@@ -97,7 +101,9 @@ def _train_blocks(
             other = start + np.int64(_next_random(state) % np.uint64(t - start + 1))
             users[t], users[other] = users[other], users[t]
             items[t], items[other] = items[other], items[t]
-        total = 0.0
+        # The block's -sum log sigmoid(x): a logarithm per step cost a sixth of BPR's time, so the
+        # sigmoids are multiplied together and the product's logarithm taken before it underflows.
+        total, product = 0.0, 1.0
         for t in range(start, end):
             if t + PREFETCH_AHEAD < end:  # the rows and the positives' list of a step a few ahead
                 ahead = users[t + PREFETCH_AHEAD]
@@ -123,7 +129,13 @@ def _train_blocks(
             # d(log sigmoid(x))/dx = sigmoid(-x) = 1 / (1 + e^x); -log sigmoid(x) = log(1 + e^x) - x
             grown = np.exp(min(score, np.float32(30)))
             gradient = np.float32(1) / (np.float32(1) + grown)
-            total += np.log1p(grown) - min(score, np.float32(30))
+            if score > LOSS_TAIL:  # sigmoid(x) = e^x / (1 + e^x), in float64
+                product *= np.float64(grown) / (1.0 + np.float64(grown))
+                if product < PRODUCT_FLOOR:
+                    total -= np.log(product)
+                    product = 1.0
+            else:  # e^x is a float32 denormal or 0: -log sigmoid(x) is -x to float64 precision
+                total -= np.float64(score)
             step = rate * gradient
             for c in range(width):
                 user_value = users_table[user, c]
@@ -133,7 +145,7 @@ def _train_blocks(
                 items_table[negative, c] = keep * items_table[negative, c] - step * user_value
             item_bias[item] = keep * item_bias[item] + step
             item_bias[negative] = keep * item_bias[negative] - step
-        losses[block] = total
+        losses[block] = total - np.log(product)
 
 
 class BPREpochs(RankingEpochs):

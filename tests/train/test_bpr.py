@@ -64,3 +64,24 @@ def test_the_membership_check_agrees_with_python_on_every_run_and_item() -> None
             present = set(items[first:last].tolist())
             for item in range(-2, 63):
                 assert _has(items, first, last, item) == (item in present), (first, last, item)
+
+
+@pytest.mark.parametrize("score", [2.0, -50.0, -100.0])
+def test_a_blocks_loss_is_its_steps_summed_however_small_their_sigmoids(score: float) -> None:
+    """With no learning rate every step of one positive against one negative has the same score: the
+    block's loss is the count times -log sigmoid(score), also where the sigmoids' running product
+    would underflow (-50: 1e-22 each) and where e^score itself does in float32 (-100)."""
+    steps = 40
+    users = np.ones((1, 1), np.float32)
+    items = np.array([[score], [0.0]], np.float32)  # the positive's row gives the score; the negative's 0
+    bias = np.zeros(2, np.float32)
+    pairs = tuple(np.zeros(steps, np.int32) for _ in range(4))
+    by_user = (np.array([[0, 1]], np.int64), np.zeros(1, np.int32))
+    groups = (np.zeros(2, np.int32), np.array([0, 2], np.int64))
+    losses = np.zeros(1)
+    _train_blocks(
+        users, items, bias, pairs, np.array([0, steps], np.int64), np.zeros(1, np.int64), groups, by_user,
+        (0.0, 0.0, 3, 1), losses,
+    )  # fmt: skip
+    expected = steps * float(torch.nn.functional.softplus(torch.tensor(-score, dtype=torch.float64)))
+    assert losses[0] == pytest.approx(expected, rel=1e-6)
