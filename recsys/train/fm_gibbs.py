@@ -30,7 +30,7 @@ import torch
 from recsys.data.encoding import RatingTensors
 from recsys.data.features import FeatureRows, feature_rows, id_block
 from recsys.models.bayes import BayesianFM
-from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, _chi_square, grouped_by_row
+from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, grouped_by_row
 from recsys.train.jit import compiled
 
 # The hyperprior on each group's prior: mu ~ N(0, 1 / (PRIOR_GAMMA lambda)), lambda ~ Gamma(shape
@@ -54,7 +54,9 @@ def _compose(starts: np.ndarray, columns: np.ndarray, values: np.ndarray, table:
     composed = np.zeros((len(starts) - 1, table.shape[1]))
     for row in numba.prange(len(starts) - 1):
         for t in range(starts[row], starts[row + 1]):
-            composed[row] += values[t] * table[columns[t]]
+            value, column = values[t], columns[t]
+            for c in range(table.shape[1]):
+                composed[row, c] += value * table[column, c]
     return composed
 
 
@@ -139,25 +141,42 @@ def _update_residuals(
             residuals[rating_of[t]] -= change[row] * h
 
 
+@compiled(parallel=True, fastmath=True)
+def _pair_scores(
+    user_rows: np.ndarray, item_rows: np.ndarray, users: np.ndarray, items: np.ndarray
+) -> np.ndarray:
+    """B_u + B_i + P_u . Q_i for each pair, from rows [factors, bias] (gathering the rows whole in
+    numpy copied them all, a fifth of a sweep)."""
+    k = user_rows.shape[1] - 1
+    scores = np.empty(len(users))
+    for j in numba.prange(len(users)):
+        user, item = users[j], items[j]
+        score = user_rows[user, k] + item_rows[item, k]
+        for c in range(k):
+            score += user_rows[user, c] * item_rows[item, c]
+        scores[j] = score
+    return scores
+
+
+def _group_sums(groups: np.ndarray, n_groups: int, rows: np.ndarray) -> np.ndarray:
+    """Each group's sum of `rows`, column by column."""
+    return np.stack([np.bincount(groups, column, n_groups) for column in rows.T], axis=1)
+
+
 def _group_priors(
-    table: np.ndarray, groups: np.ndarray, n_groups: int, generator: torch.Generator
+    table: np.ndarray, groups: np.ndarray, n_groups: int, random: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """A draw of each group's prior mean and precision per coordinate, given its features' rows:
     lambda | mu, v ~ Gamma((shape + n + 1) / 2, (rate + gamma mu^2 + sum (v - mu)^2) / 2), then
     mu | lambda, v ~ N(sum v / (n + gamma), 1 / ((n + gamma) lambda)), mu starting at the group's mean."""
     counts = np.bincount(groups, minlength=n_groups).astype(np.float64)[:, None]
-    totals = np.zeros((n_groups, table.shape[1]))
-    np.add.at(totals, groups, table)
+    totals = _group_sums(groups, n_groups, table)
     mean = totals / (counts + PRIOR_GAMMA)
-    squares = np.zeros_like(totals)
-    np.add.at(squares, groups, (table - mean[groups]) ** 2)
+    squares = _group_sums(groups, n_groups, (table - mean[groups]) ** 2)
     spread = PRIOR_RATE + PRIOR_GAMMA * mean**2 + squares
-    precision = np.empty_like(totals)
-    for g in range(n_groups):
-        df = round(PRIOR_SHAPE) + int(counts[g, 0]) + 1
-        for c in range(table.shape[1]):
-            precision[g, c] = _chi_square(df, generator) / spread[g, c]
-    noise = torch.randn(totals.shape, generator=generator, dtype=torch.float64).numpy()
+    shapes = np.broadcast_to((PRIOR_SHAPE + counts + 1) / 2, totals.shape)
+    precision = 2 * random.standard_gamma(shapes) / spread  # twice a Gamma(df / 2): a chi-square(df)
+    noise = random.standard_normal(totals.shape)
     return mean + noise / np.sqrt((counts + PRIOR_GAMMA) * precision), precision
 
 
@@ -227,9 +246,7 @@ class FMGibbsEpochs:
     @staticmethod
     def _scores(composed: list[np.ndarray], users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """The draw's scores (less the global mean) for the pairs (users[j], items[j])."""
-        user_rows, item_rows = composed[0][users], composed[1][items]
-        k = user_rows.shape[1] - 1
-        return user_rows[:, k] + item_rows[:, k] + np.einsum("ij,ij->i", user_rows[:, :k], item_rows[:, :k])
+        return _pair_scores(composed[0], composed[1], users, items)
 
     def evaluate(self) -> dict[str, float]:
         """RMSE and MAE on the validation ratings of the mean of the draws kept so far, clipped as the
@@ -249,11 +266,14 @@ class FMGibbsEpochs:
             for block, table in zip(self.features, self.tables, strict=True)
         ]
         residuals = self.targets - self._scores(composed, *self.pairs)
+        # The sweep's draws from numpy's generator, seeded from the run's (torch's draws, a call per
+        # chi-square, took a fifth of a sweep): the same seed gives the same chain.
+        random = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
         for side in (0, 1):
             block, table, other = self.features[side], self.tables[side], composed[1 - side]
             by_row = self.by_row[side]
-            prior = _group_priors(table, block.groups, len(block.group_names), generator)
-            noise = torch.randn(table.shape[::-1], generator=generator, dtype=torch.float64).numpy()
+            prior = _group_priors(table, block.groups, len(block.group_names), random)
+            noise = random.standard_normal(table.shape[::-1])
             for c in range(table.shape[1]):
                 sums, squares = _row_sums(c, other, by_row, residuals)
                 change = _sample_features(
@@ -264,7 +284,7 @@ class FMGibbsEpochs:
         squared = float(np.sum(residuals**2))
         # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
         df = round(2 * ALPHA_SHAPE) + len(self.targets)
-        self.alpha = _chi_square(df, generator) / (2 * ALPHA_RATE + squared)
+        self.alpha = 2 * random.standard_gamma(df / 2) / (2 * ALPHA_RATE + squared)
         slot = max(epoch - self.burn_in - 1, 0)  # the burn-in's draws all pass through slot 0
         slots = self.sweeps - self.burn_in
         self.model.set_draw(
