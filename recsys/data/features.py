@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from recsys.data.columns import ALIASES, ITEM_ID_ALIASES, normalised
-from recsys.errors import DataError
+from recsys.data.ratings_table import INTEGER_TEXT
+from recsys.errors import DataError, RecsysError
 from recsys.names import feature_groups as feature_groups
 
 SIDES = ("user", "item")
@@ -124,7 +125,8 @@ class ColumnCoding:
 
 
 def _categories(value: object) -> list[str]:
-    return [name.strip() for name in str(value).split(MULTIPLE) if name.strip()]
+    """A value's categories, each once ("a|a" is "a")."""
+    return list(dict.fromkeys(name.strip() for name in str(value).split(MULTIPLE) if name.strip()))
 
 
 def _is_numeric(column: pd.Series) -> bool:
@@ -138,6 +140,8 @@ def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
         column = table[name]
         if _is_numeric(column):
             numbers = pd.to_numeric(column).to_numpy(np.float64)
+            if not np.isfinite(numbers).all():
+                raise RecsysError(f"feature {name!r} holds a number that is not finite")
             spread = float(numbers.std())
             codings.append(
                 ColumnCoding(str(name), None, float(numbers.mean()), spread if spread > 0 else 1.0)
@@ -158,7 +162,17 @@ def side_blocks(table: pd.DataFrame, codings: Iterable[ColumnCoding], ids: np.nd
     found = table.iloc[place[rows]]
     blocks = []
     for coding in codings:
-        values = found[coding.name] if coding.categories is not None else pd.to_numeric(found[coding.name])
+        if coding.name not in found:
+            raise RecsysError(
+                f"the feature table lacks column {coding.name!r}, which the model was trained with"
+            )
+        values = found[coding.name]
+        if coding.categories is None:
+            values = pd.to_numeric(values, errors="coerce")
+            if values.isna().any() or np.isinf(values.to_numpy(np.float64)).any():
+                raise RecsysError(
+                    f"feature {coding.name!r} was a number in training; here it holds another value"
+                )
         blocks.append(coding.block(values, rows))
     return blocks
 
@@ -200,14 +214,22 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
     id_column = next((name for name in names if normalised(name) in aliases), names[0])
     if len(names) < 2:
         raise DataError(f"{path}: no feature columns beside the {side} id column {id_column!r}")
-    raw = raw.rename(columns={id_column: side})
+    if raw.empty:
+        raise DataError(f"{path}: no rows below its header")
     for name in raw.columns:
         empty = raw[name].isna() | (raw[name].astype(str).str.strip() == "")
         if empty.any():
             row = int(np.flatnonzero(empty.to_numpy())[0])
             raise DataError(f"{path}: {name} is missing on {where(row)}")
-    ids = raw[side].astype(str).str.strip()
-    if ids.str.fullmatch(r"-?\d+").all():
+    for name in raw.columns.drop(id_column):
+        numbers = pd.to_numeric(raw[name], errors="coerce")
+        infinite = np.isinf(numbers.to_numpy(np.float64))
+        if numbers.notna().all() and infinite.any():
+            row = int(np.flatnonzero(infinite)[0])
+            raise DataError(f"{path}: {name} {raw[name].iloc[row]} on {where(row)} is not a finite number")
+    # As a ratings file's ids: integers where every one spells one with no leading zero, else text.
+    ids = raw[id_column].astype(str).str.strip()
+    if ids.str.fullmatch(INTEGER_TEXT).all():
         ids = ids.astype(np.int64)
     repeated = ids.duplicated(keep=False).to_numpy()
     if repeated.any():
@@ -215,7 +237,7 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
         raise DataError(
             f"{path}: {side} {ids.iloc[first]} has two rows, on {where(int(first))} and {where(int(second))}"
         )
-    return raw.drop(columns=side).set_index(pd.Index(ids, name=side))
+    return raw.drop(columns=id_column).set_index(pd.Index(ids, name=side))
 
 
 def year_of_title(titles: pd.Series) -> pd.Series:

@@ -211,7 +211,10 @@ class BayesianFM(BayesianMF):
             rows = torch.repeat_interleave(torch.arange(users.n_rows), torch.from_numpy(users.starts).diff())
             columns, values = torch.from_numpy(users.columns), torch.from_numpy(users.values).float()
             factors, bias = self.user_feature_factors, self.user_feature_bias
-            vectors = factors.new_zeros(users.n_rows, factors.shape[1])
+            width = self.user_factors.weight.shape[1]
+            if factors.shape[1] != width:  # no draws of its features kept (trained by autograd): none
+                return factors.new_zeros(users.n_rows, width), bias.new_zeros(users.n_rows)
+            vectors = factors.new_zeros(users.n_rows, width)
             vectors.index_add_(0, rows, factors[columns] * values[:, None])
             biases = bias.new_zeros(users.n_rows).index_add_(0, rows, bias[columns] * values)
             return vectors * self.factor_scale, biases

@@ -76,6 +76,22 @@ def _implicit_row(item_vectors: Tensor, items: Tensor, strengths: Tensor, regula
     return torch.linalg.solve(system, positives.T @ confidence)
 
 
+def _check_starts(
+    starts: tuple[Tensor, Tensor], pairs: list[tuple[RatingModel, BilinearForm]], n_users: int
+) -> None:
+    """Starts place users of one rating model with a bias per user: a vector as wide as its form's and
+    a bias for each user folded in."""
+    (member, form), vectors, bias = pairs[0], *starts
+    if len(pairs) > 1 or member.ranks or form.user_bias is None:
+        raise ValueError("starts place the users of one rating model with a user bias (bfm), not an ensemble")
+    width = form.item_vectors.shape[1]
+    if vectors.shape != (n_users, width) or bias.shape != (n_users,):
+        raise ValueError(
+            f"starts must be ({n_users}, {width}) vectors and {n_users} biases, got "
+            f"{tuple(vectors.shape)} and {tuple(bias.shape)}"
+        )
+
+
 def fold_in(
     model: RatingModel,
     ratings_of_users: Sequence[tuple[Tensor, Tensor]],
@@ -97,6 +113,8 @@ def fold_in(
             f"{type(model).__name__} has no user vectors to fold a new user into; train a model that "
             "has them (`model` dotbias)"
         )
+    if starts is not None:
+        _check_starts(starts, pairs, len(ratings_of_users))
     members, forms = [], []
     for member, form in pairs:
         item_vectors, item_bias = form.item_vectors.double(), form.item_bias.double()

@@ -11,6 +11,7 @@ from recsys.data.features import (
     column_codings,
     features_of,
     read_feature_file,
+    rows_for_new,
     side_blocks,
     year_of_title,
 )
@@ -115,3 +116,46 @@ def test_a_recorded_run_reads_its_feature_files_again(tmp_path: Path) -> None:
     path.unlink()
     with pytest.raises(DataError, match=r"items\.csv: file not found"):
         dataset_from_record(dict(dataset.origin), "tiny")
+
+
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        ("user,age\n001,20\n010,30\n", ["001", "010"]),  # a leading zero: text, as the ratings' ids
+        ("user,age\n12345678901234567890123,20\n7,30\n", ["12345678901234567890123", "7"]),  # past int64
+        ("userId,user,age\n1,a,20\n2,b,30\n", [1, 2]),  # a feature named like the side
+    ],
+)
+def test_feature_file_ids_are_read_as_a_ratings_files_are(
+    tmp_path: Path, text: str, ids: list[object]
+) -> None:
+    table = read_feature_file(_write(tmp_path / "users.csv", text), "user")
+    assert table.index.tolist() == ids
+
+
+def test_an_infinite_number_is_refused_and_a_category_counts_once(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"users\.csv: age inf on line 2 is not a finite number$"):
+        read_feature_file(_write(tmp_path / "users.csv", "user,age\n1,inf\n2,4\n"), "user")
+    table = pd.DataFrame({"genres": ["a|a", "a| b"]}, index=[1, 2])
+    (block,) = side_blocks(table, column_codings(table), np.array([1, 2]))
+    assert sorted(zip(block.rows.tolist(), block.values.tolist(), strict=True)) == [
+        (0, 1.0),
+        (1, 0.5),
+        (1, 0.5),
+    ]
+
+
+def test_new_rows_need_the_columns_training_had() -> None:
+    from recsys.errors import RecsysError
+
+    training = pd.DataFrame({"age": [20.0, 30.0], "job": ["a", "b"]}, index=[1, 2])
+    with pytest.raises(RecsysError, match="lacks column 'job'"):
+        rows_for_new(("side",), training, pd.DataFrame({"age": [25.0]}, index=[9]), np.array([9]))
+    with pytest.raises(RecsysError, match="'age' was a number in training"):
+        rows_for_new(
+            ("side",), training, pd.DataFrame({"age": ["old"], "job": ["a"]}, index=[9]), np.array([9])
+        )
+    rows = rows_for_new(
+        ("side",), training, pd.DataFrame({"job": ["b"], "age": [30.0]}, index=[9]), np.array([9])
+    )
+    assert rows.columns.tolist() == [0, 2]  # age, then job b: the training table's order
