@@ -166,15 +166,17 @@ def _group_sums(groups: np.ndarray, n_groups: int, rows: np.ndarray) -> np.ndarr
 def _group_priors(
     table: np.ndarray, groups: np.ndarray, n_groups: int, random: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A draw of each group's prior mean and precision per coordinate, given its features' rows:
-    lambda | mu, v ~ Gamma((shape + n + 1) / 2, (rate + gamma mu^2 + sum (v - mu)^2) / 2), then
-    mu | lambda, v ~ N(sum v / (n + gamma), 1 / ((n + gamma) lambda)), mu starting at the group's mean."""
+    """A draw of each group's prior mean and precision per coordinate from their Normal-Gamma
+    posterior given its n features' rows v, jointly (no chain between them): lambda | v ~ Gamma((shape
+    + n) / 2, (rate + gamma m^2 + sum (v - m)^2) / 2) with m = sum v / (n + gamma) (that sum is the
+    rate's sum of squares about the rows' mean plus gamma n mean^2 / (n + gamma)), then mu | lambda, v ~
+    N(m, 1 / ((n + gamma) lambda))."""
     counts = np.bincount(groups, minlength=n_groups).astype(np.float64)[:, None]
     totals = _group_sums(groups, n_groups, table)
     mean = totals / (counts + PRIOR_GAMMA)
     squares = _group_sums(groups, n_groups, (table - mean[groups]) ** 2)
     spread = PRIOR_RATE + PRIOR_GAMMA * mean**2 + squares
-    shapes = np.broadcast_to((PRIOR_SHAPE + counts + 1) / 2, totals.shape)
+    shapes = np.broadcast_to((PRIOR_SHAPE + counts) / 2, totals.shape)
     precision = 2 * random.standard_gamma(shapes) / spread  # twice a Gamma(df / 2): a chi-square(df)
     noise = random.standard_normal(totals.shape)
     return mean + noise / np.sqrt((counts + PRIOR_GAMMA) * precision), precision

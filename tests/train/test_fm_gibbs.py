@@ -17,7 +17,7 @@ from recsys.data.dataset import RatingsDataset
 from recsys.data.features import features_of, rows_for_new
 from recsys.models.fold_in import fold_in
 from recsys.train.checkpoints import load_checkpoint
-from recsys.train.fm_gibbs import _by_feature, _row_sums, _sample_features, _update_residuals
+from recsys.train.fm_gibbs import _by_feature, _group_priors, _row_sums, _sample_features, _update_residuals
 from recsys.workflows.experiment import train_and_evaluate
 
 
@@ -155,3 +155,19 @@ def test_an_interrupted_run_resumes_to_the_same_model(tmp_path: Path) -> None:
     assert [h.train_loss for h in whole.history] == [h.train_loss for h in resumed.history]
     for name, tensor in whole.model.state_dict().items():
         assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+
+
+def test_a_groups_prior_is_drawn_from_its_normal_gamma_posterior() -> None:
+    """lambda | v ~ Gamma(1/2 + n/2, 1/2 + (sum (v - mean)^2 + n mean^2 / (n + 1)) / 2) and mu | lambda, v
+    ~ N(sum v / (n + 1), 1 / ((n + 1) lambda)), the conjugate posterior of the hyperprior mu ~ N(0,
+    1 / lambda), lambda ~ Gamma(1/2, 1/2): the draws' moments against the closed forms."""
+    v = np.array([0.3, -0.1, 0.8, 0.4, 0.2])
+    n, mean = len(v), v.mean()
+    shape, rate = 0.5 + n / 2, 0.5 + (np.sum((v - mean) ** 2) + n * mean**2 / (n + 1)) / 2
+    random = np.random.default_rng(0)
+    draws = [_group_priors(v[:, None], np.zeros(n, np.int64), 1, random) for _ in range(20_000)]
+    mus, lambdas = (np.array([draw[part][0, 0] for draw in draws]) for part in (0, 1))
+    assert lambdas.mean() == pytest.approx(shape / rate, rel=0.02)
+    assert mus.mean() == pytest.approx(v.sum() / (n + 1), abs=0.01)
+    # Var(mu) = E[1 / ((n + 1) lambda)] = rate / ((n + 1) (shape - 1)) for a Gamma(shape, rate) lambda.
+    assert mus.var() == pytest.approx(rate / ((n + 1) * (shape - 1)), rel=0.05)
