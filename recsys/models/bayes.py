@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from recsys.data.features import SIDES, FeatureRows
+from recsys.errors import RecsysError
 from recsys.models.base import BilinearForm, Explanation, LearnedBiases, SampledModel, YRange, to_numpy
 from recsys.models.layers import (
     bias_table,
@@ -214,6 +215,11 @@ class BayesianFM(BayesianMF):
             width = self.user_factors.weight.shape[1]
             if factors.shape[1] != width:  # no draws of its features kept (trained by autograd): none
                 return factors.new_zeros(users.n_rows, width), bias.new_zeros(users.n_rows)
+            if users.n_features != len(bias):
+                raise RecsysError(
+                    f"the new users' rows have {users.n_features:,} features where training had "
+                    f"{len(bias):,}: has a feature file changed since, or do the rows name other groups?"
+                )
             vectors = factors.new_zeros(users.n_rows, width)
             vectors.index_add_(0, rows, factors[columns] * values[:, None])
             biases = bias.new_zeros(users.n_rows).index_add_(0, rows, bias[columns] * values)

@@ -15,6 +15,7 @@ from conftest import Interrupted, stop_after
 from recsys.config import config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.features import features_of, rows_for_new
+from recsys.errors import RecsysError
 from recsys.models.fold_in import fold_in
 from recsys.train.checkpoints import load_checkpoint
 from recsys.train.fm_gibbs import _by_feature, _group_priors, _row_sums, _sample_features, _update_residuals
@@ -120,6 +121,10 @@ def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> 
     # Fold-in starts a new user where its features place it: with no ratings, exactly there; with
     # ratings, the ridge moves it from there toward them.
     placed = model.feature_vectors(rows)
+    # Rows of other groups than training's (a changed file, or implicit feedback it never had): refused.
+    other = rows_for_new(("side", "implicit"), dataset.user_features, new, new.index.to_numpy(), n_others=60)
+    with pytest.raises(RecsysError, match="rows have 62 features where training had 2"):
+        model.feature_vectors(other)
     nothing = [(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))] * 2
     folded = fold_in(model, nothing, starts=placed)
     torch.testing.assert_close(folded.scores(torch.tensor([0, 1])).float(), scores, rtol=1e-4, atol=1e-4)
