@@ -2,8 +2,10 @@
 sums its vectors over.
 
 A side-feature table has one row per raw id and one column per feature group. A column whose every
-value is a number is numeric (standardised, one feature); any other is categorical, one feature per
-category, and a value holding '|' names several categories (a film's genres), each weighted 1/count.
+value is a number is numeric (standardised, one feature), unless it is a pandas category column; any
+other is categorical, one feature per category, and a value holding '|' names several categories (a
+film's genres), each weighted 1/count. A column of numbers but for a few values is read as
+categories with a warning.
 Defaults, documented in docs/data.md: an id with ratings but no row has no side features; a row
 whose id has no ratings is not used in training; a category a new user or item brings that training
 never saw adds nothing.
@@ -11,6 +13,7 @@ never saw adds nothing.
 
 import itertools
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,9 @@ from recsys.names import feature_groups as feature_groups
 SIDES = ("user", "item")
 
 MULTIPLE = "|"
+# A column at least this share of whose values are numbers, but not all, is read as categories with a
+# warning: one stray text value is likelier a mistake than a category.
+MOSTLY_NUMBERS = 0.9
 # MovieLens 1M's own age groups, used for ML-100K's exact ages too.
 AGE_GROUPS = (0, 18, 25, 35, 45, 50, 56)
 _YEAR = re.compile(r"\((\d{4})\)\s*$")
@@ -138,7 +144,9 @@ def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
     codings = []
     for name in table.columns:
         column = table[name]
-        if _is_numeric(column):
+        # A pandas category column is categories whatever its values spell (MovieLens' years).
+        labelled = isinstance(column.dtype, pd.CategoricalDtype)
+        if not labelled and _is_numeric(column):
             numbers = pd.to_numeric(column).to_numpy(np.float64)
             if not np.isfinite(numbers).all():
                 raise RecsysError(f"feature {name!r} holds a number that is not finite")
@@ -147,6 +155,14 @@ def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
                 ColumnCoding(str(name), None, float(numbers.mean()), spread if spread > 0 else 1.0)
             )
         else:
+            numbers = pd.to_numeric(column, errors="coerce").notna()
+            if not labelled and numbers.mean() >= MOSTLY_NUMBERS:
+                odd = column[~numbers].iloc[0]
+                warnings.warn(
+                    f"feature {name!r} is read as categories, one per value: {(~numbers).sum():,} of its "
+                    f"{len(column):,} values are not numbers (such as {odd!r})",
+                    stacklevel=2,
+                )
             found = sorted({name for value in column for name in _categories(value)})
             codings.append(ColumnCoding(str(name), tuple(found)))
     return tuple(codings)
@@ -229,6 +245,8 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
             raise DataError(f"{path}: {name} {raw[name].iloc[row]} on {where(row)} is not a finite number")
     # As a ratings file's ids: integers where every one spells one with no leading zero, else text.
     ids = raw[id_column].astype(str).str.strip()
+    if ids.str.fullmatch(INTEGER_TEXT + r"\.0").all():  # whole numbers stored as floats (Parquet)
+        ids = ids.str.removesuffix(".0")
     if ids.str.fullmatch(INTEGER_TEXT).all():
         ids = ids.astype(np.int64)
     repeated = ids.duplicated(keep=False).to_numpy()
@@ -260,7 +278,8 @@ def item_features_of(items: pd.DataFrame) -> pd.DataFrame | None:
         return None
     table = items.drop_duplicates("item").set_index("item")
     genres = table["genres"].fillna("").replace("(no genres listed)", "")
-    return pd.DataFrame({"genres": genres, "year": year_of_title(table["title"])}, index=table.index)
+    features = {"genres": genres, "year": year_of_title(table["title"])}
+    return pd.DataFrame(features, index=table.index).astype("category")
 
 
 def age_group(ages: pd.Series) -> pd.Series:

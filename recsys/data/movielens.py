@@ -391,7 +391,7 @@ def read_users(folder: Path, layout: str) -> pd.DataFrame | None:
             f"{path}: age {_shown(raw.iat[row, 1])} on {_line_of_row(path, 'latin-1')(row)} is not a number"
         )
     table = {"age": age_group(ages), "gender": raw[2], "occupation": raw[3], "zip": zip_region(raw[4])}
-    return pd.DataFrame(table).set_index(pd.Index(ids, name="user"))
+    return pd.DataFrame(table).set_index(pd.Index(ids, name="user")).astype("category")
 
 
 def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]) -> RatingsDataset:

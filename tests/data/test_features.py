@@ -159,3 +159,19 @@ def test_new_rows_need_the_columns_training_had() -> None:
         ("side",), training, pd.DataFrame({"job": ["b"], "age": [30.0]}, index=[9]), np.array([9])
     )
     assert rows.columns.tolist() == [0, 2]  # age, then job b: the training table's order
+
+
+def test_a_column_of_numbers_but_one_is_read_as_categories_with_a_warning(tmp_path: Path) -> None:
+    table = pd.DataFrame({"age": [str(20 + n) for n in range(19)] + ["unknown"]}, index=range(20))
+    with pytest.warns(UserWarning, match=r"feature 'age' is read as categories.*1 of its 20 values"):
+        (coding,) = column_codings(table)
+    assert coding.categories is not None and len(coding.categories) == 20
+    # A pandas category column is categories, though its values spell numbers (MovieLens' years).
+    (years,) = column_codings(pd.DataFrame({"year": ["1995", "1996"]}, dtype="category"))
+    assert years.categories == ("1995", "1996")
+
+
+def test_whole_number_ids_stored_as_floats_are_integers(tmp_path: Path) -> None:
+    path = tmp_path / "users.parquet"
+    pd.DataFrame({"user": [1.0, 2.0], "job": ["a", "b"]}).to_parquet(path)
+    assert read_feature_file(path, "user").index.tolist() == [1, 2]
