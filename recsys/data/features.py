@@ -22,9 +22,8 @@ import numpy as np
 import pandas as pd
 
 from recsys.data.columns import ALIASES, ITEM_ID_ALIASES, normalised
-from recsys.data.ratings_table import INTEGER_TEXT
+from recsys.data.ratings_table import ids as read_ids
 from recsys.errors import DataError, RecsysError
-from recsys.names import feature_groups as feature_groups
 
 SIDES = ("user", "item")
 
@@ -206,15 +205,29 @@ def rows_for_new(
     each one's rated others, inner indices of n_others) their implicit feedback. The columns number
     the trained model's features after its ids, for the `groups` it was trained with: what
     BayesianFM.feature_scores and fold-in take."""
+    owners = np.repeat(np.arange(len(rated), dtype=np.int64), [len(others) for others in rated])
+    others = np.concatenate([np.asarray(found, np.int64) for found in rated]) if rated else owners
+    return feature_rows(len(ids), _feature_blocks(groups, training, new, ids, (owners, others), n_others))
+
+
+def _feature_blocks(
+    groups: Sequence[str],
+    training: pd.DataFrame | None,
+    table: pd.DataFrame | None,
+    ids: np.ndarray,
+    rated: tuple[np.ndarray, np.ndarray],
+    n_others: int,
+) -> list[_Block]:
+    """The non-id blocks of rows `ids` (raw), in the one order every model's columns follow: with "side"
+    in `groups` their rows of `table` coded as `training` (the training table) codes its columns,
+    then with "implicit" the others each row rated (`rated`: pairs of row, other; n_others of them)."""
     blocks: list[_Block] = []
     if "side" in groups and training is not None:
-        rows = new if new is not None else training.iloc[:0]
+        rows = table if table is not None else training.iloc[:0]
         blocks += side_blocks(rows, column_codings(training), ids)
     if "implicit" in groups:
-        owners = np.repeat(np.arange(len(rated), dtype=np.int64), [len(others) for others in rated])
-        others = np.concatenate([np.asarray(found, np.int64) for found in rated]) if rated else owners
-        blocks.append(implicit_block(owners, others, len(ids), n_others))
-    return feature_rows(len(ids), blocks)
+        blocks.append(implicit_block(*rated, len(ids), n_others))
+    return blocks
 
 
 def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
@@ -243,12 +256,7 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
         if numbers.notna().all() and infinite.any():
             row = int(np.flatnonzero(infinite)[0])
             raise DataError(f"{path}: {name} {raw[name].iloc[row]} on {where(row)} is not a finite number")
-    # As a ratings file's ids: integers where every one spells one with no leading zero, else text.
-    ids = raw[id_column].astype(str).str.strip()
-    if ids.str.fullmatch(INTEGER_TEXT + r"\.0").all():  # whole numbers stored as floats (Parquet)
-        ids = ids.str.removesuffix(".0")
-    if ids.str.fullmatch(INTEGER_TEXT).all():
-        ids = ids.astype(np.int64)
+    ids = pd.Series(read_ids(raw[id_column], side, str(path), where))  # as a ratings file's ids are
     repeated = ids.duplicated(keep=False).to_numpy()
     if repeated.any():
         first, second = np.flatnonzero(repeated)[:2]
@@ -308,12 +316,13 @@ def features_of(
     """Every user's and item's feature rows: its id, then (with "side" in `groups`) its side features
     from the tables, then (with "implicit") the other side's ids it has ratings with in `pairs`
     (encoded [user, item] rows of the training ratings only). `users`, `items`: raw ids in encoded order."""
-    blocks: list[list[_Block]] = [[id_block(len(users))], [id_block(len(items))]]
-    if "side" in groups:
-        for side, table, ids in zip(blocks, (user_table, item_table), (users, items), strict=True):
-            if table is not None:
-                side += side_blocks(table, column_codings(table), ids)
-    if "implicit" in groups:
-        blocks[0].append(implicit_block(pairs[:, 0], pairs[:, 1], len(users), len(items)))
-        blocks[1].append(implicit_block(pairs[:, 1], pairs[:, 0], len(items), len(users)))
-    return feature_rows(len(users), blocks[0]), feature_rows(len(items), blocks[1])
+    user_blocks = _feature_blocks(
+        groups, user_table, user_table, users, (pairs[:, 0], pairs[:, 1]), len(items)
+    )
+    item_blocks = _feature_blocks(
+        groups, item_table, item_table, items, (pairs[:, 1], pairs[:, 0]), len(users)
+    )
+    return (
+        feature_rows(len(users), [id_block(len(users)), *user_blocks]),
+        feature_rows(len(items), [id_block(len(items)), *item_blocks]),
+    )

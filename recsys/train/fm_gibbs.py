@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from recsys.data.encoding import RatingTensors
-from recsys.data.features import FeatureRows, feature_rows, id_block
+from recsys.data.features import FeatureRows, features_of
 from recsys.models.bayes import BayesianFM
-from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, grouped_by_row
+from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, KeptMean, grouped_by_row
 from recsys.train.jit import compiled
 
 # The hyperprior on each group's prior: mu ~ N(0, 1 / (PRIOR_GAMMA lambda)), lambda ~ Gamma(shape
@@ -196,14 +196,15 @@ class FMGibbsEpochs:
         y_range: tuple[float, float] | None,
         generator: torch.Generator,
     ) -> None:
-        self.model, self.sweeps, self.burn_in, self.y_range = model, sweeps, model.burn_in(sweeps), y_range
+        self.model, self.sweeps, self.burn_in = model, sweeps, model.burn_in(sweeps)
         users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
         values = train.y.cpu().double()
         self.mean = float(values.mean())
         self.targets = (values - self.mean).numpy()
-        sizes = [len(table) for table in model.id_vectors() or ()]
-        features = model.features or (feature_rows(sizes[0], [id_block(sizes[0])]),
-                                       feature_rows(sizes[1], [id_block(sizes[1])]))  # fmt: skip
+        self.valid = KeptMean(valid, self.mean, y_range)
+        user_ids, item_ids = (np.arange(len(table)) for table in model.id_vectors() or ())
+        no_pairs = np.zeros((0, 2), np.int64)
+        features = model.features or features_of((), user_ids, item_ids, no_pairs, None, None)  # ids alone
         self.features = features
         self.by_feature = [_by_feature(block) for block in features]
         order = torch.arange(len(values))
@@ -212,10 +213,6 @@ class FMGibbsEpochs:
             grouped_by_row(items, users, order, features[1].n_rows),
         ]
         self.pairs = (users.numpy(), items.numpy())
-        self.valid_pairs = (valid.x[:, 0].cpu().numpy(), valid.x[:, 1].cpu().numpy())
-        self.valid_values = valid.y.cpu().double().numpy()
-        self.valid_sum = np.zeros(len(valid))
-        self.valid_count = 0
         # The chain starts from the model's own initialisation (its seed) for the ids' factors, small
         # draws for the other features' (a zero start would make every group's prior a point), and
         # zero biases.
@@ -235,15 +232,13 @@ class FMGibbsEpochs:
         return {
             "tables": [torch.from_numpy(table.copy()) for table in self.tables],
             "alpha": self.alpha,
-            "valid_sum": torch.from_numpy(self.valid_sum.copy()),
-            "valid_count": self.valid_count,
+            **self.valid.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.tables = [table.numpy().copy() for table in state["tables"]]
         self.alpha = float(state["alpha"])
-        self.valid_sum = state["valid_sum"].numpy().copy()
-        self.valid_count = int(state["valid_count"])
+        self.valid.load_state_dict(state)
 
     @staticmethod
     def _scores(composed: list[np.ndarray], users: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -251,15 +246,8 @@ class FMGibbsEpochs:
         return _pair_scores(composed[0], composed[1], users, items)
 
     def evaluate(self) -> dict[str, float]:
-        """RMSE and MAE on the validation ratings of the mean of the draws kept so far, clipped as the
-        model clips."""
-        if len(self.valid_values) == 0:
-            return {"rmse": math.nan, "mae": math.nan}
-        predictions = self.mean + self.valid_sum / self.valid_count
-        if self.y_range is not None:
-            predictions = np.clip(predictions, *self.y_range)
-        errors = predictions - self.valid_values
-        return {"rmse": float(np.sqrt(np.mean(errors**2))), "mae": float(np.mean(np.abs(errors)))}
+        """RMSE and MAE on the validation ratings of the mean of the draws kept so far."""
+        return self.valid.evaluate()
 
     def run_epoch(self, epoch: int, generator: torch.Generator) -> float:
         """Sweep `epoch` (from 1); the mean squared error of its draw on the training ratings."""
@@ -297,8 +285,5 @@ class FMGibbsEpochs:
             for block, table in zip(self.features, self.tables, strict=True)
         ]
         self.model.set_feature_draw(slot, slots, *non_ids)
-        if slot == 0:
-            self.valid_sum[:] = 0
-        self.valid_sum += self._scores(composed, *self.valid_pairs)
-        self.valid_count = slot + 1
+        self.valid.add(slot, self._scores(composed, self.valid.users, self.valid.items))
         return squared / len(self.targets)

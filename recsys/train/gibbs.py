@@ -110,6 +110,40 @@ def grouped_by_row(rows: Tensor, others: Tensor, values: Tensor, n: int) -> tupl
     return starts.numpy(), others[order].numpy(), values[order].numpy()
 
 
+class KeptMean:
+    """The mean of the kept draws' predictions of the validation ratings, from their running sum: the
+    posterior mean's score each sweep without a pass through the model's ever wider tables."""
+
+    def __init__(self, valid: RatingTensors, mean: float, y_range: tuple[float, float] | None) -> None:
+        self.users, self.items = valid.x[:, 0].cpu().numpy(), valid.x[:, 1].cpu().numpy()
+        self.values = valid.y.cpu().double().numpy()
+        self.mean, self.y_range = mean, y_range
+        self.sum, self.count = np.zeros(len(self.values)), 0
+
+    def add(self, slot: int, scores: np.ndarray) -> None:
+        """A draw's scores (less the mean) of the validation pairs, kept as slot `slot` (0 starts afresh)."""
+        if slot == 0:
+            self.sum[:] = 0
+        self.sum += scores
+        self.count = slot + 1
+
+    def evaluate(self) -> dict[str, float]:
+        """RMSE and MAE of the kept draws' mean, clipped as the model clips."""
+        if len(self.values) == 0:
+            return {"rmse": math.nan, "mae": math.nan}
+        predictions = self.mean + self.sum / self.count
+        if self.y_range is not None:
+            predictions = np.clip(predictions, *self.y_range)
+        errors = predictions - self.values
+        return {"rmse": float(np.sqrt(np.mean(errors**2))), "mae": float(np.mean(np.abs(errors)))}
+
+    def state_dict(self) -> dict[str, object]:
+        return {"valid_sum": torch.from_numpy(self.sum.copy()), "valid_count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sum, self.count = state["valid_sum"].numpy().copy(), int(state["valid_count"])
+
+
 class GibbsEpochs:
     """Sweeps of the Gibbs sampler; the model holds the mean of the draws kept so far (during the
     burn-in, the latest draw alone)."""
@@ -123,16 +157,11 @@ class GibbsEpochs:
         n_factors: int,
         y_range: tuple[float, float] | None,
     ) -> None:
-        self.model, self.sweeps, self.burn_in, self.y_range = model, sweeps, model.burn_in(sweeps), y_range
-        # The validation ratings' summed predictions over the draws kept: the posterior mean's
-        # score on them each sweep without a pass through the model's ever wider tables.
-        self.valid_users, self.valid_items = valid.x[:, 0].cpu(), valid.x[:, 1].cpu()
-        self.valid_values = valid.y.cpu().double()
-        self.valid_sum = torch.zeros(len(valid), dtype=torch.float64)
-        self.valid_count = 0
+        self.model, self.sweeps, self.burn_in = model, sweeps, model.burn_in(sweeps)
         users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
         values = train.y.cpu().double()
         self.mean = float(values.mean())
+        self.valid = KeptMean(valid, self.mean, y_range)
         # The chain starts from the model's own initialisation (its seed): factors, then a zero bias.
         start = model.id_vectors()
         assert start is not None
@@ -151,15 +180,13 @@ class GibbsEpochs:
         return {
             "draws": [draw.clone() for draw in self.draws],
             "alpha": self.alpha,
-            "valid_sum": self.valid_sum.clone(),
-            "valid_count": self.valid_count,
+            **self.valid.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.draws = [draw.clone() for draw in state["draws"]]
         self.alpha = float(state["alpha"])
-        self.valid_sum = state["valid_sum"].clone()
-        self.valid_count = int(state["valid_count"])
+        self.valid.load_state_dict(state)
 
     def _scores(self, users: Tensor, items: Tensor) -> Tensor:
         """The current draw's scores (less the global mean) for the pairs (users[j], items[j])."""
@@ -169,15 +196,9 @@ class GibbsEpochs:
         return user_rows[:, k] + item_rows[:, k] + (user_rows[:, :k] * item_rows[:, :k]).sum(1)
 
     def evaluate(self) -> dict[str, float]:
-        """RMSE and MAE on the validation ratings of the mean of the draws kept so far, clipped as the
-        model clips (what `metrics.evaluate` of the model gives, in float64)."""
-        if len(self.valid_values) == 0:
-            return {"rmse": math.nan, "mae": math.nan}
-        predictions = self.mean + self.valid_sum / self.valid_count
-        if self.y_range is not None:
-            predictions = predictions.clamp(*self.y_range)
-        errors = predictions - self.valid_values
-        return {"rmse": float(errors.square().mean().sqrt()), "mae": float(errors.abs().mean())}
+        """RMSE and MAE on the validation ratings of the mean of the draws kept so far (what
+        `metrics.evaluate` of the model gives, in float64)."""
+        return self.valid.evaluate()
 
     def run_epoch(self, epoch: int, generator: torch.Generator) -> float:
         """Sweep `epoch` (from 1); the mean squared error of its draw on the training ratings."""
@@ -196,8 +217,6 @@ class GibbsEpochs:
         slot = max(epoch - self.burn_in - 1, 0)  # the burn-in's draws all pass through slot 0
         user_draws, item_draws = self.draws
         self.model.set_draw(slot, self.sweeps - self.burn_in, user_draws, item_draws, self.mean)
-        if slot == 0:
-            self.valid_sum.zero_()
-        self.valid_sum += self._scores(self.valid_users, self.valid_items)
-        self.valid_count = slot + 1
+        valid = torch.from_numpy(self.valid.users), torch.from_numpy(self.valid.items)
+        self.valid.add(slot, self._scores(*valid).numpy())
         return squared / len(self.targets)

@@ -16,11 +16,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from recsys.config import SETTINGS, check_threads, config_for, model_for
 from recsys.data.encoding import IdMap, RatingTensors
-from recsys.data.features import feature_groups, features_of
+from recsys.data.features import features_of
 from recsys.data.ratings_table import INTEGER_TEXT, whole_numbers
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
 from recsys.models.registry import model_entry, model_names
+from recsys.names import feature_groups
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import fit

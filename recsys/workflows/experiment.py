@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from recsys.config import RunConfig, model_for
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
-from recsys.data.features import FeatureRows, feature_groups, features_of, rows_for_new
+from recsys.data.features import FeatureRows, features_of, rows_for_new
 from recsys.data.splits import Split, make_split
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, evaluate_test
@@ -27,7 +27,14 @@ from recsys.evaluate.ranking import evaluate_ranking, ranking_task, relevance_th
 from recsys.evaluate.scorers import model_scorer
 from recsys.files import write_json
 from recsys.models.base import RatingModel
-from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, DATA_FILE, METRICS_FILE
+from recsys.names import (
+    CHECKPOINT_FILE,
+    CHECKPOINT_SECONDS,
+    CONFIG_FILE,
+    DATA_FILE,
+    METRICS_FILE,
+    feature_groups,
+)
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
 from recsys.train.memory import check_fits
