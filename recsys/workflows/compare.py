@@ -119,14 +119,13 @@ def compare_models(
     test item)."""
     scores: list[ModelScore] = []
     trained: dict[str, nn.Module] = {}
-    configs: dict[str, RunConfig] = {}
     results: dict[str, RunResult] = {}
     data: EncodedSplit | None = None
     for name in model_names() if models is None else models:
         config = config_for(name, dataset=dataset.name, split=split, seed=seed, unknown=unknown, **overrides)
         result = train_and_evaluate(dataset, config, progress=progress)
         data = result.data
-        trained[name], configs[name], results[name] = result.model, result.config, result
+        trained[name], results[name] = result.model, result
         # A ranking model's scores are no ratings: no RMSE, MAE or learning curve in RMSE.
         ranks = result.config.ranks
         scores.append(
@@ -152,7 +151,7 @@ def compare_models(
     ranking = rank_models(trained, data, threshold, seed)
     curves = {
         name: fold_in_curve(
-            model, data, threshold, starts=_starts(model, configs[name], dataset, len(data.items))
+            model, data, threshold, starts=_starts(model, results[name].config, dataset, len(data.items))
         )
         for name, model in trained.items()
         if name not in BASELINES and member_forms(model) is not None
