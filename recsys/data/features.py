@@ -11,6 +11,7 @@ whose id has no ratings is not used in training; a category a new user or item b
 never saw adds nothing.
 """
 
+import hashlib
 import itertools
 import re
 import warnings
@@ -46,6 +47,9 @@ class FeatureRows:
     values: np.ndarray
     groups: np.ndarray
     group_names: tuple[str, ...]
+    # A digest of how the side-feature columns were coded (their names, categories, means and spreads):
+    # rows coded from a changed feature file number other features under the same count. "" without.
+    coding: str = ""
 
     @property
     def n_rows(self) -> int:
@@ -67,11 +71,12 @@ class _Block:
     size: int
 
 
-def feature_rows(n_rows: int, blocks: Sequence[_Block]) -> FeatureRows:
-    """The groups' entries laid side by side, each group's features after the previous group's."""
+def feature_rows(n_rows: int, blocks: Sequence[_Block], coding: str = "") -> FeatureRows:
+    """The groups' entries laid side by side, each group's features after the previous group's;
+    `coding`: the side columns' coding digest (`coding_digest`)."""
     if not blocks:
         return FeatureRows(np.zeros(n_rows + 1, np.int64), np.zeros(0, np.int64), np.zeros(0),
-                           np.zeros(0, np.int64), ())  # fmt: skip
+                           np.zeros(0, np.int64), (), coding)  # fmt: skip
     offsets = np.cumsum([0, *(block.size for block in blocks)])
     rows = np.concatenate([block.rows for block in blocks]).astype(np.int64)
     columns = np.concatenate([block.columns + offset for block, offset in zip(blocks, offsets, strict=False)])
@@ -81,7 +86,7 @@ def feature_rows(n_rows: int, blocks: Sequence[_Block]) -> FeatureRows:
     starts[1:] = np.cumsum(np.bincount(rows, minlength=n_rows))
     groups = np.repeat(np.arange(len(blocks), dtype=np.int64), [block.size for block in blocks])
     return FeatureRows(starts, columns[order].astype(np.int64), values[order], groups,
-                       tuple(block.name for block in blocks))  # fmt: skip
+                       tuple(block.name for block in blocks), coding)  # fmt: skip
 
 
 def id_block(n: int) -> _Block:
@@ -132,6 +137,11 @@ class ColumnCoding:
 def _categories(value: object) -> list[str]:
     """A value's categories, each once ("a|a" is "a")."""
     return list(dict.fromkeys(name.strip() for name in str(value).split(MULTIPLE) if name.strip()))
+
+
+def coding_digest(codings: Sequence[ColumnCoding]) -> str:
+    """A short digest of `codings`, which two readings of one feature file share."""
+    return hashlib.blake2b(repr(tuple(codings)).encode(), digest_size=8).hexdigest()
 
 
 def _is_numeric(column: pd.Series) -> bool:
@@ -207,7 +217,7 @@ def rows_for_new(
     BayesianFM.feature_scores and fold-in take."""
     owners = np.repeat(np.arange(len(rated), dtype=np.int64), [len(others) for others in rated])
     others = np.concatenate([np.asarray(found, np.int64) for found in rated]) if rated else owners
-    return feature_rows(len(ids), _feature_blocks(groups, training, new, ids, (owners, others), n_others))
+    return feature_rows(len(ids), *_feature_blocks(groups, training, new, ids, (owners, others), n_others))
 
 
 def _feature_blocks(
@@ -217,17 +227,21 @@ def _feature_blocks(
     ids: np.ndarray,
     rated: tuple[np.ndarray, np.ndarray],
     n_others: int,
-) -> list[_Block]:
+) -> tuple[list[_Block], str]:
     """The non-id blocks of rows `ids` (raw), in the one order every model's columns follow: with "side"
     in `groups` their rows of `table` coded as `training` (the training table) codes its columns,
-    then with "implicit" the others each row rated (`rated`: pairs of row, other; n_others of them)."""
+    then with "implicit" the others each row rated (`rated`: pairs of row, other; n_others of them);
+    and the side columns' coding digest ("" without)."""
     blocks: list[_Block] = []
+    coding = ""
     if "side" in groups and training is not None:
         rows = table if table is not None else training.iloc[:0]
-        blocks += side_blocks(rows, column_codings(training), ids)
+        codings = column_codings(training)
+        blocks += side_blocks(rows, codings, ids)
+        coding = coding_digest(codings)
     if "implicit" in groups:
         blocks.append(implicit_block(*rated, len(ids), n_others))
-    return blocks
+    return blocks, coding
 
 
 def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
@@ -316,13 +330,13 @@ def features_of(
     """Every user's and item's feature rows: its id, then (with "side" in `groups`) its side features
     from the tables, then (with "implicit") the other side's ids it has ratings with in `pairs`
     (encoded [user, item] rows of the training ratings only). `users`, `items`: raw ids in encoded order."""
-    user_blocks = _feature_blocks(
+    user_blocks, user_coding = _feature_blocks(
         groups, user_table, user_table, users, (pairs[:, 0], pairs[:, 1]), len(items)
     )
-    item_blocks = _feature_blocks(
+    item_blocks, item_coding = _feature_blocks(
         groups, item_table, item_table, items, (pairs[:, 1], pairs[:, 0]), len(users)
     )
     return (
-        feature_rows(len(users), [id_block(len(users)), *user_blocks]),
-        feature_rows(len(items), [id_block(len(items)), *item_blocks]),
+        feature_rows(len(users), [id_block(len(users)), *user_blocks], user_coding),
+        feature_rows(len(items), [id_block(len(items)), *item_blocks], item_coding),
     )

@@ -174,6 +174,8 @@ class BayesianFM(BayesianMF):
     user_feature_bias: Tensor
     item_feature_factors: Tensor
     item_feature_bias: Tensor
+    user_feature_coding: Tensor
+    item_feature_coding: Tensor
 
     def __init__(
         self,
@@ -189,10 +191,24 @@ class BayesianFM(BayesianMF):
         for side in SIDES:  # the non-id features' kept draws: factors side by side, mean bias
             self.register_buffer(f"{side}_feature_factors", torch.zeros(0, 0))
             self.register_buffer(f"{side}_feature_bias", torch.zeros(0))
+            # The digest of how its side-feature columns were coded (FeatureRows.coding), as bytes.
+            self.register_buffer(f"{side}_feature_coding", torch.zeros(0, dtype=torch.uint8))
 
     def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
         """The feature rows of every user and item, their ids first (recsys.data.features)."""
         self.features = (users, items)
+        for side, rows in zip(SIDES, (users, items), strict=True):
+            setattr(self, f"{side}_feature_coding", _coding_bytes(rows.coding))
+
+    def _check_coding(self, side: str, coding: Tensor, doing: str) -> None:
+        """Refuse feature rows whose side columns were coded otherwise than training's: the same count
+        of features would mean other things."""
+        trained = getattr(self, f"{side}_feature_coding")
+        if not torch.equal(trained, coding):
+            raise RecsysError(
+                f"cannot {doing}: the {side} side features are coded otherwise than when the model was "
+                f"trained (has the {side} feature file changed since?)"
+            )
 
     def set_feature_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor) -> None:
         """Keep the non-id features' rows of a draw of every feature's [factors, bias] as slot `slot`."""
@@ -215,6 +231,7 @@ class BayesianFM(BayesianMF):
             width = self.user_factors.weight.shape[1]
             if factors.shape[1] != width:  # no draws of its features kept (trained by autograd): none
                 return factors.new_zeros(users.n_rows, width), bias.new_zeros(users.n_rows)
+            self._check_coding("user", _coding_bytes(users.coding), "predict for new users")
             if users.n_features != len(bias):
                 raise RecsysError(
                     f"the new users' rows have {users.n_features:,} features where training had "
@@ -235,6 +252,18 @@ class BayesianFM(BayesianMF):
             return self.squash(score)
 
     def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str, *args: object) -> None:
-        names = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("factors", "bias"))
-        take_saved_shapes(self, state_dict, prefix, names)
+        if self.features is not None:  # resuming onto the data's features: they must be coded alike
+            for side in SIDES:
+                saved = state_dict.get(f"{prefix}{side}_feature_coding")
+                if saved is not None:
+                    self._check_coding(side, saved, "resume")
+        parts = ("factors", "bias", "coding")
+        take_saved_shapes(
+            self, state_dict, prefix, tuple(f"{side}_feature_{part}" for side in SIDES for part in parts)
+        )
         super()._load_from_state_dict(state_dict, prefix, *args)
+
+
+def _coding_bytes(coding: str) -> Tensor:
+    """A FeatureRows.coding digest as a uint8 tensor (empty for none), what a checkpoint keeps."""
+    return torch.tensor(list(bytes.fromhex(coding)), dtype=torch.uint8)

@@ -5,11 +5,15 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import run_cli
 
+from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
-from recsys.data.catalog import load_dataset
+from recsys.config import config_for
+from recsys.data.catalog import load_dataset, with_feature_files
 from recsys.names import DATA_FILE
+from recsys.workflows.experiment import train_and_evaluate
 
 
 def _users_file(path: Path, bad_line: bool = False) -> Path:
@@ -40,6 +44,34 @@ def test_bfm_trains_on_a_users_file_and_records_it(tmp_path: Path) -> None:
     assert json.loads((out / DATA_FILE).read_text())["user_features"] == str(users.resolve())
     resumed = run_cli(train_command.cli, "train.py", ["--resume", str(out)], tmp_path / "cache")
     assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_feature_file_changed_after_training_is_refused_on_resume_and_for_new_users(tmp_path: Path) -> None:
+    """Recoded columns with the same count of features would be read as the trained ones: refused."""
+    users, out, cache = _users_file(tmp_path / "users.csv"), tmp_path / "run", tmp_path / "cache"
+    dataset = with_feature_files(load_dataset("tiny"), users, None)
+
+    def stop_after_two(stats: object) -> None:
+        if getattr(stats, "epoch") == 2:  # noqa: B009
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # a run cut short, which --resume would continue
+        train_and_evaluate(
+            dataset, config_for("bfm", dataset="tiny", epochs=4), run_dir=out, progress=False,
+            on_epoch=stop_after_two, checkpoint_every=0,
+        )  # fmt: skip
+    item = dataset.ratings["item"].iloc[0]
+    rated = run_cli(recommend_command.cli, "recommend.py", [str(out), "--rate", f"{item}=5"], cache)
+    assert rated.returncode == 0, rated.stderr
+    users.write_text(users.read_text().replace(",b\n", ",c\n"), encoding="utf-8")  # the same count: a, c
+    for command, name, flags in (
+        (train_command.cli, "train.py", ["--resume", str(out)]),
+        (recommend_command.cli, "recommend.py", [str(out), "--rate", f"{item}=5"]),
+    ):
+        ran = run_cli(command, name, flags, cache)
+        assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
+        (line,) = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+        assert "user side features are coded otherwise" in line and "user feature file changed" in line
 
 
 def test_a_feature_file_with_a_missing_value_is_one_line_and_exit_2(tmp_path: Path) -> None:
