@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from recsys.data.features import FeatureRows
 
 BiasKind = Literal["explicit", "implied"]
+# A sampled model keeps at most this many draws, side by side in its tables, so they set its size; its
+# accuracy with fewer was measured (docs/findings.md): as many as `bpmf`'s defaults keep.
+MAX_KEPT_DRAWS = 200
 
 
 class ImplicitFeedback(NamedTuple):
@@ -236,6 +239,24 @@ def rating_model(model: nn.Module) -> RatingModel:
 class SampledModel(RatingModel):
     """A model fitted by sampling its posterior (recsys.train.gibbs) rather than by descent: it
     predicts the mean of the draws it is given."""
+
+    @classmethod
+    def kept_draws(cls, sweeps: int) -> int:
+        """How many draws of `sweeps` sweeps it keeps: every one after the burn-in, or evenly spaced
+        ones, at most MAX_KEPT_DRAWS."""
+        after = sweeps - cls.burn_in(sweeps)
+        return -(-after // -(-after // MAX_KEPT_DRAWS))
+
+    @classmethod
+    def kept_slot(cls, epoch: int, sweeps: int) -> tuple[int, int] | None:
+        """Where sweep `epoch`'s draw goes: (its slot, `kept_draws`), slot 0 for every burn-in draw
+        (the latest predicts until the first kept one replaces it); None for a draw after the burn-in
+        that the thinning passes over (the kept ones end on the last sweep)."""
+        after, slots = sweeps - cls.burn_in(sweeps), cls.kept_draws(sweeps)
+        if epoch <= sweeps - after:
+            return 0, slots
+        every, before_last = -(-after // MAX_KEPT_DRAWS), sweeps - epoch
+        return None if before_last % every else (slots - 1 - before_last // every, slots)
 
     @staticmethod
     @abstractmethod

@@ -275,15 +275,15 @@ class FMGibbsEpochs:
         # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
         df = round(2 * ALPHA_SHAPE) + len(self.targets)
         self.alpha = 2 * random.standard_gamma(df / 2) / (2 * ALPHA_RATE + squared)
-        slot = max(epoch - self.burn_in - 1, 0)  # the burn-in's draws all pass through slot 0
-        slots = self.sweeps - self.burn_in
-        self.model.set_draw(
-            slot, slots, torch.from_numpy(composed[0]), torch.from_numpy(composed[1]), self.mean
-        )
-        non_ids = [
-            torch.from_numpy(table[block.groups != 0])
-            for block, table in zip(self.features, self.tables, strict=True)
-        ]
-        self.model.set_feature_draw(slot, slots, *non_ids)
-        self.valid.add(slot, self._scores(composed, self.valid.users, self.valid.items))
+        kept = self.model.kept_slot(epoch, self.sweeps)
+        if kept is not None:
+            self.model.set_draw(
+                *kept, torch.from_numpy(composed[0]), torch.from_numpy(composed[1]), self.mean
+            )
+            non_ids = [
+                torch.from_numpy(table[block.groups != 0])
+                for block, table in zip(self.features, self.tables, strict=True)
+            ]
+            self.model.set_feature_draw(*kept, *non_ids)
+            self.valid.add(kept[0], self._scores(composed, self.valid.users, self.valid.items))
         return squared / len(self.targets)

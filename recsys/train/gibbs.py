@@ -5,9 +5,10 @@ rating_ui ~ N(mean + b_u + b_i + p_u . q_i, 1 / alpha). Each user's [p_u, b_u] h
 whose mean and precision have a Normal-Wishart prior (likewise the items'), and alpha a Gamma(1, 1)
 prior. One sweep (an epoch) draws the users' hyperparameters, then every user given the items (a
 (k + 1)-dimensional Gaussian each, in a numba kernel over threads), then the items' likewise, then
-alpha. After the burn-in every sweep's draw is kept, and the model predicts their average, the
-posterior mean. All randomness comes from the trainer's torch generator, drawn before each kernel
-runs, so a seed gives the same draws on any number of threads and a checkpoint resumes exactly.
+alpha. After the burn-in the sweeps' draws are kept (evenly spaced ones where there are many:
+SampledModel.kept_slot), and the model predicts their average, the posterior mean. All randomness
+comes from the trainer's torch generator, drawn before each kernel runs, so a seed gives the same
+draws on any number of threads and a checkpoint resumes exactly.
 """
 
 import math
@@ -214,9 +215,10 @@ class GibbsEpochs:
         # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
         df = round(2 * ALPHA_SHAPE) + len(self.targets)
         self.alpha = _chi_square(df, generator) / (2 * ALPHA_RATE + squared)
-        slot = max(epoch - self.burn_in - 1, 0)  # the burn-in's draws all pass through slot 0
-        user_draws, item_draws = self.draws
-        self.model.set_draw(slot, self.sweeps - self.burn_in, user_draws, item_draws, self.mean)
-        valid = torch.from_numpy(self.valid.users), torch.from_numpy(self.valid.items)
-        self.valid.add(slot, self._scores(*valid).numpy())
+        kept = self.model.kept_slot(epoch, self.sweeps)
+        if kept is not None:
+            user_draws, item_draws = self.draws
+            self.model.set_draw(*kept, user_draws, item_draws, self.mean)
+            valid = torch.from_numpy(self.valid.users), torch.from_numpy(self.valid.items)
+            self.valid.add(kept[0], self._scores(*valid).numpy())
         return squared / len(self.targets)

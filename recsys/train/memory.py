@@ -55,7 +55,7 @@ def table_width(config: RunConfig) -> int:
     compiled engine one block of them per draw it keeps."""
     if config.samples:
         sampled = cast(type[SampledModel], model_entry(config.model).model_class())
-        return config.n_factors * (config.epochs - sampled.burn_in(config.epochs))
+        return config.n_factors * sampled.kept_draws(config.epochs)
     return config.n_factors
 
 
@@ -78,7 +78,6 @@ def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:
         return
     needed = training_bytes(config, n_users, n_items)
     if needed > available:
-        per_draw = table_width(config) != config.n_factors
         members = f"`members` {config.members}, " if config.members > 1 else ""
         raise RecsysError(
             f"{members}`n_factors` {config.n_factors}: {config.model} with {n_users:,} users and "
@@ -86,5 +85,4 @@ def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:
             f"and {available / 2**30:,.1f} GiB is available; choose "
             + ("fewer members or " if config.members > 1 else "")
             + "fewer factors"
-            + (" or fewer `epochs` (a block per draw kept)" if per_draw else "")
         )

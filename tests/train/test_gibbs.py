@@ -10,6 +10,7 @@ from recsys.config import config_for
 from recsys.data.catalog import load_dataset, planted_truth
 from recsys.data.dataset import RatingsDataset
 from recsys.models import BayesianMF
+from recsys.models.base import MAX_KEPT_DRAWS
 from recsys.train.gibbs import _sample_side, _wishart
 from recsys.workflows.experiment import train_and_evaluate
 
@@ -76,6 +77,28 @@ def test_the_model_predicts_the_mean_of_its_draws() -> None:
 def test_burn_in_discards_a_fifth_and_keeps_at_least_one_draw() -> None:
     burn_in = BayesianMF.burn_in
     assert burn_in(200) == 40 and burn_in(1) == 0 and burn_in(4) == 0
+
+
+@pytest.mark.parametrize("sweeps", [1, 10, 125, 126, 512, 5000])
+def test_at_most_max_kept_draws_are_kept_evenly_spaced_ending_on_the_last(sweeps: int) -> None:
+    slots = [BayesianMF.kept_slot(epoch, sweeps) for epoch in range(1, sweeps + 1)]
+    burn_in = BayesianMF.burn_in(sweeps)
+    assert all(slot == (0, BayesianMF.kept_draws(sweeps)) for slot in slots[:burn_in])
+    kept = [epoch for epoch, slot in enumerate(slots, 1) if epoch > burn_in and slot is not None]
+    assert len(kept) == BayesianMF.kept_draws(sweeps) <= MAX_KEPT_DRAWS and kept[-1] == sweeps
+    assert [slots[epoch - 1] for epoch in kept] == [(k, len(kept)) for k in range(len(kept))]
+    assert len(set(np.diff(kept))) <= 1  # evenly spaced
+    if sweeps - burn_in <= MAX_KEPT_DRAWS:
+        assert len(kept) == sweeps - burn_in  # every draw after the burn-in
+
+
+def test_a_long_chain_keeps_a_block_per_kept_draw_and_its_validation_is_the_models(
+    tiny: RatingsDataset,
+) -> None:
+    config = config_for("bpmf", dataset="tiny", epochs=300, n_factors=2)
+    result = train_and_evaluate(tiny, config, progress=False)
+    assert result.model.user_factors.weight.shape[1] == 2 * BayesianMF.kept_draws(300) < 2 * (300 - 60)
+    assert result.history[-1].valid_rmse == pytest.approx(result.test["rmse"], rel=1e-5)
 
 
 @pytest.fixture(scope="module")

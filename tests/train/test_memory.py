@@ -7,6 +7,7 @@ import pytest
 from recsys.config import config_for
 from recsys.errors import RecsysError
 from recsys.models import MODELS
+from recsys.models.base import MAX_KEPT_DRAWS
 from recsys.train import memory
 from recsys.train.memory import (
     COPIES_PER_PARAMETER,
@@ -64,5 +65,7 @@ def test_a_sampled_models_tables_are_counted_one_block_per_kept_draw() -> None:
     assert table_width(config) == 10 * 80  # a fifth of the sweeps burnt in
     assert table_width(config_for("bpmf", engine="autograd", n_factors=10)) == 10
     assert bound_bytes(config, 1000, 1000) >= training_bytes(config, 1000, 1000)
-    with pytest.raises(RecsysError, match="or fewer `epochs`"):
-        check_fits(dataclasses.replace(config, epochs=100_000), 100_000, 100_000)
+    # However many sweeps, at most MAX_KEPT_DRAWS are kept.
+    assert table_width(dataclasses.replace(config, epochs=100_000)) == 10 * MAX_KEPT_DRAWS
+    with pytest.raises(RecsysError, match="choose fewer factors"):
+        check_fits(config, 10_000_000, 10_000_000)

@@ -22,6 +22,7 @@ from recsys.data.catalog import dataset_from_record
 from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test, predict, rmse
+from recsys.models import BayesianMF
 from recsys.names import DATA_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import (
@@ -294,6 +295,31 @@ def test_resumed_run_is_bit_identical(tiny: RatingsDataset, tmp_path: Path, name
     resumed = train_and_evaluate(tiny, config, run_dir=tmp_path / "cut", progress=False, resume=checkpoint)
     assert resumed.test == whole.test  # RMSE and MAE, or a ranking model's lists
     assert [h.train_loss for h in resumed.history] == [h.train_loss for h in whole.history]
+    for name, tensor in whole.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+
+
+def test_a_thinned_chain_cut_between_kept_draws_resumes_bit_identical(
+    tiny: RatingsDataset, tmp_path: Path
+) -> None:
+    config = config_for("bpmf", dataset="tiny", epochs=300, n_factors=2)  # every other draw kept
+    assert BayesianMF.kept_slot(251, 300) is None
+    whole = train_and_evaluate(tiny, config, progress=False)
+    with pytest.raises(Interrupted):
+        train_and_evaluate(
+            tiny,
+            config,
+            run_dir=tmp_path / "cut",
+            progress=False,
+            on_epoch=stop_after(251),
+            checkpoint_every=0,
+        )
+    checkpoint = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    resumed = train_and_evaluate(tiny, config, progress=False, resume=checkpoint)
+    assert resumed.test == whole.test
+    assert [(h.train_loss, h.valid_rmse) for h in resumed.history] == [
+        (h.train_loss, h.valid_rmse) for h in whole.history
+    ]
     for name, tensor in whole.model.state_dict().items():
         assert torch.equal(tensor, resumed.model.state_dict()[name]), name
 
