@@ -25,8 +25,13 @@ import pytest
 
 from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset
+from recsys.names import CHECKPOINT_FILE
 
 if TYPE_CHECKING:
+    from torch import nn
+
+    from recsys.config import RunConfig
+    from recsys.train.checkpoints import Checkpoint
     from recsys.train.trainer import EpochStats
     from recsys.workflows.compare import Comparison
 
@@ -245,11 +250,27 @@ class Interrupted(Exception):
     """Stands in for a crash after an epoch's checkpoint was written."""
 
 
-def stop_after(epoch: int) -> Callable[[EpochStats], None]:
-    """An `on_epoch` callback that crashes the run once `epoch` is done (its checkpoint written)."""
+def cut_short(dataset: RatingsDataset, config: RunConfig, run_dir: Path, epoch: int) -> Checkpoint:
+    """Train until `epoch` is done, then crash (its checkpoint written after every epoch); the
+    checkpoint the crash left, which --resume would continue from."""
+    from recsys.train.checkpoints import load_checkpoint
+    from recsys.workflows.experiment import train_and_evaluate
 
     def on_epoch(stats: EpochStats) -> None:
         if stats.epoch == epoch:
             raise Interrupted
 
-    return on_epoch
+    with pytest.raises(Interrupted):
+        train_and_evaluate(
+            dataset, config, run_dir=run_dir, progress=False, on_epoch=on_epoch, checkpoint_every=0
+        )
+    return load_checkpoint(run_dir / CHECKPOINT_FILE)
+
+
+def assert_same_state(expected: nn.Module, found: nn.Module) -> None:
+    """Every tensor of the two models' state equal, bit for bit."""
+    import torch
+
+    found_state = found.state_dict()
+    for name, tensor in expected.state_dict().items():
+        assert torch.equal(tensor, found_state[name]), name

@@ -5,15 +5,13 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
-from conftest import run_cli
+from conftest import cut_short, run_cli
 
 from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
 from recsys.config import config_for
 from recsys.data.catalog import load_dataset, with_feature_files
 from recsys.names import DATA_FILE
-from recsys.workflows.experiment import train_and_evaluate
 
 
 def _users_file(path: Path, bad_line: bool = False) -> Path:
@@ -50,16 +48,7 @@ def test_a_feature_file_changed_after_training_is_refused_on_resume_and_for_new_
     """Recoded columns with the same count of features would be read as the trained ones: refused."""
     users, out, cache = _users_file(tmp_path / "users.csv"), tmp_path / "run", tmp_path / "cache"
     dataset = with_feature_files(load_dataset("tiny"), users, None)
-
-    def stop_after_two(stats: object) -> None:
-        if getattr(stats, "epoch") == 2:  # noqa: B009
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):  # a run cut short, which --resume would continue
-        train_and_evaluate(
-            dataset, config_for("bfm", dataset="tiny", epochs=4), run_dir=out, progress=False,
-            on_epoch=stop_after_two, checkpoint_every=0,
-        )  # fmt: skip
+    cut_short(dataset, config_for("bfm", dataset="tiny", epochs=4), out, 2)  # what --resume would continue
     item = dataset.ratings["item"].iloc[0]
     rated = run_cli(recommend_command.cli, "recommend.py", [str(out), "--rate", f"{item}=5"], cache)
     assert rated.returncode == 0, rated.stderr

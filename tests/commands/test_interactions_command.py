@@ -8,15 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from conftest import run_cli
+from conftest import assert_same_state, cut_short, run_cli
 
 from recsys.commands import compare as compare_command
 from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
 from recsys.config import config_for
 from recsys.data.ratings_file import load_ratings
-from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
 
 TEST_NDCG = re.compile(r"test NDCG@10 \d\.\d{4}  precision@10 \d\.\d{4}  recall@10 \d\.\d{4}")
@@ -68,25 +66,10 @@ def test_a_run_on_interactions_cut_short_resumes_to_the_same_model(
     assert dataset.implicit and dataset.ratings["rating"].max() > 1  # repeats counted
     config = config_for(model, dataset=dataset.name, epochs=4)
     whole = train_and_evaluate(dataset, config, run_dir=tmp_path / "whole", progress=False)
-
-    def stop_after_two(stats: object) -> None:
-        if getattr(stats, "epoch") == 2:  # noqa: B009
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train_and_evaluate(
-            dataset,
-            config,
-            run_dir=tmp_path / "cut",
-            progress=False,
-            on_epoch=stop_after_two,
-            checkpoint_every=0,
-        )
-    checkpoint = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    checkpoint = cut_short(dataset, config, tmp_path / "cut", 2)
     resumed = train_and_evaluate(dataset, config, run_dir=tmp_path / "cut", progress=False, resume=checkpoint)
     assert resumed.test == whole.test
-    for name, tensor in whole.model.state_dict().items():
-        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+    assert_same_state(whole.model, resumed.model)
 
 
 @pytest.mark.parametrize(

@@ -10,14 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import Interrupted, stop_after
+from conftest import assert_same_state, cut_short
 
 from recsys.config import config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.features import features_of, rows_for_new
 from recsys.errors import RecsysError
 from recsys.models.fold_in import fold_in
-from recsys.train.checkpoints import load_checkpoint
 from recsys.train.fm_gibbs import _by_feature, _group_priors, _row_sums, _sample_features, _update_residuals
 from recsys.workflows.experiment import train_and_evaluate
 
@@ -151,15 +150,10 @@ def test_an_interrupted_run_resumes_to_the_same_model(tmp_path: Path) -> None:
     dataset = _planted(2)
     config = config_for("bfm", epochs=10, n_factors=3, split="random")
     whole = train_and_evaluate(dataset, config, progress=False)
-    with pytest.raises(Interrupted):
-        train_and_evaluate(dataset, config, run_dir=tmp_path, progress=False, on_epoch=stop_after(4),
-                           checkpoint_every=0)  # fmt: skip
-    resumed = train_and_evaluate(
-        dataset, config, run_dir=tmp_path, progress=False, resume=load_checkpoint(tmp_path / "checkpoint.pt")
-    )
+    checkpoint = cut_short(dataset, config, tmp_path, 4)
+    resumed = train_and_evaluate(dataset, config, run_dir=tmp_path, progress=False, resume=checkpoint)
     assert [h.train_loss for h in whole.history] == [h.train_loss for h in resumed.history]
-    for name, tensor in whole.model.state_dict().items():
-        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+    assert_same_state(whole.model, resumed.model)
 
 
 def test_a_groups_prior_is_drawn_from_its_normal_gamma_posterior() -> None:

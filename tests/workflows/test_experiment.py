@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import Interrupted, stop_after
+from conftest import assert_same_state, cut_short
 
 from recsys.config import AUTOGRAD_ONLY, ENGINES, config_for
 from recsys.data.catalog import dataset_from_record
@@ -286,17 +286,12 @@ CONFIGS = {
 def test_resumed_run_is_bit_identical(tiny: RatingsDataset, tmp_path: Path, name: str) -> None:
     config = CONFIGS[name]
     whole = train_and_evaluate(tiny, config, run_dir=tmp_path / "whole", progress=False)
-    with pytest.raises(Interrupted):
-        train_and_evaluate(
-            tiny, config, run_dir=tmp_path / "cut", progress=False, on_epoch=stop_after(2), checkpoint_every=0
-        )
-    checkpoint = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    checkpoint = cut_short(tiny, config, tmp_path / "cut", 2)
     assert checkpoint.metrics == {"epoch": 2}
     resumed = train_and_evaluate(tiny, config, run_dir=tmp_path / "cut", progress=False, resume=checkpoint)
     assert resumed.test == whole.test  # RMSE and MAE, or a ranking model's lists
     assert [h.train_loss for h in resumed.history] == [h.train_loss for h in whole.history]
-    for name, tensor in whole.model.state_dict().items():
-        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+    assert_same_state(whole.model, resumed.model)
 
 
 def test_a_thinned_chain_cut_between_kept_draws_resumes_bit_identical(
@@ -305,23 +300,13 @@ def test_a_thinned_chain_cut_between_kept_draws_resumes_bit_identical(
     config = config_for("bpmf", dataset="tiny", epochs=300, n_factors=2)  # every other draw kept
     assert BayesianMF.kept_slot(251, 300) is None
     whole = train_and_evaluate(tiny, config, progress=False)
-    with pytest.raises(Interrupted):
-        train_and_evaluate(
-            tiny,
-            config,
-            run_dir=tmp_path / "cut",
-            progress=False,
-            on_epoch=stop_after(251),
-            checkpoint_every=0,
-        )
-    checkpoint = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    checkpoint = cut_short(tiny, config, tmp_path / "cut", 251)
     resumed = train_and_evaluate(tiny, config, progress=False, resume=checkpoint)
     assert resumed.test == whole.test
     assert [(h.train_loss, h.valid_rmse) for h in resumed.history] == [
         (h.train_loss, h.valid_rmse) for h in whole.history
     ]
-    for name, tensor in whole.model.state_dict().items():
-        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+    assert_same_state(whole.model, resumed.model)
 
 
 def test_resume_refuses_other_data(tiny: RatingsDataset, tmp_path: Path) -> None:
