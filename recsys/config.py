@@ -181,12 +181,10 @@ class RunConfig:
     )
     features: str = _setting(
         "",
-        "bfm: what users and items are described by beside their ids, a comma list of: side (the data's "
-        "or --user-features/--item-features tables), implicit (the items each user rated, the users "
-        "who rated each item); empty: the ids alone",
+        "bfm, svdpp: what users (and for bfm items) are described by beside their ids, a comma list "
+        "of: side (the data's or --user-features/--item-features tables), implicit (the items each "
+        "user rated, the users who rated each item); empty: the ids alone",
         "--features",
-        engines=COMPILED,
-        unread_by=("ratings", "gibbs", "bpr", "als"),
         by_model=True,
     )
     # Set from the data: the relevance threshold of the top-N lists (recsys.evaluate.ranking), 1 for
@@ -305,6 +303,7 @@ class RunConfig:
             raise RecsysError(f"`device` must be cpu or cuda (cuda:N), got {self.device!r}")
         if self.members > 1:
             self._check_ensemble()
+        self._check_features()
         if self.engine == "compiled":
             self._check_compiled()
         else:
@@ -361,6 +360,22 @@ class RunConfig:
             raise RecsysError(
                 f"{flag}: an ensemble trains on `engine` compiled only (the autograd engine would train "
                 "its members together, through their mean)"
+            )
+
+    def _check_features(self) -> None:
+        """`features` is read by a model that uses features (bfm's sampler on the compiled engine)."""
+        if self.features == _BASES["features"]:
+            return
+        entry = model_entry(self.model)
+        if not entry.model_class().uses_features or (entry.sampled and self.engine != "compiled"):
+            where = " on `engine` autograd" if entry.model_class().uses_features else ""
+            raise RecsysError(
+                f"`features` has no effect on {self.model}{where}; leave it out (bfm on `engine` compiled "
+                "and svdpp read it)"
+            )
+        if self.members > 1 and self.features != "implicit":
+            raise RecsysError(
+                f"`members` {self.members}: an ensemble's members read `features` implicit only"
             )
 
     def _check_compiled(self) -> None:

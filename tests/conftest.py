@@ -7,6 +7,7 @@ no conftest.py of their own: a second module named `conftest` would shadow this 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import os
@@ -21,6 +22,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from recsys.data.catalog import load_dataset
@@ -274,3 +277,23 @@ def assert_same_state(expected: nn.Module, found: nn.Module) -> None:
     found_state = found.state_dict()
     for name, tensor in expected.state_dict().items():
         assert torch.equal(tensor, found_state[name]), name
+
+
+def planted_side_features(seed: int = 0) -> RatingsDataset:
+    """Users of group a like items of kind x and dislike kind y by a planted +-1, group b the reverse;
+    each user rates only 6 items, too few for its own vector to learn its taste."""
+    rng = np.random.default_rng(seed)
+    n_users, n_items = 400, 60
+    group = rng.choice(["a", "b"], n_users)
+    kind = rng.choice(["x", "y"], n_items)
+    rows = [(u, i) for u in range(n_users) for i in rng.choice(n_items, 6, replace=False)]
+    users, items = np.array(rows).T
+    taste = np.where((group[users] == "a") == (kind[items] == "x"), 1.0, -1.0)
+    ratings = np.clip(np.round(3 + taste + rng.normal(0, 0.5, len(rows))), 1, 5)
+    frame = pd.DataFrame({"user": users, "item": items, "rating": ratings})
+    dataset = RatingsDataset.from_frame(frame, rating_scale=(1.0, 5.0), name="planted")
+    return dataclasses.replace(
+        dataset,
+        user_features=pd.DataFrame({"group": group}, index=pd.Index(np.arange(n_users), name="user")),
+        item_features=pd.DataFrame({"kind": kind}, index=pd.Index(np.arange(n_items), name="item")),
+    )

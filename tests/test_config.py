@@ -197,12 +197,33 @@ def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it()
         assert (name in CONFIG_PARAMETERS or name == "model") == setting.estimator, name
         assert not setting.estimator or name in estimator, name
     assert AUTOGRAD_ONLY == ("batch_size", "wd", "optimizer", "sparse", "schedule")
-    # What each of the compiled engine's fits does not read.
-    assert unread("ratings") == ("alpha", "features")
-    assert unread("gibbs") == ("lr", "l2", "alpha", "features")
+    # What each of the compiled engine's fits does not read (`features`: what each model reads).
+    assert unread("ratings") == ("alpha",)
+    assert unread("gibbs") == ("lr", "l2", "alpha")
     assert unread("fm") == ("lr", "l2", "alpha")
-    assert unread("bpr") == ("members", "y_range", "alpha", "features")
-    assert unread("als") == ("members", "y_range", "lr", "features")
+    assert unread("bpr") == ("members", "y_range", "alpha")
+    assert unread("als") == ("members", "y_range", "lr")
+
+
+@pytest.mark.parametrize(
+    ("model", "settings", "message"),
+    [
+        ("dotbias", {"features": "side"}, "`features` has no effect on dotbias; leave it out"),
+        ("bpmf", {"features": "implicit"}, "`features` has no effect on bpmf; leave it out"),
+        ("ials", {"features": "side"}, "`features` has no effect on ials; leave it out"),
+        ("bfm", {"engine": "autograd", "features": "side"}, "no effect on bfm on `engine` autograd"),
+        ("svdpp", {"members": 2, "features": "side"}, "an ensemble's members read `features` implicit only"),
+    ],
+)
+def test_features_are_refused_where_no_model_reads_them(model: str, settings: dict, message: str) -> None:
+    with pytest.raises(RecsysError, match=re.escape(message)):
+        config_for(model, **settings)
+
+
+def test_svdpp_reads_features_on_either_engine_implicit_by_default() -> None:
+    for engine in ENGINES:
+        assert config_for("svdpp", engine=engine).features == "implicit"
+        assert config_for("svdpp", engine=engine, features="side,implicit").features == "side,implicit"
 
 
 def test_a_resumed_run_refuses_every_flag_that_would_change_a_setting(tmp_path: Path) -> None:

@@ -28,12 +28,14 @@ MAX_KEPT_DRAWS = 200
 
 
 class ImplicitFeedback(NamedTuple):
-    """SVD++'s implicit part of a user's vector: |N(u)|^-1/2 times the sum of `factors` rows over the
-    items u rated, rated_items[rated_starts[u]:rated_starts[u + 1]]."""
+    """SVD++'s implicit part of a user's vector: a weighted sum of `factors` rows, user u's bag
+    columns[starts[u]:starts[u + 1]] with those `weights` (the items u rated, each 1/sqrt(their
+    count), and u's side features)."""
 
     factors: Tensor
-    rated_items: Tensor
-    rated_starts: Tensor
+    columns: Tensor
+    weights: Tensor
+    starts: Tensor
 
 
 class Factorisation(NamedTuple):

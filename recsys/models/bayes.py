@@ -15,8 +15,14 @@ import torch
 from torch import Tensor, nn
 
 from recsys.data.features import SIDES, FeatureRows
-from recsys.errors import RecsysError
 from recsys.models.base import BilinearForm, Explanation, LearnedBiases, SampledModel, YRange, to_numpy
+from recsys.models.feature_coding import (
+    CODING_BUFFERS,
+    check_saved_codings,
+    new_rows_sums,
+    register_codings,
+    set_codings,
+)
 from recsys.models.layers import (
     bias_table,
     embedding_table,
@@ -188,27 +194,15 @@ class BayesianFM(BayesianMF):
         super().__init__(n_users, n_items, n_factors, y_range, generator)
         # The rows the sampler sums over, set from the data before training (ids alone without).
         self.features: tuple[FeatureRows, FeatureRows] | None = None
+        register_codings(self)
         for side in SIDES:  # the non-id features' kept draws: factors side by side, mean bias
             self.register_buffer(f"{side}_feature_factors", torch.zeros(0, 0))
             self.register_buffer(f"{side}_feature_bias", torch.zeros(0))
-            # The digest of how its side-feature columns were coded (FeatureRows.coding), as bytes.
-            self.register_buffer(f"{side}_feature_coding", torch.zeros(0, dtype=torch.uint8))
 
     def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
         """The feature rows of every user and item, their ids first (recsys.data.features)."""
         self.features = (users, items)
-        for side, rows in zip(SIDES, (users, items), strict=True):
-            setattr(self, f"{side}_feature_coding", _coding_bytes(rows.coding))
-
-    def _check_coding(self, side: str, coding: Tensor, doing: str) -> None:
-        """Refuse feature rows whose side columns were coded otherwise than training's: the same count
-        of features would mean other things."""
-        trained = getattr(self, f"{side}_feature_coding")
-        if not torch.equal(trained, coding):
-            raise RecsysError(
-                f"cannot {doing}: the {side} side features are coded otherwise than when the model was "
-                f"trained (has the {side} feature file changed since?)"
-            )
+        set_codings(self, users, items)
 
     def set_feature_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor) -> None:
         """Keep the non-id features' rows of a draw of every feature's [factors, bias] as slot `slot`."""
@@ -225,22 +219,11 @@ class BayesianFM(BayesianMF):
         biases of users known by their non-id features alone (their columns number the features
         after the ids, as recsys.data.features.rows_for_new gives)."""
         with torch.no_grad():
-            rows = torch.repeat_interleave(torch.arange(users.n_rows), torch.from_numpy(users.starts).diff())
-            columns, values = torch.from_numpy(users.columns), torch.from_numpy(users.values).float()
             factors, bias = self.user_feature_factors, self.user_feature_bias
             width = self.user_factors.weight.shape[1]
             if factors.shape[1] != width:  # no draws of its features kept (trained by autograd): none
                 return factors.new_zeros(users.n_rows, width), bias.new_zeros(users.n_rows)
-            self._check_coding("user", _coding_bytes(users.coding), "predict for new users")
-            if users.n_features != len(bias):
-                raise RecsysError(
-                    f"the new users' rows have {users.n_features:,} features where training had "
-                    f"{len(bias):,}: has a feature file changed since, or do the rows name other groups?"
-                )
-            vectors = factors.new_zeros(users.n_rows, width)
-            vectors.index_add_(0, rows, factors[columns] * values[:, None])
-            biases = bias.new_zeros(users.n_rows).index_add_(0, rows, bias[columns] * values)
-            return vectors * self.factor_scale, biases
+            return new_rows_sums(self, users, factors) * self.factor_scale, new_rows_sums(self, users, bias)
 
     def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
         """Predictions, (users, items), of each of `users` known by its non-id features alone (as
@@ -253,17 +236,7 @@ class BayesianFM(BayesianMF):
 
     def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str, *args: object) -> None:
         if self.features is not None:  # resuming onto the data's features: they must be coded alike
-            for side in SIDES:
-                saved = state_dict.get(f"{prefix}{side}_feature_coding")
-                if saved is not None:
-                    self._check_coding(side, saved, "resume")
-        parts = ("factors", "bias", "coding")
-        take_saved_shapes(
-            self, state_dict, prefix, tuple(f"{side}_feature_{part}" for side in SIDES for part in parts)
-        )
+            check_saved_codings(self, state_dict, prefix)
+        draws = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("factors", "bias"))
+        take_saved_shapes(self, state_dict, prefix, draws + CODING_BUFFERS)
         super()._load_from_state_dict(state_dict, prefix, *args)
-
-
-def _coding_bytes(coding: str) -> Tensor:
-    """A FeatureRows.coding digest as a uint8 tensor (empty for none), what a checkpoint keeps."""
-    return torch.tensor(list(bytes.fromhex(coding)), dtype=torch.uint8)

@@ -1,33 +1,54 @@
-"""Koren's SVD++ (`svdpp`): the biased dot product plus what each user rated, as implicit feedback.
+"""Koren's SVD++ (`svdpp`): the biased dot product plus what each user rated, as implicit feedback,
+and the user's side features.
 
-rating = squash(user_bias[u] + item_bias[i] + (user_factors[u] + |N(u)|^-1/2 sum_{j in N(u)} y_j)
-. item_factors[i]), where N(u) is the set of items user u rated in the training part and y_j rows of
-a second item table, `implicit_factors`. A user's implicit vector is one `nn.EmbeddingBag` sum, made
-once per batch for each distinct user in it rather than once per rating (a batch of ML-100K ratings
-names each active user many times).
+rating = squash(user_bias[u] + item_bias[i] + (user_factors[u] + sum over u's bag of w_f y_f)
+. item_factors[i]). A user's bag is N(u), the items u rated in the training part, each weighted
+|N(u)|^-1/2, and (with side features) the user's own features, weighted as recsys.data.features
+codes them; y_f are rows of a second table, `implicit_factors`, the side features' first. A user's
+bag vector is one `nn.EmbeddingBag` sum, made once per batch for each distinct user in it rather
+than once per rating (a batch of ML-100K ratings names each active user many times).
 
-The compiled engine trains it too (`factorisation` hands it the tables and N(u)), user by user:
+The compiled engine trains it too (`factorisation` hands it the tables and the bags), user by user:
 recsys.train.compiled.
 
 The model learns N(u) from the training pairs (`set_training_pairs`, which the trainer calls before
-training); it is kept in two buffers, so a checkpoint rebuilds it with no outside knowledge. Until
-it is set every N(u) is empty and the model predicts as `dotbias` does.
+training), or its bags from the data's feature rows (`set_features`, the `features` setting); they
+are kept in buffers, so a checkpoint rebuilds them with no outside knowledge. Until they are set
+every bag is empty and the model predicts as `dotbias` does.
 """
 
+from typing import ClassVar
+
+import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn import functional as F
 
+from recsys.data.features import FeatureRows
 from recsys.models.base import Explanation, Factorisation, ImplicitFeedback, YRange
 from recsys.models.dot import DotProductBias
+from recsys.models.feature_coding import (
+    CODING_BUFFERS,
+    check_saved_codings,
+    new_rows_sums,
+    register_codings,
+    set_codings,
+)
 from recsys.models.layers import check_pair_range, embedding_table, lookup, split_pairs, take_saved_shapes
+
+_BAGS = ("bag_columns", "bag_weights", "bag_starts")
 
 
 class SVDPlusPlus(DotProductBias):
-    """`dotbias` plus |N(u)|^-1/2 times the sum of `implicit_factors` rows over the items u rated."""
+    """`dotbias` plus a weighted sum of `implicit_factors` rows over each user's bag: the items u
+    rated (each |N(u)|^-1/2), and its side features where the data sets them."""
 
-    rated_items: Tensor
-    rated_starts: Tensor
+    uses_features: ClassVar[bool] = True
+    bag_columns: Tensor
+    bag_weights: Tensor
+    bag_starts: Tensor
+    user_feature_coding: Tensor
+    item_feature_coding: Tensor
     # The implicit table is summed by the functional embedding_bag and penalised through its whole
     # weight: its gradient is dense.
     sparse_gradients = False
@@ -42,64 +63,110 @@ class SVDPlusPlus(DotProductBias):
     ) -> None:
         super().__init__(n_users, n_items, n_factors, y_range, generator)
         self.implicit_factors = embedding_table(n_items, n_factors, generator)
-        # N(u) in CSR form: user u rated rated_items[rated_starts[u]:rated_starts[u + 1]].
-        self.register_buffer("rated_items", torch.zeros(0, dtype=torch.long))
-        self.register_buffer("rated_starts", torch.zeros(n_users + 1, dtype=torch.long))
+        # The users' bags in CSR form: user u's are bag_columns[bag_starts[u]:bag_starts[u + 1]], rows
+        # of implicit_factors, with those bag_weights.
+        self.register_buffer("bag_columns", torch.zeros(0, dtype=torch.long))
+        self.register_buffer("bag_weights", torch.zeros(0))
+        self.register_buffer("bag_starts", torch.zeros(n_users + 1, dtype=torch.long))
+        register_codings(self)
+        self.features_set = False  # bags from feature rows, which the training pairs then leave alone
 
     def set_training_pairs(self, x: Tensor) -> None:
+        """Each user's bag: the items it rated in `x`, each |N(u)|^-1/2 (unless `set_features` set
+        the bags)."""
         users, items = split_pairs(x)
-        n_users, n_items = len(self.rated_starts) - 1, len(self.implicit_factors.weight)
+        n_users, n_items = len(self.bag_starts) - 1, len(self.item_factors.weight)
         check_pair_range(x, n_users, n_items)
+        if self.features_set:
+            return
         # Each (user, item) pair once, sorted by user: a repeated rating is still one item rated.
         pairs = torch.unique(users.long().cpu() * n_items + items.long().cpu())
         counts = torch.bincount(pairs // n_items, minlength=n_users)
-        device = self.rated_starts.device
-        self.rated_items = (pairs % n_items).to(device)
-        self.rated_starts = F.pad(torch.cumsum(counts, 0), (1, 0)).to(device)
+        weights = counts.clamp(min=1).float().rsqrt().repeat_interleave(counts)
+        self._set_bags(pairs % n_items, weights, counts)
+
+    def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
+        """Each user's bag from its feature rows less its id (recsys.data.features.features_of): its
+        side features, then the items it rated; the implicit table has a row for each, the side
+        features' starting at zero and the rated items' as initialised."""
+        n_users = len(self.bag_starts) - 1
+        if users.n_rows != n_users:
+            raise ValueError(f"feature rows for {users.n_rows} users, the model has {n_users}")
+        others = users.columns >= n_users  # the id block comes first: its columns are the ids
+        owners = np.repeat(np.arange(n_users), np.diff(users.starts))[others]
+        names = users.group_names
+        n_implicit = int((users.groups == names.index("implicit")).sum()) if "implicit" in names else 0
+        table = self.implicit_factors.weight
+        with torch.no_grad():  # the side features' rows first, then the rated items' as initialised
+            side = table.new_zeros(users.n_features - n_users - n_implicit, table.shape[1])
+            self.implicit_factors.weight = nn.Parameter(torch.cat([side, table[len(table) - n_implicit :]]))
+        self._set_bags(
+            torch.from_numpy(users.columns[others] - n_users),
+            torch.from_numpy(users.values[others]),
+            torch.from_numpy(np.bincount(owners, minlength=n_users)),
+        )
+        set_codings(self, users, items)
+        self.features_set = True
+
+    def feature_vectors(self, users: FeatureRows) -> tuple[Tensor, Tensor]:
+        """The bag vectors of users known by their features alone (rows_for_new's, for the groups it
+        was trained with), and zero biases: what fold-in starts new users from."""
+        with torch.no_grad():
+            table = self.implicit_factors.weight
+            return new_rows_sums(self, users, table), table.new_zeros(users.n_rows)
+
+    def _set_bags(self, columns: Tensor, weights: Tensor, counts: Tensor) -> None:
+        device = self.bag_starts.device
+        self.bag_columns = columns.long().to(device)
+        self.bag_weights = weights.float().to(device)
+        self.bag_starts = F.pad(torch.cumsum(counts, 0), (1, 0)).to(device)
 
     def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str, *args: object) -> None:
-        # N(u)'s size is the data's, not the model's: take the saved buffers' shapes before copying.
-        take_saved_shapes(self, state_dict, prefix, ("rated_items", "rated_starts"))
+        if self.features_set:  # resuming onto the data's features: they must be coded alike
+            check_saved_codings(self, state_dict, prefix)
+        # The bags' and the implicit table's sizes are the data's, not the model's: take the saved
+        # shapes before copying.
+        take_saved_shapes(self, state_dict, prefix, (*_BAGS, *CODING_BUFFERS, "implicit_factors.weight"))
         super()._load_from_state_dict(state_dict, prefix, *args)  # type: ignore[arg-type]
 
     def _bags(self, users: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """One bag per distinct user of `users`: the bags' items flattened, where each bag starts,
-        its size, and each of `users`' bag."""
+        """One bag per distinct user of `users`: the bags' columns flattened, their weights, where
+        each bag starts, and each of `users`' bag."""
         distinct, inverse = torch.unique(users, return_inverse=True)
-        starts = self.rated_starts[distinct]
-        sizes = self.rated_starts[distinct + 1] - starts
+        starts = self.bag_starts[distinct]
+        sizes = self.bag_starts[distinct + 1] - starts
         bag_starts = torch.cumsum(sizes, 0) - sizes
-        # Where each bag's entries lie in rated_items: its user's start plus 0, 1, ... size - 1.
+        # Where each bag's entries lie in bag_columns: its user's start plus 0, 1, ... size - 1.
         entries = torch.arange(int(sizes.sum()), device=users.device) + torch.repeat_interleave(
             starts - bag_starts, sizes
         )
-        return self.rated_items[entries], bag_starts, sizes, inverse
+        return self.bag_columns[entries], self.bag_weights[entries], bag_starts, inverse
 
     def implicit_vectors(self, users: Tensor) -> Tensor:
-        """Each user's |N(u)|^-1/2 sum_{j in N(u)} y_j, (batch, n_factors), from one bag per distinct
-        user."""
+        """Each user's bag vector, sum over its bag of w_f y_f, (batch, n_factors), from one bag per
+        distinct user."""
         return self._implicit(*self._bags(users))
 
-    def _implicit(self, items: Tensor, bag_starts: Tensor, sizes: Tensor, inverse: Tensor) -> Tensor:
-        scale = sizes.clamp(min=1).to(self.implicit_factors.weight.dtype).rsqrt()
-        sums = F.embedding_bag(
-            items,
-            self.implicit_factors.weight,
-            bag_starts,
-            mode="sum",
-            per_sample_weights=scale.repeat_interleave(sizes),
-        )
+    def _implicit(self, columns: Tensor, weights: Tensor, bag_starts: Tensor, inverse: Tensor) -> Tensor:
+        table = self.implicit_factors.weight
+        sums = F.embedding_bag(columns, table, bag_starts, mode="sum", per_sample_weights=weights.to(table))
         return sums[inverse]
 
-    def _implicit_penalty_row(self, items: Tensor, bag_starts: Tensor, inverse: Tensor) -> Tensor:
-        """The row that weighs the bags' rows in the penalty. Each rating weighs its user's bag rows by
-        1 / |N(u)|, so the implicit part of a rating's penalty is the mean squared norm of those rows,
-        on the scale of one row's. Carried as one entry per distinct user, sqrt(ratings of u in the
-        batch * that mean), so that its square is the users' share of the batch's sum of squares."""
+    def _implicit_penalty_row(
+        self, columns: Tensor, weights: Tensor, bag_starts: Tensor, inverse: Tensor
+    ) -> Tensor:
+        """The row that weighs the bags' rows in the penalty. Each rating weighs a row of its user's
+        bag by its weight squared (1 / |N(u)| for the items rated: the mean squared norm of those
+        rows, on the scale of one row's). Carried as one entry per distinct user, sqrt(ratings of u
+        in the batch * that sum), so that its square is the users' share of the batch's sum of
+        squares."""
         table = self.implicit_factors.weight
-        mean_squares = F.embedding_bag(items, table.pow(2).sum(1, keepdim=True), bag_starts, mode="mean")
+        squares = F.embedding_bag(
+            columns, table.pow(2).sum(1, keepdim=True), bag_starts, mode="sum",
+            per_sample_weights=weights.to(table).square(),
+        )  # fmt: skip
         in_batch = torch.bincount(inverse, minlength=len(bag_starts)).unsqueeze(1)
-        return (in_batch * mean_squares).clamp(min=torch.finfo(table.dtype).tiny).sqrt()
+        return (in_batch * squares).clamp(min=torch.finfo(table.dtype).tiny).sqrt()
 
     def _implicit_parts(
         self, users: Tensor, items: Tensor
@@ -119,16 +186,14 @@ class SVDPlusPlus(DotProductBias):
     def terms(self, users: Tensor, items: Tensor) -> tuple[Tensor, list[Tensor]]:
         """The score and the rows the penalty weighs: dotbias's, then one entry per distinct user whose
         square is (its ratings in the batch) x (the mean squared norm of its N(u) rows)."""
-        factors, user_bias, item_bias, implicit_score, rows, (bag_items, bag_starts, _, inverse) = (
-            self._implicit_parts(users, items)
-        )
-        penalty_row = self._implicit_penalty_row(bag_items, bag_starts, inverse)
+        factors, user_bias, item_bias, implicit_score, rows, bags = self._implicit_parts(users, items)
+        penalty_row = self._implicit_penalty_row(*bags)
         return factors + user_bias + item_bias + implicit_score, [*rows, penalty_row]
 
     def id_vectors(self) -> tuple[Tensor, Tensor] | None:
         """Each user's whole vector, user_factors[u] plus its implicit vector, and the item factors."""
         with torch.no_grad():
-            users = torch.arange(len(self.rated_starts) - 1, device=self.rated_starts.device)
+            users = torch.arange(len(self.bag_starts) - 1, device=self.bag_starts.device)
             user_vectors = self.user_factors.weight + self.implicit_vectors(users)
         return user_vectors.detach(), self.item_factors.weight.detach()
 
@@ -136,7 +201,9 @@ class SVDPlusPlus(DotProductBias):
         tables = super().factorisation()
         assert tables is not None, "dotbias's tables"
         return tables._replace(
-            implicit=ImplicitFeedback(self.implicit_factors.weight, self.rated_items, self.rated_starts)
+            implicit=ImplicitFeedback(
+                self.implicit_factors.weight, self.bag_columns, self.bag_weights, self.bag_starts
+            )
         )
 
     def explain(self, users: Tensor, items: Tensor) -> Explanation | None:

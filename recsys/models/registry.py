@@ -344,9 +344,9 @@ register(
     "svdpp",
     "recsys.models.implicit:SVDPlusPlus",
     # Untuned (dotbias's earlier speed setting): the compiled engine is this model's way to train.
-    defaults={"batch_size": 2048, "lr": 2e-2, "epochs": 5},
+    defaults={"batch_size": 2048, "lr": 2e-2, "epochs": 5, "features": "implicit"},
     # Chosen by scripts/tune.py on u1.base alone, as dotbias's (120 settings; docs/findings.md).
-    compiled_defaults={"lr": 0.035, "epochs": 10, "n_factors": 64, "l2": 0.098},
+    compiled_defaults={"lr": 0.035, "epochs": 10, "n_factors": 64, "l2": 0.098, "features": "implicit"},
 )
 register(
     "bpmf",

@@ -66,18 +66,20 @@ def _next_random(state: np.ndarray) -> np.uint64:
 
 @compiled(fastmath=True)
 def _implicit_vector(
-    out: np.ndarray, implicit_factors: np.ndarray, rated_items: np.ndarray, first: int, last: int
-) -> np.float32:
-    """Write |N(u)|^-1/2 times the sum of the implicit rows rated_items[first:last] (N(u)) into `out`;
-    return that scale."""
-    scale = np.float32(1) / np.sqrt(np.float32(max(last - first, 1)))
+    out: np.ndarray,
+    implicit_factors: np.ndarray,
+    columns: np.ndarray,
+    weights: np.ndarray,
+    first: int,
+    last: int,
+) -> None:
+    """Write the weighted sum of the implicit rows of a user's bag, columns[first:last] with those
+    `weights`, into `out`."""
     out[:] = 0
     for k in range(first, last):
+        weight = weights[k]
         for c in range(out.shape[0]):
-            out[c] += implicit_factors[rated_items[k], c]
-    for c in range(out.shape[0]):
-        out[c] *= scale
-    return scale  # type: ignore[no-any-return]
+            out[c] += weight * implicit_factors[columns[k], c]
 
 
 @compiled(fastmath=True, inline=True)
@@ -144,7 +146,7 @@ def _train_blocks(
     blocks: np.ndarray,
     squared_errors: np.ndarray,
     settings: tuple[float, float, float, float, bool, float, float],
-    implicit: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    implicit: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     paired: bool,
 ) -> None:
     """Train on each block in `blocks`, rating by rating in the block's order; each block's summed
@@ -159,14 +161,15 @@ def _train_blocks(
     accumulators: AdaGrad's per-row sums for each table (same order); ratings: (users, items,
     values), block b's ratings at offsets[b]:offsets[b + 1]; settings: (lr, l2, low, high, squash,
     the model's number of factors, the weight of a squared error: 1 / rating unit squared);
-    implicit: SVD++'s (implicit_factors, their AdaGrad sums, rated_items, rated_starts), all empty
-    for a model without. With them each block is one user's ratings (block b is user b): the user's
-    implicit vector is summed once at the block's start, held while its ratings train, and its rows
-    then take the block's summed gradient in one step each.
+    implicit: SVD++'s (implicit_factors, their AdaGrad sums, the users' bags: columns, weights and
+    where each user's starts), all empty for a model without. With them each block is one user's
+    ratings (block b is user b): the user's implicit vector is summed once at the block's start,
+    held while its ratings train, and its rows then take the block's summed gradient in one step
+    each.
     """
     user_factors, item_factors, user_bias, item_bias = tables
     user_sums, item_sums, user_bias_sums, item_bias_sums = accumulators
-    implicit_factors, implicit_sums, rated_items, rated_starts = implicit
+    implicit_factors, implicit_sums, bag_columns, bag_weights, bag_starts = implicit
     users, items, values = ratings
     lr, l2, low, high, squash, factor_count, error_weight = settings
     learning_rate, decay, span = np.float32(lr), np.float32(2 * l2), np.float32(high - low)
@@ -184,8 +187,8 @@ def _train_blocks(
         start, end = offsets[block], offsets[block + 1]
         total = 0.0
         if has_implicit:
-            first, last = rated_starts[block], rated_starts[block + 1]
-            scale = _implicit_vector(implicit_vector, implicit_factors, rated_items, first, last)
+            first, last = bag_starts[block], bag_starts[block + 1]
+            _implicit_vector(implicit_vector, implicit_factors, bag_columns, bag_weights, first, last)
             implicit_gradient[:] = 0
         j, fetched = start, start
         while j < end:
@@ -277,15 +280,17 @@ def _train_blocks(
                 _bias_step(user_bias, user_bias_sums, user, gradient, decay, learning_rate)
                 _bias_step(item_bias, item_bias_sums, item, gradient, decay, learning_rate)
             j += 1
-        if has_implicit and last > first:
-            # Each rating's penalty weighs the user's rows by 1 / |N(u)| (the autograd objective's).
-            row_decay = decay * np.float32(end - start) / np.float32(last - first)
+        if has_implicit:
+            # Each rating's penalty weighs a row of the user's bag by its weight squared (1 / |N(u)| for
+            # a rated item: the autograd objective's).
+            block_ratings = np.float32(end - start)
             for k in range(first, last):
-                row = rated_items[k]
+                row, weight = bag_columns[k], bag_weights[k]
+                row_decay = decay * block_ratings * weight * weight
                 step = learning_rate / np.sqrt(implicit_sums[row])
                 square = np.float32(0)
                 for c in range(n_factors):
-                    row_gradient = scale * implicit_gradient[c] + row_decay * implicit_factors[row, c]
+                    row_gradient = weight * implicit_gradient[c] + row_decay * implicit_factors[row, c]
                     implicit_factors[row, c] -= step * row_gradient
                     square += row_gradient * row_gradient
                 implicit_sums[row] += square * per_factor
@@ -445,16 +450,14 @@ def _on_threads(tasks: Sequence[Callable[[], object]]) -> None:
 
 @compiled(fastmath=True)
 def _with_implicit(
-    user_factors: np.ndarray, implicit: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    user_factors: np.ndarray, implicit: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 ) -> np.ndarray:
-    """Every user's whole vector: user_factors[u] + |N(u)|^-1/2 sum of implicit rows over N(u)."""
-    implicit_factors, _, rated_items, rated_starts = implicit
+    """Every user's whole vector: user_factors[u] + the weighted sum of its bag's implicit rows."""
+    implicit_factors, _, columns, weights, starts = implicit
     vectors = user_factors.copy()
     implicit_vector = np.empty(user_factors.shape[1], np.float32)
     for user in range(user_factors.shape[0]):
-        _implicit_vector(
-            implicit_vector, implicit_factors, rated_items, rated_starts[user], rated_starts[user + 1]
-        )
+        _implicit_vector(implicit_vector, implicit_factors, columns, weights, starts[user], starts[user + 1])
         for c in range(user_factors.shape[1]):
             vectors[user, c] += implicit_vector[c]
     return vectors
@@ -538,11 +541,15 @@ class CompiledEpochs:
         self.has_implicit = implicit is not None
         if implicit is not None:
             implicit_factors = padded[2]
-            rated = (implicit.rated_items.cpu().numpy(), implicit.rated_starts.cpu().numpy())
+            bags = (
+                implicit.columns.cpu().numpy(),
+                implicit.weights.cpu().numpy().astype(np.float32),
+                implicit.starts.cpu().numpy(),
+            )
         else:
             implicit_factors = np.empty((0, padded[0].shape[1]), np.float32)
-            rated = (np.empty(0, np.int64), np.empty(0, np.int64))
-        self.implicit = (implicit_factors, _accumulator(implicit_factors), *rated)
+            bags = (np.empty(0, np.int64), np.empty(0, np.float32), np.empty(0, np.int64))
+        self.implicit = (implicit_factors, _accumulator(implicit_factors), *bags)
         if len(values) >= 2**31:
             raise ValueError("the compiled path indexes ratings with 32-bit integers: fewer than 2**31")
         user_array, item_array = users.numpy(), items.numpy()

@@ -111,7 +111,7 @@ def test_factorisation_names_the_tables_of_dot_models_only() -> None:
     model = build_model("svdpp", 3, 4, 2, (0.0, 5.5))
     svdpp = model.factorisation()
     assert svdpp is not None and svdpp.implicit is not None
-    assert svdpp.implicit.factors is model.implicit_factors.weight and len(svdpp.implicit.rated_starts) == 4
+    assert svdpp.implicit.factors is model.implicit_factors.weight and len(svdpp.implicit.starts) == 4
 
 
 def test_grid_grows_with_the_ratings() -> None:

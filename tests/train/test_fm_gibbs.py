@@ -1,7 +1,6 @@
 """The Bayesian factorisation machine (`bfm`): its coordinate draws against their dense conditionals,
 a planted feature effect recovered, a prediction from features alone, threads and resume."""
 
-import dataclasses
 import math
 from pathlib import Path
 
@@ -10,10 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import assert_same_state, cut_short
+from conftest import assert_same_state, cut_short, planted_side_features
 
 from recsys.config import config_for
-from recsys.data.dataset import RatingsDataset
 from recsys.data.features import features_of, rows_for_new
 from recsys.errors import RecsysError
 from recsys.models.fold_in import fold_in
@@ -72,28 +70,8 @@ def test_a_coordinates_draws_are_their_conditional_means_one_feature_after_anoth
     np.testing.assert_allclose(residuals, residuals_of(table), atol=1e-12)
 
 
-def _planted(seed: int = 0) -> RatingsDataset:
-    """Users of group a like items of kind x and dislike kind y by a planted +-1, group b the reverse;
-    each user rates only 6 items, too few for its own vector to learn its taste."""
-    rng = np.random.default_rng(seed)
-    n_users, n_items = 400, 60
-    group = rng.choice(["a", "b"], n_users)
-    kind = rng.choice(["x", "y"], n_items)
-    rows = [(u, i) for u in range(n_users) for i in rng.choice(n_items, 6, replace=False)]
-    users, items = np.array(rows).T
-    taste = np.where((group[users] == "a") == (kind[items] == "x"), 1.0, -1.0)
-    ratings = np.clip(np.round(3 + taste + rng.normal(0, 0.5, len(rows))), 1, 5)
-    frame = pd.DataFrame({"user": users, "item": items, "rating": ratings})
-    dataset = RatingsDataset.from_frame(frame, rating_scale=(1.0, 5.0), name="planted")
-    return dataclasses.replace(
-        dataset,
-        user_features=pd.DataFrame({"group": group}, index=pd.Index(np.arange(n_users), name="user")),
-        item_features=pd.DataFrame({"kind": kind}, index=pd.Index(np.arange(n_items), name="item")),
-    )
-
-
 def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> None:
-    dataset = _planted()
+    dataset = planted_side_features()
     runs = {
         features: train_and_evaluate(
             dataset,
@@ -133,7 +111,7 @@ def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> 
 
 
 def test_the_draws_are_the_same_on_one_thread_or_two() -> None:
-    dataset = _planted(1)
+    dataset = planted_side_features(1)
     config = config_for("bfm", epochs=12, n_factors=3, split="random")
     before = numba.get_num_threads()
     try:
@@ -147,7 +125,7 @@ def test_the_draws_are_the_same_on_one_thread_or_two() -> None:
 
 
 def test_an_interrupted_run_resumes_to_the_same_model(tmp_path: Path) -> None:
-    dataset = _planted(2)
+    dataset = planted_side_features(2)
     config = config_for("bfm", epochs=10, n_factors=3, split="random")
     whole = train_and_evaluate(dataset, config, progress=False)
     checkpoint = cut_short(dataset, config, tmp_path, 4)
