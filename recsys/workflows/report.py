@@ -251,6 +251,8 @@ def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame) -> str:
     joined = _trained_models(scores, ranking)
     if joined.empty:
         return ""
+    if joined["ndcg@10"].isna().all():  # no list had a relevant item to find
+        return "No test user has a relevant test rating, so no list could be judged."
     rated = joined["rmse"].notna()
     by_rmse = joined["rmse"].rank(method="min")
     by_ndcg = joined["ndcg@10"].rank(method="min", ascending=False).astype(int)

@@ -53,3 +53,16 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
     assert [row["model"] for row in results["ranking"]] == tiny_comparison.ranking["model"].tolist()
     assert results["ranking_fold_summary"][0]["ndcg@10_std"] == 0.0
     assert set(results["fold_in"]) == set(tiny_comparison.fold_in)
+
+
+def test_lists_with_nothing_relevant_to_find_are_said_to_be_unjudged() -> None:
+    """No test rating reaches the relevance threshold: every list's NDCG is undefined."""
+    from recsys.workflows.report import ranking_paragraph
+
+    scores = pd.DataFrame({"model": ["dotbias"], "rmse": [0.9]})
+    metrics = {"ndcg@10": [float("nan")] * 2, "coverage@10": [0.0, 0.0]}
+    ranking = pd.DataFrame({"model": ["dotbias", "most-popular"], **metrics})
+    assert (
+        ranking_paragraph(scores, ranking)
+        == "No test user has a relevant test rating, so no list could be judged."
+    )
