@@ -2,7 +2,7 @@
 
 import dataclasses
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +110,41 @@ def dataset_from_record(
     """The data a run recorded (its data.json) loaded again: a ratings file read as it was; dataset
     `name` from the folder it was read from, if that is still there (`data_dir` overrides it), else
     found as usual."""
+    _check_record_types(record)
     dataset = _recorded_data(record, name, data_dir, progress=progress, allow_download=allow_download)
     return with_feature_files(dataset, record.get("user_features"), record.get("item_features"))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# What each entry of a data.json holds, and a check of it: an edited or damaged one is one line.
+_RECORD_TYPES: dict[str, tuple[str, Callable[[object], bool]]] = {
+    **{
+        key: ("a path", lambda value: isinstance(value, str))
+        for key in ("ratings", "items", "user_features", "item_features", "folder")
+    },
+    "sep": ("a separator", lambda value: isinstance(value, str)),
+    "header": ("true or false", lambda value: isinstance(value, bool)),
+    "implicit": ("true or false", lambda value: isinstance(value, bool)),
+    "columns": (
+        "names or positions by role",
+        lambda value: isinstance(value, dict) and all(isinstance(name, str | int) for name in value.values()),
+    ),
+    "rating_scale": (
+        "[low, high]",
+        lambda value: isinstance(value, list) and len(value) == 2 and all(map(_is_number, value)),
+    ),
+}
+
+
+def _check_record_types(record: Mapping[str, Any]) -> None:
+    for key, (kind, fits) in _RECORD_TYPES.items():
+        if key in record and not fits(record[key]):
+            raise DataError(
+                f"the run's {DATA_FILE} is damaged: its {key!r} should be {kind}, not {record[key]!r}"
+            )
 
 
 def _recorded_data(

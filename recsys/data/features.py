@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from recsys.data.columns import ALIASES, ITEM_ID_ALIASES, normalised
+from recsys.data.ratings_table import DECIMAL_COMMA
 from recsys.data.ratings_table import ids as read_ids
 from recsys.errors import DataError, RecsysError
 
@@ -32,6 +33,8 @@ MULTIPLE = "|"
 # A column at least this share of whose values are numbers, but not all, is read as categories with a
 # warning: one stray text value is likelier a mistake than a category.
 MOSTLY_NUMBERS = 0.9
+# A numeric feature's values must be below this in size: their squares (its spread) stay finite.
+LARGEST_FEATURE = 1e150
 # MovieLens 1M's own age groups, used for ML-100K's exact ages too.
 AGE_GROUPS = (0, 18, 25, 35, 45, 50, 56)
 _YEAR = re.compile(r"\((\d{4})\)\s*$")
@@ -157,8 +160,10 @@ def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
         labelled = isinstance(column.dtype, pd.CategoricalDtype)
         if not labelled and _is_numeric(column):
             numbers = pd.to_numeric(column).to_numpy(np.float64)
-            if not np.isfinite(numbers).all():
-                raise RecsysError(f"feature {name!r} holds a number that is not finite")
+            if not (np.abs(numbers) < LARGEST_FEATURE).all():
+                raise RecsysError(
+                    f"feature {name!r} holds a number that is not finite or above {LARGEST_FEATURE:g}"
+                )
             spread = float(numbers.std())
             codings.append(
                 ColumnCoding(str(name), None, float(numbers.mean()), spread if spread > 0 else 1.0)
@@ -265,11 +270,15 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
             row = int(np.flatnonzero(empty.to_numpy())[0])
             raise DataError(f"{path}: {name} is missing on {where(row)}")
     for name in raw.columns.drop(id_column):
+        _read_decimal_commas(raw, name, path)
         numbers = pd.to_numeric(raw[name], errors="coerce")
-        infinite = np.isinf(numbers.to_numpy(np.float64))
-        if numbers.notna().all() and infinite.any():
-            row = int(np.flatnonzero(infinite)[0])
-            raise DataError(f"{path}: {name} {raw[name].iloc[row]} on {where(row)} is not a finite number")
+        huge = ~(np.abs(numbers.to_numpy(np.float64)) < LARGEST_FEATURE)
+        if numbers.notna().all() and huge.any():
+            row = int(np.flatnonzero(huge)[0])
+            raise DataError(
+                f"{path}: {name} {raw[name].iloc[row]} on {where(row)} is not a finite number of at most "
+                f"{LARGEST_FEATURE:g} in size"
+            )
     ids = pd.Series(read_ids(raw[id_column], side, str(path), where))  # as a ratings file's ids are
     repeated = ids.duplicated(keep=False).to_numpy()
     if repeated.any():
@@ -278,6 +287,24 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
             f"{path}: {side} {ids.iloc[first]} has two rows, on {where(int(first))} and {where(int(second))}"
         )
     return raw.drop(columns=id_column).set_index(pd.Index(ids, name=side))
+
+
+def _read_decimal_commas(raw: pd.DataFrame, name: str, path: Path) -> None:
+    """Column `name` of a feature file as numbers, with a warning, where every value is one and some
+    are written with a decimal comma ("1,5", as spreadsheets in many locales export them), as a
+    ratings file's ratings are read."""
+    if pd.api.types.is_numeric_dtype(raw[name]):
+        return
+    text = raw[name].astype(str).str.strip()
+    comma = text.str.fullmatch(DECIMAL_COMMA)
+    if not comma.any() or not (comma | pd.to_numeric(text, errors="coerce").notna()).all():
+        return
+    raw[name] = pd.to_numeric(text.str.replace(",", ".", regex=False))
+    warnings.warn(
+        f"{path}: {name} is written with a decimal comma, read as decimals (e.g. {text[comma].iloc[0]!r} as "
+        f"{raw[name][comma].iloc[0]})",
+        stacklevel=3,
+    )
 
 
 def year_of_title(titles: pd.Series) -> pd.Series:

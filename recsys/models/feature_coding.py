@@ -3,13 +3,18 @@ were coded, so that rows coded from a changed feature file (the same count of fe
 other things) are refused rather than read as the trained features; and the sums of a table's rows
 over new users' feature rows."""
 
+import hashlib
+
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from recsys.data.features import SIDES, FeatureRows
 from recsys.errors import RecsysError
 
-CODING_BUFFERS = tuple(f"{side}_feature_coding" for side in SIDES)
+# Per side: how its columns were coded (checked for new users' rows too), and a digest of the
+# training rows themselves (checked on resume: the same coding can describe other users).
+CODING_BUFFERS = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("coding", "rows"))
 
 
 def coding_bytes(coding: str) -> Tensor:
@@ -23,9 +28,17 @@ def register_codings(module: nn.Module) -> None:
         module.register_buffer(name, torch.zeros(0, dtype=torch.uint8))
 
 
+def _rows_digest(rows: FeatureRows) -> str:
+    digest = hashlib.blake2b(rows.coding.encode(), digest_size=8)
+    for array in (rows.starts, rows.columns, rows.values):
+        digest.update(np.ascontiguousarray(array).data)
+    return digest.hexdigest()
+
+
 def set_codings(module: nn.Module, users: FeatureRows, items: FeatureRows) -> None:
-    for name, rows in zip(CODING_BUFFERS, (users, items), strict=True):
-        setattr(module, name, coding_bytes(rows.coding))
+    for side, rows in zip(SIDES, (users, items), strict=True):
+        setattr(module, f"{side}_feature_coding", coding_bytes(rows.coding))
+        setattr(module, f"{side}_feature_rows", coding_bytes(_rows_digest(rows)))
 
 
 def check_coding(module: nn.Module, side: str, coding: Tensor, doing: str) -> None:
@@ -39,11 +52,17 @@ def check_coding(module: nn.Module, side: str, coding: Tensor, doing: str) -> No
 
 def check_saved_codings(module: nn.Module, state_dict: dict[str, Tensor], prefix: str) -> None:
     """Before a resumed run's state is loaded onto a model whose features the data has just set: the
-    two codings must agree."""
-    for side, name in zip(SIDES, CODING_BUFFERS, strict=True):
-        saved = state_dict.get(prefix + name)
+    two codings, and the rows they coded, must agree."""
+    for side in SIDES:
+        saved = state_dict.get(f"{prefix}{side}_feature_coding")
         if saved is not None:
             check_coding(module, side, saved, "resume")
+        saved = state_dict.get(f"{prefix}{side}_feature_rows")
+        if saved is not None and not torch.equal(saved, getattr(module, f"{side}_feature_rows")):
+            raise RecsysError(
+                f"cannot resume: the {side}s' side features differ from the run's (has the {side} "
+                "feature file changed since?)"
+            )
 
 
 def new_rows_sums(module: nn.Module, users: FeatureRows, table: Tensor) -> Tensor:

@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from recsys.config import SEED_LIMIT, RunConfig, check_device, check_threads, default_threads
+from recsys.config import SEED_LIMIT, RunConfig, check_device, check_threads, default_threads, unread
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, mae, rmse
@@ -479,9 +479,13 @@ def _train_one_epoch(
     start = time.perf_counter()
     train_loss, ratings = epochs.run_epoch(epoch, generator, progress)
     if not math.isfinite(train_loss):
-        raise TrainingDiverged(
-            f"training loss became {train_loss} in epoch {epoch}; lower `lr` (now {config.lr})"
+        steps = config.engine == "autograd" or "lr" not in unread(model_entry(config.model).fit)
+        advice = (
+            f"lower `lr` (now {config.lr})"
+            if steps
+            else "look for extreme values in the data (ratings, weights or features): it takes no steps"
         )
+        raise TrainingDiverged(f"training loss became {train_loss} in epoch {epoch}; {advice}")
     metrics = epochs.evaluate(valid)
     return EpochStats(
         epoch,

@@ -52,7 +52,16 @@ def test_a_feature_file_changed_after_training_is_refused_on_resume_and_for_new_
     item = dataset.ratings["item"].iloc[0]
     rated = run_cli(recommend_command.cli, "recommend.py", [str(out), "--rate", f"{item}=5"], cache)
     assert rated.returncode == 0, rated.stderr
-    users.write_text(users.read_text().replace(",b\n", ",c\n"), encoding="utf-8")  # the same count: a, c
+    original = users.read_text()
+    header, first, second, *rest = original.splitlines()
+    swapped = [
+        first.split(",")[0] + "," + second.split(",", 1)[1],
+        second.split(",")[0] + "," + first.split(",", 1)[1],
+    ]
+    users.write_text("\n".join([header, *swapped, *rest]) + "\n", encoding="utf-8")  # coded alike
+    ran = run_cli(train_command.cli, "train.py", ["--resume", str(out)], cache)
+    assert ran.returncode == 2 and "the users' side features differ from the run's" in ran.stderr, ran.stderr
+    users.write_text(original.replace(",b\n", ",c\n"), encoding="utf-8")  # the same count: a, c
     for command, name, flags in (
         (train_command.cli, "train.py", ["--resume", str(out)]),
         (recommend_command.cli, "recommend.py", [str(out), "--rate", f"{item}=5"]),

@@ -20,7 +20,7 @@ from movielens_files import (
     write_dataset,
 )
 
-from recsys.data.catalog import TINY_FOLDER, load_dataset, planted_truth, resolve_dataset
+from recsys.data.catalog import TINY_FOLDER, dataset_from_record, load_dataset, planted_truth, resolve_dataset
 from recsys.data.movielens import VARIANTS
 from recsys.data.synthetic import TINY_CONFIG
 from recsys.errors import DataError
@@ -132,3 +132,14 @@ def test_real_ml100k_via_data_root(ml100k_folder: Path, monkeypatch: pytest.Monk
     ds = load_dataset("ml-100k", allow_download=False)
     assert ds.folder == ml100k_folder
     assert len(ds.ratings) == 100_000
+
+
+@pytest.mark.parametrize(
+    ("entry", "value"),
+    [("ratings", None), ("ratings", 5), ("sep", 5), ("columns", [1]), ("user_features", ["a"]),
+     ("rating_scale", [1]), ("header", "yes")],
+)  # fmt: skip
+def test_an_edited_data_record_of_the_wrong_kind_is_one_line(entry: str, value: object) -> None:
+    record = {"dataset": "own", "ratings": "ratings.csv", entry: value}
+    with pytest.raises(DataError, match=f"^the run's data.json is damaged: its '{entry}' should be "):
+        dataset_from_record(record, "own")

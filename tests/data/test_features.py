@@ -16,7 +16,7 @@ from recsys.data.features import (
     year_of_title,
 )
 from recsys.data.movielens import read_users
-from recsys.errors import DataError
+from recsys.errors import DataError, RecsysError
 
 
 def _write(path: Path, text: str) -> Path:
@@ -133,9 +133,15 @@ def test_feature_file_ids_are_read_as_a_ratings_files_are(
     assert table.index.tolist() == ids
 
 
-def test_an_infinite_number_is_refused_and_a_category_counts_once(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"users\.csv: age inf on line 2 is not a finite number$"):
-        read_feature_file(_write(tmp_path / "users.csv", "user,age\n1,inf\n2,4\n"), "user")
+@pytest.mark.parametrize("value", ["inf", "1e160", "-1e307"])
+def test_an_infinite_or_vast_number_is_refused_and_a_category_counts_once(tmp_path: Path, value: str) -> None:
+    """A number whose square overflows would give the column an infinite spread: zeroed, silently."""
+    with pytest.raises(
+        DataError, match=rf"users\.csv: age {value} on line 2 is not a finite number of at most"
+    ):
+        read_feature_file(_write(tmp_path / "users.csv", f"user,age\n1,{value}\n2,4\n"), "user")
+    with pytest.raises(RecsysError, match="feature 'age' holds a number that is not finite or above"):
+        column_codings(pd.DataFrame({"age": [float(value), 4.0]}))
     table = pd.DataFrame({"genres": ["a|a", "a| b"]}, index=[1, 2])
     (block,) = side_blocks(table, column_codings(table), np.array([1, 2]))
     assert sorted(zip(block.rows.tolist(), block.values.tolist(), strict=True)) == [
@@ -146,8 +152,6 @@ def test_an_infinite_number_is_refused_and_a_category_counts_once(tmp_path: Path
 
 
 def test_new_rows_need_the_columns_training_had() -> None:
-    from recsys.errors import RecsysError
-
     training = pd.DataFrame({"age": [20.0, 30.0], "job": ["a", "b"]}, index=[1, 2])
     with pytest.raises(RecsysError, match="lacks column 'job'"):
         rows_for_new(("side",), training, pd.DataFrame({"age": [25.0]}, index=[9]), np.array([9]))
@@ -175,3 +179,13 @@ def test_whole_number_ids_stored_as_floats_are_integers(tmp_path: Path) -> None:
     path = tmp_path / "users.parquet"
     pd.DataFrame({"user": [1.0, 2.0], "job": ["a", "b"]}).to_parquet(path)
     assert read_feature_file(path, "user").index.tolist() == [1, 2]
+
+
+def test_numbers_with_a_decimal_comma_are_read_as_decimals_with_a_warning(tmp_path: Path) -> None:
+    path = _write(tmp_path / "users.csv", "user;height;code\n1;1,2;1,2\n2;1,35;x\n3;2;3\n")
+    with pytest.warns(
+        UserWarning, match=r"height is written with a decimal comma, read as decimals \(e.g. '1,2' as 1.2\)"
+    ):
+        table = read_feature_file(path, "user")
+    assert table["height"].tolist() == [1.2, 1.35, 2.0]
+    assert table["code"].tolist() == ["1,2", "x", "3"]  # not all numbers: categories, as before
