@@ -240,6 +240,22 @@ def resumed_config(run_dir: Path) -> RunConfig:
         ) from None
 
 
+def _check_config_file(run_dir: Path, trained: RunConfig) -> None:
+    """The run folder's config.json, which the flags were checked against, must say what its checkpoint
+    trains with: an edited one would have the run continue otherwise than it says."""
+    written = resumed_config(run_dir)
+    if written != trained:
+        differ = [
+            f"{name} {getattr(written, name)!r} against {getattr(trained, name)!r}"
+            for name in SETTINGS
+            if getattr(written, name) != getattr(trained, name)
+        ]
+        raise RecsysError(
+            f"--resume {run_dir}: its {CONFIG_FILE} says {', '.join(differ)} in its checkpoint; the "
+            f"checkpoint's settings are the run's: restore {CONFIG_FILE} to them"
+        )
+
+
 def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
     """A resumed run keeps its own settings: a flag that would change one is an error, not ignored."""
     for flag, field in CONFIG_FLAGS.items():
@@ -384,6 +400,7 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             claimed.enter_context(claim_run_folder(out, resume=args.resume is not None))
         resume = load_checkpoint(args.resume / CHECKPOINT_FILE) if args.resume is not None else None
         if resume is not None:
+            _check_config_file(args.resume, resume.config)
             dataset = dataset_from_record(
                 recorded_data(args.resume),
                 resume.config.dataset,

@@ -55,6 +55,8 @@ SEPARATORS = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "sp
 # holds it is refused, its line named).
 STAND_IN = "\x1f"
 SNIFF_BYTES = 1 << 16
+# A sample grows to at most this where its first bytes hold no whole line of the table.
+MAX_SNIFF_BYTES = 1 << 26
 SAMPLE_LINES = 50
 # Rows polars looks at to choose a column's type; a value that does not fit later means a re-read as text.
 INFER_ROWS = 10_000
@@ -199,10 +201,46 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     if packed is not None and codec is None:
         raise DataError(f"{path}: is {packed}; unpack it first")
     compression = codec
+    size = SNIFF_BYTES
+    while True:  # a longer sample where the first holds no whole line of the table (a wide header)
+        encoding, skip, whole, joined, sep_found, physical, lines = _sample(path, compression, size, sep)
+        if lines or whole or size >= MAX_SNIFF_BYTES:
+            break
+        size *= 4
+    sep = sep_found
+    if not lines:
+        commented = any(line.startswith("#") for line in physical)
+        problem = "no table in it, only # comment lines" if commented else "file is empty"
+        if not whole:
+            problem = f"no whole line of a table in its first {MAX_SNIFF_BYTES >> 20} MB"
+        raise DataError(f"{path}: {problem}")
+    if sep is not None and len(_fields(lines[0], sep)) == 1:
+        first_line = lines[0] if joined is None else lines[0].replace(sep, joined)
+        shown = joined or sep
+        raise DataError(f"{path}: `sep` {shown!r} does not split its first line ({first_line[:60]!r})")
+    sep = sep or _separator(lines, path)
+    first = [_unquoted(field) for field in _fields(lines[0], sep)]
+    if header is None:
+        header = _has_header(first, [_fields(line, sep) for line in lines[1:]], columns)
+    names = first if header else [str(position) for position in range(1, len(first) + 1)]
+    rows = [_fields(line, sep) for line in lines[1 if header else 0 :]]
+    zero_led = frozenset(
+        name for j, name in enumerate(names) if any(_zero_led(row[j]) for row in rows if j < len(row))
+    )
+    return TextLayout(compression, encoding, sep, header, names, skip, zero_led, joined)
+
+
+def _sample(
+    path: Path, compression: str | None, size: int, sep: str | None
+) -> tuple[str, int, bool, str | None, str | None, list[str], list[str]]:
+    """The first `size` bytes of a text table: (encoding, the # and blank lines before its table,
+    whether that is the whole file, the multi-character separator stood in for (else None), the
+    separator, its physical lines, and its first records past those lines, a last one cut short
+    left out)."""
     try:
         with _opened(path, compression) as file:
-            head = file.read(SNIFF_BYTES)
-            whole = len(head) < SNIFF_BYTES or not file.read(1)
+            head = file.read(size)
+            whole = len(head) < size or not file.read(1)
     except (OSError, EOFError, lzma.LZMAError, pa.ArrowException) as error:
         raise DataError(f"{path}: cannot decompress it as {compression} ({error})") from None
     encoding = "utf-8"
@@ -238,24 +276,7 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     if not whole:
         lines = lines[:-1]  # the last one may be cut short
     lines = [record for _, record in _records(enumerate(lines)) if record.strip()][:SAMPLE_LINES]
-    if not lines:
-        commented = any(line.startswith("#") for line in physical)
-        problem = "no table in it, only # comment lines" if commented else "file is empty"
-        raise DataError(f"{path}: {problem}")
-    if sep is not None and len(_fields(lines[0], sep)) == 1:
-        first_line = lines[0] if joined is None else lines[0].replace(sep, joined)
-        shown = joined or sep
-        raise DataError(f"{path}: `sep` {shown!r} does not split its first line ({first_line[:60]!r})")
-    sep = sep or _separator(lines, path)
-    first = [_unquoted(field) for field in _fields(lines[0], sep)]
-    if header is None:
-        header = _has_header(first, [_fields(line, sep) for line in lines[1:]], columns)
-    names = first if header else [str(position) for position in range(1, len(first) + 1)]
-    rows = [_fields(line, sep) for line in lines[1 if header else 0 :]]
-    zero_led = frozenset(
-        name for j, name in enumerate(names) if any(_zero_led(row[j]) for row in rows if j < len(row))
-    )
-    return TextLayout(compression, encoding, sep, header, names, skip, zero_led, joined)
+    return encoding, skip, whole, joined, sep, physical, lines
 
 
 def _refuse_stand_in(path: Path, line: int) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, Ran, run_cli
+from conftest import ROOT, Ran, cut_short, run_cli
 
 from recsys.commands import train as train_command
 from recsys.config import config_for
@@ -34,6 +34,7 @@ from recsys.data.catalog import load_dataset
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test
 from recsys.models import MODELS, DotProductBias, Ensemble, model_entry
+from recsys.names import CONFIG_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import prepare
 
@@ -566,3 +567,15 @@ def test_under_torchrun_each_later_rank_has_a_numba_cache_of_its_own(
         assert found == expected  # the user's own setting stands
     else:
         assert found == str(tmp_path / expected)
+
+
+def test_resume_refuses_a_config_file_edited_away_from_its_checkpoint(tmp_path: Path) -> None:
+    """The flags are checked against config.json; the run trains with its checkpoint's settings."""
+    out = tmp_path / "run"
+    cut_short(load_dataset("tiny"), config_for("dotbias", dataset="tiny", epochs=4), out, 2)
+    written = json.loads((out / CONFIG_FILE).read_text())
+    (out / CONFIG_FILE).write_text(json.dumps({**written, "epochs": 8}))
+    ran = run_cli(train_command.cli, "train.py", ["--resume", str(out), "--epochs", "8"], tmp_path / "c")
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr
+    assert "its config.json says epochs 8 against 4 in its checkpoint" in ran.stderr
+    assert json.loads((out / CONFIG_FILE).read_text())["epochs"] == 8  # nothing written over it

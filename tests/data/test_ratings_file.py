@@ -650,6 +650,18 @@ def test_id_types_follow_their_spelling(values: list[str], dtype: type, tmp_path
         # an export's preamble of "#" comments (and blank lines) is skipped, and counted
         ("# exported 2024-05-01\n#\n\nuser,item,rating\n1,2,3\n2,3,x\n", "rating 'x' on line 6"),
         ("# exported 2024-05-01\n", "no table in it, only # comment lines"),
+        # a preamble, or a header, longer than the first sample: the sample grows until it holds a line
+        ("# x\n" * 30_000 + "user,item,rating\n1,2,3\n2,3,x\n", "rating 'x' on line 30003"),
+        (
+            "user,item,rating,"
+            + ",".join(f"c{k}" for k in range(20_000))
+            + "\n1,2,3"
+            + ",0" * 20_000
+            + "\n2,3,x"
+            + ",0" * 20_000
+            + "\n",
+            "rating 'x' on line 3",
+        ),
         # a quoted field over three lines (one blank, one with a doubled quote) is one record
         ('user,item,rating\n1,"A ""long""\n\nreview",4\n\n2,b,3\n3,c,x\n', "rating 'x' on line 7"),
         (
