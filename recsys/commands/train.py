@@ -42,7 +42,7 @@ from recsys.config import (
 from recsys.data.split_settings import check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
-from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE
+from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE, feature_groups
 
 if TYPE_CHECKING:
     from recsys.train.trainer import EpochStats
@@ -240,6 +240,24 @@ def resumed_config(run_dir: Path) -> RunConfig:
         ) from None
 
 
+def _warn_of_unused_feature_files(args: argparse.Namespace, config: RunConfig) -> None:
+    """--user-features or --item-features given to a run that reads no side features from them."""
+    given = [flag for flag in ("user_features", "item_features") if getattr(args, flag, None) is not None]
+    if not model_entry(config.model).model_class().uses_features:
+        reason = f"{config.model} reads no side features"
+    elif "side" not in feature_groups(config.features):
+        reason = f"--features {config.features!r} names no side features"
+    else:
+        reason = "svdpp reads the users' side features only"
+        given = [flag for flag in given if config.model == "svdpp" and flag == "item_features"]
+    if given:
+        flags = " and ".join(f"--{flag.replace('_', '-')}" for flag in given)
+        verb = "are" if len(given) > 1 else "is"
+        warnings.warn(
+            f"{reason}: {flags} {verb} unused (bfm reads both sides', svdpp the users')", stacklevel=2
+        )
+
+
 def _check_config_file(run_dir: Path, trained: RunConfig) -> None:
     """The run folder's config.json, which the flags were checked against, must say what its checkpoint
     trains with: an edited one would have the run continue otherwise than it says."""
@@ -417,13 +435,8 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             if resume is not None
             else config_from_args(args, dataset.name, device, dataset.default_split)
         )
-        given = [flag for flag in ("user_features", "item_features") if getattr(args, flag, None) is not None]
-        if given and lead and not model_entry(config.model).model_class().uses_features:
-            flags = " and ".join(f"--{flag.replace('_', '-')}" for flag in given)
-            verb = "are" if len(given) > 1 else "is"
-            warnings.warn(
-                f"{config.model} reads no side features: {flags} {verb} unused (bfm reads them)", stacklevel=1
-            )
+        if lead:
+            _warn_of_unused_feature_files(args, config)
         if out is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             out = Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"

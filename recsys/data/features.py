@@ -178,6 +178,12 @@ def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
                     stacklevel=2,
                 )
             found = sorted({name for value in column for name in _categories(value)})
+            if not found:
+                warnings.warn(
+                    f"feature {name!r} names no category in any row (each value is empty between its "
+                    f"'{MULTIPLE}'): it adds nothing",
+                    stacklevel=2,
+                )
             codings.append(ColumnCoding(str(name), tuple(found)))
     return tuple(codings)
 

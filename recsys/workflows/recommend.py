@@ -218,7 +218,10 @@ def recommend_from_ratings(
     ratings = []
     for name, rating in rated:
         if not low <= rating <= high:
-            raise RecsysError(f"rating {rating:g} for {name!r} is off the scale {low:g}-{high:g}")
+            scale = (
+                f"the scale {low:g}-{high:g}" if low < high else f"{low:g}, every interaction's weight here"
+            )
+            raise RecsysError(f"rating {rating:g} for {name!r} is off {scale}")
         index = find_item(checkpoint, dataset, name)
         if index in items:
             raise RecsysError(f"{name!r} and {items[index]!r} name the same item: rate each item once")

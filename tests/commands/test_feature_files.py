@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import cut_short, run_cli
 
 from recsys.commands import recommend as recommend_command
@@ -109,3 +110,39 @@ def test_a_feature_file_that_names_none_or_few_of_the_users_is_said(tmp_path: Pa
     ]
     ran = run_cli(train_command.cli, "train.py", [*dot, "--out", str(tmp_path / "c")], tmp_path / "cache")
     assert ran.returncode == 0 and "dot reads no side features: --user-features is unused" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("model_flags", "expected"),
+    [
+        (["--model", "bfm", "--features", "implicit"], "--features 'implicit' names no side features"),
+        (
+            ["--model", "svdpp"],
+            "--features 'implicit' names no side features: --user-features and --item-features are",
+        ),
+        (
+            ["--model", "svdpp", "--features", "side"],
+            "svdpp reads the users' side features only: --item-features is",
+        ),
+    ],
+)
+def test_feature_files_a_run_does_not_read_are_said_to_be_unused(
+    model_flags: list[str], expected: str, tmp_path: Path
+) -> None:
+    users = _users_file(tmp_path / "users.csv")
+    items = np.unique(load_dataset("tiny").ratings["item"])
+    (tmp_path / "items.csv").write_text("item,kind\n" + "".join(f"{item},{item % 3}\n" for item in items))
+    files = ["--user-features", str(users), "--item-features", str(tmp_path / "items.csv")]
+    args = [
+        "--dataset",
+        "tiny",
+        *model_flags,
+        "--epochs",
+        "2",
+        "--no-progress",
+        *files,
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    ran = run_cli(train_command.cli, "train.py", args, tmp_path / "cache")
+    assert ran.returncode == 0 and expected in ran.stderr, ran.stderr

@@ -189,3 +189,9 @@ def test_numbers_with_a_decimal_comma_are_read_as_decimals_with_a_warning(tmp_pa
         table = read_feature_file(path, "user")
     assert table["height"].tolist() == [1.2, 1.35, 2.0]
     assert table["code"].tolist() == ["1,2", "x", "3"]  # not all numbers: categories, as before
+
+
+def test_a_column_naming_no_category_is_said_to_add_nothing() -> None:
+    with pytest.warns(UserWarning, match="feature 'tags' names no category in any row"):
+        (coding,) = column_codings(pd.DataFrame({"tags": ["|", " | "]}, index=[1, 2]))
+    assert coding.size == 0
