@@ -363,12 +363,15 @@ class RunConfig:
             )
 
     def _check_features(self) -> None:
-        """`features` is read by a model that uses features (bfm's sampler on the compiled engine)."""
+        """`features` is read where the model's registry entry gives it a default for the engine (bfm's
+        sampler on the compiled engine, svdpp on either), which imports no model class."""
         if self.features == _BASES["features"]:
             return
         entry = model_entry(self.model)
-        if not entry.model_class().uses_features or (entry.sampled and self.engine != "compiled"):
-            where = " on `engine` autograd" if entry.model_class().uses_features else ""
+        by_engine = {"compiled": entry.compiled_defaults or {}, "autograd": entry.defaults}
+        if "features" not in by_engine[self.engine]:
+            elsewhere = any("features" in defaults for defaults in by_engine.values())
+            where = f" on `engine` {self.engine}" if elsewhere else ""
             raise RecsysError(
                 f"`features` has no effect on {self.model}{where}; leave it out (bfm on `engine` compiled "
                 "and svdpp read it)"

@@ -164,15 +164,18 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
         "summed, a rating-like column is each event's weight; a file without a rating column is read "
         "so anyway",
     )
-    for side, example in (("user", "user,age,occupation"), ("item", "item,genres,year")):
+    for side, example, readers in (
+        ("user", "user,age,occupation", "bfm and svdpp"),
+        ("item", "item,genres,year", "bfm"),
+    ):
         parser.add_argument(
             f"--{side}-features",
             type=Path,
             default=None,
             metavar="FILE",
-            help=f"a table of what each {side} is, for bfm (e.g. columns {example}): an id column, then one "
-            "column per feature, numbers or categories ('|' between several) [default: the data's own: "
-            "MovieLens' demographics, genres and years]",
+            help=f"a table of what each {side} is, for {readers} (e.g. columns {example}): an id column, "
+            "then one column per feature, numbers or categories ('|' between several) [default: the "
+            "data's own: MovieLens' demographics, genres and years]",
         )
     parser.add_argument("--offline", action="store_true", help="never download")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

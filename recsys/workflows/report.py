@@ -15,6 +15,7 @@ import pandas as pd
 
 # Figure without pyplot: no global figure state and no display backend, so scripts, tests and
 # notebooks all draw the same way.
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from recsys.errors import RecsysError
@@ -160,7 +161,7 @@ def plot_learning_curves(comparison: Comparison, path: Path) -> str:
         xlabel="epoch", ylabel="test RMSE after each epoch", title=f"Learning curves ({comparison.split})"
     )
     axes.set_ylim(top=min(1.3, axes.get_ylim()[1]))
-    axes.legend()
+    _legend(axes)
     return _save(figure, path)
 
 
@@ -238,8 +239,14 @@ def plot_fold_in(curves: dict[str, pd.DataFrame], path: Path) -> str:
             axes.axhline(float(trained[column]), linestyle="--", color=colour, linewidth=1)
     rmse_axes.set(xlabel="ratings known (0: bias-only cold start)", ylabel="test RMSE", title="Fold-in: RMSE")
     ndcg_axes.set(xlabel="ratings known", ylabel="NDCG@10", title="Fold-in: NDCG@10 (dashed: trained)")
-    ndcg_axes.legend()
+    _legend(ndcg_axes)
     return _save(figure, path)
+
+
+def _legend(axes: Axes) -> None:
+    """The axes' legend, where anything was drawn with a label (matplotlib warns of an empty one)."""
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend()
 
 
 def _ordinal(n: int) -> str:
@@ -316,7 +323,7 @@ def plot_bias_distributions(items: pd.DataFrame, columns: list[str], path: Path)
     for column in columns:
         axes.hist(items[column], bins=50, histtype="step", linewidth=1.5, label=column)
     axes.set(xlabel="item bias", ylabel="items", title="Distribution of item biases")
-    axes.legend()
+    _legend(axes)
     return _save(figure, path)
 
 
@@ -563,8 +570,14 @@ def _ranking_section(
     md.append(ranking_paragraph(scores, ranking))
     figure = plot_ndcg_against_rmse(scores, ranking, out / "ndcg_against_rmse.png")
     md += ["", f"![NDCG@10 against RMSE]({figure})", ""]
-    if comparison.fold_in:
-        first = next(iter(comparison.fold_in.values()))
+    first = next(iter(comparison.fold_in.values()), None)
+    if first is not None and not first.attrs.get("users", 0):
+        md += ["## New users from a few ratings (fold-in)", ""]
+        md += [
+            "No test user has at least 20 training ratings to fold in from, so there are no fold-in curves.",
+            "",
+        ]
+    elif first is not None:
         md += ["## New users from a few ratings (fold-in)", ""]
         md.append(
             f"For the {first.attrs.get('users', 0):,} test users with at least 20 training ratings, all but "

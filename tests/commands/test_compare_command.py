@@ -243,3 +243,32 @@ def test_a_report_of_other_data_of_the_same_name_is_not_replaced(tmp_path: Path)
     error = other.stderr.strip().splitlines()[-1]  # after the line telling the file's scale
     assert error.startswith(f"error: --out {out} holds the report of other data ({first.resolve()})")
     assert json.loads((out / "results.json").read_bytes())["ratings_file"] == str(first.resolve())
+
+
+def test_a_small_own_file_reports_without_empty_tables_or_stray_warnings(tmp_path: Path) -> None:
+    """30 users of 10 ratings: no test user has the 20 training ratings fold-in starts from, and few
+    test ratings reach the relevance threshold."""
+    lines = ["user,item,rating"] + [
+        f"{u},{i},{1 + (u + i) % 3}" for u in range(30) for i in range(u % 5, u % 5 + 10)
+    ]
+    lines[1] = "0,0,5"  # one rating of 5: the threshold the lists are judged by
+    ratings = tmp_path / "small.csv"
+    ratings.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "report"
+    args = [
+        "--ratings",
+        str(ratings),
+        "--models",
+        "dotbias",
+        "--epochs",
+        "2",
+        "--no-measurements",
+        "--out",
+        str(out),
+    ]
+    ran = run_cli(compare_command.cli, "compare.py", [*args, "--no-progress"], tmp_path / "c")
+    assert ran.returncode == 0, ran.stderr
+    assert "legend" not in ran.stderr, ran.stderr  # matplotlib's, of a figure with nothing drawn
+    report = (out / "report.md").read_text()
+    assert "No test user has at least 20 training ratings to fold in from" in report
+    assert "For the 0 test users" not in report

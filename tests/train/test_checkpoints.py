@@ -191,14 +191,20 @@ def test_a_bare_torch_archive_is_not_a_checkpoint(checkpoint: Path) -> None:
 def test_the_payload_must_state_the_format(checkpoint: Path, payload_format: int | None, found: str) -> None:
     payload = payload_of(checkpoint)
     write_checkpoint_payload(checkpoint, {**payload, "format": payload_format})
-    assert refusal(checkpoint) == f"{checkpoint}: checkpoint format {found}; this recsys reads format 3"
+    expected = f"{checkpoint}: checkpoint format {found}; this recsys reads format {CHECKPOINT_FORMAT}"
+    assert refusal(checkpoint) == expected
 
 
 def test_header_of_an_unknown_format_is_unsupported(checkpoint: Path) -> None:
     checkpoint.write_bytes(
-        checkpoint.read_bytes().replace(b"recsys-checkpoint 3 ", b"recsys-checkpoint 9 ", 1)
+        checkpoint.read_bytes().replace(
+            f"recsys-checkpoint {CHECKPOINT_FORMAT} ".encode(), b"recsys-checkpoint 9 ", 1
+        )
     )
-    assert refusal(checkpoint) == f"{checkpoint}: checkpoint format 9; this recsys reads format 3"
+    assert (
+        refusal(checkpoint)
+        == f"{checkpoint}: checkpoint format 9; this recsys reads format {CHECKPOINT_FORMAT}"
+    )
 
 
 @pytest.mark.parametrize(
