@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from recsys.train.bpr import _has, _train_blocks
+from recsys.train.bpr import _has, _stride, _train_blocks
 
 
 def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
@@ -85,3 +85,18 @@ def test_a_blocks_loss_is_its_steps_summed_however_small_their_sigmoids(score: f
     )  # fmt: skip
     expected = steps * float(torch.nn.functional.softplus(torch.tensor(-score, dtype=torch.float64)))
     assert losses[0] == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 12, 97, 1000])
+def test_an_epochs_order_meets_every_positive_of_a_block_once_and_changes_by_epoch(size: int) -> None:
+    walks = set()
+    for epoch in range(1, 6):
+        state = np.array([np.uint64(epoch) * np.uint64(0x9E3779B97F4A7C15)], np.uint64)
+        place, stride = int(state[0] % np.uint64(size)), int(_stride(state, size))
+        walk = [(place + k * stride) % size for k in range(size)]
+        assert sorted(walk) == list(range(size)) and 1 <= stride < max(size, 2)
+        walks.add(tuple(walk))
+    if size >= 12:
+        assert len(walks) == 5  # a new order each epoch
+    else:  # few orders to draw from: more than one, but for a block of one
+        assert len(walks) > 1 or size == 1
