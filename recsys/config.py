@@ -8,6 +8,7 @@ import dataclasses
 import math
 import numbers
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -282,11 +283,17 @@ class RunConfig:
             and self.y_range[0] < self.y_range[1]
         ):
             raise RecsysError(f"`y_range` needs finite LOW < HIGH, got {self.y_range!r}")
-        if not isinstance(self.features, str) or not set(feature_groups(self.features)) <= set(
-            FEATURE_GROUPS
+        named = self.features.split(",") if isinstance(self.features, str) and self.features else []
+        if (
+            not isinstance(self.features, str)
+            or not set(named) <= set(FEATURE_GROUPS)
+            or len(set(named)) < len(named)
         ):
             groups = ", ".join(FEATURE_GROUPS)
-            raise RecsysError(f"`features` is a comma list of: {groups} (or empty), got {self.features!r}")
+            raise RecsysError(
+                f"`features` is a comma list of: {groups}, each once without spaces (or empty), got "
+                f"{self.features!r}"
+            )
         for name, allowed in (
             ("optimizer", OPTIMIZERS),
             ("schedule", SCHEDULES),
@@ -365,18 +372,15 @@ class RunConfig:
     def _check_features(self) -> None:
         """`features` is read where the model's registry entry gives it a default for the engine (bfm's
         sampler on the compiled engine, svdpp on either), which imports no model class."""
-        if self.features == _BASES["features"]:
-            return
-        entry = model_entry(self.model)
-        by_engine = {"compiled": entry.compiled_defaults or {}, "autograd": entry.defaults}
-        if "features" not in by_engine[self.engine]:
-            elsewhere = any("features" in defaults for defaults in by_engine.values())
-            where = f" on `engine` {self.engine}" if elsewhere else ""
-            raise RecsysError(
-                f"`features` has no effect on {self.model}{where}; leave it out (bfm on `engine` compiled "
-                "and svdpp read it)"
-            )
-        if self.members > 1 and self.features != "implicit":
+        if not reads_features(self.model, self.engine):
+            if self.features != _BASES["features"]:
+                elsewhere = any(reads_features(self.model, engine) for engine in ENGINES)
+                where = f" on `engine` {self.engine}" if elsewhere else ""
+                raise RecsysError(
+                    f"`features` has no effect on {self.model}{where}; leave it out (bfm on `engine` "
+                    "compiled and svdpp read it)"
+                )
+        elif self.members > 1 and self.features != "implicit":
             raise RecsysError(
                 f"`members` {self.members}: an ensemble's members read `features` implicit only"
             )
@@ -528,3 +532,28 @@ def check_threads(threads: int) -> int:
     if threads > cores:
         raise RecsysError(f"`threads` {threads}: this process may use {cores} core(s); pass at most {cores}")
     return threads
+
+
+# The models whose features are the users' alone (their engine trains user by user).
+READS_USER_FEATURES_ONLY = ("svdpp",)
+
+
+def reads_features(model: str, engine: str) -> bool:
+    """Whether `model` reads `features` on `engine`: its registry entry gives it a default there."""
+    entry = model_entry(model)
+    defaults = entry.compiled_defaults if engine == "compiled" else entry.defaults
+    return "features" in (defaults or {})
+
+
+def unread_feature_sides(config: RunConfig, given: Sequence[str]) -> tuple[str, list[str]]:
+    """Of the sides ("user", "item") given side-feature tables, those `config`'s run reads nothing
+    from, and why."""
+    if not reads_features(config.model, config.engine):
+        return f"{config.model} reads no side features", list(given)
+    if "side" not in feature_groups(config.features):
+        return f"`features` {config.features!r} names no side features", list(given)
+    if config.model in READS_USER_FEATURES_ONLY:
+        return f"{config.model} reads the users' side features only", [
+            side for side in given if side == "item"
+        ]
+    return "", []

@@ -213,6 +213,10 @@ def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it()
         ("ials", {"features": "side"}, "`features` has no effect on ials; leave it out"),
         ("bfm", {"engine": "autograd", "features": "side"}, "no effect on bfm on `engine` autograd"),
         ("svdpp", {"members": 2, "features": "side"}, "an ensemble's members read `features` implicit only"),
+        ("svdpp", {"members": 2, "features": ""}, "an ensemble's members read `features` implicit only"),
+        ("svdpp", {"features": "side,side"}, "each once without spaces"),
+        ("bfm", {"features": " side"}, "each once without spaces"),
+        ("bfm", {"features": "side,"}, "each once without spaces"),
     ],
 )
 def test_features_are_refused_where_no_model_reads_them(model: str, settings: dict, message: str) -> None:

@@ -21,6 +21,7 @@ from recsys.errors import DataUnavailable, RecsysError
 from recsys.names import DATASETS, PREDEFINED_FOLDS
 
 if TYPE_CHECKING:
+    from recsys.config import RunConfig
     from recsys.data.dataset import RatingsDataset
     from recsys.workflows.experiment import RunResult
 
@@ -328,3 +329,17 @@ def test_summary(result: "RunResult", implicit: bool) -> str:
         f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}  on {metrics['n_test_scored']:,} "
         f"ratings ({unseen:,} test ratings with ids unseen in training {how})"
     )
+
+
+def warn_of_unused_feature_files(args: argparse.Namespace, config: "RunConfig") -> None:
+    """--user-features or --item-features given to a run that reads no side features from them."""
+    from recsys.config import unread_feature_sides
+
+    given = [side for side in ("user", "item") if getattr(args, f"{side}_features", None) is not None]
+    reason, unread = unread_feature_sides(config, given)
+    if unread:
+        flags = " and ".join(f"--{side}-features" for side in unread)
+        verb = "are" if len(unread) > 1 else "is"
+        warnings.warn(
+            f"{reason}: {flags} {verb} unused (bfm reads both sides', svdpp the users')", stacklevel=2
+        )

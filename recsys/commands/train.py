@@ -11,7 +11,6 @@ import math
 import os
 import sys
 import time
-import warnings
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from recsys.commands.common import (
     dataset_from_flags,
     run,
     test_summary,
+    warn_of_unused_feature_files,
 )
 from recsys.config import (
     AUTOGRAD,
@@ -42,7 +42,7 @@ from recsys.config import (
 from recsys.data.split_settings import check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
-from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE, feature_groups
+from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE
 
 if TYPE_CHECKING:
     from recsys.train.trainer import EpochStats
@@ -240,24 +240,6 @@ def resumed_config(run_dir: Path) -> RunConfig:
         ) from None
 
 
-def _warn_of_unused_feature_files(args: argparse.Namespace, config: RunConfig) -> None:
-    """--user-features or --item-features given to a run that reads no side features from them."""
-    given = [flag for flag in ("user_features", "item_features") if getattr(args, flag, None) is not None]
-    if not model_entry(config.model).model_class().uses_features:
-        reason = f"{config.model} reads no side features"
-    elif "side" not in feature_groups(config.features):
-        reason = f"--features {config.features!r} names no side features"
-    else:
-        reason = "svdpp reads the users' side features only"
-        given = [flag for flag in given if config.model == "svdpp" and flag == "item_features"]
-    if given:
-        flags = " and ".join(f"--{flag.replace('_', '-')}" for flag in given)
-        verb = "are" if len(given) > 1 else "is"
-        warnings.warn(
-            f"{reason}: {flags} {verb} unused (bfm reads both sides', svdpp the users')", stacklevel=2
-        )
-
-
 def _check_config_file(run_dir: Path, trained: RunConfig) -> None:
     """The run folder's config.json, which the flags were checked against, must say what its checkpoint
     trains with: an edited one would have the run continue otherwise than it says."""
@@ -333,6 +315,9 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
             raise RecsysError("--resume continues in its own run folder; drop --out")
         if args.ratings is not None:
             raise RecsysError("--resume reads the run's own data again; drop --ratings")
+        for side in ("user", "item"):
+            if getattr(args, f"{side}_features", None) is not None:
+                raise RecsysError(f"--resume reads the run's own feature files again; drop --{side}-features")
         if args.config is not None:
             raise RecsysError("--resume continues with the run's own settings; drop --config")
         config = resumed_config(args.resume)
@@ -436,7 +421,7 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             else config_from_args(args, dataset.name, device, dataset.default_split)
         )
         if lead:
-            _warn_of_unused_feature_files(args, config)
+            warn_of_unused_feature_files(args, config)
         if out is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             out = Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"

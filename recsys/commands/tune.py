@@ -20,8 +20,9 @@ from recsys.commands.common import (
     dataset_from_flags,
     run,
     test_summary,
+    warn_of_unused_feature_files,
 )
-from recsys.config import ENGINES, check_threads, default_threads
+from recsys.config import ENGINES, check_threads, config_for, default_threads
 from recsys.errors import RecsysError
 from recsys.models.registry import model_entry, model_names
 from recsys.names import SPLIT_KINDS
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     from recsys.workflows.tune import best_settings, plot_trials, tune
 
     dataset = dataset_from_flags(args)
+    warn_of_unused_feature_files(
+        args, config_for(args.model, **({"engine": args.engine} if args.engine else {}))
+    )
     split = args.split or dataset.default_split
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
     if out.is_dir() and any(out.iterdir()):

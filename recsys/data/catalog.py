@@ -1,16 +1,12 @@
 """Every dataset by name: the MovieLens variants, the committed tiny set, and synthetic data."""
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from recsys.data.dataset import RatingsDataset
-from recsys.data.features import read_feature_file
+from recsys.data.features import check_coverage, read_feature_file
 from recsys.data.movielens import VARIANTS, load_movielens, read_folder
 from recsys.data.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
 from recsys.errors import DataError, DataUnavailable
@@ -67,30 +63,10 @@ def with_feature_files(
     for side, path in (("user", user_features), ("item", item_features)):
         if path is not None:
             table = read_feature_file(path, side)
-            _check_coverage(table, dataset.ratings[side].unique(), side, Path(path))
+            check_coverage(table, dataset.ratings[side].unique(), side, str(path))
             tables[f"{side}_features"] = table
             origin[f"{side}_features"] = str(Path(path).resolve())
     return dataclasses.replace(dataset, origin=origin, **tables) if tables else dataset
-
-
-def _check_coverage(table: pd.DataFrame, rated: np.ndarray, side: str, path: Path) -> None:
-    """A feature file that names none of the ratings' ids is an error (the wrong file, or ids in
-    another form); one that leaves more than half of them without a row, a warning."""
-    index = pd.Index(table.index)
-    if index.dtype != rated.dtype:  # text ids in one file and numbers in the other, as side_blocks does
-        index, rated = index.astype(str), rated.astype(str)
-    covered = int(index.isin(rated).sum())
-    if covered == 0:
-        raise DataError(
-            f"{path}: none of its {len(index):,} {side} ids is among the ratings' {side}s (ids such as "
-            f"{', '.join(map(str, rated[:3]))} there, {', '.join(map(str, index[:3]))} here)"
-        )
-    if covered < len(rated) / 2:
-        warnings.warn(
-            f"{path}: {len(rated) - covered:,} of the ratings' {len(rated):,} {side}s have no row; they get "
-            "no side features",
-            stacklevel=3,
-        )
 
 
 def planted_truth(name: str) -> PlantedTruth | None:

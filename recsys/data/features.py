@@ -313,6 +313,45 @@ def _read_decimal_commas(raw: pd.DataFrame, name: str, path: Path) -> None:
     )
 
 
+def check_coverage(table: pd.DataFrame, rated: np.ndarray, side: str, where: str) -> None:
+    """A feature table (read from `where`) that names none of the ratings' ids is an error (the wrong
+    file, or ids in another form); one that leaves more than half of them without a row, a warning."""
+    index = pd.Index(table.index)
+    if index.dtype != rated.dtype:  # text ids in one file and numbers in the other, as side_blocks does
+        index, rated = index.astype(str), rated.astype(str)
+    covered = int(index.isin(rated).sum())
+    if covered == 0:
+        raise DataError(
+            f"{where}: none of its {len(index):,} {side} ids is among the ratings' {side}s (ids such as "
+            f"{', '.join(map(str, rated[:3]))} there, {', '.join(map(str, index[:3]))} here)"
+        )
+    if covered < len(rated) / 2:
+        warnings.warn(
+            f"{where}: {len(rated) - covered:,} of the ratings' {len(rated):,} {side}s have no row; they get "
+            "no side features",
+            stacklevel=3,
+        )
+
+
+def check_feature_table(table: object, side: str, where: str) -> pd.DataFrame:
+    """A side-feature table given in Python, checked as a file's rows are: a pandas DataFrame indexed
+    by raw id, each id once, with no missing value."""
+    if not isinstance(table, pd.DataFrame):
+        raise RecsysError(
+            f"{where} must be a pandas DataFrame indexed by {side} id, got {type(table).__name__}"
+        )
+    if table.columns.empty:
+        raise RecsysError(f"{where} has no feature columns (its index holds the {side} ids)")
+    repeated = table.index[table.index.duplicated()]
+    if len(repeated):
+        raise RecsysError(f"{where}: {side} {repeated[0]!r} has two rows")
+    missing = table.isna().any(axis=1)
+    if missing.any():
+        column = table.columns[table.loc[missing].iloc[0].isna().to_numpy()][0]
+        raise RecsysError(f"{where}: {column} is missing for {side} {table.index[missing.to_numpy()][0]!r}")
+    return table
+
+
 def year_of_title(titles: pd.Series) -> pd.Series:
     """The year in a MovieLens title's closing "(1995)": itself from 1990 on (where most films are),
     a five-year span ("1980-1984") before, "<1950" before 1950; "unknown" where the title has none."""

@@ -46,7 +46,8 @@ def _verified_body(path: Path, data: bytes) -> bytes:
     version, size, digest = int(match[1]), int(match[2]), match[3].decode()
     if version != CHECKPOINT_FORMAT:
         raise RecsysError(
-            f"{path}: checkpoint format {version}; this recsys reads format {CHECKPOINT_FORMAT}"
+            f"{path}: checkpoint format {version}; this recsys reads format {CHECKPOINT_FORMAT}: train "
+            "the run again"
         )
     body = data[match.end() :]
     if len(body) < size:

@@ -93,7 +93,8 @@ def _read_payload(path: Path) -> dict[str, Any]:
     found = payload.get("format") if isinstance(payload, dict) else None
     if found != CHECKPOINT_FORMAT:
         raise RecsysError(
-            f"{path}: checkpoint format {found!r}; this recsys reads format {CHECKPOINT_FORMAT}"
+            f"{path}: checkpoint format {found!r}; this recsys reads format {CHECKPOINT_FORMAT}: train "
+            "the run again"
         )
     return payload
 

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from recsys.config import RunConfig, config_for
+from recsys.config import RunConfig, config_for, reads_features
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors
 from recsys.data.synthetic import PlantedTruth
@@ -159,7 +159,7 @@ def compare_models(
     by_group = [
         row
         for name, result in results.items()
-        if rating_model(result.model).uses_features
+        if reads_features(result.config.model, result.config.engine)
         for row in _feature_group_rows(dataset, name, result, threshold, progress)
     ]
     return Comparison(
@@ -191,7 +191,10 @@ def _feature_group_rows(
     used): test RMSE, and the RMSE of test users folded in from their first COLD_START ratings, each
     starting from its features (what each kind of information adds, and to a new user)."""
     rows = []
+    has_side = dataset.user_features is not None or dataset.item_features is not None
     for features in FEATURE_SETS:
+        if "side" in feature_groups(features) and not has_side:
+            continue  # the ids' run again, under another name
         same = sorted(feature_groups(features)) == sorted(feature_groups(trained.config.features))
         run = (
             trained

@@ -6,6 +6,7 @@ same settings; scikit-learn's splitters do the holding out.
 """
 
 import inspect
+import warnings
 from typing import Any
 
 import numpy as np
@@ -14,9 +15,17 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from recsys.config import SETTINGS, check_threads, config_for, model_for
+from recsys.config import (
+    SETTINGS,
+    RunConfig,
+    check_threads,
+    config_for,
+    model_for,
+    reads_features,
+    unread_feature_sides,
+)
 from recsys.data.encoding import IdMap, RatingTensors
-from recsys.data.features import features_of
+from recsys.data.features import check_coverage, check_feature_table, features_of
 from recsys.data.ratings_table import INTEGER_TEXT, whole_numbers
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
@@ -143,11 +152,9 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         config = self.config_
         generator = torch.Generator().manual_seed(config.seed)
         self.model_ = model_for(config, len(self.users_), len(self.items_), generator)
+        tables = self._feature_tables(config)
         if self.model_.uses_features:
-            raw_ids, tables = (
-                (self.users_.raw_ids, self.items_.raw_ids),
-                (self.user_features, self.item_features),
-            )
+            raw_ids = (self.users_.raw_ids, self.items_.raw_ids)
             self.model_.set_features(
                 *features_of(feature_groups(config.features), *raw_ids, encoded, *tables)
             )
@@ -156,6 +163,35 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         self.model_.cpu()
         self.train_mean_ = float(ratings.mean())
         return self
+
+    def _feature_tables(self, config: RunConfig) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+        """`user_features` and `item_features`, checked as feature files are (a ValueError), with a
+        warning for a table the run reads nothing from, or for side features named but not given."""
+        tables = {"user": self.user_features, "item": self.item_features}
+        given = [side for side, table in tables.items() if table is not None]
+        try:
+            for side in given:
+                ids = (self.users_ if side == "user" else self.items_).raw_ids
+                check_coverage(
+                    check_feature_table(tables[side], side, f"{side}_features"), ids, side, f"{side}_features"
+                )
+        except RecsysError as error:
+            raise ValueError(str(error)) from None
+        reason, unread = unread_feature_sides(config, given)
+        if unread:
+            names = " and ".join(f"{side}_features" for side in unread)
+            warnings.warn(f"{reason}: {names} {'are' if len(unread) > 1 else 'is'} unused", stacklevel=3)
+        if (
+            reads_features(config.model, config.engine)
+            and "side" in feature_groups(config.features)
+            and not given
+        ):
+            warnings.warn(
+                f"{config.model}: `features` names side, but no user_features or item_features were given; "
+                "training without them",
+                stacklevel=3,
+            )
+        return tables["user"], tables["item"]
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted ratings of (user, item) pairs.

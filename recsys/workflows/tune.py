@@ -19,7 +19,7 @@ import torch
 from scipy.stats import loguniform, randint
 from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 
-from recsys.config import RunConfig, config_for, model_for
+from recsys.config import RunConfig, config_for, model_for, unread_feature_sides
 from recsys.data.dataset import RatingsDataset, default_y_range
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.splits import make_split
@@ -137,9 +137,12 @@ def tune(
 def _estimator(
     model: str, engine: str, seed: int, threads: int | None, dataset: RatingsDataset
 ) -> RatingRegressor:
-    """The estimator a rating model is searched with, given the dataset's side features."""
-    tables = {"user_features": dataset.user_features, "item_features": dataset.item_features}
-    return RatingRegressor(model, engine=engine, seed=seed, threads=threads, **tables)
+    """The estimator a rating model is searched with, given the dataset's side features where the
+    model reads them."""
+    tables = {"user": dataset.user_features, "item": dataset.item_features}
+    _, unread = unread_feature_sides(config_for(model, engine=engine), [side for side in tables])
+    read = {f"{side}_features": None if side in unread else table for side, table in tables.items()}
+    return RatingRegressor(model, engine=engine, seed=seed, threads=threads, **read)
 
 
 def _rating_validation(

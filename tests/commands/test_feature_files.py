@@ -43,6 +43,16 @@ def test_bfm_trains_on_a_users_file_and_records_it(tmp_path: Path) -> None:
     assert json.loads((out / DATA_FILE).read_text())["user_features"] == str(users.resolve())
     resumed = run_cli(train_command.cli, "train.py", ["--resume", str(out)], tmp_path / "cache")
     assert resumed.returncode == 0, resumed.stderr
+    other = run_cli(
+        train_command.cli,
+        "train.py",
+        ["--resume", str(out), "--user-features", str(users)],
+        tmp_path / "cache",
+    )
+    assert (
+        other.returncode == 2
+        and "--resume reads the run's own feature files again; drop --user-features" in other.stderr
+    )
 
 
 def test_a_feature_file_changed_after_training_is_refused_on_resume_and_for_new_users(tmp_path: Path) -> None:

@@ -210,6 +210,33 @@ def test_bfm_reads_the_side_tables_it_is_given(split: Split) -> None:
     assert not np.allclose(predictions["side"], ids, rtol=1e-4, atol=0)
 
 
+def test_side_tables_are_checked_as_feature_files_are_and_unused_ones_are_said(split: Split) -> None:
+    X_train, y_train, _, _ = split
+    users = np.unique(X_train.iloc[:, 0])
+    quick = {"epochs": 2, "n_factors": 3, "threads": 1}
+    good = pd.DataFrame({"half": np.where(users % 2 == 0, "even", "odd")}, index=users)
+    for table, message in (
+        (good.to_numpy(), "user_features must be a pandas DataFrame indexed by user id, got ndarray"),
+        (pd.concat([good, good.iloc[:1]]), "user_features: user .* has two rows"),
+        (
+            good.assign(age=np.where(users == users[0], np.nan, 30.0)),
+            "user_features: age is missing for user",
+        ),
+        (good.set_axis(users + 10_000), "user_features: none of its .* user ids is among the ratings' users"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            RatingRegressor("bfm", features="side", user_features=table, **quick).fit(X_train, y_train)
+    for model, features, message in (
+        ("dotbias", None, "dotbias reads no side features: user_features is unused"),
+        ("svdpp", "implicit", "`features` 'implicit' names no side features: user_features is unused"),
+    ):
+        settings = {"features": features} if features else {}
+        with pytest.warns(UserWarning, match=message):
+            RatingRegressor(model, user_features=good, **settings, **quick).fit(X_train, y_train)
+    with pytest.warns(UserWarning, match="`features` names side, but no user_features or item_features"):
+        RatingRegressor("svdpp", features="side", **quick).fit(X_train, y_train)
+
+
 def test_the_compiled_engine_gives_the_same_model_on_any_number_of_threads(split: Split) -> None:
     if available_cores() < 2:
         pytest.skip("one core: no second thread to compare with")
