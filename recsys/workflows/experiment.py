@@ -192,18 +192,21 @@ def new_user_starts(
     model: RatingModel,
     config: RunConfig,
     dataset: RatingsDataset,
-    users: np.ndarray,
+    users: np.ndarray | None,
     rated: Sequence[np.ndarray],
     n_items: int,
 ) -> tuple[Tensor, Tensor] | None:
     """Where a model that `uses_features` places new users before fold-in corrects them from their
-    ratings: raw ids `users` with the dataset's side features (where it has a row for them) and the
-    items each rated (`rated`, inner indices); None for any other model."""
+    ratings: raw ids `users` with the dataset's side features (where it has a row for them), or
+    (`users` None) as many users as `rated` with none, and the items each rated (`rated`, inner
+    indices); None for any other model."""
     if not model.uses_features:
         return None
     groups = feature_groups(config.features)
     table = dataset.user_features
-    return model.feature_vectors(rows_for_new(groups, table, table, users, rated, n_items))
+    new = table if users is not None else None
+    ids = users if users is not None else np.arange(len(rated))
+    return model.feature_vectors(rows_for_new(groups, table, new, ids, rated, n_items))
 
 
 def _test_counts(split: Split, data: EncodedSplit) -> str:

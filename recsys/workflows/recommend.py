@@ -230,9 +230,9 @@ def recommend_from_ratings(
     known = torch.tensor(list(items))
     rated_as = [(known, torch.tensor(ratings, dtype=torch.float64))]
     model = rating_model(checkpoint.model)
-    # A model that uses features starts the new user from what it rated (it has no side features).
-    placed = new_user_starts(model, checkpoint.config, dataset, np.array(["new user"]), [known.numpy()],
-                             len(checkpoint.items))  # fmt: skip
+    # A model that uses features starts the new user from what it rated (it has no side features:
+    # no id of its own, which a row of the feature table could name).
+    placed = new_user_starts(model, checkpoint.config, dataset, None, [known.numpy()], len(checkpoint.items))
     folded = fold_in(model, rated_as, relevant=checkpoint.config.relevant, starts=placed)
     predicted = folded.scores(torch.tensor([0]))[0].numpy()
     candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())

@@ -335,3 +335,18 @@ def test_resume_refuses_the_same_ids_with_other_ratings(
         train_and_evaluate(changed, config, progress=False, resume=checkpoint)
     resumed = train_and_evaluate(tiny, config, progress=False, resume=checkpoint)  # the same data resumes
     assert len(resumed.history) == 2
+
+
+def test_a_new_user_without_an_id_takes_no_row_of_the_feature_table() -> None:
+    """recommend --rate's user has no id: no row of the feature table may stand for it."""
+    from conftest import planted_side_features
+
+    from recsys.workflows.experiment import new_user_starts
+
+    dataset = planted_side_features()
+    run = train_and_evaluate(dataset, config_for("svdpp", features="side", split="random"), progress=False)
+    none = np.zeros(0, np.int64)
+    by_id = new_user_starts(run.model, run.config, dataset, np.array([0]), [none], len(run.data.items))
+    anonymous = new_user_starts(run.model, run.config, dataset, None, [none], len(run.data.items))
+    assert by_id is not None and anonymous is not None
+    assert by_id[0].abs().sum() > 0 and anonymous[0].abs().sum() == 0
