@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     # After the flags are checked: torch and pandas take seconds to load.
     import pandas as pd
 
+    from recsys.config import reads_features
     from recsys.data.catalog import dataset_from_record
     from recsys.train.checkpoints import load_checkpoint
     from recsys.workflows.experiment import recorded_data
@@ -98,8 +99,15 @@ def main(argv: list[str] | None = None) -> int:
         item = checkpoint.items.parse(args.item, "item")
         print(pd.DataFrame([explain(checkpoint, user, item)]).to_string(index=False))
         return 0
+    record = recorded_data(args.run_dir)
+    folds_in = args.rate is not None or args.ratings_of is not None
+    if not (folds_in and reads_features(checkpoint.config.model, checkpoint.config.engine)):
+        # Only a new user of a model that reads features needs the run's feature files again.
+        record = {
+            key: value for key, value in record.items() if key not in ("user_features", "item_features")
+        }
     dataset = dataset_from_record(
-        recorded_data(args.run_dir), checkpoint.config.dataset, args.data_dir, allow_download=not args.offline
+        record, checkpoint.config.dataset, args.data_dir, allow_download=not args.offline
     )
     if not trained_on(checkpoint, dataset):
         warnings.warn(
