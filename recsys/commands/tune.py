@@ -22,7 +22,7 @@ from recsys.commands.common import (
     test_summary,
     warn_of_unused_feature_files,
 )
-from recsys.config import ENGINES, check_threads, config_for, default_threads
+from recsys.config import ENGINES, RunConfig, check_threads, config_for, default_threads
 from recsys.errors import RecsysError
 from recsys.models.registry import model_entry, model_names
 from recsys.names import SPLIT_KINDS
@@ -46,6 +46,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="whose training part is searched and whose test part scores the best setting once "
         "[default: u1 for ml-100k, else random]",
+    )
+    parser.add_argument(
+        "--features",
+        default=None,
+        help="bfm, svdpp: the feature groups every trial reads, a comma list of side, implicit (or empty) "
+        "[default: the model's: svdpp implicit, bfm side,implicit]",
     )
     parser.add_argument("--trials", type=int, default=30, help="settings to try [default: 30]")
     parser.add_argument(
@@ -73,6 +79,7 @@ def check_args(args: argparse.Namespace) -> None:
     args.threads = check_threads(default_threads() if args.threads is None else args.threads)
     if args.trials < 1:
         raise RecsysError(f"--trials must be at least 1, got {args.trials}")
+    _tuned_config(args)  # a model or engine that reads no `features`, or groups it has not
     if args.folds < 2:
         raise RecsysError(f"--folds must be at least 2 (cross-validation), got {args.folds}")
     if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
@@ -125,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         on_trial=report,
         run_dir=out / "run",
+        features=args.features,
     )
     result.table.to_csv(out / "trials.csv", index=False)
     plot_trials(result.table, out / "trials.png", result.best, result.score)
@@ -134,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{test_summary(result.run, dataset.implicit)}  (read once, now)")
     print(f"written: {out}/ (trials.csv, trials.png, best.json for train.py --config, run/)")
     return 0
+
+
+def _tuned_config(args: argparse.Namespace) -> RunConfig:
+    """The model's config as the search starts from it: its engine and feature groups where given."""
+    given = {"engine": args.engine} if args.engine else {}
+    given |= {"features": args.features} if args.features is not None else {}
+    return config_for(args.model, **given)
 
 
 def _shown(value: Any) -> str:

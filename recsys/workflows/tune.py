@@ -19,7 +19,7 @@ import torch
 from scipy.stats import loguniform, randint
 from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 
-from recsys.config import RunConfig, config_for, model_for, unread_feature_sides
+from recsys.config import RunConfig, config_for, model_for, reads_features, unread_feature_sides
 from recsys.data.dataset import RatingsDataset, default_y_range
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.splits import make_split
@@ -97,11 +97,14 @@ def tune(
     threads: int | None = None,
     on_trial: Callable[[int, dict[str, Any], float], None] | None = None,
     run_dir: str | Path | None = None,
+    features: str | None = None,
 ) -> TuneResult:
     """Search `model`'s hyperparameters on the training part of `split` only, then retrain the best
     and score it on the test part once. `on_trial(n, setting, score)` reports each setting's mean
-    validation score: RMSE, or a ranking model's NDCG@10."""
-    base = config_for(model, engine=engine, dataset=dataset.name, split=split, seed=seed)
+    validation score: RMSE, or a ranking model's NDCG@10. `features`: the feature groups every trial
+    reads (a model that reads them; None: its default)."""
+    given = {} if features is None else {"features": features}
+    base = config_for(model, engine=engine, dataset=dataset.name, split=split, seed=seed, **given)
     check_model_fits_data(dataset, base)  # before the search, not after it
     train = make_split(dataset, split, test_frac=base.test_frac, test_n=base.test_n, seed=seed).train
     if len(train) < folds:
@@ -116,10 +119,12 @@ def tune(
         validate = _ranking_validation(train, base, dataset.rating_scale, dataset.implicit, cv, threads)
         column, best_first = VALID_NDCG, False
     else:
-        validate = _rating_validation(X, y, _estimator(model, base.engine, seed, threads, dataset), cv)
+        validate = _rating_validation(X, y, _estimator(base, threads, dataset), cv)
         column, best_first = VALID_RMSE, True
     rows = []
     space = search_space(model, base.engine)
+    if reads_features(model, base.engine) and base.features != "implicit":
+        space = {name: values for name, values in space.items() if name != "members"}  # one model reads them
     settings = ParameterSampler(space, n_iter=trials, random_state=seed)
     for number, setting in enumerate(settings, start=1):
         setting = {name: plain_value(value) for name, value in setting.items()}
@@ -134,15 +139,15 @@ def tune(
     return TuneResult(table, best, run)
 
 
-def _estimator(
-    model: str, engine: str, seed: int, threads: int | None, dataset: RatingsDataset
-) -> RatingRegressor:
-    """The estimator a rating model is searched with, given the dataset's side features where the
-    model reads them."""
+def _estimator(base: RunConfig, threads: int | None, dataset: RatingsDataset) -> RatingRegressor:
+    """The estimator a rating model is searched with (`base`'s model, engine, seed and feature
+    groups), given the dataset's side features where the run reads them."""
     tables = {"user": dataset.user_features, "item": dataset.item_features}
-    _, unread = unread_feature_sides(config_for(model, engine=engine), [side for side in tables])
+    _, unread = unread_feature_sides(base, [side for side, table in tables.items() if table is not None])
     read = {f"{side}_features": None if side in unread else table for side, table in tables.items()}
-    return RatingRegressor(model, engine=engine, seed=seed, threads=threads, **read)
+    return RatingRegressor(
+        base.model, engine=base.engine, seed=base.seed, threads=threads, features=base.features, **read
+    )
 
 
 def _rating_validation(
@@ -218,6 +223,8 @@ def best_settings(result: TuneResult) -> dict[str, Any]:
     final run used them (the y_range a searched margin gave)."""
     config: RunConfig = result.run.config
     chosen = [SEARCHED_FIELDS.get(name, name) for name in result.best]
+    if reads_features(config.model, config.engine):  # the groups every trial read
+        chosen.append("features")
     return {"model": config.model, "engine": config.engine, **{f: getattr(config, f) for f in chosen}}
 
 

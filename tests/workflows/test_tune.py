@@ -103,3 +103,12 @@ def test_a_rating_model_is_refused_interactions_before_any_search() -> None:
     dataset, _ = synthetic_interactions(n_users=40, n_items=30, per_user=5)
     with pytest.raises(RecsysError, match="holds interactions, not ratings: dotbias predicts ratings"):
         tune(dataset, "dotbias", "random", trials=1, folds=2)
+
+
+def test_a_search_reads_the_feature_groups_it_is_given_and_its_best_setting_keeps_them() -> None:
+    from conftest import planted_side_features
+
+    result = tune(planted_side_features(), "svdpp", "random", features="side", **SEARCH)
+    assert result.run.config.features == "side"
+    assert best_settings(result)["features"] == "side"  # train.py --config best.json reads them too
+    assert "features" not in best_settings(tune(planted_side_features(), "dotbias", "random", **SEARCH))
