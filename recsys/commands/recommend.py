@@ -99,15 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         item = checkpoint.items.parse(args.item, "item")
         print(pd.DataFrame([explain(checkpoint, user, item)]).to_string(index=False))
         return 0
-    record = recorded_data(args.run_dir)
+    # Only a new user of a model that reads features needs the run's feature files again.
     folds_in = args.rate is not None or args.ratings_of is not None
-    if not (folds_in and reads_features(checkpoint.config.model, checkpoint.config.engine)):
-        # Only a new user of a model that reads features needs the run's feature files again.
-        record = {
-            key: value for key, value in record.items() if key not in ("user_features", "item_features")
-        }
     dataset = dataset_from_record(
-        record, checkpoint.config.dataset, args.data_dir, allow_download=not args.offline
+        recorded_data(args.run_dir),
+        checkpoint.config.dataset,
+        args.data_dir,
+        allow_download=not args.offline,
+        features=folds_in and reads_features(checkpoint.config.model, checkpoint.config.engine),
     )
     if not trained_on(checkpoint, dataset):
         warnings.warn(

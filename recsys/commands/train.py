@@ -240,10 +240,9 @@ def resumed_config(run_dir: Path) -> RunConfig:
         ) from None
 
 
-def _check_config_file(run_dir: Path, trained: RunConfig) -> None:
-    """The run folder's config.json, which the flags were checked against, must say what its checkpoint
-    trains with: an edited one would have the run continue otherwise than it says."""
-    written = resumed_config(run_dir)
+def _check_config_file(run_dir: Path, written: RunConfig, trained: RunConfig) -> None:
+    """The run folder's config.json (`written`), which the flags were checked against, must say what
+    its checkpoint trains with: an edited one would have the run continue otherwise than it says."""
     if written != trained:
         differ = [
             f"{name} {getattr(written, name)!r} against {getattr(trained, name)!r}"
@@ -380,15 +379,15 @@ def main(argv: list[str] | None = None) -> int:
         args.device = "cuda" if autograd and torch.cuda.is_available() else "cpu"
     check_device(args.device)
     with distributed_session(args.device) as (rank, device):
-        train(args, rank, device)
+        train(args, rank, device, resumed)
     return 0
 
 
-def train(args: argparse.Namespace, rank: int, device: str) -> None:
+def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig | None) -> None:
     """Train and evaluate as the flags say; rank 0 claims, prints to and writes the run folder.
 
     A named run folder is claimed before the data is loaded; the default one, named after the
-    dataset, once it is.
+    dataset, once it is. `resumed`: a resumed run's config.json, as check_args read it.
     """
     from recsys.data.catalog import dataset_from_record
     from recsys.train.checkpoints import load_checkpoint
@@ -403,7 +402,8 @@ def train(args: argparse.Namespace, rank: int, device: str) -> None:
             claimed.enter_context(claim_run_folder(out, resume=args.resume is not None))
         resume = load_checkpoint(args.resume / CHECKPOINT_FILE) if args.resume is not None else None
         if resume is not None:
-            _check_config_file(args.resume, resume.config)
+            assert resumed is not None, "check_args read the run's config.json"
+            _check_config_file(args.resume, resumed, resume.config)
             dataset = dataset_from_record(
                 recorded_data(args.resume),
                 resume.config.dataset,

@@ -94,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     from recsys.workflows.tune import best_settings, plot_trials, tune
 
     dataset = dataset_from_flags(args)
-    warn_of_unused_feature_files(
-        args, config_for(args.model, **({"engine": args.engine} if args.engine else {}))
-    )
+    warn_of_unused_feature_files(args, _tuned_config(args))
     split = args.split or dataset.default_split
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
     if out.is_dir() and any(out.iterdir()):

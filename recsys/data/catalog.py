@@ -82,12 +82,15 @@ def dataset_from_record(
     *,
     progress: bool = True,
     allow_download: bool = True,
+    features: bool = True,
 ) -> RatingsDataset:
     """The data a run recorded (its data.json) loaded again: a ratings file read as it was; dataset
     `name` from the folder it was read from, if that is still there (`data_dir` overrides it), else
-    found as usual."""
+    found as usual; with `features`, the feature files it recorded read again too."""
     _check_record_types(record)
     dataset = _recorded_data(record, name, data_dir, progress=progress, allow_download=allow_download)
+    if not features:
+        return dataset
     return with_feature_files(dataset, record.get("user_features"), record.get("item_features"))
 
 

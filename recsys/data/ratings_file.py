@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import pandas as pd
 import pyarrow as pa
@@ -202,16 +202,15 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         raise DataError(f"{path}: is {packed}; unpack it first")
     compression = codec
     size = SNIFF_BYTES
-    while True:  # a longer sample where the first holds no whole line of the table (a wide header)
-        encoding, skip, whole, joined, sep_found, physical, lines = _sample(path, compression, size, sep)
-        if lines or whole or size >= MAX_SNIFF_BYTES:
-            break
+    sample = _sample(path, compression, size, sep)
+    while not (sample.lines or sample.whole or size >= MAX_SNIFF_BYTES):  # a wide header or preamble
         size *= 4
-    sep = sep_found
+        sample = _sample(path, compression, size, sep)
+    encoding, skip, joined, sep, lines = sample.encoding, sample.skip, sample.joined, sample.sep, sample.lines
     if not lines:
-        commented = any(line.startswith("#") for line in physical)
+        commented = any(line.startswith("#") for line in sample.physical)
         problem = "no table in it, only # comment lines" if commented else "file is empty"
-        if not whole:
+        if not sample.whole:
             problem = f"no whole line of a table in its first {MAX_SNIFF_BYTES >> 20} MB"
         raise DataError(f"{path}: {problem}")
     if sep is not None and len(_fields(lines[0], sep)) == 1:
@@ -230,13 +229,20 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     return TextLayout(compression, encoding, sep, header, names, skip, zero_led, joined)
 
 
-def _sample(
-    path: Path, compression: str | None, size: int, sep: str | None
-) -> tuple[str, int, bool, str | None, str | None, list[str], list[str]]:
-    """The first `size` bytes of a text table: (encoding, the # and blank lines before its table,
-    whether that is the whole file, the multi-character separator stood in for (else None), the
-    separator, its physical lines, and its first records past those lines, a last one cut short
-    left out)."""
+class _Sample(NamedTuple):
+    """The first bytes of a text table, decoded."""
+
+    encoding: str
+    skip: int  # the # and blank lines before its table
+    whole: bool  # whether the bytes are the whole file
+    joined: str | None  # the multi-character separator stood in for, else None
+    sep: str | None
+    physical: list[str]  # its lines as they are
+    lines: list[str]  # its first records past the skipped lines, a last one cut short left out
+
+
+def _sample(path: Path, compression: str | None, size: int, sep: str | None) -> _Sample:
+    """The first `size` bytes of a text table."""
     try:
         with _opened(path, compression) as file:
             head = file.read(size)
@@ -276,7 +282,7 @@ def _sample(
     if not whole:
         lines = lines[:-1]  # the last one may be cut short
     lines = [record for _, record in _records(enumerate(lines)) if record.strip()][:SAMPLE_LINES]
-    return encoding, skip, whole, joined, sep, physical, lines
+    return _Sample(encoding, skip, whole, joined, sep, physical, lines)
 
 
 def _refuse_stand_in(path: Path, line: int) -> None:

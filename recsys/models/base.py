@@ -243,21 +243,27 @@ class SampledModel(RatingModel):
     predicts the mean of the draws it is given."""
 
     @classmethod
+    def _thinning(cls, sweeps: int) -> tuple[int, int]:
+        """(the draws after the burn-in, every how many of them one is kept: at most MAX_KEPT_DRAWS)."""
+        after = sweeps - cls.burn_in(sweeps)
+        return after, math.ceil(after / MAX_KEPT_DRAWS)
+
+    @classmethod
     def kept_draws(cls, sweeps: int) -> int:
         """How many draws of `sweeps` sweeps it keeps: every one after the burn-in, or evenly spaced
         ones, at most MAX_KEPT_DRAWS."""
-        after = sweeps - cls.burn_in(sweeps)
-        return -(-after // -(-after // MAX_KEPT_DRAWS))
+        after, every = cls._thinning(sweeps)
+        return math.ceil(after / every)
 
     @classmethod
     def kept_slot(cls, epoch: int, sweeps: int) -> tuple[int, int] | None:
         """Where sweep `epoch`'s draw goes: (its slot, `kept_draws`), slot 0 for every burn-in draw
         (the latest predicts until the first kept one replaces it); None for a draw after the burn-in
         that the thinning passes over (the kept ones end on the last sweep)."""
-        after, slots = sweeps - cls.burn_in(sweeps), cls.kept_draws(sweeps)
-        if epoch <= sweeps - after:
+        (after, every), slots = cls._thinning(sweeps), cls.kept_draws(sweeps)
+        before_last = sweeps - epoch
+        if before_last >= after:  # a burn-in sweep
             return 0, slots
-        every, before_last = -(-after // MAX_KEPT_DRAWS), sweeps - epoch
         return None if before_last % every else (slots - 1 - before_last // every, slots)
 
     @staticmethod

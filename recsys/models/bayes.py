@@ -180,8 +180,6 @@ class BayesianFM(BayesianMF):
     user_feature_bias: Tensor
     item_feature_factors: Tensor
     item_feature_bias: Tensor
-    user_feature_coding: Tensor
-    item_feature_coding: Tensor
 
     def __init__(
         self,

@@ -83,7 +83,9 @@ def _check_starts(
     a bias for each user folded in."""
     (member, form), vectors, bias = pairs[0], *starts
     if len(pairs) > 1 or member.ranks or form.user_bias is None:
-        raise ValueError("starts place the users of one rating model with a user bias (bfm), not an ensemble")
+        raise ValueError(
+            "starts place the users of one rating model with a user bias (bfm, svdpp), not an ensemble"
+        )
     width = form.item_vectors.shape[1]
     if vectors.shape != (n_users, width) or bias.shape != (n_users,):
         raise ValueError(

@@ -47,8 +47,6 @@ class SVDPlusPlus(DotProductBias):
     bag_columns: Tensor
     bag_weights: Tensor
     bag_starts: Tensor
-    user_feature_coding: Tensor
-    item_feature_coding: Tensor
     # The implicit table is summed by the functional embedding_bag and penalised through its whole
     # weight: its gradient is dense.
     sparse_gradients = False

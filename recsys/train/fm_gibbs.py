@@ -196,7 +196,7 @@ class FMGibbsEpochs:
         y_range: tuple[float, float] | None,
         generator: torch.Generator,
     ) -> None:
-        self.model, self.sweeps, self.burn_in = model, sweeps, model.burn_in(sweeps)
+        self.model, self.sweeps = model, sweeps
         users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
         values = train.y.cpu().double()
         self.mean = float(values.mean())

@@ -158,7 +158,7 @@ class GibbsEpochs:
         n_factors: int,
         y_range: tuple[float, float] | None,
     ) -> None:
-        self.model, self.sweeps, self.burn_in = model, sweeps, model.burn_in(sweeps)
+        self.model, self.sweeps = model, sweeps
         users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
         values = train.y.cpu().double()
         self.mean = float(values.mean())

@@ -21,7 +21,6 @@ from recsys.config import (
     check_threads,
     config_for,
     model_for,
-    reads_features,
     unread_feature_sides,
 )
 from recsys.data.encoding import IdMap, RatingTensors
@@ -34,7 +33,7 @@ from recsys.names import feature_groups
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import fit
-from recsys.workflows.experiment import fitted_config
+from recsys.workflows.experiment import fitted_config, warn_if_no_side_features
 
 # RunConfig's settings the estimator takes as parameters (None: the model's tuned default), from
 # their Settings; then its own: what predict does with unseen ids, and the threads it runs on.
@@ -181,16 +180,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         if unread:
             names = " and ".join(f"{side}_features" for side in unread)
             warnings.warn(f"{reason}: {names} {'are' if len(unread) > 1 else 'is'} unused", stacklevel=3)
-        if (
-            reads_features(config.model, config.engine)
-            and "side" in feature_groups(config.features)
-            and not given
-        ):
-            warnings.warn(
-                f"{config.model}: `features` names side, but no user_features or item_features were given; "
-                "training without them",
-                stacklevel=3,
-            )
+        warn_if_no_side_features(config, bool(given), "no user_features or item_features were given")
         return tables["user"], tables["item"]
 
     def predict(self, X: Any) -> np.ndarray:

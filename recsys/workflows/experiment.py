@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from recsys.config import RunConfig, model_for
+from recsys.config import RunConfig, model_for, reads_features
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.features import FeatureRows, features_of, rows_for_new
@@ -174,17 +174,16 @@ def data_features(
     )  # fmt: skip
 
 
-def _warn_if_no_side_features(config: RunConfig, dataset: RatingsDataset) -> None:
-    """`features` names side features the data does not have: the run trains without them."""
+def warn_if_no_side_features(config: RunConfig, given: bool, missing: str) -> None:
+    """`features` names side features, and none were `given` (`missing` says so): the run trains
+    without them."""
     if (
-        "side" in feature_groups(config.features)
-        and dataset.user_features is None
-        and dataset.item_features is None
+        not given
+        and reads_features(config.model, config.engine)
+        and "side" in feature_groups(config.features)
     ):
         warnings.warn(
-            f"{config.model}: `features` names side, but {dataset.name} has no side features (give it "
-            "tables of what its users or items are); training without them",
-            stacklevel=3,
+            f"{config.model}: `features` names side, but {missing}; training without them", stacklevel=3
         )
 
 
@@ -267,7 +266,11 @@ def train_and_evaluate(
         model = model_for(config, len(data.users), len(data.items), generator)
         if model.uses_features:
             model.set_features(*data_features(config, dataset, data))
-            _warn_if_no_side_features(config, dataset)
+            warn_if_no_side_features(
+                config,
+                dataset.user_features is not None or dataset.item_features is not None,
+                f"{dataset.name} has no side features (give it tables of what its users or items are)",
+            )
         # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
         last_training = None
         if resume is not None:

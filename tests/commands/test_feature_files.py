@@ -10,6 +10,7 @@ from conftest import cut_short, run_cli
 
 from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
+from recsys.commands import tune as tune_command
 from recsys.config import config_for
 from recsys.data.catalog import load_dataset, with_feature_files
 from recsys.names import DATA_FILE
@@ -167,3 +168,15 @@ def test_feature_files_a_run_does_not_read_are_said_to_be_unused(
     ]
     ran = run_cli(train_command.cli, "train.py", args, tmp_path / "cache")
     assert ran.returncode == 0 and expected in ran.stderr, ran.stderr
+
+
+@pytest.mark.parametrize(("features", "unused"), [(["--features", "side"], False), ([], True)])
+def test_tune_says_a_users_file_is_unused_only_where_its_trials_read_no_side_features(
+    features: list[str], unused: bool, tmp_path: Path
+) -> None:
+    users = _users_file(tmp_path / "users.csv")
+    args = ["--dataset", "tiny", "--model", "svdpp", *features, "--user-features", str(users)]
+    args += ["--trials", "1", "--folds", "2", "--out", str(tmp_path / "tune")]
+    ran = run_cli(tune_command.cli, "tune.py", args, tmp_path / "cache")
+    assert ran.returncode == 0, ran.stderr
+    assert ("--user-features is unused" in ran.stderr) == unused, ran.stderr
