@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 
     from recsys.models.base import RatingModel
 
-ENGINES = ("compiled", "autograd")
+ENGINES = ("compiled", "autograd", "device")
+# The engines of per-rating AdaGrad, which read the same settings and take the same tuned defaults:
+# compiled (numba on the CPU) and device (the same steps as whole-batch tensor operations, for a GPU).
+PER_RATING = ("compiled", "device")
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("one-cycle", "constant")
 UNKNOWN_POLICIES = ("drop", "mean")
@@ -227,13 +230,15 @@ class RunConfig:
         "--device",
         shown_default="cuda where available for the autograd engine",
     )
-    # compiled: per-rating AdaGrad, whole epochs in numba (recsys.train.compiled), and bpmf's Gibbs
-    # sampler; autograd: batches through torch's autograd and optimizers (every model, GPUs, torchrun).
+    # compiled: per-rating AdaGrad, whole epochs in numba (recsys.train.compiled), the Gibbs samplers,
+    # BPR and implicit ALS; device: the same per-rating AdaGrad in whole-batch tensor steps
+    # (recsys.train.device); autograd: batches through torch's autograd and optimizers.
     engine: str = _setting(
         TUNED,
-        "compiled: numba on the CPU (per-rating AdaGrad for dot, dotbias and svdpp; bpmf's Gibbs sampler); "
-        "autograd: batches through torch (every model, GPUs, torchrun); auto: compiled where the model "
-        "has it on the CPU and no autograd-only setting is given",
+        "compiled: numba on the CPU (per-rating AdaGrad for dot, dotbias and svdpp; the samplers, BPR, "
+        "ALS); device: the same AdaGrad for dot, dotbias and svdpp in whole-batch steps, for a GPU; "
+        "autograd: batches through torch (every model, torchrun); auto: compiled on the CPU, device on "
+        "a GPU, where the model has it and no autograd-only setting is given",
         "--engine",
         choices=ENGINES,
         shown_default="auto",
@@ -313,6 +318,8 @@ class RunConfig:
         self._check_features()
         if self.engine == "compiled":
             self._check_compiled()
+        elif self.engine == "device":
+            self._check_device_engine()
         else:
             self._check_autograd()
 
@@ -334,25 +341,30 @@ class RunConfig:
                 and (SETTINGS[name].by_model or getattr(self, name) != _FIELD_DEFAULTS[name])
             ]
             on_cpu = self.device == "cpu"
-            chosen = "compiled" if compiled is not None and on_cpu and not autograd_only else "autograd"
+            per_rating = compiled is not None and entry.fit == "ratings"
+            chosen = "autograd"
+            if compiled is not None and not autograd_only and (on_cpu or per_rating):
+                chosen = "compiled" if on_cpu else "device"
             members = _plain(self.members)
             # An ensemble is the compiled engine's, which a setting given here ruled out.
             ensemble = _is_whole(members) and 1 < members <= MAX_MEMBERS  # type: ignore[operator]
             if ensemble and compiled is not None and not entry.sampled and chosen == "autograd":
-                chose = [f"`{name}`" for name in autograd_only] + ([] if on_cpu else ["`device`"])
+                chose = [f"`{name}`" for name in autograd_only] + (
+                    [] if on_cpu or per_rating else ["`device`"]
+                )
                 raise RecsysError(
-                    f"`members` {members}: an ensemble trains on the compiled engine, which "
+                    f"`members` {members}: an ensemble trains on the compiled or device engine, which "
                     f"{' and '.join(chose)} rule{'s' if len(chose) == 1 else ''} out; leave "
                     f"{'it' if len(chose) == 1 else 'them'} or `members` out"
                 )
             object.__setattr__(self, "engine", chosen)
-        tuned = compiled if self.engine == "compiled" and compiled is not None else entry.defaults
+        tuned = compiled if self.engine in PER_RATING and compiled is not None else entry.defaults
         for name in unresolved:
             if name != "engine":
                 object.__setattr__(self, name, tuned.get(name, SETTINGS[name].base))
 
     def _check_ensemble(self) -> None:
-        """An ensemble is of a model the compiled engine trains by steps, and trained there."""
+        """An ensemble is of a model trained by per-rating AdaGrad, on one of its engines."""
         flag = f"`members` {self.members}"
         if self.members > MAX_MEMBERS:
             raise RecsysError(f"{flag}: at most {MAX_MEMBERS} (a few members give nearly all of the gain)")
@@ -363,10 +375,10 @@ class RunConfig:
             raise RecsysError(f"{flag}: {self.model} trains one model to rank (ensembles average ratings)")
         if entry.compiled_defaults is None:
             raise RecsysError(f"{flag}: ensembles train on the compiled engine, which {self.model} has not")
-        if self.engine != "compiled":
+        if self.engine not in PER_RATING:
             raise RecsysError(
-                f"{flag}: an ensemble trains on `engine` compiled only (the autograd engine would train "
-                "its members together, through their mean)"
+                f"{flag}: an ensemble trains on `engine` compiled or device only (the autograd engine would "
+                "train its members together, through their mean)"
             )
 
     def _check_features(self) -> None:
@@ -393,17 +405,36 @@ class RunConfig:
                 "use `engine` autograd"
             )
         if self.device != "cpu":
-            raise RecsysError("`engine` compiled runs on the CPU; use `engine` autograd with `device` cuda")
+            raise RecsysError(
+                "`engine` compiled runs on the CPU; use `engine` device or autograd with `device` cuda"
+            )
+        self._refuse_unread()
+
+    def _check_device_engine(self) -> None:
+        """The device engine trains the models of per-rating AdaGrad, on any device."""
+        entry = model_entry(self.model)
+        if entry.compiled_defaults is None or entry.fit != "ratings":
+            trained = ", ".join(name for name in COMPILED_DEFAULTS if model_entry(name).fit == "ratings")
+            raise RecsysError(
+                f"`engine` device trains {trained}, not {self.model}; use `engine` "
+                f"{'compiled' if entry.compiled_defaults is not None else 'autograd'}"
+            )
+        self._refuse_unread()
+
+    def _refuse_unread(self) -> None:
+        """Refuse the settings this engine's fit has no use for (compiled or device)."""
         entry = model_entry(self.model)
         for name in unread(entry.fit):
             if getattr(self, name) != _BASES[name]:
                 autograd = not entry.ranks and "autograd" in SETTINGS[name].engines
                 other = ", or use `engine` autograd" if autograd else ""
                 raise RecsysError(
-                    f"`{name}` has no effect on {self.model}'s compiled engine, {FIT_NAMES[entry.fit]}; "
+                    f"`{name}` has no effect on {self.model}'s {self.engine} engine, {FIT_NAMES[entry.fit]}; "
                     f"leave it out{other}"
                 )
-        refuse_autograd_only({name for name in AUTOGRAD_ONLY if getattr(self, name) != _BASES[name]})
+        refuse_autograd_only(
+            {name for name in AUTOGRAD_ONLY if getattr(self, name) != _BASES[name]}, self.engine
+        )
 
     def _check_autograd(self) -> None:
         """A ranking model trains on the compiled engine only; the autograd engine reads no setting
@@ -471,12 +502,12 @@ def unread(fit: str) -> tuple[str, ...]:
     return tuple(name for name, setting in SETTINGS.items() if fit in setting.unread_by)
 
 
-def refuse_autograd_only(fields: set[str]) -> None:
-    """The compiled engine reads none of these settings: setting one is an error naming it (a
-    RunConfig refuses one set apart from its default; train.py one given as a flag at all)."""
+def refuse_autograd_only(fields: set[str], engine: str) -> None:
+    """The compiled and device engines read none of these settings: setting one is an error naming it
+    (a RunConfig refuses one set apart from its default; train.py one given as a flag at all)."""
     for name in AUTOGRAD_ONLY:
         if name in fields:
-            raise RecsysError(f"`{name}` applies to `engine` autograd only (the compiled engine has none)")
+            raise RecsysError(f"`{name}` applies to `engine` autograd only (the {engine} engine has none)")
 
 
 def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> RunConfig:
@@ -541,7 +572,8 @@ READS_USER_FEATURES_ONLY = ("svdpp",)
 def reads_features(model: str, engine: str) -> bool:
     """Whether `model` reads `features` on `engine`: its registry entry gives it a default there."""
     entry = model_entry(model)
-    defaults = entry.compiled_defaults if engine == "compiled" else entry.defaults
+    per_rating = engine == "compiled" or (engine == "device" and entry.fit == "ratings")
+    defaults = entry.compiled_defaults if per_rating else entry.defaults
     return "features" in (defaults or {})
 
 

@@ -106,7 +106,7 @@ def test_compiled_engine_refuses_models_and_settings_it_does_not_have() -> None:
     # Left to choose, a config takes the compiled engine unless an autograd-only flag is given.
     assert config_for("dotbias").engine == "compiled"
     assert config_for("dotbias", batch_size=64).engine == "autograd"
-    assert config_for("dotbias", device="cuda").engine == "autograd"
+    assert config_for("dotbias", device="cuda").engine == "device"  # the same AdaGrad, for a GPU
     assert config_for("embproj").engine == "autograd"
 
 

@@ -29,6 +29,7 @@ from recsys.config import (
     AUTOGRAD_ONLY,
     ENGINES,
     FIT_NAMES,
+    PER_RATING,
     SETTINGS,
     RunConfig,
     Setting,
@@ -188,8 +189,8 @@ def config_from_args(
         check_test_frac(args.test_frac)
     if args.test_n is not None:
         check_test_n(args.test_n)
-    if engine == "compiled":  # a flag given at all, even at the autograd engine's default, would be ignored
-        refuse_autograd_only(given)
+    if engine in PER_RATING:  # a flag given at all, even at the autograd engine's default, would be ignored
+        refuse_autograd_only(given, engine)
     from_file = set(settings) - given
     settings.update(flags)
     settings.setdefault("split", default_split)
@@ -273,9 +274,10 @@ def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
                 f"start a new one with --epochs {given})"
             )
         fit = model_entry(config.model).fit
-        if config.engine == "compiled" and field in unread(fit):
+        if config.engine in PER_RATING and field in unread(fit):
             raise RecsysError(
-                f"{flag} has no effect on {config.model}'s compiled engine, {FIT_NAMES[fit]}; drop the flag"
+                f"{flag} has no effect on {config.model}'s {config.engine} engine, {FIT_NAMES[fit]}; "
+                "drop the flag"
             )
         raise RecsysError(
             f"{flag} {_shown(given)}: --resume continues {args.resume} with its own settings "
@@ -361,6 +363,16 @@ def own_numba_cache() -> None:
         os.environ["NUMBA_CACHE_DIR"] = str(cache_root() / f"numba-rank-{local_rank}")
 
 
+def runs_on_gpu(config: RunConfig, engine_flag: str | None) -> bool:
+    """Whether a run, given no `--device`, goes to a GPU where there is one (`config`: as on the CPU):
+    the autograd and device engines', and per-rating AdaGrad's where `--engine` left the choice to auto
+    (it becomes the device engine there)."""
+    left_to_auto = engine_flag in (None, "auto")
+    return config.engine in ("autograd", "device") or (
+        left_to_auto and config.engine == "compiled" and model_entry(config.model).fit == "ratings"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     own_numba_cache()
     args = parse_args(argv)
@@ -375,8 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     if resumed is not None:
         args.device = resumed.device
     elif args.device is None:
-        autograd = config_from_args(args, args.dataset or "ml-100k", "cpu").engine == "autograd"
-        args.device = "cuda" if autograd and torch.cuda.is_available() else "cpu"
+        on_cpu = config_from_args(args, args.dataset or "ml-100k", "cpu")
+        args.device = "cuda" if torch.cuda.is_available() and runs_on_gpu(on_cpu, args.engine) else "cpu"
     check_device(args.device)
     with distributed_session(args.device) as (rank, device):
         train(args, rank, device, resumed)

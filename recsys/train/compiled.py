@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from recsys.models import Factorisation
+from recsys.train.adagrad import ACCUMULATOR_START
 from recsys.train.jit import compiled
 from recsys.train.prefetch import prefetch_row
 
@@ -40,8 +41,6 @@ from recsys.train.prefetch import prefetch_row
 # that the grid has blocks to share out (and its rows stay in cache).
 RATINGS_PER_BLOCK = 50_000
 MAX_GRID = 32
-# AdaGrad's accumulators start at 1 (as LIBMF's do), so a row's first step is `lr` times its gradient.
-ACCUMULATOR_START = 1.0
 _CACHE_LINE = 64
 _FLOATS_PER_LINE = _CACHE_LINE // 4
 # How many ratings ahead to ask the CPU for the user and item rows (their cache misses overlap).

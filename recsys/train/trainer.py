@@ -30,12 +30,21 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from recsys.config import SEED_LIMIT, RunConfig, check_device, check_threads, default_threads, unread
+from recsys.config import (
+    PER_RATING,
+    SEED_LIMIT,
+    RunConfig,
+    check_device,
+    check_threads,
+    default_threads,
+    unread,
+)
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, mae, rmse
 from recsys.models import RatingModel, SampledModel, model_entry, rating_model
 from recsys.models.layers import check_pair_range
+from recsys.train.adagrad import epoch_learning_rate
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank, refuse_processes
 from recsys.train.engine import Engine
@@ -252,7 +261,7 @@ class _CompiledEpochs:
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass over the ratings at a learning rate falling linearly from `lr` over the epochs:
         (mean squared error of the ratings as they were met, over the members; ratings trained on)."""
-        lr = self.config.lr * (1 - (epoch - 1) / self.config.epochs)
+        lr = epoch_learning_rate(self.config.lr, epoch, self.config.epochs)
         # Drawn here, in the members' order, so that threads cannot change what each member draws.
         orders = [member.draw_order(generator) for member in self.members]
         losses = self._on_members(
@@ -401,7 +410,7 @@ def _fit(
     model.to(config.device)
     train, valid = train.to(config.device), valid.to(config.device)
     rating_model(model).set_training_pairs(train.x)
-    if config.engine == "compiled":
+    if config.engine in PER_RATING:
         _check_pairs_fit_the_tables(rating_model(model), train, valid)
     epochs = _epochs_for(model, train, valid, config, threads)
     try:
@@ -464,6 +473,10 @@ def _epochs_for(
         return BPREpochs(rating_model(model), train, valid, config, threads)
     if config.engine == "compiled":
         return _CompiledEpochs(model, train, config, threads)
+    if config.engine == "device":
+        from recsys.train.device import DeviceEpochs
+
+        return DeviceEpochs(model, train, config)
     return _AutogradEpochs(model, train, config)
 
 

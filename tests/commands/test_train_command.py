@@ -344,6 +344,25 @@ def test_auto_engine_is_autograd_under_torchrun(monkeypatch: pytest.MonkeyPatch)
     assert script.config_from_args(args, "tiny", "cpu").engine == "autograd"
 
 
+@pytest.mark.parametrize(
+    ("flags", "on_gpu"),
+    [
+        (["--model", "dotbias"], True),  # per-rating AdaGrad there is the device engine
+        (["--model", "svdpp", "--engine", "device"], True),
+        (["--model", "embproj"], True),  # autograd
+        (["--model", "dotbias", "--engine", "compiled"], False),  # asked for numba on the CPU
+        (["--model", "bpmf"], False),  # a sampler: the compiled engine only
+        (["--model", "bpr"], False),
+    ],
+)
+def test_a_run_given_no_device_goes_to_a_gpu_where_its_engine_runs_there(
+    flags: list[str], on_gpu: bool
+) -> None:
+    script: Any = _train_script()
+    args = script.parse_args(flags)
+    assert script.runs_on_gpu(script.config_from_args(args, "tiny", "cpu"), args.engine) is on_gpu
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "args", [["--help"], ["--threads", "0"], ["--lr", "-1"], ["--engine", "compiled", "--model", "linear"]]

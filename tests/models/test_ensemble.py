@@ -99,7 +99,10 @@ def test_an_ensemble_of_models_without_biases_has_none() -> None:
     [
         ({"members": 0}, "`members` must be at least 1"),
         ({"members": 1.5}, "`members` must be a whole number"),
-        ({"members": 2, "engine": "autograd"}, "`members` 2: an ensemble trains on `engine` compiled only"),
+        (
+            {"members": 2, "engine": "autograd"},
+            "`members` 2: an ensemble trains on `engine` compiled or device only",
+        ),
         (
             {"members": 2, "model": "bpmf", "engine": "compiled"},
             "bpmf already predicts the mean of its draws",
@@ -122,18 +125,16 @@ def test_members_no_run_can_use_are_refused(settings: dict, message: str) -> Non
     ("settings", "named"),
     [
         ({"batch_size": 256}, "`batch_size` rules out; leave it"),
-        ({"device": "cuda"}, "`device` rules out; leave it"),
-        (
-            {"batch_size": 256, "device": "cuda"},
-            "`batch_size` and `device` rule out; leave them or `members` out",
-        ),
+        ({"batch_size": 256, "wd": 0.01}, "`batch_size` and `wd` rule out; leave them or `members` out"),
+        # On a GPU the ensemble trains on the device engine: only the autograd-only flag is named.
+        ({"batch_size": 256, "device": "cuda"}, "`batch_size` rules out; leave it"),
     ],
 )
 def test_an_ensemble_with_a_flag_that_picks_the_autograd_engine_names_that_flag(
     settings: dict, named: str
 ) -> None:
     with pytest.raises(
-        RecsysError, match=f"`members` 2: an ensemble trains on the compiled engine, which {named}"
+        RecsysError, match=f"`members` 2: an ensemble trains on the compiled or device engine, which {named}"
     ):
         config_for("dotbias", members=2, **settings)
     assert config_for("dotbias", **settings).members == 1  # the autograd engine's default: one model

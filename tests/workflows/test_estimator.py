@@ -167,7 +167,7 @@ def test_members_train_an_ensemble_on_the_compiled_engine(split: Split) -> None:
     two = RatingRegressor(engine="compiled", members=2, **QUICK).fit(X_train, y_train)
     assert len(two.model_.members) == 2 and two.config_.members == 2
     assert not np.allclose(one.predict(X_test), two.predict(X_test), rtol=1e-4, atol=0)
-    with pytest.raises(ValueError, match=r"`members` 2: .*`engine` compiled only"):
+    with pytest.raises(ValueError, match=r"`members` 2: .*`engine` compiled or device only"):
         RatingRegressor(engine="autograd", members=2, **QUICK).fit(X_train, y_train)
 
 

@@ -276,6 +276,8 @@ CONFIGS = {
     "svdpp-autograd": config_for("svdpp", engine="autograd", dataset="tiny", epochs=5, batch_size=256),
     "svdpp-compiled": config_for("svdpp", engine="compiled", dataset="tiny", epochs=5),
     "ensemble": config_for("dotbias", engine="compiled", dataset="tiny", epochs=5, members=3),
+    "device": config_for("dotbias", engine="device", dataset="tiny", epochs=5),
+    "svdpp-device": config_for("svdpp", engine="device", dataset="tiny", epochs=5),
     "bpmf-gibbs": config_for("bpmf", dataset="tiny", epochs=10),
     "bpr": config_for("bpr", dataset="tiny", epochs=5),
     "ials": config_for("ials", dataset="tiny", epochs=5),

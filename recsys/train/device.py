@@ -1,0 +1,236 @@
+"""The device engine: the compiled engine's per-rating AdaGrad as whole-batch tensor steps, for a GPU.
+
+The same objective and update rule as recsys.train.compiled (fastai's sigmoid squash, squared error
+plus `l2` times the squared norms of the rows each rating uses, LIBMF's row-wise AdaGrad, a learning
+rate falling linearly over the epochs), but each step takes a batch of ratings at once: every rating
+of the batch is scored from the rows as they were before the step, and its updates are added into
+the rows (`index_add_`). A batch in which no user, item or implicit row occurs twice is exactly that
+many of the compiled engine's steps one after another; where a row repeats, its updates add up
+(Hogwild's races, made deterministic on the CPU). The ratings stay on the device, each epoch draws
+its order there, and a step is a fixed handful of kernels whatever the batch size, so a GPU spends
+its time on the rows, not on Python. On the CPU it runs too (the tests' path), never by default: the
+compiled engine is the CPU's.
+"""
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from recsys.config import RunConfig
+from recsys.data.encoding import RatingTensors
+from recsys.errors import RecsysError
+from recsys.evaluate.metrics import evaluate
+from recsys.models import Factorisation, rating_model
+from recsys.models.base import ImplicitFeedback
+from recsys.train.adagrad import ACCUMULATOR_START, epoch_learning_rate
+from recsys.train.distributed import refuse_processes
+
+# Ratings per step at least, and steps per epoch at most: the fewer the steps the fewer the kernel
+# launches, the more each row's updates add up within a step (docs/training.md#the-device-engine).
+MIN_BATCH = 1024
+STEPS_PER_EPOCH = 256
+
+
+def batch_size(n_ratings: int) -> int:
+    """Ratings per step for `n_ratings`: an epoch in about STEPS_PER_EPOCH steps, each of at least
+    MIN_BATCH ratings."""
+    return max(MIN_BATCH, -(-n_ratings // STEPS_PER_EPOCH))
+
+
+class DeviceTables:
+    """One model's tables (trained in place) and AdaGrad's per-row sums for each, on their device."""
+
+    def __init__(self, tables: Factorisation, y_range: tuple[float, float] | None) -> None:
+        self.tables = tables
+        self.n_factors = tables.user_factors.shape[1]
+        named = {
+            "user_factors": tables.user_factors,
+            "item_factors": tables.item_factors,
+            "user_bias": tables.user_bias,
+            "item_bias": tables.item_bias,
+            "implicit_factors": tables.implicit and tables.implicit.factors,
+        }
+        self.sums = {
+            name: torch.full((len(table),), ACCUMULATOR_START, device=table.device)
+            for name, table in named.items()
+            if table is not None
+        }
+        self.low, self.high = y_range if y_range is not None else (0.0, 1.0)
+        self.squash = y_range is not None
+
+    def step(
+        self, users: Tensor, items: Tensor, values: Tensor, lr: float, l2: float, twice_weight: float
+    ) -> Tensor:
+        """One step on the ratings (users[j], items[j], values[j]), each scored from the rows as they
+        were before it; the ratings' summed squared error (a device scalar, not read here)."""
+        user_factors, item_factors, user_bias, item_bias, implicit = self.tables
+        decay = 2 * l2
+        user_rows, item_rows = user_factors[users], item_factors[items]
+        whole_users = user_rows
+        if implicit is not None:
+            bags = _Bags(implicit, users)
+            whole_users = user_rows + bags.vectors()[bags.rating_owner]
+        score = (whole_users * item_rows).sum(dim=1)
+        if user_bias is not None and item_bias is not None:
+            score = score + user_bias[users, 0] + item_bias[items, 0]
+        if self.squash:
+            span = self.high - self.low
+            sigmoid = torch.sigmoid(score)
+            error = self.low + span * sigmoid - values
+            gradient = twice_weight * span * error * sigmoid * (1 - sigmoid)
+        else:
+            error = score - values
+            gradient = twice_weight * error
+        gradient_column = gradient[:, None]
+        self._rows_step(
+            user_factors, "user_factors", users, gradient_column * item_rows + decay * user_rows, lr
+        )
+        self._rows_step(
+            item_factors, "item_factors", items, gradient_column * whole_users + decay * item_rows, lr
+        )
+        if user_bias is not None and item_bias is not None:
+            self._rows_step(user_bias, "user_bias", users, gradient[:, None] + decay * user_bias[users], lr)
+            self._rows_step(item_bias, "item_bias", items, gradient[:, None] + decay * item_bias[items], lr)
+        if implicit is not None:
+            # A bag row's gradient: its weight times the summed gradient of its user's ratings in the
+            # step, plus the penalty of each of those ratings (weight squared, as the compiled engine).
+            user_gradients = torch.zeros_like(bags.vectors()).index_add_(
+                0, bags.rating_owner, gradient_column * item_rows
+            )
+            rated = torch.bincount(bags.rating_owner, minlength=len(bags.users)).to(gradient.dtype)
+            owner, weights = bags.entry_owner, bags.weights[:, None]
+            rows = implicit.factors[bags.columns]
+            row_gradients = weights * user_gradients[owner] + decay * rated[owner, None] * weights**2 * rows
+            self._rows_step(implicit.factors, "implicit_factors", bags.columns, row_gradients, lr)
+        return (error * error).sum()
+
+    def _rows_step(self, table: Tensor, name: str, rows: Tensor, gradients: Tensor, lr: float) -> None:
+        """AdaGrad on `table`'s `rows`: each update by its gradient over the root of the row's sum as
+        the compiled engine would have it by then (the sum before the step plus the squares of the
+        row's earlier updates in the batch), then the updates' mean squares over the factors join the
+        sums. A row met k times in a batch so takes k steps of falling size, as it would one after
+        another; only its gradients are stale (from the rows before the step)."""
+        sums = self.sums[name]
+        width = self.n_factors if table.shape[1] > 1 else 1
+        squares = (gradients * gradients).sum(dim=1) / width
+        steps = lr / (sums[rows] + _earlier_in_batch(rows, squares)).sqrt()
+        table.index_add_(0, rows, -steps[:, None] * gradients)
+        sums.index_add_(0, rows, squares)
+
+
+def _earlier_in_batch(rows: Tensor, squares: Tensor) -> Tensor:
+    """For each entry j, the sum of `squares` of the entries before it in the batch with the same row
+    (0 for a row's first): a segmented exclusive prefix sum, in float64 so that the differences of
+    long running sums keep their digits."""
+    order = torch.argsort(rows, stable=True)
+    sorted_rows, sorted_squares = rows[order], squares[order].double()
+    running = torch.cumsum(sorted_squares, dim=0)
+    before = running - sorted_squares
+    first = torch.ones_like(sorted_rows, dtype=torch.bool)
+    first[1:] = sorted_rows[1:] != sorted_rows[:-1]
+    # Where each entry's run of equal rows starts, and the running sum before that start.
+    run_start = torch.cummax(torch.where(first, torch.arange(len(rows), device=rows.device), 0), dim=0).values
+    earlier = torch.empty_like(before)
+    earlier[order] = before - before[run_start]
+    return earlier.to(squares.dtype)
+
+
+class _Bags:
+    """The SVD++ bags of a step's users: each distinct user once, its bag's rows, columns and weights."""
+
+    def __init__(self, implicit: ImplicitFeedback, users: Tensor) -> None:
+        self.implicit = implicit
+        self.users, self.rating_owner = torch.unique(users, return_inverse=True)
+        starts = implicit.starts[self.users]
+        lengths = implicit.starts[self.users + 1] - starts
+        self.entry_owner = torch.repeat_interleave(
+            torch.arange(len(self.users), device=users.device), lengths
+        )
+        first_entry = torch.cumsum(lengths, dim=0) - lengths
+        entries = (
+            starts[self.entry_owner]
+            + torch.arange(len(self.entry_owner), device=users.device)
+            - first_entry[self.entry_owner]
+        )
+        self.columns, self.weights = (
+            implicit.columns[entries],
+            implicit.weights[entries].to(implicit.factors.dtype),
+        )
+        self._vectors: Tensor | None = None
+
+    def vectors(self) -> Tensor:
+        """Each of the step's users' implicit vector, the weighted sum of its bag's rows."""
+        if self._vectors is None:
+            factors = self.implicit.factors
+            contributions = self.weights[:, None] * factors[self.columns]
+            self._vectors = torch.zeros(len(self.users), factors.shape[1], device=factors.device).index_add_(
+                0, self.entry_owner, contributions
+            )
+        return self._vectors
+
+
+class DeviceEpochs:
+    """Epochs of whole-batch AdaGrad steps for the factorisation models on `config.device`; an ensemble's
+    members one after another, each over its own order."""
+
+    def __init__(self, model: nn.Module, train: RatingTensors, config: RunConfig) -> None:
+        refuse_processes()
+        self.model = model
+        self.members = []
+        for member in rating_model(model).member_models():
+            tables = member.factorisation()
+            if tables is None:
+                raise RecsysError(f"`engine` device cannot train {config.model}; use `engine` autograd")
+            self.members.append(DeviceTables(tables, member.y_range))
+        self.users, self.items = train.x[:, 0].contiguous(), train.x[:, 1].contiguous()
+        self.values = train.y
+        self.config = config
+        self.batch_size = batch_size(len(train))
+        self.twice_weight = 2 / (config.rating_unit or 1.0) ** 2  # errors in units of five stars
+
+    def state_dict(self) -> dict[str, Any]:
+        """AdaGrad's sums of each member, on the CPU."""
+        return {
+            "member_sums": [
+                {name: sums.cpu() for name, sums in member.sums.items()} for member in self.members
+            ]
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for member, saved in zip(self.members, state["member_sums"], strict=True):
+            for name, sums in member.sums.items():
+                sums.copy_(saved[name])
+
+    def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
+        """One pass of each member over the ratings in an order drawn on the device from a seed drawn
+        from `generator`: (mean squared error of the ratings as they were met, ratings trained on)."""
+        lr = epoch_learning_rate(self.config.lr, epoch, self.config.epochs)
+        device = self.values.device
+        # Drawn here, in the members' order, so a member's order depends on the run's seed alone.
+        seeds = torch.randint(2**62, (len(self.members),), generator=generator).tolist()
+        squared_error = torch.zeros((), device=device)
+        with torch.no_grad():
+            for member, seed in zip(self.members, seeds, strict=True):
+                order = torch.randperm(
+                    len(self.values), generator=torch.Generator(device).manual_seed(seed), device=device
+                )
+                for start in range(0, len(order), self.batch_size):
+                    batch = order[start : start + self.batch_size]
+                    squared_error += member.step(
+                        self.users[batch],
+                        self.items[batch],
+                        self.values[batch],
+                        lr,
+                        self.config.l2,
+                        self.twice_weight,
+                    )
+        ratings = len(self.values) * len(self.members)
+        return float(squared_error) / ratings, ratings  # read once an epoch: a device sync point
+
+    def evaluate(self, valid: RatingTensors) -> dict[str, float]:
+        return evaluate(self.model, valid) if len(valid) else {"rmse": math.nan, "mae": math.nan}
+
+    def close(self) -> None:
+        """Nothing to give back: the tables were trained in place."""
