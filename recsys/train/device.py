@@ -84,29 +84,34 @@ class DeviceTables:
             error = score - values
             gradient = twice_weight * error
         gradient_column = gradient[:, None]
-        self._rows_step(
-            user_factors, "user_factors", users, gradient_column * item_rows + decay * user_rows, lr
-        )
-        self._rows_step(
-            item_factors, "item_factors", items, gradient_column * whole_users + decay * item_rows, lr
-        )
+        user_repeats, item_repeats = _Repeats(users), _Repeats(items)
+        user_gradients = gradient_column * item_rows + decay * user_rows
+        item_gradients = gradient_column * whole_users + decay * item_rows
+        self._rows_step(user_factors, "user_factors", users, user_repeats, user_gradients, lr)
+        self._rows_step(item_factors, "item_factors", items, item_repeats, item_gradients, lr)
         if user_bias is not None and item_bias is not None:
-            self._rows_step(user_bias, "user_bias", users, gradient[:, None] + decay * user_bias[users], lr)
-            self._rows_step(item_bias, "item_bias", items, gradient[:, None] + decay * item_bias[items], lr)
+            user_bias_gradients = gradient_column + decay * user_bias[users]
+            item_bias_gradients = gradient_column + decay * item_bias[items]
+            self._rows_step(user_bias, "user_bias", users, user_repeats, user_bias_gradients, lr)
+            self._rows_step(item_bias, "item_bias", items, item_repeats, item_bias_gradients, lr)
         if implicit is not None:
             # A bag row's gradient: its weight times the summed gradient of its user's ratings in the
             # step, plus the penalty of each of those ratings (weight squared, as the compiled engine).
-            user_gradients = torch.zeros_like(bags.vectors()).index_add_(
+            summed = torch.zeros_like(bags.vectors()).index_add_(
                 0, bags.rating_owner, gradient_column * item_rows
             )
             rated = torch.bincount(bags.rating_owner, minlength=len(bags.users)).to(gradient.dtype)
             owner, weights = bags.entry_owner, bags.weights[:, None]
             rows = implicit.factors[bags.columns]
-            row_gradients = weights * user_gradients[owner] + decay * rated[owner, None] * weights**2 * rows
-            self._rows_step(implicit.factors, "implicit_factors", bags.columns, row_gradients, lr)
+            row_gradients = weights * summed[owner] + decay * rated[owner, None] * weights**2 * rows
+            self._rows_step(
+                implicit.factors, "implicit_factors", bags.columns, _Repeats(bags.columns), row_gradients, lr
+            )
         return (error * error).sum()
 
-    def _rows_step(self, table: Tensor, name: str, rows: Tensor, gradients: Tensor, lr: float) -> None:
+    def _rows_step(
+        self, table: Tensor, name: str, rows: Tensor, repeats: "_Repeats", gradients: Tensor, lr: float
+    ) -> None:
         """AdaGrad on `table`'s `rows`: each update by its gradient over the root of the row's sum as
         the compiled engine would have it by then (the sum before the step plus the squares of the
         row's earlier updates in the batch), then the updates' mean squares over the factors join the
@@ -115,26 +120,33 @@ class DeviceTables:
         sums = self.sums[name]
         width = self.n_factors if table.shape[1] > 1 else 1
         squares = (gradients * gradients).sum(dim=1) / width
-        steps = lr / (sums[rows] + _earlier_in_batch(rows, squares)).sqrt()
+        steps = lr / (sums[rows] + repeats.earlier(squares)).sqrt()
         table.index_add_(0, rows, -steps[:, None] * gradients)
         sums.index_add_(0, rows, squares)
 
 
-def _earlier_in_batch(rows: Tensor, squares: Tensor) -> Tensor:
-    """For each entry j, the sum of `squares` of the entries before it in the batch with the same row
-    (0 for a row's first): a segmented exclusive prefix sum, in float64 so that the differences of
-    long running sums keep their digits."""
-    order = torch.argsort(rows, stable=True)
-    sorted_rows, sorted_squares = rows[order], squares[order].double()
-    running = torch.cumsum(sorted_squares, dim=0)
-    before = running - sorted_squares
-    first = torch.ones_like(sorted_rows, dtype=torch.bool)
-    first[1:] = sorted_rows[1:] != sorted_rows[:-1]
-    # Where each entry's run of equal rows starts, and the running sum before that start.
-    run_start = torch.cummax(torch.where(first, torch.arange(len(rows), device=rows.device), 0), dim=0).values
-    earlier = torch.empty_like(before)
-    earlier[order] = before - before[run_start]
-    return earlier.to(squares.dtype)
+class _Repeats:
+    """Where a step's rows repeat: the entries sorted by row (stably, so each row's entries keep their
+    order in the batch) and where each entry's run of equal rows starts. Found once per side, for its
+    factor and bias tables both."""
+
+    def __init__(self, rows: Tensor) -> None:
+        self.order = torch.argsort(rows, stable=True)
+        sorted_rows = rows[self.order]
+        first = torch.ones_like(sorted_rows, dtype=torch.bool)
+        first[1:] = sorted_rows[1:] != sorted_rows[:-1]
+        positions = torch.arange(len(rows), device=rows.device)
+        self.run_start = torch.cummax(torch.where(first, positions, 0), dim=0).values
+
+    def earlier(self, squares: Tensor) -> Tensor:
+        """For each entry, the sum of `squares` of the entries before it in the batch with its row (0
+        for a row's first): a segmented exclusive prefix sum, in float64 so that the differences of
+        long running sums keep their digits."""
+        sorted_squares = squares[self.order].double()
+        before = torch.cumsum(sorted_squares, dim=0) - sorted_squares
+        earlier = torch.empty_like(before)
+        earlier[self.order] = before - before[self.run_start]
+        return earlier.to(squares.dtype)
 
 
 class _Bags:
