@@ -83,6 +83,14 @@ TORCHRUN_SHAPE = "ml-10m"
 CONTENDED_SHAPE = "ml-10m"
 # Where the time to reach the autograd engine's accuracy is measured.
 CONVERGENCE_SHAPE = "ml-10m"
+
+
+def device_engine_contenders(device: str) -> tuple[tuple[str, str], ...]:
+    """The device-engine task's (engine, device) pairs: the compiled engine on the CPU, the reference,
+    and the device engine on --device."""
+    return (("compiled", "cpu"), ("device", device))
+
+
 BUSY_PROCESSES = 2
 TASKS = (
     "u1",
@@ -96,9 +104,15 @@ TASKS = (
     "ranking",
     "learning-to-rank",
     "side-information",
+    "device-engine",
 )
 # The task whose output another reads: run whenever that other one is.
-NEEDS = {"throughput": "generate", "convergence": "generate", "file-load": "write-file"}
+NEEDS = {
+    "throughput": "generate",
+    "convergence": "generate",
+    "device-engine": "generate",
+    "file-load": "write-file",
+}
 # The tasks --tasks names (those others need come along).
 SELECTABLE = tuple(task for task in TASKS if task not in NEEDS.values())
 # The tasks that need the real ML-100K; the ranking and learning-to-rank tasks' u1 parts need it too
@@ -322,6 +336,16 @@ def jobs(
                 {"task": "convergence", "shape": shape, "tensors": tensors, "engine": engine}
                 for engine in ("autograd", "compiled")
             ]
+        found += [
+            {"task": "device-engine", "shape": shape, "tensors": tensors, "engine": engine, "device": where}
+            for engine, where in device_engine_contenders(device)
+        ]
+    if folder is not None:
+        found += [
+            {"task": "device-engine", "part": "u1", "engine": engine, "device": where}
+            for _ in range(repeats)
+            for engine, where in device_engine_contenders(device)
+        ]
     found += ranking_jobs(folder is not None, shapes)
     found += ltr_jobs(folder is not None, ltr_shapes, scratch, retune)
     if folder is not None:
@@ -384,6 +408,14 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
         return benchmark.bench_file_load(spec["reader"], Path(spec["folder"]))
     if task == "convergence":
         return benchmark.bench_convergence(spec["shape"], Path(spec["tensors"]), spec["engine"])
+    if task == "device-engine" and spec.get("part") == "u1":
+        assert folder is not None
+        result = benchmark.bench_recsys(folder, engine=spec["engine"], device=spec["device"])
+        return {"contender": f"dotbias, {spec['engine']} engine on {spec['device']}", **result}
+    if task == "device-engine":
+        return benchmark.bench_convergence(
+            spec["shape"], Path(spec["tensors"]), spec["engine"], spec["device"]
+        )
     if task == "ranking":
         return benchmark.bench_ranking(folder, **spec)
     if task == "learning-to-rank":
@@ -477,6 +509,12 @@ TITLES = {
     "throughput-contention": "Throughput under contention (two busy processes): contended/quiet",
     "convergence": "Time to accuracy: dotbias on 99% of the shape, validation RMSE on the other 1%; "
     "seconds until each engine reached the autograd engine's final validation RMSE",
+    "device-engine-u1": "The device engine (--device) against the compiled engine on 2 CPU cores: dotbias "
+    "on ML-100K u1 with each engine's defaults (medians over the rounds)",
+    "device-engine": "The device engine (--device) against the compiled engine on the CPU cores: one "
+    "dotbias at the shape, as the time-to-accuracy rows; `epoch_seconds` the median epoch after the "
+    "first, `seconds_to_compiled_final` from the start of `fit` (the ratings' move to the device "
+    "included) until the compiled engine's final validation RMSE was reached",
     "generate": "Generating the synthetic shapes",
     "load": "Loading and encoding real data",
     "file-load": "Reading a ratings file shaped like ML-25M (medians over the rounds): CSV and Parquet; "
@@ -598,6 +636,15 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
     )
     if len(rows["convergence"]) == 2:
         found["convergence"] = benchmark.time_to_reach(rows["convergence"], "autograd")
+    device_u1 = [row for row in rows["device-engine"] if "contender" in row]
+    if device_u1:
+        found["device-engine-u1"] = benchmark.median_runs(device_u1)
+    shaped = pd.DataFrame([row for row in rows["device-engine"] if "contender" not in row])
+    if not shaped.empty:
+        found["device-engine"] = pd.concat(
+            benchmark.time_to_reach(group.to_dict(orient="records"), "compiled")
+            for _, group in shaped.groupby("shape", sort=False)
+        )
     found |= ranking_tables(rows["ranking"])
     found |= ltr_tables([row for row in ranked if row["part"] != "generate"])
     side = rows["side-information"]
@@ -660,8 +707,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tasks",
         nargs="+",
         choices=SELECTABLE,
-        default=list(SELECTABLE),
-        help="the tasks to run (default: all)",
+        default=None,
+        help="the tasks to run [default: all; device-engine only with --device cuda, as it measures a GPU]",
     )
     parser.add_argument(
         "--lenskit-python",
@@ -680,6 +727,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ml100k", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.tasks is None:
+        args.tasks = [task for task in SELECTABLE if task != "device-engine" or args.device != "cpu"]
     if args.repeats < 1:
         raise RecsysError(f"--repeats must be at least 1, got {args.repeats}")
     check_device(args.device)

@@ -581,10 +581,11 @@ def bench_throughput(
     }
 
 
-def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
+def bench_convergence(shape: str, tensors: Path, engine: str, device: str = "cpu") -> dict[str, Any]:
     """One dotbias model with `engine`'s defaults at SHAPE_FACTORS (autograd: LARGE_AUTOGRAD for 5 epochs, the
-    trainer before the compiled engine) on 99% of the shape's ratings: the validation RMSE on the
-    held-out 1% after each epoch, and the seconds since `fit` started (setup included) at each."""
+    trainer before the compiled engine) on 99% of the shape's ratings, trained on `device`: the
+    validation RMSE on the held-out 1% after each epoch, the seconds since `fit` started (moving the
+    ratings to the device and setup included) at each, and on a GPU its peak memory."""
     saved = torch.load(tensors, weights_only=True)
     order = torch.randperm(len(saved["y"]), generator=torch.Generator().manual_seed(0))
     held_out = len(order) // 100
@@ -594,11 +595,17 @@ def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
     n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
     large = {**LARGE_AUTOGRAD, "epochs": 5} if engine == "autograd" else {}
     config = config_for(
-        "dotbias", engine=engine, y_range=(0.0, 5.5), n_factors=SHAPE_FACTORS, members=1, **large
+        "dotbias",
+        engine=engine,
+        y_range=(0.0, 5.5),
+        n_factors=SHAPE_FACTORS,
+        members=1,
+        device=device,
+        **large,
     )
     network = model_for(config, n_users, n_items, torch.Generator().manual_seed(0))
     elapsed: list[float] = []
-    _warm_up(engine)
+    _warm_up(engine, device)
     with measured() as clocks:
         start = time.perf_counter()
         history = fit(
@@ -610,12 +617,17 @@ def bench_convergence(shape: str, tensors: Path, engine: str) -> dict[str, Any]:
             progress=False,
             on_epoch=lambda _: elapsed.append(time.perf_counter() - start),
         )
+    on_gpu = device.startswith("cuda")
     return {
         "shape": shape,
         "engine": engine,
+        "device": torch.cuda.get_device_name(device) if on_gpu else "cpu",
         **asdict(clocks),
         "valid_rmse": [stats.valid_rmse for stats in history],
         "elapsed": elapsed,
+        # An epoch once the first (which loads kernels and moves the ratings) is past.
+        "epoch_seconds": float(np.median(np.diff(elapsed))) if len(elapsed) > 1 else elapsed[0],
+        **({"peak_device_mb": torch.cuda.max_memory_allocated(device) / 2**20} if on_gpu else {}),
     }
 
 
@@ -630,11 +642,14 @@ def time_to_reach(rows: list[dict[str, Any]], reference: str) -> pd.DataFrame:
             {
                 "shape": row["shape"],
                 "engine": row["engine"],
+                "device": row.get("device", "cpu"),
                 "epochs": len(row["valid_rmse"]),
                 "final_valid_rmse": row["valid_rmse"][-1],
                 "seconds": row["seconds"],
                 "cpu_seconds": row["cpu_seconds"],
+                "epoch_seconds": row.get("epoch_seconds"),
                 f"seconds_to_{reference}_final": reached[0] if reached else None,
+                **({"peak_device_mb": row["peak_device_mb"]} if "peak_device_mb" in row else {}),
             }
         )
     frame = pd.DataFrame(table)

@@ -494,6 +494,22 @@ def test_bench_tasks_that_all_need_ml100k_refuse_to_run_without_it(tmp_path: Pat
     assert not (tmp_path / "bench").exists()
 
 
+def test_bench_device_engine_task_sets_the_gpu_beside_the_compiled_engine_on_the_cpu(tmp_path: Path) -> None:
+    script = _bench_script()
+    specs = script.jobs(
+        tmp_path, ["ml-10m", "ml-25m"], tmp_path, repeats=2, device="cuda", tasks=["device-engine"]
+    )
+    shaped = [spec for spec in specs if spec["task"] == "device-engine" and "shape" in spec]
+    assert [(spec["shape"], spec["engine"], spec["device"]) for spec in shaped] == [
+        (shape, engine, device)
+        for shape in ("ml-10m", "ml-25m")
+        for engine, device in (("compiled", "cpu"), ("device", "cuda"))
+    ]
+    u1 = [(spec["engine"], spec["device"]) for spec in specs if spec.get("part") == "u1"]
+    assert u1 == [("compiled", "cpu"), ("device", "cuda")] * 2
+    assert {spec["task"] for spec in specs} == {"generate", "device-engine"}
+
+
 def test_time_to_reach_finds_when_each_engine_matched_the_reference() -> None:
     rows = [
         {"shape": "s", "engine": "autograd", "seconds": 10.0, "cpu_seconds": 12.0,

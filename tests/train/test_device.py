@@ -153,11 +153,10 @@ def test_the_device_engine_trains_as_well_as_the_compiled_one(model: str) -> Non
     assert rmse["device"] <= rmse["compiled"] + 0.01, rmse
 
 
-def test_batch_size_covers_the_epoch_in_a_bounded_number_of_steps() -> None:
+def test_batch_size_grows_with_the_ratings_within_its_bounds() -> None:
     assert device.batch_size(10) == device.MIN_BATCH
-    large = device.batch_size(25_000_000)
-    assert large > device.MIN_BATCH
-    assert -(-25_000_000 // large) <= device.STEPS_PER_EPOCH
+    assert device.batch_size(device.STEPS_PER_EPOCH * 5000) == 5000
+    assert device.batch_size(25_000_000) == device.MAX_BATCH
 
 
 def test_the_device_engine_is_chosen_on_a_gpu_and_never_on_the_cpu() -> None:
