@@ -1,1 +1,1 @@
-"""Training: the shared trainer, its two engines, optimizers and checkpoints."""
+"""Training: the shared trainer, its engines, optimizers and checkpoints."""

@@ -1,8 +1,9 @@
 """The one small protocol every engine implements, so the trainer never asks which model it holds.
 
 An engine trains a model in place, an epoch at a time: the autograd engine (batches through torch's
-autograd and optimizers), the compiled engine (per-rating AdaGrad in numba) and the Gibbs sampler
-(sweeps over a sampled model's posterior) are its three implementations in recsys.train.trainer.
+autograd and optimizers), the compiled engine (per-rating AdaGrad in numba), the device engine (the
+same AdaGrad in whole-batch steps, recsys.train.device), the Gibbs samplers, BPR and implicit ALS
+implement it.
 `recsys.train.trainer.fit` prepares one for the run (`config.engine`, and whether the model samples
 its posterior), runs its epochs, checkpoints its state, and closes it.
 """

@@ -1,9 +1,10 @@
-"""The one trainer every model shares, with two engines that fit the same objective.
+"""The one trainer every model shares, with engines that fit the same objective.
 
 autograd: batches by tensor indexing through torch's autograd, AdamW or SGD, one-cycle; every model,
 any device, torchrun and fastai's way of working. compiled: whole epochs of per-rating AdaGrad in
-numba for the factorisation models (dot, dotbias, svdpp) on the CPU threads (recsys.train.compiled); the
-loop around the epochs (validation, history, checkpoints, resume) is the same for both.
+numba for the factorisation models (dot, dotbias, svdpp) on the CPU threads (recsys.train.compiled);
+device: the same AdaGrad in whole-batch tensor steps, for a GPU (recsys.train.device). The loop
+around the epochs (validation, history, checkpoints, resume) is the same for all.
 
 Regularisation: by default an L2 penalty on the rows of the per-id tables that each batch uses
 (`model.forward_with_penalty`), added to the loss. Decoupled weight decay shrinks every row of every
