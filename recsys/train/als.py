@@ -1,12 +1,13 @@
 """Implicit ALS (`ials`): Hu, Koren and Volinsky's weighted matrix factorisation, one side at a time.
 
-Every user-item cell is fitted: 1 where the user interacted, weighing c = 1 + alpha * strength, and 0
-elsewhere, weighing 1. With the items fixed each user's row is a ridge regression over every item,
-whose k x k system is the items' Gram matrix (shared by all users) plus a term per positive only,
-so an epoch costs the positives and never a dense user x item matrix; then the items likewise. A row
-is solved by a few steps of conjugate gradient from its last value (`CG_STEPS`, as the `implicit`
-library does), or exactly (Cholesky) with `steps` 0. Rows are solved in parallel on numba's threads,
-each by one thread in a fixed order, so the result is the same on any number of them.
+Every user-item cell is fitted: 1 where the user interacted (or rated the item at all), weighing c =
+1 + alpha * strength, and 0 elsewhere, weighing 1. With the items fixed each user's row is a ridge
+regression over every item, whose k x k system is the items' Gram matrix (shared by all users) plus
+a term per positive only, so an epoch costs the positives and never a dense user x item matrix; then
+the items likewise. A row is solved by a few steps of conjugate gradient from its last value
+(`CG_STEPS`, as the `implicit` library does), or exactly (Cholesky) with `steps` 0. Rows are solved
+in parallel on numba's threads, each by one thread in a fixed order, so the result is the same on
+any number of them.
 
 The penalty on a row is `l2` times the row's weight in the loss, as Rendle et al. ("Revisiting the
 performance of iALS", 2021) scale it: the unobserved cells' weight shared by every row plus its
@@ -216,7 +217,13 @@ def row_weights(by_row: ByRow, n_other: int, alpha: float) -> np.ndarray:
 
 
 class ALSEpochs(RankingEpochs):
-    """Epochs of implicit ALS over a model's two factor tables (recsys.train.engine's protocol)."""
+    """Epochs of implicit ALS over a model's two factor tables (recsys.train.engine's protocol).
+
+    Every rated item is a 1, a choice the user made; a rating at or above the threshold is held more
+    firmly the higher it is. Rated items below it counted as 0s scored lower on validation
+    (docs/findings.md)."""
+
+    reads_choices = True
 
     def __init__(
         self, model: RatingModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int

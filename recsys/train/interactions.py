@@ -3,7 +3,8 @@
 A training pair is a positive when its value reaches the relevance threshold `relevant` (every
 interaction, whose value is its count, does: its threshold is 1); its strength is 1 + value -
 relevant, the graded gain of the top-N lists: a 4 of five stars is 1, a 5 is 2, an item played three
-times 3. Each epoch is watched by NDCG@10 on the validation pairs, over a sample of its users.
+times 3. Implicit ALS also reads the rated pairs below the threshold, at strength 0: the user chose
+the item. Each epoch is watched by NDCG@10 on the validation pairs, over a sample of its users.
 """
 
 import math
@@ -57,23 +58,28 @@ def _by_row(rows: Tensor, others: Tensor, strengths: Tensor, n: int) -> ByRow:
     return ByRow(starts.astype(np.int64), grouped.astype(np.int32), values.astype(np.float32))
 
 
-def positives(train: RatingTensors, relevant: float, n_users: int, n_items: int) -> Positives:
+def positives(
+    train: RatingTensors, relevant: float, n_users: int, n_items: int, *, choices: bool = False
+) -> Positives:
     """The pairs of `train` whose value reaches `relevant`, each with its strength (1 + value -
-    relevant); a pair given twice counts once, at its larger strength. No positive, or positives of
-    one user only, is an error: nothing to rank, or no one to learn from but the user ranked."""
+    relevant); with `choices`, every other pair too, at strength 0 (a rating below the threshold
+    still says the user chose the item). A pair given twice counts once, at its larger strength. No
+    pair reaching `relevant`, or such pairs of one user only, is an error: nothing to rank, or no one
+    to learn from but the user ranked."""
     x, values = train.x.cpu(), train.y.cpu().double()
-    keep = values >= relevant
+    reaching = values >= relevant
+    keep = torch.ones_like(reaching) if choices else reaching
     keys = x[keep, 0] * n_items + x[keep, 1]
     keys, inverse = torch.unique(keys, return_inverse=True)
     strengths = torch.zeros(len(keys), dtype=torch.float64).scatter_reduce(
-        0, inverse, 1 + values[keep] - relevant, "amax", include_self=False
+        0, inverse, (1 + values[keep] - relevant).clamp(min=0), "amax", include_self=False
     )
-    if len(keys) == 0:
+    if not reaching.any():
         raise RecsysError(
             f"no training pair reaches `relevant` {relevant:g}: a ranking model has no positive to learn from"
         )
     users, items = keys // n_items, keys % n_items  # unique's keys are sorted: by user, then item
-    if len(torch.unique(users)) < 2:
+    if len(torch.unique(x[reaching, 0])) < 2:
         raise RecsysError(
             "every positive training pair is one user's: a ranking model learns what to recommend to "
             "one user from the others (give the interactions of two or more users)"
@@ -124,6 +130,9 @@ class RankingEpochs:
     positives of the training part, the watch on the validation pairs, and no state beyond the
     model's tables (the seed and the epoch give the rest), in one process."""
 
+    # Whether the fit also reads the pairs below the relevance threshold, as choices (`positives`).
+    reads_choices = False
+
     def __init__(
         self, model: RatingModel, train: RatingTensors, valid: RatingTensors, config: RunConfig
     ) -> None:
@@ -133,7 +142,7 @@ class RankingEpochs:
         self.model, self.config, self.tables = model, config, tables
         n_users, n_items = len(tables.user_factors), len(tables.item_factors)
         relevant = 1.0 if config.relevant is None else config.relevant
-        self.positives = positives(train, relevant, n_users, n_items)
+        self.positives = positives(train, relevant, n_users, n_items, choices=self.reads_choices)
         self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed, config.epochs)
         self.epoch = 0  # the last run: what the watch judges
 

@@ -87,6 +87,16 @@ def test_a_positive_is_a_pair_reaching_the_threshold_with_its_graded_strength() 
     assert found.by_item.starts.tolist() == [0, 1, 2, 3] and found.by_item.others.tolist() == [1, 0, 1]
 
 
+def test_choices_keep_the_pairs_below_the_threshold_at_strength_zero() -> None:
+    rows = [(0, 1, 5.0), (0, 0, 3.0), (1, 0, 4.0), (1, 2, 1.0)]
+    found = positives(_pairs(rows), 4.0, 2, 3, choices=True)
+    assert found.by_user.others.tolist() == [0, 1, 0, 2]
+    assert found.by_user.strengths.tolist() == [0.0, 2.0, 1.0, 0.0]
+    # The pairs below the threshold do not count as a second user with positives.
+    with pytest.raises(RecsysError, match="every positive training pair is one user's"):
+        positives(_pairs([(0, 0, 5.0), (1, 1, 1.0)]), 4.0, 2, 2, choices=True)
+
+
 def test_at_most_twenty_epochs_are_watched_the_last_always() -> None:
     dataset, _ = synthetic_interactions(n_users=60, n_items=40, per_user=8, seed=2)
     result = train_and_evaluate(dataset, config_for("bpr", split="user", epochs=45), progress=False)
