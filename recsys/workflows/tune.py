@@ -19,7 +19,7 @@ import torch
 from scipy.stats import loguniform, randint
 from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 
-from recsys.config import RunConfig, config_for, model_for, reads_features, unread_feature_sides
+from recsys.config import PER_RATING, RunConfig, config_for, model_for, reads_features, unread_feature_sides
 from recsys.data.dataset import RatingsDataset, default_y_range
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.splits import make_split
@@ -81,7 +81,9 @@ VALID_RMSE, VALID_NDCG = "valid_rmse", "valid_ndcg@10"
 
 
 def search_space(model: str, engine: str) -> Mapping[str, Any]:
-    """What tune searches for `model` on `engine`: its registry entry's space there, else the engine's."""
+    """What tune searches for `model` on `engine`: its registry entry's space there, else the engine's
+    (the device engine's is the compiled engine's: the same settings)."""
+    engine = "compiled" if engine in PER_RATING else engine
     return dict(model_entry(model).search_spaces.get(engine) or SEARCH_SPACES[engine])
 
 

@@ -72,6 +72,7 @@ def test_a_model_searches_its_engines_space_unless_its_registry_entry_names_its_
     from recsys.workflows.tune import search_space
 
     assert search_space("dotbias", "compiled") == SEARCH_SPACES["compiled"]
+    assert search_space("svdpp", "device") == search_space("svdpp", "compiled")  # the same settings
     assert search_space("bpmf", "autograd") == SEARCH_SPACES["autograd"]
     sampler = search_space("bpmf", "compiled")  # its Gibbs sampler has no learning rate or penalty
     assert set(sampler) == {"epochs", "n_factors"}
