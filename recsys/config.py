@@ -358,7 +358,7 @@ class RunConfig:
                     f"{'it' if len(chose) == 1 else 'them'} or `members` out"
                 )
             object.__setattr__(self, "engine", chosen)
-        tuned = compiled if self.engine in PER_RATING and compiled is not None else entry.defaults
+        tuned = (compiled if reads_compiled_defaults(self.model, self.engine) else None) or entry.defaults
         for name in unresolved:
             if name != "engine":
                 object.__setattr__(self, name, tuned.get(name, SETTINGS[name].base))
@@ -569,11 +569,19 @@ def check_threads(threads: int) -> int:
 READS_USER_FEATURES_ONLY = ("svdpp",)
 
 
+def reads_compiled_defaults(model: str, engine: str) -> bool:
+    """Whether `model` on `engine` takes its registry entry's compiled defaults: on the compiled engine
+    where it has them, and on the device engine where they are per-rating AdaGrad's (fit `ratings`)."""
+    entry = model_entry(model)
+    if entry.compiled_defaults is None:
+        return False
+    return engine == "compiled" or (engine == "device" and entry.fit == "ratings")
+
+
 def reads_features(model: str, engine: str) -> bool:
     """Whether `model` reads `features` on `engine`: its registry entry gives it a default there."""
     entry = model_entry(model)
-    per_rating = engine == "compiled" or (engine == "device" and entry.fit == "ratings")
-    defaults = entry.compiled_defaults if per_rating else entry.defaults
+    defaults = entry.compiled_defaults if reads_compiled_defaults(model, engine) else entry.defaults
     return "features" in (defaults or {})
 
 

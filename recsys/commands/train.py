@@ -403,7 +403,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
     """
     from recsys.data.catalog import dataset_from_record
     from recsys.train.checkpoints import load_checkpoint
-    from recsys.train.trainer import autograd_torch_threads
+    from recsys.train.trainer import torch_threads_for
     from recsys.workflows.experiment import recorded_data, train_and_evaluate
     from recsys.workflows.run_folder import claim_run_folder
 
@@ -441,7 +441,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
                 claimed.enter_context(claim_run_folder(out, resume=False))
         # The autograd engine on the CPU takes torch's one thread unless --threads asks for more.
         threads = args.threads if args.threads_typed or config.engine == "compiled" else None
-        shown = threads or autograd_torch_threads(config, None) or args.threads
+        shown = threads or torch_threads_for(config, None) or args.threads
         if lead:
             print(
                 f"{config.model} on {dataset.name} ({len(dataset.ratings):,} "

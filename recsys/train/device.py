@@ -26,6 +26,7 @@ from recsys.models import Factorisation, rating_model
 from recsys.models.base import ImplicitFeedback
 from recsys.train.adagrad import ACCUMULATOR_START, epoch_learning_rate
 from recsys.train.distributed import refuse_processes
+from recsys.train.trainer import member_seed
 
 # An epoch in about STEPS_PER_EPOCH steps of MIN_BATCH to MAX_BATCH ratings: the fewer the steps, the
 # fewer kernel launches, but the more often a popular row recurs within one step, its gradients stale.
@@ -34,6 +35,9 @@ from recsys.train.distributed import refuse_processes
 MIN_BATCH = 1024
 MAX_BATCH = 65_536
 STEPS_PER_EPOCH = 64
+# Epochs a member's seed leaves room for before two seeds could meet: its orders' seed is
+# member_seed * EPOCH_SEEDS + epoch.
+EPOCH_SEEDS = 1_000_003
 
 
 def batch_size(n_ratings: int) -> int:
@@ -157,16 +161,17 @@ class _Bags:
     def __init__(self, implicit: ImplicitFeedback, users: Tensor) -> None:
         self.implicit = implicit
         self.users, self.rating_owner = torch.unique(users, return_inverse=True)
-        starts = implicit.starts[self.users]
-        lengths = implicit.starts[self.users + 1] - starts
+        # Each bag entry's place in the CSR arrays, row after row, and the user (in self.users) it is of.
+        first = implicit.starts[self.users]
+        lengths = implicit.starts[self.users + 1] - first
         self.entry_owner = torch.repeat_interleave(
             torch.arange(len(self.users), device=users.device), lengths
         )
-        first_entry = torch.cumsum(lengths, dim=0) - lengths
+        before = torch.cumsum(lengths, dim=0) - lengths  # where each user's entries start here
         entries = (
-            starts[self.entry_owner]
+            first[self.entry_owner]
             + torch.arange(len(self.entry_owner), device=users.device)
-            - first_entry[self.entry_owner]
+            - before[self.entry_owner]
         )
         self.columns, self.weights = (
             implicit.columns[entries],
@@ -199,7 +204,7 @@ class DeviceEpochs:
                 raise RecsysError(f"`engine` device cannot train {config.model}; use `engine` autograd")
             self.members.append(DeviceTables(tables, member.y_range))
         self.users, self.items = train.x[:, 0].contiguous(), train.x[:, 1].contiguous()
-        self.values = train.y
+        self.values = train.y.to(self.members[0].tables.user_factors.dtype)
         self.config = config
         self.batch_size = batch_size(len(train))
         self.twice_weight = 2 / (config.rating_unit or 1.0) ** 2  # errors in units of five stars
@@ -218,18 +223,17 @@ class DeviceEpochs:
                 sums.copy_(saved[name])
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
-        """One pass of each member over the ratings in an order drawn on the device from a seed drawn
-        from `generator`: (mean squared error of the ratings as they were met, ratings trained on)."""
+        """One pass of each member over the ratings in an order drawn on the device from the run's seed,
+        the member's place and the epoch (so a member's orders are a one-model run's, and resume
+        exactly): (mean squared error of the ratings as they were met, ratings trained on)."""
         lr = epoch_learning_rate(self.config.lr, epoch, self.config.epochs)
         device = self.values.device
-        # Drawn here, in the members' order, so a member's order depends on the run's seed alone.
-        seeds = torch.randint(2**62, (len(self.members),), generator=generator).tolist()
         squared_error = torch.zeros((), device=device)
         with torch.no_grad():
-            for member, seed in zip(self.members, seeds, strict=True):
-                order = torch.randperm(
-                    len(self.values), generator=torch.Generator(device).manual_seed(seed), device=device
-                )
+            for place, member in enumerate(self.members):
+                seed = (member_seed(self.config.seed, place) * EPOCH_SEEDS + epoch) % 2**63
+                drawn = torch.Generator(device).manual_seed(seed)
+                order = torch.randperm(len(self.values), generator=drawn, device=device)
                 for start in range(0, len(order), self.batch_size):
                     batch = order[start : start + self.batch_size]
                     squared_error += member.step(

@@ -76,10 +76,11 @@ def positives(
     )
     if not reaching.any():
         raise RecsysError(
-            f"no training pair reaches `relevant` {relevant:g}: a ranking model has no positive to learn from"
+            f"no training rating reaches {relevant:g}, the relevance threshold of the top-N lists "
+            "(`relevant`, set from the ratings' scale): a ranking model has no positive to learn from"
         )
     users, items = keys // n_items, keys % n_items  # unique's keys are sorted: by user, then item
-    if len(torch.unique(x[reaching, 0])) < 2:
+    if len(torch.unique(users)) < 2:
         raise RecsysError(
             "every positive training pair is one user's: a ranking model learns what to recommend to "
             "one user from the others (give the interactions of two or more users)"

@@ -370,7 +370,7 @@ def fit(
     """
     if len(train) == 0:
         raise RecsysError("no training ratings")
-    with torch_threads(autograd_torch_threads(config, threads)):
+    with torch_threads(torch_threads_for(config, threads)):
         return _fit(model, train, valid, config, generator, threads, progress, on_epoch, on_checkpoint,
                     checkpoint_every, resume)  # fmt: skip
 
@@ -381,11 +381,15 @@ def fit(
 AUTOGRAD_CPU_THREADS = 1
 
 
-def autograd_torch_threads(config: RunConfig, threads: int | None) -> int | None:
-    """torch's threads while `config` trains: on the autograd engine on the CPU, `threads`, else
-    AUTOGRAD_CPU_THREADS; None (left as they are) on a GPU and on the compiled engine, whose own
-    threads are numba's."""
-    if config.engine != "autograd" or config.device != "cpu":
+def torch_threads_for(config: RunConfig, threads: int | None) -> int | None:
+    """torch's threads while `config` trains on the CPU: on the autograd engine `threads`, else
+    AUTOGRAD_CPU_THREADS; on the device engine `threads`, else None. None leaves them as they are (on a
+    GPU, and on the compiled engine, whose own threads are numba's)."""
+    if (
+        config.device != "cpu"
+        or config.engine == "compiled"
+        or (config.engine == "device" and threads is None)
+    ):
         return None
     return AUTOGRAD_CPU_THREADS if threads is None else check_threads(threads)
 

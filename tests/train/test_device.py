@@ -153,6 +153,31 @@ def test_the_device_engine_trains_as_well_as_the_compiled_one(model: str) -> Non
     assert rmse["device"] <= rmse["compiled"] + 0.01, rmse
 
 
+def test_an_ensembles_first_member_is_the_one_model_run(tiny: RatingsDataset) -> None:
+    runs = [
+        train_and_evaluate(
+            tiny,
+            config_for("dotbias", engine="device", dataset="tiny", epochs=3, members=members),
+            progress=False,
+        ).model
+        for members in (1, 2)
+    ]
+    first = runs[1].member_models()[0]
+    for name, tensor in runs[0].state_dict().items():
+        assert torch.equal(tensor, first.state_dict()[name]), name
+
+
+def test_double_precision_ratings_train_as_float32() -> None:
+    users, items, values = distinct_ratings(20)
+    train = RatingTensors(torch.stack([users, items], dim=1), values.double())
+    config = config_for("dotbias", engine="device", epochs=1, members=1)
+    model = build_model(
+        "dotbias", 20, 20, config.n_factors, Y_RANGE, torch.Generator().manual_seed(0), 1.0, 1
+    )
+    history = fit(model, train, RatingTensors(train.x[:4], train.y[:4]), config, torch.Generator())
+    assert np.isfinite(history[-1].valid_rmse)
+
+
 def test_batch_size_grows_with_the_ratings_within_its_bounds() -> None:
     assert device.batch_size(10) == device.MIN_BATCH
     assert device.batch_size(device.STEPS_PER_EPOCH * 5000) == 5000
@@ -173,6 +198,8 @@ def test_the_device_engine_is_chosen_on_a_gpu_and_never_on_the_cpu() -> None:
     ("settings", "message"),
     [
         ({"model": "bpr"}, "`engine` device trains dot, dotbias, svdpp, not bpr; use `engine` compiled"),
+        # Not a complaint about `features`, which bfm's compiled defaults set.
+        ({"model": "bfm"}, "`engine` device trains dot, dotbias, svdpp, not bfm; use `engine` compiled"),
         ({"model": "embproj"}, "not embproj; use `engine` autograd"),
         ({"model": "dotbias", "batch_size": 256}, "`batch_size` applies to `engine` autograd only"),
     ],

@@ -67,7 +67,7 @@ def _pairs(rows: list[tuple[int, int, float]]) -> RatingTensors:
 @pytest.mark.parametrize(
     ("rows", "relevant", "message"),
     [
-        ([(0, 0, 2.0), (1, 1, 3.0)], 4.0, "no training pair reaches `relevant` 4"),
+        ([(0, 0, 2.0), (1, 1, 3.0)], 4.0, "no training rating reaches 4, the relevance threshold"),
         ([(0, 0, 5.0), (0, 1, 4.0), (1, 1, 1.0)], 4.0, "every positive training pair is one user's"),
         ([(0, 0, 1.0), (0, 1, 1.0), (1, 0, 1.0), (1, 1, 1.0)], 1.0, "every user interacted with every item"),
     ],
@@ -92,9 +92,10 @@ def test_choices_keep_the_pairs_below_the_threshold_at_strength_zero() -> None:
     found = positives(_pairs(rows), 4.0, 2, 3, choices=True)
     assert found.by_user.others.tolist() == [0, 1, 0, 2]
     assert found.by_user.strengths.tolist() == [0.0, 2.0, 1.0, 0.0]
-    # The pairs below the threshold do not count as a second user with positives.
+    # A second user's low ratings are choices to learn from: one user's positives are then enough.
+    assert positives(_pairs([(0, 0, 5.0), (1, 1, 1.0)]), 4.0, 2, 2, choices=True).n_positives == 2
     with pytest.raises(RecsysError, match="every positive training pair is one user's"):
-        positives(_pairs([(0, 0, 5.0), (1, 1, 1.0)]), 4.0, 2, 2, choices=True)
+        positives(_pairs([(0, 0, 5.0), (1, 1, 1.0)]), 4.0, 2, 2)
 
 
 def test_at_most_twenty_epochs_are_watched_the_last_always() -> None:
