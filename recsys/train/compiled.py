@@ -33,8 +33,8 @@ import torch
 from torch import Tensor
 
 from recsys.models import Factorisation
-from recsys.train.adagrad import ACCUMULATOR_START
 from recsys.train.jit import compiled
+from recsys.train.per_rating import ACCUMULATOR_START
 from recsys.train.prefetch import prefetch_row
 
 # A block's ratings, aimed at: enough that a block's work dwarfs handing it to a thread, few enough

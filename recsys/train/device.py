@@ -24,9 +24,8 @@ from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate
 from recsys.models import Factorisation, rating_model
 from recsys.models.base import ImplicitFeedback
-from recsys.train.adagrad import ACCUMULATOR_START, epoch_learning_rate
 from recsys.train.distributed import refuse_processes
-from recsys.train.trainer import member_seed
+from recsys.train.per_rating import ACCUMULATOR_START, epoch_learning_rate, member_seed
 
 # An epoch in about STEPS_PER_EPOCH steps of MIN_BATCH to MAX_BATCH ratings: the fewer the steps, the
 # fewer kernel launches, but the more often a popular row recurs within one step, its gradients stale.

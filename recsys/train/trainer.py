@@ -33,7 +33,6 @@ from tqdm.auto import tqdm
 
 from recsys.config import (
     PER_RATING,
-    SEED_LIMIT,
     RunConfig,
     check_device,
     check_threads,
@@ -45,11 +44,11 @@ from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, mae, rmse
 from recsys.models import RatingModel, SampledModel, model_entry, rating_model
 from recsys.models.layers import check_pair_range
-from recsys.train.adagrad import epoch_learning_rate
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank, refuse_processes
 from recsys.train.engine import Engine
 from recsys.train.optim import LazyAdam
+from recsys.train.per_rating import epoch_learning_rate, member_seed
 from recsys.train.threads import NumbaThreads, torch_threads
 
 T = TypeVar("T")
@@ -292,12 +291,6 @@ class _CompiledEpochs:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown()
-
-
-def member_seed(seed: int, place: int) -> int:
-    """The shuffle seed of an ensemble's member `place` (from 0): the run's own seed for the first, so
-    a one-model run is unchanged, and seeds no other run's first member uses for the others."""
-    return seed if place == 0 else (seed + place * SEED_LIMIT) % 2**63
 
 
 class _SampledEpochs:
