@@ -5,11 +5,12 @@ plus `l2` times the squared norms of the rows each rating uses, LIBMF's row-wise
 rate falling linearly over the epochs), but each step takes a batch of ratings at once: every rating
 of the batch is scored from the rows as they were before the step, and its updates are added into
 the rows (`index_add_`). A batch in which no user, item or implicit row occurs twice is exactly that
-many of the compiled engine's steps one after another; where a row repeats, its updates add up
-(Hogwild's races, made deterministic on the CPU). The ratings stay on the device, each epoch draws
-its order there, and a step is a fixed handful of kernels whatever the batch size, so a GPU spends
-its time on the rows, not on Python. On the CPU it runs too (the tests' path), never by default: the
-compiled engine is the CPU's.
+many of the compiled engine's steps one after another. Where a row repeats, its updates add up,
+each scaled by the row's AdaGrad sum as the compiled engine would have it by then; only the
+gradients are stale (Hogwild's races, made deterministic on the CPU). The ratings stay on the
+device, each epoch draws its order there, and a step is the same few dozen kernels whatever the
+batch size, so a GPU spends its time on the rows, not on Python. On the CPU it runs too (the tests'
+path), never by default: the compiled engine is the CPU's.
 """
 
 import math
