@@ -46,10 +46,20 @@ def batch_size(n_ratings: int) -> int:
 
 
 class DeviceTables:
-    """One model's tables (trained in place) and AdaGrad's per-row sums for each, on their device."""
+    """One model's tables (trained in place) and AdaGrad's per-row sums for each, on their device.
 
-    def __init__(self, tables: Factorisation, y_range: tuple[float, float] | None) -> None:
+    SVD++'s bag rows step for each user and batch, where the compiled engine steps them once per user
+    and epoch on the sum of the user's ratings' gradients. So that their AdaGrad sums still grow as
+    the compiled engine's do, each step's square joins them scaled by the user's training ratings
+    over its ratings in the step (`user_ratings`): the sum of the parts' squares then estimates the
+    square of their sum. Unscaled, the sums grew too slowly and the rows overshot once `lr` was 0.07
+    or more (docs/findings.md, "The device engine's batch")."""
+
+    def __init__(
+        self, tables: Factorisation, y_range: tuple[float, float] | None, user_ratings: Tensor | None = None
+    ) -> None:
         self.tables = tables
+        self.user_ratings = user_ratings
         self.n_factors = tables.user_factors.shape[1]
         named = {
             "user_factors": tables.user_factors,
@@ -110,22 +120,40 @@ class DeviceTables:
             owner, weights = bags.entry_owner, bags.weights[:, None]
             rows = implicit.factors[bags.columns]
             row_gradients = weights * summed[owner] + decay * rated[owner, None] * weights**2 * rows
+            assert self.user_ratings is not None, "SVD++'s tables come with each user's rating count"
+            scale = (self.user_ratings[bags.users].to(gradient.dtype) / rated)[owner]
             self._rows_step(
-                implicit.factors, "implicit_factors", bags.columns, _Repeats(bags.columns), row_gradients, lr
+                implicit.factors,
+                "implicit_factors",
+                bags.columns,
+                _Repeats(bags.columns),
+                row_gradients,
+                lr,
+                scale,
             )
         return (error * error).sum()
 
     def _rows_step(
-        self, table: Tensor, name: str, rows: Tensor, repeats: "_Repeats", gradients: Tensor, lr: float
+        self,
+        table: Tensor,
+        name: str,
+        rows: Tensor,
+        repeats: "_Repeats",
+        gradients: Tensor,
+        lr: float,
+        scale: Tensor | None = None,
     ) -> None:
         """AdaGrad on `table`'s `rows`: each update by its gradient over the root of the row's sum as
         the compiled engine would have it by then (the sum before the step plus the squares of the
-        row's earlier updates in the batch), then the updates' mean squares over the factors join the
-        sums. A row met k times in a batch so takes k steps of falling size, as it would one after
-        another; only its gradients are stale (from the rows before the step)."""
+        row's earlier updates in the batch), then the updates' mean squares over the factors (times
+        `scale`, where given) join the sums. A row met k times in a batch so takes k steps of falling
+        size, as it would one after another; only its gradients are stale (from the rows before the
+        step)."""
         sums = self.sums[name]
         width = self.n_factors if table.shape[1] > 1 else 1
         squares = (gradients * gradients).sum(dim=1) / width
+        if scale is not None:
+            squares = squares * scale
         steps = lr / (sums[rows] + repeats.earlier(squares)).sqrt()
         table.index_add_(0, rows, -steps[:, None] * gradients)
         sums.index_add_(0, rows, squares)
@@ -202,7 +230,8 @@ class DeviceEpochs:
             tables = member.factorisation()
             if tables is None:
                 raise RecsysError(f"`engine` device cannot train {config.model}; use `engine` autograd")
-            self.members.append(DeviceTables(tables, member.y_range))
+            ratings = torch.bincount(train.x[:, 0], minlength=len(tables.user_factors))
+            self.members.append(DeviceTables(tables, member.y_range, ratings if tables.implicit else None))
         self.users, self.items = train.x[:, 0].contiguous(), train.x[:, 1].contiguous()
         self.values = train.y.to(self.members[0].tables.user_factors.dtype)
         self.config = config

@@ -39,7 +39,9 @@ def device_step(
 ) -> DeviceTables:
     tables = model.factorisation()
     assert tables is not None
-    stepped = DeviceTables(tables, model.y_range)
+    # Each user's rating count: the batch's, as if the batch were the training data.
+    ratings = torch.bincount(users, minlength=len(tables.user_factors)) if tables.implicit else None
+    stepped = DeviceTables(tables, model.y_range, ratings)
     with torch.no_grad():
         stepped.step(users, items, values, LR, L2, 2.0)
     return stepped
@@ -138,19 +140,25 @@ def test_the_result_does_not_depend_on_torchs_threads(tiny: RatingsDataset) -> N
         assert torch.equal(tensor, runs[1].model.state_dict()[name]), name
 
 
-@pytest.mark.parametrize("model", ["dot", "dotbias", "svdpp"])
-def test_the_device_engine_trains_as_well_as_the_compiled_one(model: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "settings"),
+    [
+        ("dot", {}),
+        ("dotbias", {}),
+        ("svdpp", {}),
+        # Before its bag rows' sums were scaled, svdpp overshot here: 0.84 against 0.63.
+        ("svdpp", {"lr": 0.1, "epochs": 5}),
+    ],
+)
+def test_the_device_engine_trains_as_well_as_the_compiled_one(model: str, settings: dict[str, float]) -> None:
     dataset = load_dataset("synthetic")
-    scores = {
+    rmse = {
         engine: train_and_evaluate(
-            dataset, config_for(model, engine=engine, dataset="synthetic"), progress=False
-        )
+            dataset, config_for(model, engine=engine, dataset="synthetic", **settings), progress=False
+        ).test["rmse"]
         for engine in ("compiled", "device")
     }
-    rmse = {engine: run.test["rmse"] for engine, run in scores.items()}
-    # svdpp's compiled engine trains user by user, the device engine over a shuffle of every rating
-    # (measured here: 0.690 against 0.723).
-    assert rmse["device"] <= rmse["compiled"] + 0.01, rmse
+    assert abs(rmse["device"] - rmse["compiled"]) < 0.01, rmse
 
 
 def test_an_ensembles_first_member_is_the_one_model_run(tiny: RatingsDataset) -> None:
