@@ -133,7 +133,7 @@ class RunConfig:
     members: int = _setting(
         1,
         "models trained apart, from their own starts and orders, whose predictions are averaged "
-        "(recsys/models/ensemble.py); compiled engine only",
+        "(recsys/models/ensemble.py); compiled and device engines only",
         "--members",
         unread_by=("bpr", "als"),
         by_model=True,
@@ -228,7 +228,7 @@ class RunConfig:
         "cpu",
         "cpu or cuda (cuda:N)",
         "--device",
-        shown_default="cuda where available for the autograd engine",
+        shown_default="cuda where available for the autograd and device engines",
     )
     # compiled: per-rating AdaGrad, whole epochs in numba (recsys.train.compiled), the Gibbs samplers,
     # BPR and implicit ALS; device: the same per-rating AdaGrad in whole-batch tensor steps
@@ -326,7 +326,8 @@ class RunConfig:
     def _resolve_tuned(self) -> None:
         """Each setting left at TUNED takes the model's tuned value for its engine (the registry's
         entry), else its Setting's base; `engine` left so is chosen: compiled where the model has it,
-        on the CPU, unless a setting only the autograd engine reads is given."""
+        on the CPU, and device on a GPU for the models of per-rating AdaGrad, unless a setting only the
+        autograd engine reads is given."""
         unresolved = [name for name in SETTINGS if getattr(self, name) is TUNED]
         if not unresolved:
             return
@@ -341,7 +342,7 @@ class RunConfig:
                 and (SETTINGS[name].by_model or getattr(self, name) != _FIELD_DEFAULTS[name])
             ]
             on_cpu = self.device == "cpu"
-            per_rating = compiled is not None and entry.fit == "ratings"
+            per_rating = entry.steps_by_rating
             chosen = "autograd"
             if compiled is not None and not autograd_only and (on_cpu or per_rating):
                 chosen = "compiled" if on_cpu else "device"
@@ -358,7 +359,9 @@ class RunConfig:
                     f"{'it' if len(chose) == 1 else 'them'} or `members` out"
                 )
             object.__setattr__(self, "engine", chosen)
-        tuned = (compiled if reads_compiled_defaults(self.model, self.engine) else None) or entry.defaults
+        tuned = entry.defaults
+        if compiled is not None and reads_compiled_defaults(self.model, self.engine):
+            tuned = compiled
         for name in unresolved:
             if name != "engine":
                 object.__setattr__(self, name, tuned.get(name, SETTINGS[name].base))
@@ -413,8 +416,8 @@ class RunConfig:
     def _check_device_engine(self) -> None:
         """The device engine trains the models of per-rating AdaGrad, on any device."""
         entry = model_entry(self.model)
-        if entry.compiled_defaults is None or entry.fit != "ratings":
-            trained = ", ".join(name for name in COMPILED_DEFAULTS if model_entry(name).fit == "ratings")
+        if not entry.steps_by_rating:
+            trained = ", ".join(name for name in COMPILED_DEFAULTS if model_entry(name).steps_by_rating)
             raise RecsysError(
                 f"`engine` device trains {trained}, not {self.model}; use `engine` "
                 f"{'compiled' if entry.compiled_defaults is not None else 'autograd'}"
@@ -573,9 +576,9 @@ def reads_compiled_defaults(model: str, engine: str) -> bool:
     """Whether `model` on `engine` takes its registry entry's compiled defaults: on the compiled engine
     where it has them, and on the device engine where they are per-rating AdaGrad's (fit `ratings`)."""
     entry = model_entry(model)
-    if entry.compiled_defaults is None:
-        return False
-    return engine == "compiled" or (engine == "device" and entry.fit == "ratings")
+    if engine == "device":
+        return entry.steps_by_rating
+    return engine == "compiled" and entry.compiled_defaults is not None
 
 
 def reads_features(model: str, engine: str) -> bool:

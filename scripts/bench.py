@@ -83,14 +83,6 @@ TORCHRUN_SHAPE = "ml-10m"
 CONTENDED_SHAPE = "ml-10m"
 # Where the time to reach the autograd engine's accuracy is measured.
 CONVERGENCE_SHAPE = "ml-10m"
-
-
-def device_engine_contenders(device: str) -> tuple[tuple[str, str], ...]:
-    """The device-engine task's (engine, device) pairs: the compiled engine on the CPU, the reference,
-    and the device engine on --device."""
-    return (("compiled", "cpu"), ("device", device))
-
-
 BUSY_PROCESSES = 2
 TASKS = (
     "u1",
@@ -193,6 +185,12 @@ WHOLE_NUMBERS = (
     "factors_mb",
     "dense_mb",
 )
+
+
+def device_engine_contenders(device: str) -> tuple[tuple[str, str], ...]:
+    """The device-engine task's (engine, device) pairs: the compiled engine on the CPU, the reference,
+    and the device engine on --device."""
+    return (("compiled", "cpu"), ("device", device))
 
 
 def throughput_jobs(shape: str, tensors: str, device: str) -> list[dict[str, Any]]:
@@ -509,7 +507,7 @@ TITLES = {
     "throughput-contention": "Throughput under contention (two busy processes): contended/quiet",
     "convergence": "Time to accuracy: dotbias on 99% of the shape, validation RMSE on the other 1%; "
     "seconds until each engine reached the autograd engine's final validation RMSE",
-    "device-engine-u1": "The device engine (--device) against the compiled engine on 2 CPU cores: dotbias "
+    "device-engine-u1": "The device engine (--device) against the compiled engine on the CPU cores: dotbias "
     "on ML-100K u1 with each engine's defaults (medians over the rounds)",
     "device-engine": "The device engine (--device) against the compiled engine on the CPU cores: one "
     "dotbias at the shape, as the time-to-accuracy rows; `epoch_seconds` the median epoch after the "

@@ -369,7 +369,7 @@ def runs_on_gpu(config: RunConfig, engine_flag: str | None) -> bool:
     (it becomes the device engine there)."""
     left_to_auto = engine_flag in (None, "auto")
     return config.engine in ("autograd", "device") or (
-        left_to_auto and config.engine == "compiled" and model_entry(config.model).fit == "ratings"
+        left_to_auto and model_entry(config.model).steps_by_rating
     )
 
 

@@ -1,5 +1,7 @@
 """Accuracy of rating predictions."""
 
+import math
+
 import numpy as np
 import torch
 from torch import Tensor, nn
@@ -59,7 +61,9 @@ def predict(model: nn.Module, x: Tensor, batch_size: int | None = None) -> Tenso
 
 
 def evaluate(model: nn.Module, ratings: RatingTensors) -> dict[str, float]:
-    """RMSE and MAE of `model` on encoded ratings."""
+    """RMSE and MAE of `model` on encoded ratings (NaN for none)."""
+    if len(ratings) == 0:
+        return {"rmse": math.nan, "mae": math.nan}
     predictions = predict(model, ratings.x).cpu()
     targets = ratings.y.cpu()
     return {"rmse": rmse(predictions, targets), "mae": mae(predictions, targets)}

@@ -43,6 +43,12 @@ class ModelEntry:
     search_spaces: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
+    def steps_by_rating(self) -> bool:
+        """It trains by per-rating AdaGrad steps (fit `ratings`, with factor tables): on the compiled
+        engine, and on the device engine, which reads the same defaults."""
+        return self.compiled_defaults is not None and self.fit == "ratings"
+
+    @property
     def sampled(self) -> bool:
         """Its compiled engine samples a posterior (a SampledModel): no learning rate or penalty there."""
         return self.fit in SAMPLED_FITS

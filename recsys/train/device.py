@@ -7,13 +7,13 @@ of the batch is scored from the rows as they were before the step, and its updat
 the rows (`index_add_`). A batch in which no user, item or implicit row occurs twice is exactly that
 many of the compiled engine's steps one after another. Where a row repeats, its updates add up,
 each scaled by the row's AdaGrad sum as the compiled engine would have it by then; only the
-gradients are stale (Hogwild's races, made deterministic on the CPU). The ratings stay on the
+gradients are stale (Hogwild's races, made deterministic on the CPU: on a GPU the adds are atomic,
+in no set order, so two runs, or a run and its resume, differ in the last bits). The ratings stay on the
 device, each epoch draws its order there, and a step is the same few dozen kernels whatever the
 batch size, so a GPU spends its time on the rows, not on Python. On the CPU it runs too (the tests'
 path), never by default: the compiled engine is the CPU's.
 """
 
-import math
 from typing import Any
 
 import torch
@@ -60,7 +60,6 @@ class DeviceTables:
     ) -> None:
         self.tables = tables
         self.user_ratings = user_ratings
-        self.n_factors = tables.user_factors.shape[1]
         named = {
             "user_factors": tables.user_factors,
             "item_factors": tables.item_factors,
@@ -116,7 +115,7 @@ class DeviceTables:
             summed = torch.zeros_like(bags.vectors()).index_add_(
                 0, bags.rating_owner, gradient_column * item_rows
             )
-            rated = torch.bincount(bags.rating_owner, minlength=len(bags.users)).to(gradient.dtype)
+            rated = bags.rated.to(gradient.dtype)
             owner, weights = bags.entry_owner, bags.weights[:, None]
             rows = implicit.factors[bags.columns]
             row_gradients = weights * summed[owner] + decay * rated[owner, None] * weights**2 * rows
@@ -150,7 +149,7 @@ class DeviceTables:
         size, as it would one after another; only its gradients are stale (from the rows before the
         step)."""
         sums = self.sums[name]
-        width = self.n_factors if table.shape[1] > 1 else 1
+        width = table.shape[1]  # a factor row's mean square over its factors; a bias's own square
         squares = (gradients * gradients).sum(dim=1) / width
         if scale is not None:
             squares = squares * scale
@@ -184,11 +183,17 @@ class _Repeats:
 
 
 class _Bags:
-    """The SVD++ bags of a step's users: each distinct user once, its bag's rows, columns and weights."""
+    """The SVD++ bags of a step's users: each distinct user once, its bag's rows, columns and weights.
+
+    Every step gathers the whole bag of each of its users, so an epoch reads a busy user's bag once
+    per step it meets the user in: many times the ratings at the ML-25M shape. Finding the users
+    (`unique`) and their entries (`repeat_interleave`) waits for the GPU, once per step."""
 
     def __init__(self, implicit: ImplicitFeedback, users: Tensor) -> None:
         self.implicit = implicit
-        self.users, self.rating_owner = torch.unique(users, return_inverse=True)
+        self.users, self.rating_owner, self.rated = torch.unique(
+            users, return_inverse=True, return_counts=True
+        )
         # Each bag entry's place in the CSR arrays, row after row, and the user (in self.users) it is of.
         first = implicit.starts[self.users]
         lengths = implicit.starts[self.users + 1] - first
@@ -212,7 +217,7 @@ class _Bags:
         if self._vectors is None:
             factors = self.implicit.factors
             contributions = self.weights[:, None] * factors[self.columns]
-            self._vectors = torch.zeros(len(self.users), factors.shape[1], device=factors.device).index_add_(
+            self._vectors = factors.new_zeros(len(self.users), factors.shape[1]).index_add_(
                 0, self.entry_owner, contributions
             )
         return self._vectors
@@ -241,20 +246,21 @@ class DeviceEpochs:
     def state_dict(self) -> dict[str, Any]:
         """AdaGrad's sums of each member, on the CPU."""
         return {
-            "member_sums": [
+            "member_accumulators": [
                 {name: sums.cpu() for name, sums in member.sums.items()} for member in self.members
             ]
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for member, saved in zip(self.members, state["member_sums"], strict=True):
+        """Continue from a `state_dict`."""
+        for member, saved in zip(self.members, state["member_accumulators"], strict=True):
             for name, sums in member.sums.items():
                 sums.copy_(saved[name])
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass of each member over the ratings in an order drawn on the device from the run's seed,
-        the member's place and the epoch (so a member's orders are a one-model run's, and resume
-        exactly): (mean squared error of the ratings as they were met, ratings trained on)."""
+        the member's place and the epoch (so a member's orders are a one-model run's, and a resumed
+        run's the same): (mean squared error of the ratings as they were met, ratings trained on)."""
         lr = epoch_learning_rate(self.config.lr, epoch, self.config.epochs)
         device = self.values.device
         squared_error = torch.zeros((), device=device)
@@ -277,7 +283,8 @@ class DeviceEpochs:
         return float(squared_error) / ratings, ratings  # read once an epoch: a device sync point
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:
-        return evaluate(self.model, valid) if len(valid) else {"rmse": math.nan, "mae": math.nan}
+        """RMSE and MAE on `valid` (an ensemble's: its members' mean, as its `forward`)."""
+        return evaluate(self.model, valid)
 
     def close(self) -> None:
         """Nothing to give back: the tables were trained in place."""

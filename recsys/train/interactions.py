@@ -64,7 +64,7 @@ def positives(
     """The pairs of `train` whose value reaches `relevant`, each with its strength (1 + value -
     relevant); with `choices`, every other pair too, at strength 0 (a rating below the threshold
     still says the user chose the item). A pair given twice counts once, at its larger strength. No
-    pair reaching `relevant`, or such pairs of one user only, is an error: nothing to rank, or no one
+    pair reaching `relevant`, or pairs kept of one user only, is an error: nothing to rank, or no one
     to learn from but the user ranked."""
     x, values = train.x.cpu(), train.y.cpu().double()
     reaching = values >= relevant
@@ -72,7 +72,7 @@ def positives(
     keys = x[keep, 0] * n_items + x[keep, 1]
     keys, inverse = torch.unique(keys, return_inverse=True)
     strengths = torch.zeros(len(keys), dtype=torch.float64).scatter_reduce(
-        0, inverse, (1 + values[keep] - relevant).clamp(min=0), "amax", include_self=False
+        0, inverse, torch.where(reaching[keep], 1 + values[keep] - relevant, 0.0), "amax", include_self=False
     )
     if not reaching.any():
         raise RecsysError(

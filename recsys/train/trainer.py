@@ -204,7 +204,7 @@ class _AutogradEpochs:
         return float(loss_sum) / self.n_batches, ratings
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:
-        return evaluate(self.model, valid) if len(valid) else {"rmse": math.nan, "mae": math.nan}
+        return evaluate(self.model, valid)
 
     def close(self) -> None:
         use_sparse_gradients(self.model, False)  # the model leaves as it came: dense, for any other loop

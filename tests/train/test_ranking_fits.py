@@ -88,7 +88,7 @@ def test_a_positive_is_a_pair_reaching_the_threshold_with_its_graded_strength() 
 
 
 def test_choices_keep_the_pairs_below_the_threshold_at_strength_zero() -> None:
-    rows = [(0, 1, 5.0), (0, 0, 3.0), (1, 0, 4.0), (1, 2, 1.0)]
+    rows = [(0, 1, 5.0), (0, 0, 3.5), (1, 0, 4.0), (1, 2, 1.0)]  # a half star below the threshold too
     found = positives(_pairs(rows), 4.0, 2, 3, choices=True)
     assert found.by_user.others.tolist() == [0, 1, 0, 2]
     assert found.by_user.strengths.tolist() == [0.0, 2.0, 1.0, 0.0]
