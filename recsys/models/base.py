@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from recsys.models.squash import YRange, sigmoid_range, sigmoid_range_inverse
 
@@ -27,6 +28,39 @@ BiasKind = Literal["explicit", "implied"]
 MAX_KEPT_DRAWS = 200
 
 
+class Bags(NamedTuple):
+    """The bags of a batch's users, each distinct user's once, flattened bag after bag (what
+    `F.embedding_bag` sums, from `bag_starts`)."""
+
+    users: Tensor  # the distinct users
+    inverse: Tensor  # each of the batch's users, as its place in `users`
+    counts: Tensor  # how often each distinct user occurs in the batch
+    columns: Tensor  # the bags' rows
+    weights: Tensor
+    bag_starts: Tensor  # where each distinct user's bag starts in `columns`
+    owners: Tensor  # each entry's bag, as its user's place in `users`
+
+
+def gather_bags(columns: Tensor, weights: Tensor, starts: Tensor, users: Tensor) -> Bags:
+    """The bags (user u's: columns[starts[u]:starts[u + 1]] with those `weights`) of the distinct
+    users of `users`."""
+    distinct, inverse, counts = torch.unique(users, return_inverse=True, return_counts=True)
+    first = starts[distinct]
+    sizes = starts[distinct + 1] - first
+    bag_starts = torch.cumsum(sizes, 0) - sizes
+    owners = torch.repeat_interleave(torch.arange(len(distinct), device=users.device), sizes)
+    # Where each entry lies in `columns`: its user's start plus 0, 1, ... size - 1.
+    entries = torch.arange(len(owners), device=users.device) + (first - bag_starts)[owners]
+    return Bags(distinct, inverse, counts, columns[entries], weights[entries], bag_starts, owners)
+
+
+def bag_vectors(table: Tensor, bags: Bags) -> Tensor:
+    """Each distinct user's bag vector: the weighted sum of `table` rows over its bag."""
+    return F.embedding_bag(
+        bags.columns, table, bags.bag_starts, mode="sum", per_sample_weights=bags.weights.to(table)
+    )
+
+
 class ImplicitFeedback(NamedTuple):
     """SVD++'s implicit part of a user's vector: a weighted sum of `factors` rows, user u's bag
     columns[starts[u]:starts[u + 1]] with those `weights` (the items u rated, each 1/sqrt(their
@@ -36,6 +70,10 @@ class ImplicitFeedback(NamedTuple):
     columns: Tensor
     weights: Tensor
     starts: Tensor
+
+    def bags(self, users: Tensor) -> Bags:
+        """The bags of the distinct users of `users`."""
+        return gather_bags(self.columns, self.weights, self.starts, users)
 
 
 class Factorisation(NamedTuple):

@@ -25,7 +25,15 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from recsys.data.features import FeatureRows
-from recsys.models.base import Explanation, Factorisation, ImplicitFeedback, YRange
+from recsys.models.base import (
+    Bags,
+    Explanation,
+    Factorisation,
+    ImplicitFeedback,
+    YRange,
+    bag_vectors,
+    gather_bags,
+)
 from recsys.models.dot import DotProductBias
 from recsys.models.feature_coding import (
     CODING_BUFFERS,
@@ -127,32 +135,19 @@ class SVDPlusPlus(DotProductBias):
         take_saved_shapes(self, state_dict, prefix, (*_BAGS, *CODING_BUFFERS, "implicit_factors.weight"))
         super()._load_from_state_dict(state_dict, prefix, *args)  # type: ignore[arg-type]
 
-    def _bags(self, users: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """One bag per distinct user of `users`: the bags' columns flattened, their weights, where
-        each bag starts, and each of `users`' bag."""
-        distinct, inverse = torch.unique(users, return_inverse=True)
-        starts = self.bag_starts[distinct]
-        sizes = self.bag_starts[distinct + 1] - starts
-        bag_starts = torch.cumsum(sizes, 0) - sizes
-        # Where each bag's entries lie in bag_columns: its user's start plus 0, 1, ... size - 1.
-        entries = torch.arange(int(sizes.sum()), device=users.device) + torch.repeat_interleave(
-            starts - bag_starts, sizes
-        )
-        return self.bag_columns[entries], self.bag_weights[entries], bag_starts, inverse
+    def _bags(self, users: Tensor) -> Bags:
+        """The bags of the distinct users of `users`."""
+        return gather_bags(self.bag_columns, self.bag_weights, self.bag_starts, users)
 
     def implicit_vectors(self, users: Tensor) -> Tensor:
         """Each user's bag vector, sum over its bag of w_f y_f, (batch, n_factors), from one bag per
         distinct user."""
-        return self._implicit(*self._bags(users))
+        return self._implicit(self._bags(users))
 
-    def _implicit(self, columns: Tensor, weights: Tensor, bag_starts: Tensor, inverse: Tensor) -> Tensor:
-        table = self.implicit_factors.weight
-        sums = F.embedding_bag(columns, table, bag_starts, mode="sum", per_sample_weights=weights.to(table))
-        return sums[inverse]
+    def _implicit(self, bags: Bags) -> Tensor:
+        return bag_vectors(self.implicit_factors.weight, bags)[bags.inverse]
 
-    def _implicit_penalty_row(
-        self, columns: Tensor, weights: Tensor, bag_starts: Tensor, inverse: Tensor
-    ) -> Tensor:
+    def _implicit_penalty_row(self, bags: Bags) -> Tensor:
         """The row that weighs the bags' rows in the penalty. Each rating weighs a row of its user's
         bag by its weight squared (1 / |N(u)| for the items rated: the mean squared norm of those
         rows, on the scale of one row's). Carried as one entry per distinct user, sqrt(ratings of u
@@ -160,20 +155,19 @@ class SVDPlusPlus(DotProductBias):
         squares."""
         table = self.implicit_factors.weight
         squares = F.embedding_bag(
-            columns, table.pow(2).sum(1, keepdim=True), bag_starts, mode="sum",
-            per_sample_weights=weights.to(table).square(),
+            bags.columns, table.pow(2).sum(1, keepdim=True), bags.bag_starts, mode="sum",
+            per_sample_weights=bags.weights.to(table).square(),
         )  # fmt: skip
-        in_batch = torch.bincount(inverse, minlength=len(bag_starts)).unsqueeze(1)
-        return (in_batch * squares).clamp(min=torch.finfo(table.dtype).tiny).sqrt()
+        return (bags.counts.unsqueeze(1) * squares).clamp(min=torch.finfo(table.dtype).tiny).sqrt()
 
     def _implicit_parts(
         self, users: Tensor, items: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, list[Tensor], tuple[Tensor, Tensor, Tensor, Tensor]]:
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, list[Tensor], Bags]:
         """The factors' dot product, the user and item biases, the implicit vectors' dot product with
         the items' (each (batch,)), dotbias's rows and the users' bags."""
         factors, user_bias, item_bias, rows = self._parts(users, items)
         bags = self._bags(users)
-        implicit_score = (self._implicit(*bags) * lookup(self.item_factors, items)).sum(dim=-1)
+        implicit_score = (self._implicit(bags) * lookup(self.item_factors, items)).sum(dim=-1)
         return factors, user_bias, item_bias, implicit_score, rows, bags
 
     def score(self, users: Tensor, items: Tensor) -> Tensor:
@@ -185,7 +179,7 @@ class SVDPlusPlus(DotProductBias):
         """The score and the rows the penalty weighs: dotbias's, then one entry per distinct user whose
         square is (its ratings in the batch) x (the mean squared norm of its N(u) rows)."""
         factors, user_bias, item_bias, implicit_score, rows, bags = self._implicit_parts(users, items)
-        penalty_row = self._implicit_penalty_row(*bags)
+        penalty_row = self._implicit_penalty_row(bags)
         return factors + user_bias + item_bias + implicit_score, [*rows, penalty_row]
 
     def id_vectors(self) -> tuple[Tensor, Tensor] | None:

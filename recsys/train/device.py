@@ -24,7 +24,7 @@ from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate
 from recsys.models import Factorisation, rating_model
-from recsys.models.base import ImplicitFeedback
+from recsys.models.base import bag_vectors
 from recsys.train.distributed import refuse_processes
 from recsys.train.per_rating import ACCUMULATOR_START, epoch_learning_rate, member_seed
 
@@ -67,7 +67,7 @@ class DeviceTables:
             "item_bias": tables.item_bias,
             "implicit_factors": tables.implicit and tables.implicit.factors,
         }
-        self.sums = {
+        self.accumulators = {
             name: torch.full((len(table),), ACCUMULATOR_START, device=table.device)
             for name, table in named.items()
             if table is not None
@@ -85,8 +85,11 @@ class DeviceTables:
         user_rows, item_rows = user_factors[users], item_factors[items]
         whole_users = user_rows
         if implicit is not None:
-            bags = _Bags(implicit, users)
-            whole_users = user_rows + bags.vectors()[bags.rating_owner]
+            # Each step gathers the whole bag of each of its users, so an epoch reads a busy user's bag
+            # once per step it meets the user in; finding the users and their entries waits for a GPU.
+            bags = implicit.bags(users)
+            vectors = bag_vectors(implicit.factors, bags)
+            whole_users = user_rows + vectors[bags.inverse]
         score = (whole_users * item_rows).sum(dim=1)
         if user_bias is not None and item_bias is not None:
             score = score + user_bias[users, 0] + item_bias[items, 0]
@@ -112,11 +115,9 @@ class DeviceTables:
         if implicit is not None:
             # A bag row's gradient: its weight times the summed gradient of its user's ratings in the
             # step, plus the penalty of each of those ratings (weight squared, as the compiled engine).
-            summed = torch.zeros_like(bags.vectors()).index_add_(
-                0, bags.rating_owner, gradient_column * item_rows
-            )
-            rated = bags.rated.to(gradient.dtype)
-            owner, weights = bags.entry_owner, bags.weights[:, None]
+            summed = torch.zeros_like(vectors).index_add_(0, bags.inverse, gradient_column * item_rows)
+            rated = bags.counts.to(gradient.dtype)
+            owner, weights = bags.owners, bags.weights.to(gradient.dtype)[:, None]
             rows = implicit.factors[bags.columns]
             row_gradients = weights * summed[owner] + decay * rated[owner, None] * weights**2 * rows
             assert self.user_ratings is not None, "SVD++'s tables come with each user's rating count"
@@ -148,14 +149,14 @@ class DeviceTables:
         `scale`, where given) join the sums. A row met k times in a batch so takes k steps of falling
         size, as it would one after another; only its gradients are stale (from the rows before the
         step)."""
-        sums = self.sums[name]
+        accumulators = self.accumulators[name]
         width = table.shape[1]  # a factor row's mean square over its factors; a bias's own square
         squares = (gradients * gradients).sum(dim=1) / width
         if scale is not None:
             squares = squares * scale
-        steps = lr / (sums[rows] + repeats.earlier(squares)).sqrt()
+        steps = lr / (accumulators[rows] + repeats.earlier(squares)).sqrt()
         table.index_add_(0, rows, -steps[:, None] * gradients)
-        sums.index_add_(0, rows, squares)
+        accumulators.index_add_(0, rows, squares)
 
 
 class _Repeats:
@@ -182,47 +183,6 @@ class _Repeats:
         return earlier.to(squares.dtype)
 
 
-class _Bags:
-    """The SVD++ bags of a step's users: each distinct user once, its bag's rows, columns and weights.
-
-    Every step gathers the whole bag of each of its users, so an epoch reads a busy user's bag once
-    per step it meets the user in: many times the ratings at the ML-25M shape. Finding the users
-    (`unique`) and their entries (`repeat_interleave`) waits for the GPU, once per step."""
-
-    def __init__(self, implicit: ImplicitFeedback, users: Tensor) -> None:
-        self.implicit = implicit
-        self.users, self.rating_owner, self.rated = torch.unique(
-            users, return_inverse=True, return_counts=True
-        )
-        # Each bag entry's place in the CSR arrays, row after row, and the user (in self.users) it is of.
-        first = implicit.starts[self.users]
-        lengths = implicit.starts[self.users + 1] - first
-        self.entry_owner = torch.repeat_interleave(
-            torch.arange(len(self.users), device=users.device), lengths
-        )
-        before = torch.cumsum(lengths, dim=0) - lengths  # where each user's entries start here
-        entries = (
-            first[self.entry_owner]
-            + torch.arange(len(self.entry_owner), device=users.device)
-            - before[self.entry_owner]
-        )
-        self.columns, self.weights = (
-            implicit.columns[entries],
-            implicit.weights[entries].to(implicit.factors.dtype),
-        )
-        self._vectors: Tensor | None = None
-
-    def vectors(self) -> Tensor:
-        """Each of the step's users' implicit vector, the weighted sum of its bag's rows."""
-        if self._vectors is None:
-            factors = self.implicit.factors
-            contributions = self.weights[:, None] * factors[self.columns]
-            self._vectors = factors.new_zeros(len(self.users), factors.shape[1]).index_add_(
-                0, self.entry_owner, contributions
-            )
-        return self._vectors
-
-
 class DeviceEpochs:
     """Epochs of whole-batch AdaGrad steps for the factorisation models on `config.device`; an ensemble's
     members one after another, each over its own order."""
@@ -231,12 +191,14 @@ class DeviceEpochs:
         refuse_processes()
         self.model = model
         self.members = []
+        user_ratings = None  # each user's training ratings, for SVD++'s bags
         for member in rating_model(model).member_models():
             tables = member.factorisation()
             if tables is None:
                 raise RecsysError(f"`engine` device cannot train {config.model}; use `engine` autograd")
-            ratings = torch.bincount(train.x[:, 0], minlength=len(tables.user_factors))
-            self.members.append(DeviceTables(tables, member.y_range, ratings if tables.implicit else None))
+            if tables.implicit is not None and user_ratings is None:
+                user_ratings = torch.bincount(train.x[:, 0], minlength=len(tables.user_factors))
+            self.members.append(DeviceTables(tables, member.y_range, user_ratings))
         self.users, self.items = train.x[:, 0].contiguous(), train.x[:, 1].contiguous()
         self.values = train.y.to(self.members[0].tables.user_factors.dtype)
         self.config = config
@@ -244,18 +206,18 @@ class DeviceEpochs:
         self.twice_weight = 2 / (config.rating_unit or 1.0) ** 2  # errors in units of five stars
 
     def state_dict(self) -> dict[str, Any]:
-        """AdaGrad's sums of each member, on the CPU."""
+        """AdaGrad's accumulators of each member, on the CPU."""
         return {
             "member_accumulators": [
-                {name: sums.cpu() for name, sums in member.sums.items()} for member in self.members
+                {name: table.cpu() for name, table in member.accumulators.items()} for member in self.members
             ]
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a `state_dict`."""
         for member, saved in zip(self.members, state["member_accumulators"], strict=True):
-            for name, sums in member.sums.items():
-                sums.copy_(saved[name])
+            for name, table in member.accumulators.items():
+                table.copy_(saved[name])
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass of each member over the ratings in an order drawn on the device from the run's seed,

@@ -68,7 +68,7 @@ def test_a_batch_of_distinct_rows_is_the_compiled_engines_steps_one_after_anothe
     assert_close_states(compiled_model, device_model)
     for table, sums in epochs.state_dict().items():
         if len(sums):
-            torch.testing.assert_close(stepped.sums[table], sums, rtol=1e-5, atol=1e-5, msg=table)
+            torch.testing.assert_close(stepped.accumulators[table], sums, rtol=1e-5, atol=1e-5, msg=table)
 
 
 def test_an_svdpp_batch_of_users_with_disjoint_bags_is_the_compiled_engines_steps() -> None:
@@ -109,7 +109,7 @@ def test_a_row_met_twice_in_a_batch_takes_two_falling_steps() -> None:
         accumulator = accumulator + (row_gradient**2).mean()
     stepped = device_step(model, torch.tensor([0, 0]), torch.tensor([0, 1]), values)
     torch.testing.assert_close(model.user_factors.weight[0].detach(), expected_user)
-    torch.testing.assert_close(stepped.sums["user_factors"][0], accumulator)
+    torch.testing.assert_close(stepped.accumulators["user_factors"][0], accumulator)
 
 
 def test_distinct_rows_give_the_same_result_in_batches_of_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
