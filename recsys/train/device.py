@@ -6,14 +6,18 @@ rate falling linearly over the epochs), but each step takes a batch of ratings a
 of the batch is scored from the rows as they were before the step, and its updates are added into
 the rows (`index_add_`). A batch in which no user, item or implicit row occurs twice is exactly that
 many of the compiled engine's steps one after another. Where a row repeats, its updates add up,
-each scaled by the row's AdaGrad sum as the compiled engine would have it by then; only the
-gradients are stale (Hogwild's races, made deterministic on the CPU: on a GPU the adds are atomic,
-in no set order, so two runs, or a run and its resume, differ in the last bits). The ratings stay on the
-device, each epoch draws its order there, and a step is the same few dozen kernels whatever the
-batch size, so a GPU spends its time on the rows, not on Python. On the CPU it runs too (the tests'
-path), never by default: the compiled engine is the CPU's.
+each scaled by the row's AdaGrad sum as the compiled engine would have it by then, taking the step's
+ratings sorted by user; only the gradients are stale (Hogwild's races, made deterministic on the CPU:
+on a GPU the adds are atomic, in no set order, so two runs, or a run and its resume, differ in the
+last bits). The ratings stay on the device; each epoch draws its order there and sorts all its
+steps at once; a step is the same few dozen kernels whatever the batch size, and on a GPU a member's
+epoch of steps is captured once as a CUDA graph and replayed, one launch an epoch, so the GPU spends
+its time on the rows, not on Python. On the CPU it runs too (the tests' path), never by default: the
+compiled engine is the CPU's.
 """
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -31,8 +35,11 @@ from recsys.train.per_rating import ACCUMULATOR_START, epoch_learning_rate, memb
 # An epoch in about STEPS_PER_EPOCH steps of MIN_BATCH to MAX_BATCH ratings: the fewer the steps, the
 # fewer kernel launches, but the more often a popular row recurs within one step, its gradients stale.
 # Validation RMSE at the ML-10M shape matched the compiled engine's with steps of 65,536 ratings and
-# fell behind with 262,144 (docs/findings.md, "The device engine's batch").
-MIN_BATCH = 1024
+# fell behind with 262,144; inside u1.base it did with 4,096 and fell behind with 8,192. SVD++'s bag
+# rows step on the summed gradients of their user's ratings in the step, too far once a step holds
+# many of them: its steps start at MIN_BAG_BATCH (docs/findings.md, "The device engine's batch").
+MIN_BATCH = 4096
+MIN_BAG_BATCH = 1024
 MAX_BATCH = 65_536
 STEPS_PER_EPOCH = 64
 # Epochs a member's seed leaves room for before two seeds could meet: its orders' seed is
@@ -40,9 +47,112 @@ STEPS_PER_EPOCH = 64
 EPOCH_SEEDS = 1_000_003
 
 
-def batch_size(n_ratings: int) -> int:
-    """Ratings per step for an epoch of `n_ratings`."""
-    return min(MAX_BATCH, max(MIN_BATCH, -(-n_ratings // STEPS_PER_EPOCH)))
+def batch_size(n_ratings: int, bags: bool = False) -> int:
+    """Ratings per step for an epoch of `n_ratings` (`bags`: of SVD++)."""
+    return min(MAX_BATCH, max(MIN_BAG_BATCH if bags else MIN_BATCH, -(-n_ratings // STEPS_PER_EPOCH)))
+
+
+@dataclass(frozen=True)
+class RowRuns:
+    """Where a step's rows repeat: the places that sort the step by row, stably (None where it is
+    sorted already), and at each sorted place where its run of equal rows starts."""
+
+    order: Tensor | None
+    run_start: Tensor
+
+    def earlier(self, squares: Tensor) -> Tensor:
+        """For each entry, the sum of `squares` (a value or a row of them per entry) of the entries
+        before it in the step with its row (0 for a row's first): a segmented exclusive prefix sum, in
+        float64 so that the differences of long running sums keep their digits."""
+        sorted_squares = (squares if self.order is None else squares[self.order]).double()
+        before = torch.cumsum(sorted_squares, dim=0) - sorted_squares
+        found = (before - before[self.run_start]).to(squares.dtype)
+        if self.order is None:
+            return found
+        earlier = torch.empty_like(found)
+        earlier[self.order] = found
+        return earlier
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step's ratings, sorted by user: the order in which a repeated row takes its falling steps."""
+
+    users: Tensor
+    items: Tensor
+    values: Tensor
+    user_runs: RowRuns
+    item_runs: RowRuns
+
+    @classmethod
+    def of(cls, users: Tensor, items: Tensor, values: Tensor) -> "Step":
+        """A step on these ratings, their users' ratings taken in the order given."""
+        whole = torch.arange(len(values), device=values.device)
+        return next(Batches.drawn(users, items, values, whole, len(values)).steps())
+
+
+@dataclass(frozen=True)
+class Batches:
+    """An epoch's ratings in steps of `size`, each step's sorted by user (stably, so that a user's
+    ratings keep their drawn order), with the indices, local to each step, that its `RowRuns` read:
+    found for all steps at once, a few sorts an epoch instead of two a step."""
+
+    users: Tensor
+    items: Tensor
+    values: Tensor
+    user_run_start: Tensor
+    item_order: Tensor
+    item_run_start: Tensor
+    size: int
+
+    @classmethod
+    def drawn(cls, users: Tensor, items: Tensor, values: Tensor, order: Tensor, size: int) -> "Batches":
+        """The ratings in `order`, cut into steps of `size`."""
+        step_start = torch.arange(len(order), device=order.device) // size * size
+        by_user = order[_stable_order(step_start, users[order])]
+        users, items, values = users[by_user], items[by_user], values[by_user]
+        item_order = _stable_order(step_start, items)
+        return cls(
+            users,
+            items,
+            values,
+            _run_starts(step_start, users) - step_start,
+            item_order - step_start,
+            _run_starts(step_start, items[item_order]) - step_start,
+            size,
+        )
+
+    def steps(self) -> Iterator[Step]:
+        """The steps in turn (views of the epoch's tensors)."""
+        for start in range(0, len(self.values), self.size):
+            part = slice(start, start + self.size)
+            yield Step(
+                self.users[part],
+                self.items[part],
+                self.values[part],
+                RowRuns(None, self.user_run_start[part]),
+                RowRuns(self.item_order[part], self.item_run_start[part]),
+            )
+
+    def copy_(self, other: "Batches") -> None:
+        """Take `other`'s ratings and indices into these tensors, where a captured graph reads them."""
+        for field in fields(self):
+            if field.name != "size":
+                getattr(self, field.name).copy_(getattr(other, field.name))
+
+
+def _stable_order(step_start: Tensor, rows: Tensor) -> Tensor:
+    """The places that sort each step's `rows`, stably, keeping the steps where they are."""
+    rows_or_more = int(rows.max()) + 1 if len(rows) else 1
+    return torch.argsort(step_start * rows_or_more + rows, stable=True)
+
+
+def _run_starts(step_start: Tensor, sorted_rows: Tensor) -> Tensor:
+    """For each place of `sorted_rows` (sorted within each step), where its run of equal rows starts."""
+    first = torch.ones_like(sorted_rows, dtype=torch.bool)
+    first[1:] = (sorted_rows[1:] != sorted_rows[:-1]) | (step_start[1:] != step_start[:-1])
+    positions = torch.arange(len(sorted_rows), device=sorted_rows.device)
+    return torch.cummax(torch.where(first, positions, 0), dim=0).values
 
 
 class DeviceTables:
@@ -60,27 +170,39 @@ class DeviceTables:
     ) -> None:
         self.tables = tables
         self.user_ratings = user_ratings
-        named = {
-            "user_factors": tables.user_factors,
-            "item_factors": tables.item_factors,
-            "user_bias": tables.user_bias,
-            "item_bias": tables.item_bias,
-            "implicit_factors": tables.implicit and tables.implicit.factors,
+        # The tables a side's rows index, stepped together: their sums side by side in one tensor.
+        found = {
+            "user": {"user_factors": tables.user_factors, "user_bias": tables.user_bias},
+            "item": {"item_factors": tables.item_factors, "item_bias": tables.item_bias},
+            "implicit": {"implicit_factors": tables.implicit and tables.implicit.factors},
         }
+        self.sides = {
+            side: {name: table for name, table in named.items() if table is not None}
+            for side, named in found.items()
+        }
+        self.sums = {
+            side: torch.full(
+                (len(next(iter(named.values()))), len(named)),
+                ACCUMULATOR_START,
+                device=tables.user_factors.device,
+            )
+            for side, named in self.sides.items()
+            if named
+        }
+        # Each table's sums by its name (views of its side's).
         self.accumulators = {
-            name: torch.full((len(table),), ACCUMULATOR_START, device=table.device)
-            for name, table in named.items()
-            if table is not None
+            name: self.sums[side][:, column]
+            for side, named in self.sides.items()
+            for column, name in enumerate(named)
         }
         self.low, self.high = y_range if y_range is not None else (0.0, 1.0)
         self.squash = y_range is not None
 
-    def step(
-        self, users: Tensor, items: Tensor, values: Tensor, lr: float, l2: float, twice_weight: float
-    ) -> Tensor:
-        """One step on the ratings (users[j], items[j], values[j]), each scored from the rows as they
-        were before it; the ratings' summed squared error (a device scalar, not read here)."""
+    def step(self, step: Step, lr: float | Tensor, l2: float, twice_weight: float) -> Tensor:
+        """One step on `step`'s ratings, each scored from the rows as they were before it; the ratings'
+        summed squared error (a device scalar, not read here)."""
         user_factors, item_factors, user_bias, item_bias, implicit = self.tables
+        users, items, values = step.users, step.items, step.values
         decay = 2 * l2
         user_rows, item_rows = user_factors[users], item_factors[items]
         whole_users = user_rows
@@ -90,28 +212,26 @@ class DeviceTables:
             bags = implicit.bags(users)
             vectors = bag_vectors(implicit.factors, bags)
             whole_users = user_rows + vectors[bags.inverse]
-        score = (whole_users * item_rows).sum(dim=1)
-        if user_bias is not None and item_bias is not None:
-            score = score + user_bias[users, 0] + item_bias[items, 0]
+        score = torch.linalg.vecdot(whole_users, item_rows)
+        biases = None if user_bias is None or item_bias is None else (user_bias[users], item_bias[items])
+        if biases is not None:
+            score = score + (biases[0] + biases[1])[:, 0]
         if self.squash:
             span = self.high - self.low
             sigmoid = torch.sigmoid(score)
-            error = self.low + span * sigmoid - values
-            gradient = twice_weight * span * error * sigmoid * (1 - sigmoid)
+            error = torch.add(self.low - values, sigmoid, alpha=span)
+            gradient = error * sigmoid * (1 - sigmoid) * (twice_weight * span)
         else:
             error = score - values
             gradient = twice_weight * error
         gradient_column = gradient[:, None]
-        user_repeats, item_repeats = _Repeats(users), _Repeats(items)
-        user_gradients = gradient_column * item_rows + decay * user_rows
-        item_gradients = gradient_column * whole_users + decay * item_rows
-        self._rows_step(user_factors, "user_factors", users, user_repeats, user_gradients, lr)
-        self._rows_step(item_factors, "item_factors", items, item_repeats, item_gradients, lr)
-        if user_bias is not None and item_bias is not None:
-            user_bias_gradients = gradient_column + decay * user_bias[users]
-            item_bias_gradients = gradient_column + decay * item_bias[items]
-            self._rows_step(user_bias, "user_bias", users, user_repeats, user_bias_gradients, lr)
-            self._rows_step(item_bias, "item_bias", items, item_repeats, item_bias_gradients, lr)
+        user_gradients = [torch.add(gradient_column * item_rows, user_rows, alpha=decay)]
+        item_gradients = [torch.add(gradient_column * whole_users, item_rows, alpha=decay)]
+        if biases is not None:
+            user_gradients.append(torch.add(gradient_column, biases[0], alpha=decay))
+            item_gradients.append(torch.add(gradient_column, biases[1], alpha=decay))
+        self._rows_step("user", users, step.user_runs, user_gradients, lr)
+        self._rows_step("item", items, step.item_runs, item_gradients, lr)
         if implicit is not None:
             # A bag row's gradient: its weight times the summed gradient of its user's ratings in the
             # step, plus the penalty of each of those ratings (weight squared, as the compiled engine).
@@ -122,65 +242,39 @@ class DeviceTables:
             row_gradients = weights * summed[owner] + decay * rated[owner, None] * weights**2 * rows
             assert self.user_ratings is not None, "SVD++'s tables come with each user's rating count"
             scale = (self.user_ratings[bags.users].to(gradient.dtype) / rated)[owner]
-            self._rows_step(
-                implicit.factors,
-                "implicit_factors",
-                bags.columns,
-                _Repeats(bags.columns),
-                row_gradients,
-                lr,
-                scale,
-            )
-        return (error * error).sum()
+            self._rows_step("implicit", bags.columns, _runs(bags.columns), [row_gradients], lr, scale)
+        return torch.dot(error, error)
 
     def _rows_step(
         self,
-        table: Tensor,
-        name: str,
+        side: str,
         rows: Tensor,
-        repeats: "_Repeats",
-        gradients: Tensor,
-        lr: float,
+        runs: RowRuns,
+        gradients: list[Tensor],
+        lr: float | Tensor,
         scale: Tensor | None = None,
     ) -> None:
-        """AdaGrad on `table`'s `rows`: each update by its gradient over the root of the row's sum as
-        the compiled engine would have it by then (the sum before the step plus the squares of the
-        row's earlier updates in the batch), then the updates' mean squares over the factors (times
-        `scale`, where given) join the sums. A row met k times in a batch so takes k steps of falling
-        size, as it would one after another; only its gradients are stale (from the rows before the
-        step)."""
-        accumulators = self.accumulators[name]
-        width = table.shape[1]  # a factor row's mean square over its factors; a bias's own square
-        squares = (gradients * gradients).sum(dim=1) / width
+        """AdaGrad on the `rows` of `side`'s tables, by `gradients` (one per table): each update by its
+        gradient over the root of the row's sum as the compiled engine would have it by then (the sum
+        before the step plus the squares of the row's earlier updates in the batch), then the updates'
+        mean squares over the factors (times `scale`, where given) join the sums. A row met k times in
+        a batch so takes k steps of falling size, as it would one after another; only its gradients
+        are stale (from the rows before the step)."""
+        sums = self.sums[side]
+        # A factor row's mean square over its factors; a bias's own square.
+        squares = torch.stack([gradient.square().mean(dim=1) for gradient in gradients], dim=1)
         if scale is not None:
-            squares = squares * scale
-        steps = lr / (accumulators[rows] + repeats.earlier(squares)).sqrt()
-        table.index_add_(0, rows, -steps[:, None] * gradients)
-        accumulators.index_add_(0, rows, squares)
+            squares = squares * scale[:, None]
+        steps = torch.rsqrt(sums[rows] + runs.earlier(squares)) * lr
+        for column, (table, gradient) in enumerate(zip(self.sides[side].values(), gradients, strict=True)):
+            table.index_add_(0, rows, gradient * steps[:, column, None], alpha=-1)
+        sums.index_add_(0, rows, squares)
 
 
-class _Repeats:
-    """Where a step's rows repeat: the entries sorted by row (stably, so each row's entries keep their
-    order in the batch) and where each entry's run of equal rows starts. Found once per side, for its
-    factor and bias tables both."""
-
-    def __init__(self, rows: Tensor) -> None:
-        self.order = torch.argsort(rows, stable=True)
-        sorted_rows = rows[self.order]
-        first = torch.ones_like(sorted_rows, dtype=torch.bool)
-        first[1:] = sorted_rows[1:] != sorted_rows[:-1]
-        positions = torch.arange(len(rows), device=rows.device)
-        self.run_start = torch.cummax(torch.where(first, positions, 0), dim=0).values
-
-    def earlier(self, squares: Tensor) -> Tensor:
-        """For each entry, the sum of `squares` of the entries before it in the batch with its row (0
-        for a row's first): a segmented exclusive prefix sum, in float64 so that the differences of
-        long running sums keep their digits."""
-        sorted_squares = squares[self.order].double()
-        before = torch.cumsum(sorted_squares, dim=0) - sorted_squares
-        earlier = torch.empty_like(before)
-        earlier[self.order] = before - before[self.run_start]
-        return earlier.to(squares.dtype)
+def _runs(rows: Tensor) -> RowRuns:
+    """The runs of one step's `rows` in the order given."""
+    order = torch.argsort(rows, stable=True)
+    return RowRuns(order, _run_starts(torch.zeros_like(rows), rows[order]))
 
 
 class DeviceEpochs:
@@ -202,8 +296,14 @@ class DeviceEpochs:
         self.users, self.items = train.x[:, 0].contiguous(), train.x[:, 1].contiguous()
         self.values = train.y.to(self.members[0].tables.user_factors.dtype)
         self.config = config
-        self.batch_size = batch_size(len(train))
+        bags = any(member.tables.implicit is not None for member in self.members)
+        self.batch_size = batch_size(len(train), bags)
         self.twice_weight = 2 / (config.rating_unit or 1.0) ** 2  # errors in units of five stars
+        self.lr = torch.zeros((), device=self.values.device)  # read by the captured graphs
+        # SVD++'s steps find their users' bags, whose sizes the host must read: no graph for them.
+        self.captures = self.values.is_cuda and not bags
+        self.captured: list[EpochGraph | None] = [None] * len(self.members)
+        self.batches: Batches | None = None  # where the captured graphs read each epoch's ratings
 
     def state_dict(self) -> dict[str, Any]:
         """AdaGrad's accumulators of each member, on the CPU."""
@@ -223,7 +323,7 @@ class DeviceEpochs:
         """One pass of each member over the ratings in an order drawn on the device from the run's seed,
         the member's place and the epoch (so a member's orders are a one-model run's, and a resumed
         run's the same): (mean squared error of the ratings as they were met, ratings trained on)."""
-        lr = epoch_learning_rate(self.config.lr, epoch, self.config.epochs)
+        self.lr.fill_(epoch_learning_rate(self.config.lr, epoch, self.config.epochs))
         device = self.values.device
         squared_error = torch.zeros((), device=device)
         with torch.no_grad():
@@ -231,18 +331,31 @@ class DeviceEpochs:
                 seed = (member_seed(self.config.seed, place) * EPOCH_SEEDS + epoch) % 2**63
                 drawn = torch.Generator(device).manual_seed(seed)
                 order = torch.randperm(len(self.values), generator=drawn, device=device)
-                for start in range(0, len(order), self.batch_size):
-                    batch = order[start : start + self.batch_size]
-                    squared_error += member.step(
-                        self.users[batch],
-                        self.items[batch],
-                        self.values[batch],
-                        lr,
-                        self.config.l2,
-                        self.twice_weight,
-                    )
+                batches = Batches.drawn(self.users, self.items, self.values, order, self.batch_size)
+                squared_error += self._member_epoch(place, member, batches)
         ratings = len(self.values) * len(self.members)
         return float(squared_error) / ratings, ratings  # read once an epoch: a device sync point
+
+    def _member_epoch(self, place: int, member: DeviceTables, batches: Batches) -> Tensor:
+        """`member`'s steps over `batches`: on a GPU replayed from the graph captured in its second epoch
+        (the first, run step by step, loads the kernels that a capture records but does not run)."""
+        config = self.config
+
+        def epoch(batches: Batches) -> Tensor:
+            squared_error = torch.zeros((), device=batches.values.device)
+            for step in batches.steps():
+                squared_error += member.step(step, self.lr, config.l2, self.twice_weight)
+            return squared_error
+
+        if not self.captures or self.batches is None:
+            self.batches = batches
+            return epoch(batches)
+        static = self.batches
+        static.copy_(batches)
+        graph = self.captured[place]
+        if graph is None:
+            graph = self.captured[place] = EpochGraph(lambda: epoch(static))
+        return graph.replay()
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:
         """RMSE and MAE on `valid` (an ensemble's: its members' mean, as its `forward`)."""
@@ -250,3 +363,19 @@ class DeviceEpochs:
 
     def close(self) -> None:
         """Nothing to give back: the tables were trained in place."""
+
+
+class EpochGraph:
+    """A member's epoch of steps captured once as a CUDA graph: each replay launches its few thousand
+    kernels at once, where Python launched them one by one. It reads and writes the tensors it was
+    captured on (the rows, AdaGrad's sums, the epoch's batches and learning rate)."""
+
+    def __init__(self, epoch: Callable[[], Tensor]) -> None:
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.squared_error = epoch()
+
+    def replay(self) -> Tensor:
+        """The epoch's steps again; the summed squared error, overwritten by the next replay."""
+        self.graph.replay()
+        return self.squared_error

@@ -5,7 +5,7 @@ import pytest
 import torch
 from conftest import assert_same_state
 
-from recsys.config import config_for
+from recsys.config import config_for, model_for
 from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import RatingTensors
@@ -13,7 +13,7 @@ from recsys.errors import RecsysError
 from recsys.models import RatingModel, build_model
 from recsys.train import device
 from recsys.train.compiled import CompiledEpochs
-from recsys.train.device import DeviceTables
+from recsys.train.device import DeviceTables, Step
 from recsys.train.trainer import fit
 from recsys.workflows.experiment import train_and_evaluate
 
@@ -44,7 +44,7 @@ def device_step(
     ratings = torch.bincount(users, minlength=len(tables.user_factors)) if tables.implicit else None
     stepped = DeviceTables(tables, model.y_range, ratings)
     with torch.no_grad():
-        stepped.step(users, items, values, LR, L2, 2.0)
+        stepped.step(Step.of(users, items, values), LR, L2, 2.0)
     return stepped
 
 
@@ -121,7 +121,7 @@ def test_distinct_rows_give_the_same_result_in_batches_of_any_size(monkeypatch: 
     config = config_for("dotbias", engine="device", epochs=2, members=1)
     models = []
     for size in (1, 7, n):
-        monkeypatch.setattr(device, "batch_size", lambda _, size=size: size)
+        monkeypatch.setattr(device, "batch_size", lambda *_, size=size: size)
         model = build_model(
             "dotbias", n, n, config.n_factors, Y_RANGE, torch.Generator().manual_seed(0), 30.0, 1
         )
@@ -129,6 +129,52 @@ def test_distinct_rows_give_the_same_result_in_batches_of_any_size(monkeypatch: 
         models.append(model)
     for other in models[1:]:
         assert_close_states(models[0], other)
+
+
+def test_an_epochs_steps_are_its_drawn_batches_each_sorted_by_user() -> None:
+    generator = torch.Generator().manual_seed(7)
+    users, items = (
+        torch.randint(0, 5, (50,), generator=generator),
+        torch.randint(0, 4, (50,), generator=generator),
+    )
+    values = torch.arange(50.0)  # a rating's value names it
+    order = torch.randperm(50, generator=generator)
+    steps = list(device.Batches.drawn(users, items, values, order, 16).steps())
+    assert [len(step.values) for step in steps] == [16, 16, 16, 2]
+    for number, step in enumerate(steps):
+        drawn = order[number * 16 : (number + 1) * 16]
+        assert sorted(step.values.tolist()) == sorted(values[drawn].tolist())
+        assert torch.equal(step.users, torch.sort(users[drawn], stable=True).values)
+        # A user's ratings keep their drawn order, and the items' runs are read in that order too.
+        for user in step.users.unique():
+            mine = step.values[step.users == user]
+            assert torch.equal(mine, values[drawn][users[drawn] == user])
+        squares = torch.rand(len(step.values), generator=generator)
+        for rows, runs in ((step.users, step.user_runs), (step.items, step.item_runs)):
+            expected = torch.stack(
+                [squares[:place][rows[:place] == rows[place]].sum() for place in range(len(rows))]
+            )
+            torch.testing.assert_close(runs.earlier(squares), expected)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the graph replays only there")
+def test_a_replayed_epoch_is_the_epoch_run_step_by_step() -> None:
+    generator, n = torch.Generator().manual_seed(8), 300
+    pairs = torch.randint(0, n, (20_000, 2), generator=generator)
+    train = RatingTensors(pairs.cuda(), torch.randint(1, 6, (20_000,), generator=generator).float().cuda())
+    config = config_for("dotbias", engine="device", device="cuda", members=2, epochs=4)
+    models = []
+    for captures in (True, False):
+        model = model_for(config, n, n, torch.Generator().manual_seed(0)).cuda()
+        epochs = device.DeviceEpochs(model, train, config)
+        epochs.captures = captures
+        for epoch in range(1, config.epochs + 1):
+            epochs.run_epoch(epoch, torch.Generator(), progress=False)
+        assert all(graph is not None for graph in epochs.captured) == captures
+        models.append(model)
+    # The same kernels on the same orders; only the atomic adds' order differs.
+    for name, tensor in models[1].state_dict().items():
+        torch.testing.assert_close(models[0].state_dict()[name], tensor, atol=1e-4, rtol=1e-4, msg=name)
 
 
 def test_the_result_does_not_depend_on_torchs_threads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,6 +242,7 @@ def test_double_precision_ratings_train_as_float32() -> None:
 
 def test_batch_size_grows_with_the_ratings_within_its_bounds() -> None:
     assert device.batch_size(10) == device.MIN_BATCH
+    assert device.batch_size(10, bags=True) == device.MIN_BAG_BATCH < device.MIN_BATCH
     assert device.batch_size(device.STEPS_PER_EPOCH * 5000) == 5000
     assert device.batch_size(25_000_000) == device.MAX_BATCH
 
