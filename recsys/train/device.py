@@ -61,12 +61,19 @@ class RowRuns:
     run_start: Tensor
 
     def earlier(self, squares: Tensor) -> Tensor:
-        """For each entry, the sum of `squares` (a value or a row of them per entry) of the entries
+        """For each entry (a row of `squares`, a column per table), the sum of the squares of the entries
         before it in the step with its row (0 for a row's first): a segmented exclusive prefix sum, in
-        float64 so that the differences of long running sums keep their digits."""
+        float64 so that the differences of long running sums keep their digits. The columns are laid
+        end to end for one scan over a vector, the kind a GPU does fast (scans over a matrix's rows or
+        columns took most of an epoch on an H200); a run never crosses a column, so what the scan
+        carries from one column to the next cancels in the differences."""
         sorted_squares = (squares if self.order is None else squares[self.order]).double()
-        before = torch.cumsum(sorted_squares, dim=0) - sorted_squares
-        found = (before - before[self.run_start]).to(squares.dtype)
+        entries, tables = sorted_squares.shape
+        end_to_end = sorted_squares.t().reshape(-1)
+        before = torch.cumsum(end_to_end, dim=0) - end_to_end
+        column_start = torch.arange(0, entries * tables, entries, device=squares.device)[:, None]
+        run_start = (self.run_start + column_start).reshape(-1)
+        found = (before - before[run_start]).view(tables, entries).t().to(squares.dtype)
         if self.order is None:
             return found
         earlier = torch.empty_like(found)
@@ -109,16 +116,17 @@ class Batches:
     def drawn(cls, users: Tensor, items: Tensor, values: Tensor, order: Tensor, size: int) -> "Batches":
         """The ratings in `order`, cut into steps of `size`."""
         step_start = torch.arange(len(order), device=order.device) // size * size
-        by_user = order[_stable_order(step_start, users[order])]
+        user_order, user_keys = _sorted_within_steps(step_start, users[order])
+        by_user = order[user_order]
         users, items, values = users[by_user], items[by_user], values[by_user]
-        item_order = _stable_order(step_start, items)
+        item_order, item_keys = _sorted_within_steps(step_start, items)
         return cls(
             users,
             items,
             values,
-            _run_starts(step_start, users) - step_start,
+            _run_starts(user_keys) - step_start,
             item_order - step_start,
-            _run_starts(step_start, items[item_order]) - step_start,
+            _run_starts(item_keys) - step_start,
             size,
         )
 
@@ -141,18 +149,18 @@ class Batches:
                 getattr(self, field.name).copy_(getattr(other, field.name))
 
 
-def _stable_order(step_start: Tensor, rows: Tensor) -> Tensor:
-    """The places that sort each step's `rows`, stably, keeping the steps where they are."""
+def _sorted_within_steps(step_start: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """The places that sort each step's `rows`, stably, keeping the steps where they are, and the
+    sorted keys (step and row in one number, rising through the epoch)."""
     rows_or_more = int(rows.max()) + 1 if len(rows) else 1
-    return torch.argsort(step_start * rows_or_more + rows, stable=True)
+    keys, order = torch.sort(step_start * rows_or_more + rows, stable=True)
+    return order, keys
 
 
-def _run_starts(step_start: Tensor, sorted_rows: Tensor) -> Tensor:
-    """For each place of `sorted_rows` (sorted within each step), where its run of equal rows starts."""
-    first = torch.ones_like(sorted_rows, dtype=torch.bool)
-    first[1:] = (sorted_rows[1:] != sorted_rows[:-1]) | (step_start[1:] != step_start[:-1])
-    positions = torch.arange(len(sorted_rows), device=sorted_rows.device)
-    return torch.cummax(torch.where(first, positions, 0), dim=0).values
+def _run_starts(sorted_keys: Tensor) -> Tensor:
+    """For each place of `sorted_keys`, where its run of equal keys starts: a binary search, which a
+    GPU does for all places at once (torch's running maximum, the other way, scans on one block)."""
+    return torch.searchsorted(sorted_keys, sorted_keys)
 
 
 class DeviceTables:
@@ -273,8 +281,8 @@ class DeviceTables:
 
 def _runs(rows: Tensor) -> RowRuns:
     """The runs of one step's `rows` in the order given."""
-    order = torch.argsort(rows, stable=True)
-    return RowRuns(order, _run_starts(torch.zeros_like(rows), rows[order]))
+    order, keys = _sorted_within_steps(torch.zeros_like(rows), rows)
+    return RowRuns(order, _run_starts(keys))
 
 
 class DeviceEpochs:

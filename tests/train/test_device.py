@@ -149,10 +149,10 @@ def test_an_epochs_steps_are_its_drawn_batches_each_sorted_by_user() -> None:
         for user in step.users.unique():
             mine = step.values[step.users == user]
             assert torch.equal(mine, values[drawn][users[drawn] == user])
-        squares = torch.rand(len(step.values), generator=generator)
+        squares = torch.rand(len(step.values), 2, generator=generator)  # two tables' squares
         for rows, runs in ((step.users, step.user_runs), (step.items, step.item_runs)):
             expected = torch.stack(
-                [squares[:place][rows[:place] == rows[place]].sum() for place in range(len(rows))]
+                [squares[:place][rows[:place] == rows[place]].sum(dim=0) for place in range(len(rows))]
             )
             torch.testing.assert_close(runs.earlier(squares), expected)
 
