@@ -241,9 +241,13 @@ def load_shape(tensors: Path) -> tuple[RatingTensors, RatingTensors]:
 
 def _warm_up(engine: str, device: str = "cpu") -> None:
     """An engine's one-off start-up, before the clock, as the other contenders' imports are: numba
-    loading the compiled kernels, or torch.optim's first import (and CUDA's context)."""
+    loading the compiled kernels; CUDA's context and the device engine's kernels, loaded on their
+    first launch, and its first graph capture (two epochs of a tiny fit); or torch.optim's first
+    import (and CUDA's context)."""
     if engine == "compiled":
         load_kernels()
+    elif engine == "device":
+        _warm_up_fit(config_for("dotbias", engine="device", device=device, members=1), epochs=2)
     else:
         _warm_up_torch_optim(device)
 
@@ -1338,10 +1342,10 @@ def numba_threading_layer() -> str | None:
         return None
 
 
-def _warm_up_fit(config: RunConfig) -> None:
-    """One epoch of `config`'s model on four ratings, before the clock: numba loads (or compiles) the
+def _warm_up_fit(config: RunConfig, epochs: int = 1) -> None:
+    """`epochs` of `config`'s model on four ratings, before the clock: numba loads (or compiles) the
     kernels of its fit on first use, as the peers' compiled code is loaded at import."""
-    tiny = dataclasses.replace(config, epochs=1, n_factors=2)
+    tiny = dataclasses.replace(config, epochs=epochs, n_factors=2)
     x, y = torch.tensor([[0, 0], [0, 1], [1, 1], [1, 2]]), torch.tensor([5.0, 4.0, 5.0, 4.0])
     generator = torch.Generator().manual_seed(0)
     model = model_for(tiny, 2, 3, generator)

@@ -95,7 +95,8 @@ class Step:
     def of(cls, users: Tensor, items: Tensor, values: Tensor) -> "Step":
         """A step on these ratings, their users' ratings taken in the order given."""
         whole = torch.arange(len(values), device=values.device)
-        return next(Batches.drawn(users, items, values, whole, len(values)).steps())
+        tables = (int(users.max()) + 1, int(items.max()) + 1)
+        return next(Batches.drawn(users, items, values, whole, len(values), tables).steps())
 
 
 @dataclass(frozen=True)
@@ -113,13 +114,15 @@ class Batches:
     size: int
 
     @classmethod
-    def drawn(cls, users: Tensor, items: Tensor, values: Tensor, order: Tensor, size: int) -> "Batches":
-        """The ratings in `order`, cut into steps of `size`."""
+    def drawn(
+        cls, users: Tensor, items: Tensor, values: Tensor, order: Tensor, size: int, tables: tuple[int, int]
+    ) -> "Batches":
+        """The ratings in `order`, cut into steps of `size`; `tables`: the users' and items' rows."""
         step_start = torch.arange(len(order), device=order.device) // size * size
-        user_order, user_keys = _sorted_within_steps(step_start, users[order])
+        user_order, user_keys = _sorted_within_steps(step_start, users[order], tables[0])
         by_user = order[user_order]
         users, items, values = users[by_user], items[by_user], values[by_user]
-        item_order, item_keys = _sorted_within_steps(step_start, items)
+        item_order, item_keys = _sorted_within_steps(step_start, items, tables[1])
         return cls(
             users,
             items,
@@ -149,11 +152,10 @@ class Batches:
                 getattr(self, field.name).copy_(getattr(other, field.name))
 
 
-def _sorted_within_steps(step_start: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
-    """The places that sort each step's `rows`, stably, keeping the steps where they are, and the
-    sorted keys (step and row in one number, rising through the epoch)."""
-    rows_or_more = int(rows.max()) + 1 if len(rows) else 1
-    keys, order = torch.sort(step_start * rows_or_more + rows, stable=True)
+def _sorted_within_steps(step_start: Tensor, rows: Tensor, table_rows: int) -> tuple[Tensor, Tensor]:
+    """The places that sort each step's `rows` (of a table of `table_rows`), stably, keeping the steps
+    where they are, and the sorted keys (step and row in one number, rising through the epoch)."""
+    keys, order = torch.sort(step_start * table_rows + rows, stable=True)
     return order, keys
 
 
@@ -250,7 +252,14 @@ class DeviceTables:
             row_gradients = weights * summed[owner] + decay * rated[owner, None] * weights**2 * rows
             assert self.user_ratings is not None, "SVD++'s tables come with each user's rating count"
             scale = (self.user_ratings[bags.users].to(gradient.dtype) / rated)[owner]
-            self._rows_step("implicit", bags.columns, _runs(bags.columns), [row_gradients], lr, scale)
+            self._rows_step(
+                "implicit",
+                bags.columns,
+                _runs(bags.columns, len(implicit.factors)),
+                [row_gradients],
+                lr,
+                scale,
+            )
         return torch.dot(error, error)
 
     def _rows_step(
@@ -279,9 +288,9 @@ class DeviceTables:
         sums.index_add_(0, rows, squares)
 
 
-def _runs(rows: Tensor) -> RowRuns:
-    """The runs of one step's `rows` in the order given."""
-    order, keys = _sorted_within_steps(torch.zeros_like(rows), rows)
+def _runs(rows: Tensor, table_rows: int) -> RowRuns:
+    """The runs of one step's `rows` (of a table of `table_rows`) in the order given."""
+    order, keys = _sorted_within_steps(torch.zeros_like(rows), rows, table_rows)
     return RowRuns(order, _run_starts(keys))
 
 
@@ -306,6 +315,8 @@ class DeviceEpochs:
         self.config = config
         bags = any(member.tables.implicit is not None for member in self.members)
         self.batch_size = batch_size(len(train), bags)
+        first = self.members[0].tables
+        self.tables = (len(first.user_factors), len(first.item_factors))
         self.twice_weight = 2 / (config.rating_unit or 1.0) ** 2  # errors in units of five stars
         self.lr = torch.zeros((), device=self.values.device)  # read by the captured graphs
         # SVD++'s steps find their users' bags, whose sizes the host must read: no graph for them.
@@ -339,7 +350,9 @@ class DeviceEpochs:
                 seed = (member_seed(self.config.seed, place) * EPOCH_SEEDS + epoch) % 2**63
                 drawn = torch.Generator(device).manual_seed(seed)
                 order = torch.randperm(len(self.values), generator=drawn, device=device)
-                batches = Batches.drawn(self.users, self.items, self.values, order, self.batch_size)
+                batches = Batches.drawn(
+                    self.users, self.items, self.values, order, self.batch_size, self.tables
+                )
                 squared_error += self._member_epoch(place, member, batches)
         ratings = len(self.values) * len(self.members)
         return float(squared_error) / ratings, ratings  # read once an epoch: a device sync point

@@ -139,7 +139,7 @@ def test_an_epochs_steps_are_its_drawn_batches_each_sorted_by_user() -> None:
     )
     values = torch.arange(50.0)  # a rating's value names it
     order = torch.randperm(50, generator=generator)
-    steps = list(device.Batches.drawn(users, items, values, order, 16).steps())
+    steps = list(device.Batches.drawn(users, items, values, order, 16, (5, 4)).steps())
     assert [len(step.values) for step in steps] == [16, 16, 16, 2]
     for number, step in enumerate(steps):
         drawn = order[number * 16 : (number + 1) * 16]
