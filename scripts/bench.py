@@ -43,6 +43,7 @@ from recsys.commands.common import CommandParser, run
 from recsys.config import check_device
 from recsys.errors import RecsysError
 from recsys.files import write_json
+from recsys.train.device import KERNELS_SWITCH
 from recsys.train.distributed import distributed_session
 from recsys.workflows.report import markdown_table
 
@@ -187,10 +188,11 @@ WHOLE_NUMBERS = (
 )
 
 
-def device_engine_contenders(device: str) -> tuple[tuple[str, str], ...]:
-    """The device-engine task's (engine, device) pairs: the compiled engine on the CPU, the reference,
-    and the device engine on --device."""
-    return (("compiled", "cpu"), ("device", device))
+def device_engine_contenders(device: str) -> tuple[tuple[str, str, bool], ...]:
+    """The device-engine task's (engine, device, Triton kernels) contenders: the compiled engine on the
+    CPU, the reference, and the device engine on --device, on a GPU also with its Triton kernels."""
+    kernels = (("device", device, True),) if device.startswith("cuda") else ()
+    return (("compiled", "cpu", False), ("device", device, False), *kernels)
 
 
 def throughput_jobs(shape: str, tensors: str, device: str) -> list[dict[str, Any]]:
@@ -335,14 +337,21 @@ def jobs(
                 for engine in ("autograd", "compiled")
             ]
         found += [
-            {"task": "device-engine", "shape": shape, "tensors": tensors, "engine": engine, "device": where}
-            for engine, where in device_engine_contenders(device)
+            {
+                "task": "device-engine",
+                "shape": shape,
+                "tensors": tensors,
+                "engine": engine,
+                "device": where,
+                "kernels": kernels,
+            }
+            for engine, where, kernels in device_engine_contenders(device)
         ]
     if folder is not None:
         found += [
-            {"task": "device-engine", "part": "u1", "engine": engine, "device": where}
+            {"task": "device-engine", "part": "u1", "engine": engine, "device": where, "kernels": kernels}
             for _ in range(repeats)
-            for engine, where in device_engine_contenders(device)
+            for engine, where, kernels in device_engine_contenders(device)
         ]
     found += ranking_jobs(folder is not None, shapes)
     found += ltr_jobs(folder is not None, ltr_shapes, scratch, retune)
@@ -406,14 +415,18 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
         return benchmark.bench_file_load(spec["reader"], Path(spec["folder"]))
     if task == "convergence":
         return benchmark.bench_convergence(spec["shape"], Path(spec["tensors"]), spec["engine"])
-    if task == "device-engine" and spec.get("part") == "u1":
-        assert folder is not None
-        result = benchmark.bench_recsys(folder, engine=spec["engine"], device=spec["device"])
-        return {"contender": f"dotbias, {spec['engine']} engine on {spec['device']}", **result}
     if task == "device-engine":
-        return benchmark.bench_convergence(
+        engine = spec["engine"] + (" with Triton kernels" if spec["kernels"] else "")
+        if spec["kernels"]:
+            os.environ[KERNELS_SWITCH] = "1"  # this worker process's alone
+        if spec.get("part") == "u1":
+            assert folder is not None
+            result = benchmark.bench_recsys(folder, engine=spec["engine"], device=spec["device"])
+            return {"contender": f"dotbias, {engine} engine on {spec['device']}", **result}
+        found = benchmark.bench_convergence(
             spec["shape"], Path(spec["tensors"]), spec["engine"], spec["device"]
         )
+        return {**found, "engine": engine}
     if task == "ranking":
         return benchmark.bench_ranking(folder, **spec)
     if task == "learning-to-rank":

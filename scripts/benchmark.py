@@ -239,17 +239,20 @@ def load_shape(tensors: Path) -> tuple[RatingTensors, RatingTensors]:
     return train, RatingTensors(train.x[:1000], train.y[:1000])
 
 
-def _warm_up(engine: str, device: str = "cpu") -> None:
+def _warm_up(config: RunConfig) -> None:
     """An engine's one-off start-up, before the clock, as the other contenders' imports are: numba
-    loading the compiled kernels; CUDA's context and the device engine's kernels, loaded on their
-    first launch, and its first graph capture (two epochs of a tiny fit); or torch.optim's first
-    import (and CUDA's context)."""
-    if engine == "compiled":
+    loading the compiled kernels; for the device engine CUDA's context, the kernels torch loads on
+    their first launch, Triton's compiles (for rows of this width, and steps of both kinds of length
+    it compiles apart: a multiple of 16 or not) and a first graph capture, by two epochs of tiny
+    fits; or torch.optim's first import (and CUDA's context)."""
+    if config.engine == "compiled":
         load_kernels()
-    elif engine == "device":
-        _warm_up_fit(config_for("dotbias", engine="device", device=device, members=1), epochs=2)
+    elif config.engine == "device":
+        for ratings in (32, 17):
+            one_model = dataclasses.replace(config, members=1)
+            _warm_up_fit(one_model, epochs=2, ratings=ratings, n_factors=config.n_factors)
     else:
-        _warm_up_torch_optim(device)
+        _warm_up_torch_optim(config.device)
 
 
 def _warm_up_torch_optim(device: str = "cpu") -> None:
@@ -268,7 +271,7 @@ def bench_recsys(
     """recsys' default run of `model` on `fold` (on `engine`; None: the one it chooses)."""
     dataset = load_movielens("ml-100k", folder)
     config = config_for(model, engine=engine, dataset="ml-100k", split=fold, device=device)
-    _warm_up(config.engine, config.device)
+    _warm_up(config)
     with measured() as clocks:
         result = train_and_evaluate(dataset, config, progress=False)
     epochs = result.config.epochs * result.config.members  # an ensemble's members each train every rating
@@ -564,7 +567,7 @@ def bench_throughput(
     config = config_for(model, y_range=(0.0, 5.5), **{**one_model, **overrides})
     network = model_for(config, n_users, n_items, torch.Generator().manual_seed(0))
     thread_option: dict[str, Any] = {} if threads is None else {"threads": threads}
-    _warm_up(config.engine, config.device)
+    _warm_up(config)
     with measured() as clocks:
         history = fit(
             network, train, valid, config, torch.Generator().manual_seed(0), progress=False, **thread_option
@@ -609,7 +612,7 @@ def bench_convergence(shape: str, tensors: Path, engine: str, device: str = "cpu
     )
     network = model_for(config, n_users, n_items, torch.Generator().manual_seed(0))
     elapsed: list[float] = []
-    _warm_up(engine, device)
+    _warm_up(config)
     with measured() as clocks:
         start = time.perf_counter()
         history = fit(
@@ -1342,11 +1345,13 @@ def numba_threading_layer() -> str | None:
         return None
 
 
-def _warm_up_fit(config: RunConfig, epochs: int = 1) -> None:
-    """`epochs` of `config`'s model on four ratings, before the clock: numba loads (or compiles) the
-    kernels of its fit on first use, as the peers' compiled code is loaded at import."""
-    tiny = dataclasses.replace(config, epochs=epochs, n_factors=2)
-    x, y = torch.tensor([[0, 0], [0, 1], [1, 1], [1, 2]]), torch.tensor([5.0, 4.0, 5.0, 4.0])
+def _warm_up_fit(config: RunConfig, epochs: int = 1, ratings: int = 4, n_factors: int = 2) -> None:
+    """`epochs` of `config`'s model (of `n_factors`) on `ratings` ratings of 2 users and 3 items,
+    before the clock: numba loads (or compiles) the kernels of its fit on first use, as the peers'
+    compiled code is loaded at import."""
+    tiny = dataclasses.replace(config, epochs=epochs, n_factors=n_factors)
+    places = torch.arange(ratings)
+    x, y = torch.stack([places % 2, places % 3], dim=1), 4.0 + (places % 2 == 0).float()
     generator = torch.Generator().manual_seed(0)
     model = model_for(tiny, 2, 3, generator)
     fit(model, RatingTensors(x, y), NO_VALIDATION, tiny, generator, threads=1, progress=False)

@@ -500,14 +500,16 @@ def test_bench_device_engine_task_sets_the_gpu_beside_the_compiled_engine_on_the
         tmp_path, ["ml-10m", "ml-25m"], tmp_path, repeats=2, device="cuda", tasks=["device-engine"]
     )
     shaped = [spec for spec in specs if spec["task"] == "device-engine" and "shape" in spec]
-    assert [(spec["shape"], spec["engine"], spec["device"]) for spec in shaped] == [
-        (shape, engine, device)
-        for shape in ("ml-10m", "ml-25m")
-        for engine, device in (("compiled", "cpu"), ("device", "cuda"))
+    contenders = (("compiled", "cpu", False), ("device", "cuda", False), ("device", "cuda", True))
+    assert [(spec["shape"], spec["engine"], spec["device"], spec["kernels"]) for spec in shaped] == [
+        (shape, *contender) for shape in ("ml-10m", "ml-25m") for contender in contenders
     ]
-    u1 = [(spec["engine"], spec["device"]) for spec in specs if spec.get("part") == "u1"]
-    assert u1 == [("compiled", "cpu"), ("device", "cuda")] * 2
+    u1 = [(spec["engine"], spec["device"], spec["kernels"]) for spec in specs if spec.get("part") == "u1"]
+    assert u1 == list(contenders) * 2
     assert {spec["task"] for spec in specs} == {"generate", "device-engine"}
+    # On the CPU (a dry run of the script) no Triton kernels: they run on a GPU only.
+    on_cpu = script.jobs(tmp_path, [], tmp_path, repeats=1, device="cpu", tasks=["device-engine"])
+    assert [spec["kernels"] for spec in on_cpu] == [False, False]
 
 
 def test_time_to_reach_finds_when_each_engine_matched_the_reference() -> None:

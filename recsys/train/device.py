@@ -10,14 +10,19 @@ each scaled by the row's AdaGrad sum as the compiled engine would have it by the
 ratings sorted by user; only the gradients are stale (Hogwild's races, made deterministic on the CPU:
 on a GPU the adds are atomic, in no set order, so two runs, or a run and its resume, differ in the
 last bits). The ratings stay on the device; each epoch draws its order there and sorts all its
-steps at once; a step is the same few dozen kernels whatever the batch size, and on a GPU a member's
-epoch of steps is captured once as a CUDA graph and replayed, one launch an epoch, so the GPU spends
-its time on the rows, not on Python. On the CPU it runs too (the tests' path), never by default: the
-compiled engine is the CPU's.
+steps at once. A step is the same kernels whatever the batch size (for `dot` and `dotbias` on a GPU,
+where `KERNELS_SWITCH` asks, two Triton kernels of recsys.train.device_kernels and a few torch
+operations), and on a GPU a member's epoch of steps is captured once as a CUDA graph and replayed,
+one launch an epoch, so the GPU spends its time on the rows, not on Python. On the CPU it runs too,
+in torch operations (the tests' path; they run the kernels under Triton's interpreter), never by
+default: the compiled engine is the CPU's.
 """
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
+from importlib import import_module
+from importlib.util import find_spec
 from typing import Any
 
 import torch
@@ -42,6 +47,10 @@ MIN_BATCH = 4096
 MIN_BAG_BATCH = 1024
 MAX_BATCH = 65_536
 STEPS_PER_EPOCH = 64
+# The Triton kernels step `dot` and `dotbias` on a GPU only where this variable is 1: they are checked
+# under Triton's interpreter but not yet timed on a GPU, so torch's operations, which were, stay the
+# default until a benchmark says otherwise (docs/findings.md, "The device engine on an H200").
+KERNELS_SWITCH = "RECSYS_TRITON_KERNELS"
 # Epochs a member's seed leaves room for before two seeds could meet: its orders' seed is
 # member_seed * EPOCH_SEEDS + epoch.
 EPOCH_SEEDS = 1_000_003
@@ -176,10 +185,25 @@ class DeviceTables:
     or more (docs/findings.md, "The device engine's batch")."""
 
     def __init__(
-        self, tables: Factorisation, y_range: tuple[float, float] | None, user_ratings: Tensor | None = None
+        self,
+        tables: Factorisation,
+        y_range: tuple[float, float] | None,
+        user_ratings: Tensor | None = None,
+        kernels: bool | None = None,
     ) -> None:
+        """`kernels`: step by the Triton kernels of recsys.train.device_kernels (None: where the tables
+        are on a GPU, Triton is installed and $RECSYS_TRITON_KERNELS is 1; SVD++'s bags are torch's)."""
         self.tables = tables
         self.user_ratings = user_ratings
+        if kernels is None:
+            kernels = (
+                tables.user_factors.is_cuda
+                and os.environ.get(KERNELS_SWITCH) == "1"
+                and find_spec("triton") is not None
+            )
+        if kernels and tables.implicit is not None:
+            raise RecsysError("the device engine's Triton kernels step `dot` and `dotbias`, not `svdpp`")
+        self.kernels = import_module("recsys.train.device_kernels") if kernels else None
         # The tables a side's rows index, stepped together: their sums side by side in one tensor.
         found = {
             "user": {"user_factors": tables.user_factors, "user_bias": tables.user_bias},
@@ -211,6 +235,8 @@ class DeviceTables:
     def step(self, step: Step, lr: float | Tensor, l2: float, twice_weight: float) -> Tensor:
         """One step on `step`'s ratings, each scored from the rows as they were before it; the ratings'
         summed squared error (a device scalar, not read here)."""
+        if self.kernels is not None:
+            return self._kernel_step(step, lr, l2, twice_weight)
         user_factors, item_factors, user_bias, item_bias, implicit = self.tables
         users, items, values = step.users, step.items, step.values
         decay = 2 * l2
@@ -261,6 +287,41 @@ class DeviceTables:
                 scale,
             )
         return torch.dot(error, error)
+
+    def _kernel_step(self, step: Step, lr: float | Tensor, l2: float, twice_weight: float) -> Tensor:
+        """`step` by the Triton kernels: the same updates, each rating's rows read and written once."""
+        assert self.kernels is not None
+        user_factors, item_factors, user_bias, item_bias, _ = self.tables
+        entries, width = len(step.values), user_factors.shape[1]
+        columns = self.sums["user"].shape[1]
+        user_gradients, item_gradients = (user_factors.new_empty((entries, width)) for _ in range(2))
+        bias_gradients = user_factors.new_empty((entries, 2))
+        user_squares, item_squares = (user_factors.new_empty((entries, columns)) for _ in range(2))
+        squared_error = user_factors.new_zeros(())
+        self.kernels.gradients(
+            step.users,
+            step.items,
+            step.values,
+            (user_factors, item_factors, user_bias, item_bias),
+            (user_gradients, item_gradients, bias_gradients, user_squares, item_squares, squared_error),
+            (self.low, self.high) if self.squash else None,
+            twice_weight,
+            2 * l2,
+        )
+        learning_rate = lr if isinstance(lr, Tensor) else torch.tensor(lr, device=user_factors.device)
+        sides = (
+            ("user", step.users, step.user_runs, user_gradients, user_squares, user_factors, user_bias),
+            ("item", step.items, step.item_runs, item_gradients, item_squares, item_factors, item_bias),
+        )
+        for place, (side, rows, runs, gradients, squares, table, bias) in enumerate(sides):
+            earlier = runs.earlier(squares).contiguous()
+            self.kernels.apply(
+                place, rows, gradients, bias_gradients, self.sums[side], earlier, table, bias, learning_rate
+            )
+        # Last, so that no update read a sum this step had changed.
+        for side, rows, _, _, squares, _, _ in sides:
+            self.sums[side].index_add_(0, rows, squares)
+        return squared_error
 
     def _rows_step(
         self,

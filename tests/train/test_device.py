@@ -1,5 +1,11 @@
 """The device engine: the compiled engine's steps as whole-batch tensor operations, checked on the CPU."""
 
+import os
+import subprocess
+import sys
+import textwrap
+from importlib.util import find_spec
+
 import numpy as np
 import pytest
 import torch
@@ -155,6 +161,56 @@ def test_an_epochs_steps_are_its_drawn_batches_each_sorted_by_user() -> None:
                 [squares[:place][rows[:place] == rows[place]].sum(dim=0) for place in range(len(rows))]
             )
             torch.testing.assert_close(runs.earlier(squares), expected)
+
+
+# Both ways of stepping, on batches full of repeated rows, under Triton's interpreter (which must be
+# set before the kernels' module is imported, hence a fresh python).
+KERNELS_AGAINST_TORCH = textwrap.dedent("""
+    import torch
+    from recsys.models import build_model
+    from recsys.train.device import DeviceTables, Step
+    for name, y_range in (("dotbias", (0.0, 5.5)), ("dot", None)):
+        models = [build_model(name, 30, 20, 6, y_range, torch.Generator().manual_seed(1), 30.0, 1)]
+        models.append(build_model(name, 30, 20, 6, y_range, torch.Generator().manual_seed(2), 30.0, 1))
+        models[1].load_state_dict(models[0].state_dict())
+        stepped = [
+            DeviceTables(model.factorisation(), y_range, kernels=kernels)
+            for model, kernels in zip(models, (False, True))
+        ]
+        generator = torch.Generator().manual_seed(3)
+        with torch.no_grad():
+            for _ in range(3):
+                users = torch.randint(0, 30, (200,), generator=generator)
+                items = torch.randint(0, 20, (200,), generator=generator)
+                step = Step.of(users, items, torch.randint(1, 6, (200,), generator=generator).float())
+                errors = [tables.step(step, 0.1, 0.05, 2.0) for tables in stepped]
+                torch.testing.assert_close(errors[1], errors[0])
+        for key, tensor in models[0].state_dict().items():
+            torch.testing.assert_close(models[1].state_dict()[key], tensor, msg=key)
+        for side, sums in stepped[0].sums.items():
+            torch.testing.assert_close(stepped[1].sums[side], sums, msg=side)
+    print("same")
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_spec("triton") is None, reason="needs Triton (a dev dependency) for its interpreter")
+def test_the_triton_kernels_step_as_the_torch_operations() -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", KERNELS_AGAINST_TORCH], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-3000:]
+
+
+def test_the_kernels_step_only_on_a_gpu_and_never_svdpp() -> None:
+    for name in ("dot", "svdpp"):
+        model = build_model(name, 4, 4, 2, Y_RANGE, torch.Generator().manual_seed(0), 1.0, 1)
+        tables = model.factorisation()
+        assert tables is not None
+        assert DeviceTables(tables, Y_RANGE).kernels is None  # on the CPU, torch's operations
+    with pytest.raises(RecsysError, match="not `svdpp`"):
+        DeviceTables(tables, Y_RANGE, torch.ones(4), kernels=True)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the graph replays only there")

@@ -1,0 +1,204 @@
+"""The device engine's step for `dot` and `dotbias` as two Triton kernels, for a GPU.
+
+The same step as `DeviceTables.step` in torch operations, which read and write each rating's rows
+about thirty times over in a hundred-odd kernels (docs/findings.md, "The device engine on an
+H200"). Here one kernel gathers each rating's rows, scores it and writes its rows' gradients and
+their squares; torch finds each update's AdaGrad sum as the compiled engine would have it (the
+segmented sums over the step's repeated rows); a second kernel steps each side's rows by atomic
+adds; and torch adds the squares to the sums last, so no update reads a sum this step has changed.
+Imported only where it runs: on a GPU, or on the CPU under Triton's interpreter
+(`TRITON_INTERPRET=1`, set before this module is imported), as the tests run it.
+"""
+
+import triton
+import triton.language as tl
+from torch import Tensor
+
+# Ratings per program: a program holds about this many factors of each side at once.
+FACTORS_PER_PROGRAM = 4096
+
+
+@triton.jit
+def _gradients(
+    users,
+    items,
+    values,
+    user_factors,
+    item_factors,
+    user_bias,
+    item_bias,
+    user_gradients,
+    item_gradients,
+    bias_gradients,
+    user_squares,
+    item_squares,
+    squared_error,
+    n,
+    width,
+    low,
+    span,
+    twice_weight,
+    decay,
+    SQUASH: tl.constexpr,
+    BIASED: tl.constexpr,
+    COLUMNS: tl.constexpr,
+    BLOCK_RATINGS: tl.constexpr,
+    BLOCK_FACTORS: tl.constexpr,
+) -> None:
+    """Each rating's gradients from the rows as they were before the step: its factor rows' (one
+    row each side), its biases' (one column each side), the squares AdaGrad adds (a factor row's
+    mean square, a bias's square; COLUMNS per side), and its squared error added to the step's."""
+    ratings = tl.program_id(0) * BLOCK_RATINGS + tl.arange(0, BLOCK_RATINGS)
+    live = ratings < n
+    factors = tl.arange(0, BLOCK_FACTORS)
+    cells = live[:, None] & (factors[None, :] < width)
+    user = tl.load(users + ratings, mask=live, other=0)
+    item = tl.load(items + ratings, mask=live, other=0)
+    user_rows = tl.load(user_factors + user[:, None] * width + factors[None, :], mask=cells, other=0.0)
+    item_rows = tl.load(item_factors + item[:, None] * width + factors[None, :], mask=cells, other=0.0)
+    score = tl.sum(user_rows * item_rows, axis=1)
+    if BIASED:
+        user_biases = tl.load(user_bias + user, mask=live, other=0.0)
+        item_biases = tl.load(item_bias + item, mask=live, other=0.0)
+        score += user_biases + item_biases
+    value = tl.load(values + ratings, mask=live, other=0.0)
+    if SQUASH:
+        sigmoid = tl.sigmoid(score)
+        error = low + span * sigmoid - value
+        gradient = error * sigmoid * (1 - sigmoid) * (twice_weight * span)
+    else:
+        error = score - value
+        gradient = twice_weight * error
+    error = tl.where(live, error, 0.0)
+    user_step = gradient[:, None] * item_rows + decay * user_rows
+    item_step = gradient[:, None] * user_rows + decay * item_rows
+    cell_offsets = ratings[:, None] * width + factors[None, :]
+    tl.store(user_gradients + cell_offsets, user_step, mask=cells)
+    tl.store(item_gradients + cell_offsets, item_step, mask=cells)
+    tl.store(user_squares + ratings * COLUMNS, tl.sum(user_step * user_step, axis=1) / width, mask=live)
+    tl.store(item_squares + ratings * COLUMNS, tl.sum(item_step * item_step, axis=1) / width, mask=live)
+    if BIASED:
+        user_bias_step = gradient + decay * user_biases
+        item_bias_step = gradient + decay * item_biases
+        tl.store(bias_gradients + ratings * 2, user_bias_step, mask=live)
+        tl.store(bias_gradients + ratings * 2 + 1, item_bias_step, mask=live)
+        tl.store(user_squares + ratings * COLUMNS + 1, user_bias_step * user_bias_step, mask=live)
+        tl.store(item_squares + ratings * COLUMNS + 1, item_bias_step * item_bias_step, mask=live)
+    tl.atomic_add(squared_error, tl.sum(error * error, axis=0))
+
+
+@triton.jit
+def _apply(
+    rows,
+    gradients,
+    bias_gradients,
+    sums,
+    earlier,
+    table,
+    bias,
+    learning_rate,
+    n,
+    width,
+    SIDE: tl.constexpr,
+    BIASED: tl.constexpr,
+    COLUMNS: tl.constexpr,
+    BLOCK_RATINGS: tl.constexpr,
+    BLOCK_FACTORS: tl.constexpr,
+) -> None:
+    """One side's AdaGrad steps: each rating's row update by its gradient over the root of the row's
+    sum as the compiled engine would have it by then (the sum before the step plus `earlier`)."""
+    ratings = tl.program_id(0) * BLOCK_RATINGS + tl.arange(0, BLOCK_RATINGS)
+    live = ratings < n
+    factors = tl.arange(0, BLOCK_FACTORS)
+    cells = live[:, None] & (factors[None, :] < width)
+    row = tl.load(rows + ratings, mask=live, other=0)
+    lr = tl.load(learning_rate)
+    total = tl.load(sums + row * COLUMNS, mask=live, other=1.0)
+    total += tl.load(earlier + ratings * COLUMNS, mask=live, other=0.0)
+    step = lr / tl.sqrt(total)
+    update = tl.load(gradients + ratings[:, None] * width + factors[None, :], mask=cells, other=0.0)
+    tl.atomic_add(table + row[:, None] * width + factors[None, :], -step[:, None] * update, mask=cells)
+    if BIASED:
+        bias_total = tl.load(sums + row * COLUMNS + 1, mask=live, other=1.0)
+        bias_total += tl.load(earlier + ratings * COLUMNS + 1, mask=live, other=0.0)
+        bias_update = tl.load(bias_gradients + ratings * 2 + SIDE, mask=live, other=0.0)
+        tl.atomic_add(bias + row, -lr / tl.sqrt(bias_total) * bias_update, mask=live)
+
+
+def block_shape(width: int) -> tuple[int, int]:
+    """(ratings, factors) per program for rows of `width` factors."""
+    factors = triton.next_power_of_2(width)
+    return max(1, FACTORS_PER_PROGRAM // factors), factors
+
+
+def gradients(
+    users: Tensor,
+    items: Tensor,
+    values: Tensor,
+    tables: tuple[Tensor, Tensor, Tensor | None, Tensor | None],
+    out: tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor],
+    y_range: tuple[float, float] | None,
+    twice_weight: float,
+    decay: float,
+) -> None:
+    """Launch `_gradients` over the step's ratings, writing `out` (user and item gradients, bias
+    gradients, user and item squares, the squared error, which it adds to)."""
+    user_factors, item_factors, user_bias, item_bias = tables
+    biased = user_bias is not None and item_bias is not None
+    n, width = len(values), user_factors.shape[1]
+    ratings, factors = block_shape(width)
+    low, high = y_range if y_range is not None else (0.0, 1.0)
+    _gradients[(triton.cdiv(n, ratings),)](
+        users,
+        items,
+        values,
+        user_factors,
+        item_factors,
+        user_bias if user_bias is not None else user_factors,
+        item_bias if item_bias is not None else item_factors,
+        *out,
+        n,
+        width,
+        low,
+        high - low,
+        twice_weight,
+        decay,
+        SQUASH=y_range is not None,
+        BIASED=biased,
+        COLUMNS=2 if biased else 1,
+        BLOCK_RATINGS=ratings,
+        BLOCK_FACTORS=factors,
+    )
+
+
+def apply(
+    side: int,
+    rows: Tensor,
+    gradients: Tensor,
+    bias_gradients: Tensor,
+    sums: Tensor,
+    earlier: Tensor,
+    table: Tensor,
+    bias: Tensor | None,
+    learning_rate: Tensor,
+) -> None:
+    """Launch `_apply` for one side (0 users, 1 items) of the step."""
+    n, width = len(rows), table.shape[1]
+    ratings, factors = block_shape(width)
+    _apply[(triton.cdiv(n, ratings),)](
+        rows,
+        gradients,
+        bias_gradients,
+        sums,
+        earlier,
+        table,
+        bias if bias is not None else table,
+        learning_rate,
+        n,
+        width,
+        SIDE=side,
+        BIASED=bias is not None,
+        COLUMNS=sums.shape[1],
+        BLOCK_RATINGS=ratings,
+        BLOCK_FACTORS=factors,
+    )
