@@ -203,6 +203,46 @@ def test_the_triton_kernels_step_as_the_torch_operations() -> None:
     assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-3000:]
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(find_spec("triton") is None, reason="needs Triton (a dev dependency) and its ptxas")
+@pytest.mark.parametrize(("squash", "biased"), [(True, True), (False, False)])
+def test_the_triton_kernels_compile_for_a_hopper_gpu(squash: bool, biased: bool) -> None:
+    """Through Triton's whole compiler to an H100's machine code, which its interpreter skips, with
+    no GPU: a kernel the interpreter runs can still be one the compiler refuses."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from recsys.train import device_kernels
+
+    def source(kernel: "triton.JITFunction", constants: dict[str, object]) -> ASTSource:
+        names = kernel.arg_names
+        integers, floats = {"n", "width"}, {"low", "span", "twice_weight", "decay"}
+        signature = {
+            name: "constexpr"
+            if name in constants
+            else "i32"
+            if name in integers
+            else "fp32"
+            if name in floats
+            else "*i64"
+            if name in {"users", "items", "rows"}
+            else "*fp32"
+            for name in names
+        }
+        return ASTSource(
+            kernel, signature, {(names.index(name),): value for name, value in constants.items()}
+        )
+
+    columns, blocks = 2 if biased else 1, {"BLOCK_RATINGS": 64, "BLOCK_FACTORS": 64}
+    hopper = GPUTarget("cuda", 90, 32)
+    gradients = {"SQUASH": squash, "BIASED": biased, "COLUMNS": columns, **blocks}
+    assert triton.compile(source(device_kernels._gradients, gradients), target=hopper).asm["cubin"]
+    for side in (0, 1):
+        apply = {"SIDE": side, "BIASED": biased, "COLUMNS": columns, **blocks}
+        assert triton.compile(source(device_kernels._apply, apply), target=hopper).asm["cubin"]
+
+
 def test_the_kernels_step_only_on_a_gpu_and_never_svdpp() -> None:
     for name in ("dot", "svdpp"):
         model = build_model(name, 4, 4, 2, Y_RANGE, torch.Generator().manual_seed(0), 1.0, 1)
