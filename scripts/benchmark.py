@@ -248,8 +248,8 @@ def _warm_up(config: RunConfig) -> None:
     if config.engine == "compiled":
         load_kernels()
     elif config.engine == "device":
+        one_model = dataclasses.replace(config, members=1)
         for ratings in (32, 17):
-            one_model = dataclasses.replace(config, members=1)
             _warm_up_fit(one_model, epochs=2, ratings=ratings, n_factors=config.n_factors)
     else:
         _warm_up_torch_optim(config.device)

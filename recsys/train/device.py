@@ -79,10 +79,8 @@ class RowRuns:
         sorted_squares = (squares if self.order is None else squares[self.order]).double()
         entries, tables = sorted_squares.shape
         end_to_end = sorted_squares.t().reshape(-1)
-        before = torch.cumsum(end_to_end, dim=0) - end_to_end
-        column_start = torch.arange(0, entries * tables, entries, device=squares.device)[:, None]
-        run_start = (self.run_start + column_start).reshape(-1)
-        found = (before - before[run_start]).view(tables, entries).t().to(squares.dtype)
+        before = (torch.cumsum(end_to_end, dim=0) - end_to_end).view(tables, entries)
+        found = (before - before[:, self.run_start]).t().to(squares.dtype)
         if self.order is None:
             return found
         earlier = torch.empty_like(found)
@@ -99,13 +97,6 @@ class Step:
     values: Tensor
     user_runs: RowRuns
     item_runs: RowRuns
-
-    @classmethod
-    def of(cls, users: Tensor, items: Tensor, values: Tensor) -> "Step":
-        """A step on these ratings, their users' ratings taken in the order given."""
-        whole = torch.arange(len(values), device=values.device)
-        tables = (int(users.max()) + 1, int(items.max()) + 1)
-        return next(Batches.drawn(users, items, values, whole, len(values), tables).steps())
 
 
 @dataclass(frozen=True)
@@ -315,12 +306,11 @@ class DeviceTables:
         )
         for place, (side, rows, runs, gradients, squares, table, bias) in enumerate(sides):
             earlier = runs.earlier(squares).contiguous()
+            sums = self.sums[side]
             self.kernels.apply(
-                place, rows, gradients, bias_gradients, self.sums[side], earlier, table, bias, learning_rate
+                place, rows, gradients, bias_gradients, sums, earlier, table, bias, learning_rate
             )
-        # Last, so that no update read a sum this step had changed.
-        for side, rows, _, _, squares, _, _ in sides:
-            self.sums[side].index_add_(0, rows, squares)
+            sums.index_add_(0, rows, squares)  # after the side's updates, which read the sums before
         return squared_error
 
     def _rows_step(
@@ -377,7 +367,7 @@ class DeviceEpochs:
         bags = any(member.tables.implicit is not None for member in self.members)
         self.batch_size = batch_size(len(train), bags)
         first = self.members[0].tables
-        self.tables = (len(first.user_factors), len(first.item_factors))
+        self.table_rows = (len(first.user_factors), len(first.item_factors))
         self.twice_weight = 2 / (config.rating_unit or 1.0) ** 2  # errors in units of five stars
         self.lr = torch.zeros((), device=self.values.device)  # read by the captured graphs
         # SVD++'s steps find their users' bags, whose sizes the host must read: no graph for them.
@@ -412,7 +402,7 @@ class DeviceEpochs:
                 drawn = torch.Generator(device).manual_seed(seed)
                 order = torch.randperm(len(self.values), generator=drawn, device=device)
                 batches = Batches.drawn(
-                    self.users, self.items, self.values, order, self.batch_size, self.tables
+                    self.users, self.items, self.values, order, self.batch_size, self.table_rows
                 )
                 squared_error += self._member_epoch(place, member, batches)
         ratings = len(self.values) * len(self.members)
@@ -429,7 +419,9 @@ class DeviceEpochs:
                 squared_error += member.step(step, self.lr, config.l2, self.twice_weight)
             return squared_error
 
-        if not self.captures or self.batches is None:
+        if not self.captures:
+            return epoch(batches)
+        if self.batches is None:  # the first epoch: its tensors are where the graphs will read
             self.batches = batches
             return epoch(batches)
         static = self.batches

@@ -41,6 +41,13 @@ def distinct_ratings(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor,
     return users, items, torch.randint(1, 6, (n,), generator=generator).float()
 
 
+def one_step(users: torch.Tensor, items: torch.Tensor, values: torch.Tensor) -> Step:
+    """A step on these ratings, each user's taken in the order given."""
+    whole = torch.arange(len(values))
+    tables = (int(users.max()) + 1, int(items.max()) + 1)
+    return next(device.Batches.drawn(users, items, values, whole, len(values), tables).steps())
+
+
 def device_step(
     model: RatingModel, users: torch.Tensor, items: torch.Tensor, values: torch.Tensor
 ) -> DeviceTables:
@@ -50,7 +57,7 @@ def device_step(
     ratings = torch.bincount(users, minlength=len(tables.user_factors)) if tables.implicit else None
     stepped = DeviceTables(tables, model.y_range, ratings)
     with torch.no_grad():
-        stepped.step(Step.of(users, items, values), LR, L2, 2.0)
+        stepped.step(one_step(users, items, values), LR, L2, 2.0)
     return stepped
 
 
@@ -168,7 +175,7 @@ def test_an_epochs_steps_are_its_drawn_batches_each_sorted_by_user() -> None:
 KERNELS_AGAINST_TORCH = textwrap.dedent("""
     import torch
     from recsys.models import build_model
-    from recsys.train.device import DeviceTables, Step
+    from recsys.train.device import Batches, DeviceTables
     for name, y_range in (("dotbias", (0.0, 5.5)), ("dot", None)):
         models = [build_model(name, 30, 20, 6, y_range, torch.Generator().manual_seed(1), 30.0, 1)]
         models.append(build_model(name, 30, 20, 6, y_range, torch.Generator().manual_seed(2), 30.0, 1))
@@ -182,7 +189,8 @@ KERNELS_AGAINST_TORCH = textwrap.dedent("""
             for _ in range(3):
                 users = torch.randint(0, 30, (200,), generator=generator)
                 items = torch.randint(0, 20, (200,), generator=generator)
-                step = Step.of(users, items, torch.randint(1, 6, (200,), generator=generator).float())
+                values = torch.randint(1, 6, (200,), generator=generator).float()
+                step = next(Batches.drawn(users, items, values, torch.arange(200), 200, (30, 20)).steps())
                 errors = [tables.step(step, 0.1, 0.05, 2.0) for tables in stepped]
                 torch.testing.assert_close(errors[1], errors[0])
         for key, tensor in models[0].state_dict().items():
@@ -217,19 +225,9 @@ def test_the_triton_kernels_compile_for_a_hopper_gpu(squash: bool, biased: bool)
 
     def source(kernel: "triton.JITFunction", constants: dict[str, object]) -> ASTSource:
         names = kernel.arg_names
-        integers, floats = {"n", "width"}, {"low", "span", "twice_weight", "decay"}
-        signature = {
-            name: "constexpr"
-            if name in constants
-            else "i32"
-            if name in integers
-            else "fp32"
-            if name in floats
-            else "*i64"
-            if name in {"users", "items", "rows"}
-            else "*fp32"
-            for name in names
-        }
+        scalars = {"n": "i32", "width": "i32", "low": "fp32", "span": "fp32", "twice_weight": "fp32"}
+        kinds = {**scalars, "decay": "fp32", "users": "*i64", "items": "*i64", "rows": "*i64"}
+        signature = {name: "constexpr" if name in constants else kinds.get(name, "*fp32") for name in names}
         return ASTSource(
             kernel, signature, {(names.index(name),): value for name, value in constants.items()}
         )
