@@ -35,8 +35,8 @@ from recsys.train.interactions import RankingEpochs
 from recsys.train.jit import compiled
 from recsys.train.prefetch import prefetch_row
 
-# How many positives ahead the kernel asks the CPU for a step's rows (their cache misses overlap).
-PREFETCH_AHEAD = 4
+# The pipeline's stage length in steps: a step's negative is drawn this many steps before it runs.
+NEGATIVE_AHEAD = 4
 # Draws of a negative for one positive before the positive is passed over: a user with positives
 # for nearly every item of a group leaves few to draw.
 NEGATIVE_TRIES = 16
@@ -71,6 +71,41 @@ def _stride(state: np.ndarray, size: int) -> np.int64:
             return stride
 
 
+@compiled(fastmath=True, inline=True)
+def _negative(
+    state: np.ndarray,
+    user: int,
+    group: int,
+    group_starts: np.ndarray,
+    user_group_starts: np.ndarray,
+    user_items: np.ndarray,
+) -> np.int64:
+    """An item of `group` the user has no positive for, drawn from `state`; -1 after NEGATIVE_TRIES
+    draws that all met positives."""
+    first, size = group_starts[group], group_starts[group + 1] - group_starts[group]
+    for _ in range(NEGATIVE_TRIES):
+        drawn = first + np.int64(_next_random(state) % np.uint64(size))
+        if not _has(user_items, user_group_starts[user, group], user_group_starts[user, group + 1], drawn):
+            return drawn  # type: ignore[no-any-return]
+    return np.int64(-1)
+
+
+@compiled(fastmath=True, inline=True)
+def _prefetch_step(
+    users_table: np.ndarray,
+    items_table: np.ndarray,
+    user_items: np.ndarray,
+    user_group_starts: np.ndarray,
+    group_of: np.ndarray,
+    user: int,
+    item: int,
+) -> None:
+    """Ask for a step's user and positive rows and for the user's positives in the item's group."""
+    prefetch_row(users_table, user)
+    prefetch_row(items_table, item)
+    prefetch_row(user_items, user_group_starts[user, group_of[item]])
+
+
 @compiled(fastmath=True)
 def _train_blocks(
     users_table: np.ndarray,
@@ -102,6 +137,7 @@ def _train_blocks(
     keep = np.float32(1) - decay
     width = users_table.shape[1]
     state = np.empty(1, np.uint64)
+    negatives = np.empty(NEGATIVE_AHEAD, np.int64)
     for block in blocks:
         state[0] = (
             np.uint64(seed)
@@ -125,25 +161,29 @@ def _train_blocks(
         # The block's -sum log sigmoid(x): a logarithm per step cost a sixth of BPR's time, so the
         # sigmoids are multiplied together and the product's logarithm taken before it underflows.
         total, product = 0.0, 1.0
-        for t in range(start, end):
-            if t + PREFETCH_AHEAD < end:  # the rows and the positives' list of a step a few ahead
-                ahead = users[t + PREFETCH_AHEAD]
-                prefetch_row(users_table, ahead)
-                prefetch_row(items_table, items[t + PREFETCH_AHEAD])
-                prefetch_row(user_items, user_group_starts[ahead, group_of[items[t + PREFETCH_AHEAD]]])
-            user, item = users[t], items[t]
-            group = group_of[item]
-            first, size = group_starts[group], group_starts[group + 1] - group_starts[group]
-            negative = -1
-            for _ in range(NEGATIVE_TRIES):
-                drawn = first + np.int64(_next_random(state) % np.uint64(size))
-                if not _has(
-                    user_items, user_group_starts[user, group], user_group_starts[user, group + 1], drawn
-                ):
-                    negative = drawn
-                    break
-            if negative < 0:
+        # The steps as a pipeline, so that each cache miss is asked for well before it is needed:
+        # step t + 3 * AHEAD's row of group starts; t + 2 * AHEAD's rows and its positives in its
+        # item group; t + AHEAD's negative, drawn (in step order, as one at a time would be) and its
+        # row asked for; step t itself.
+        for t in range(start - 3 * NEGATIVE_AHEAD, end):
+            negative = negatives[t % NEGATIVE_AHEAD] if t >= start else -1  # before its slot is reused
+            if t + 3 * NEGATIVE_AHEAD < end:
+                prefetch_row(user_group_starts, users[t + 3 * NEGATIVE_AHEAD])
+            if start <= t + 2 * NEGATIVE_AHEAD < end:
+                _prefetch_step(
+                    users_table, items_table, user_items, user_group_starts, group_of,
+                    users[t + 2 * NEGATIVE_AHEAD], items[t + 2 * NEGATIVE_AHEAD],
+                )  # fmt: skip
+            if start <= t + NEGATIVE_AHEAD < end:
+                later = t + NEGATIVE_AHEAD
+                drawn = _negative(
+                    state, users[later], group_of[items[later]], group_starts, user_group_starts, user_items
+                )
+                negatives[later % NEGATIVE_AHEAD] = drawn
+                prefetch_row(items_table, max(int(drawn), 0))
+            if negative < 0:  # before the block's first step, or no negative found
                 continue
+            user, item = users[t], items[t]
             score = item_bias[item] - item_bias[negative]
             for c in range(width):
                 score += users_table[user, c] * (items_table[item, c] - items_table[negative, c])

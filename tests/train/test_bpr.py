@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from recsys.train.bpr import _has, _stride, _train_blocks
+from recsys.train.compiled import _next_random
 
 
 def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
@@ -100,3 +101,59 @@ def test_an_epochs_order_meets_every_positive_of_a_block_once_and_changes_by_epo
         assert len(walks) == 5  # a new order each epoch
     else:  # few orders to draw from: more than one, but for a block of one
         assert len(walks) > 1 or size == 1
+
+
+def test_an_epoch_is_its_steps_one_at_a_time_in_the_drawn_order() -> None:
+    """The kernel draws each step's negative a few steps ahead of the step (so that its row can be
+    fetched early): the epoch must still be the steps taken one at a time, in the drawn order, each
+    negative drawn just before its step, as written out here in Python."""
+    rng = np.random.default_rng(3)
+    n_users, n_items, width, size = 6, 12, 3, 40
+    group_starts = np.array([0, 5, 12], np.int64)  # two item groups: items 0-4 and 5-11
+    group_of = np.repeat(np.arange(2, dtype=np.int32), np.diff(group_starts))
+    cells = rng.choice(n_users * n_items, size=size, replace=False)
+    cells.sort()
+    users_of, items_of = (cells // n_items).astype(np.int32), (cells % n_items).astype(np.int32)
+    user_group_starts = np.zeros((n_users, 3), np.int64)
+    for user in range(n_users):
+        mine = items_of[users_of == user]
+        first = np.searchsorted(users_of, user)
+        user_group_starts[user] = first + np.searchsorted(mine, group_starts)
+    shuffled = rng.permutation(size)
+    block_users, block_items = users_of[shuffled].copy(), items_of[shuffled].copy()
+    tables = [rng.normal(0, 0.3, shape).astype(np.float32) for shape in ((n_users, width), (n_items, width))]
+    bias = rng.normal(0, 0.3, n_items).astype(np.float32)
+    lr, l2, seed, epoch = 0.2, 0.05, 11, 3
+
+    expected = [table.astype(np.float64) for table in (*tables, bias)]
+    state = np.array([seed ^ (epoch * 0x9E3779B97F4A7C15 % 2**64)], np.uint64)  # block 0 mixes in nothing
+    place = int(_next_random(state) % np.uint64(size))
+    stride = int(_stride(state, size))
+    keep = 1 - lr * l2
+    for k in range(size):
+        at = (place + k * stride) % size
+        user, item = int(block_users[at]), int(block_items[at])
+        group = group_of[item]
+        mine = set(items_of[user_group_starts[user, 0] : user_group_starts[user, 2]].tolist())
+        for _ in range(16):
+            drawn = int(group_starts[group] + _next_random(state) % np.uint64(np.diff(group_starts)[group]))
+            if drawn not in mine:
+                break
+        else:
+            continue
+        u, i, j = expected[0][user].copy(), expected[1][item].copy(), expected[1][drawn].copy()
+        score = u @ (i - j) + expected[2][item] - expected[2][drawn]
+        step = lr / (1 + np.exp(score))
+        expected[0][user] = keep * u + step * (i - j)
+        expected[1][item] = keep * i + step * u
+        expected[1][drawn] = keep * j - step * u
+        expected[2][item] = keep * expected[2][item] + step
+        expected[2][drawn] = keep * expected[2][drawn] - step
+
+    pairs = (block_users, block_items, np.zeros(size, np.int32), np.zeros(size, np.int32))
+    _train_blocks(
+        tables[0], tables[1], bias, pairs, np.array([0, size], np.int64), np.zeros(1, np.int64),
+        (group_of, group_starts), (user_group_starts, items_of), (lr, l2, seed, epoch), np.zeros(1),
+    )  # fmt: skip
+    for got, want in zip((*tables, bias), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
