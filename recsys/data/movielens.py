@@ -9,6 +9,7 @@ line. Where a copy is found, or fetched and unpacked, is recsys.data.cache.
 """
 
 import codecs
+import re
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -321,7 +322,14 @@ class PredefinedFolds(Mapping[str, FoldRows]):
         if fold not in PREDEFINED_FOLDS:
             raise KeyError(fold)
         if fold not in self._read:
-            self._read[fold] = (self._rows(f"{fold}.base"), self._rows(f"{fold}.test"))
+            base, test = self._rows(f"{fold}.base"), self._rows(f"{fold}.test")
+            # Each fold's two files share out every rating of u.data: a short one is a damaged copy.
+            if len(base) + len(test) != len(self._ratings):
+                raise DataError(
+                    f"{self._folder / f'{fold}.base'} and {fold}.test hold {len(base):,} + {len(test):,} "
+                    f"ratings, where {RATINGS_FILE['100k']} has {len(self._ratings):,}: is one cut short?"
+                )
+            self._read[fold] = (base, test)
         return self._read[fold]
 
     def __iter__(self) -> Iterator[str]:
@@ -394,10 +402,25 @@ def read_users(folder: Path, layout: str) -> pd.DataFrame | None:
     return pd.DataFrame(table).set_index(pd.Index(ids, name="user")).astype("category")
 
 
+def _check_count(folder: Path, n_ratings: int) -> None:
+    """ml-100k's u.info states how many ratings u.data holds: a copy with fewer was cut short."""
+    info = folder / "u.info"
+    if not info.is_file():
+        return
+    stated = re.search(r"^\s*(\d+)\s+ratings\s*$", info.read_text(encoding="latin-1"), re.MULTILINE)
+    if stated is not None and int(stated.group(1)) != n_ratings:
+        raise DataError(
+            f"{folder / RATINGS_FILE['100k']}: {n_ratings:,} ratings where u.info states "
+            f"{int(stated.group(1)):,}: cut short, or from another copy?"
+        )
+
+
 def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]) -> RatingsDataset:
     """Read an unpacked dataset folder of `layout`, with its users' and items' side features; warn
     when rated items lack an entry."""
     ratings = read_ratings(folder / RATINGS_FILE[layout], layout, scale)
+    if layout == "100k":
+        _check_count(folder, len(ratings))
     items = read_items(folder, layout)
     warn_unnamed_items(ratings, items, folder / ITEMS_FILE[layout])
     folds = PredefinedFolds(folder, ratings, scale) if layout == "100k" else {}

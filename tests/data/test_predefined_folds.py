@@ -109,3 +109,19 @@ def test_a_stranger_after_a_dropped_duplicate_is_named_by_its_pair(tmp_path: Pat
     with pytest.warns(UserWarning, match="1 duplicate"), pytest.raises(DataError) as err:
         make_split(dataset, "u1")
     assert "u1.base: the rating of user 2, item 20 is not in u.data" in str(err.value)
+
+
+def test_a_fold_file_cut_short_is_named(tmp_path: Path) -> None:
+    """u1.base and u1.test share out every rating of u.data: a base missing one is a damaged copy."""
+    dataset = load_movielens("ml-100k", _folder(tmp_path, ROWS[:2], ROWS[3:]), allow_download=False)
+    with pytest.raises(DataError, match=r"u1\.base and u1\.test hold 2 \+ 1 ratings, where u\.data has 4"):
+        make_split(dataset, "u1")
+
+
+def test_a_ratings_file_short_of_what_u_info_states_is_named(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, ROWS[:3], ROWS[3:])
+    (folder / "u.info").write_text("2 users\n3 items\n5 ratings\n")
+    with pytest.raises(DataError, match=r"u\.data: 4 ratings where u\.info states 5"):
+        load_movielens("ml-100k", folder, allow_download=False)
+    (folder / "u.info").write_text("2 users\n3 items\n4 ratings\n")
+    assert len(load_movielens("ml-100k", folder, allow_download=False).ratings) == 4
