@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         table = similar_items(checkpoint, dataset, args.similar, args.top)
     elif args.cold_start and not knows_user(checkpoint, user):
         print(f"user {user} is new to this model: a cold start", file=sys.stderr)
-        table = cold_start(checkpoint, dataset, args.top)
+        table = cold_start(checkpoint, dataset, args.top, user)
     else:
         table = recommend(checkpoint, dataset, user, args.top)
     if table.empty:  # pandas would print "Empty DataFrame" and its columns

@@ -101,15 +101,27 @@ def recommend(
     n_items = len(checkpoint.items)
     pairs = torch.stack([torch.full((n_items,), index), torch.arange(n_items)], dim=1)
     predicted = predict(checkpoint.model, pairs).cpu().numpy()
-    rated = dataset.ratings.loc[dataset.ratings["user"] == user, "item"].to_numpy()
-    rated_inner = checkpoint.items.encode(rated[checkpoint.items.known(rated)], "item")
-    candidates = np.setdiff1d(np.arange(n_items), rated_inner)
+    candidates = _unrated(checkpoint, dataset, user)
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]
     return _titled(dataset, checkpoint.items.decode(best), _score_column(checkpoint), predicted[best])
 
 
-def cold_start(checkpoint: Checkpoint, dataset: RatingsDataset, top: int = 10) -> pd.DataFrame:
-    """The `top` items for a user the model has never seen, with no factors to go on.
+def _unrated(checkpoint: Checkpoint, dataset: RatingsDataset, user: int | str | None) -> np.ndarray:
+    """The inner indices of the model's items that raw user `user` (None: nobody) has not rated in
+    `dataset`."""
+    every = np.arange(len(checkpoint.items))
+    if user is None:
+        return every
+    rated = dataset.ratings.loc[dataset.ratings["user"] == user, "item"].to_numpy()
+    return np.setdiff1d(every, checkpoint.items.encode(rated[checkpoint.items.known(rated)], "item"))
+
+
+def cold_start(
+    checkpoint: Checkpoint, dataset: RatingsDataset, top: int = 10, user: int | str | None = None
+) -> pd.DataFrame:
+    """The `top` items for a user the model has never seen, with no factors to go on; where `user`
+    (a raw id) has ratings in `dataset` all the same (they came after the training part), the items
+    they rated are left out.
 
     Ranked by learned item bias when the model has biases (the score column is `item_bias` or
     `implied_item_bias`), otherwise by popularity in `dataset` (`n_ratings`).
@@ -121,7 +133,13 @@ def cold_start(checkpoint: Checkpoint, dataset: RatingsDataset, top: int = 10) -
     else:
         counts = dataset.ratings["item"].value_counts()
         column, scores = "n_ratings", counts.reindex(checkpoint.items.raw_ids, fill_value=0).to_numpy()
-    best = np.argsort(-scores, kind="stable")[:top]
+    if user is not None:
+        try:
+            user = _as_id(checkpoint.users, user, "user")
+        except RecsysError:  # text that no integer id can be: nobody the ratings hold
+            user = None
+    candidates = _unrated(checkpoint, dataset, user)
+    best = candidates[np.argsort(-scores[candidates], kind="stable")[:top]]
     return _titled(dataset, checkpoint.items.decode(best), column, scores[best])
 
 

@@ -111,6 +111,22 @@ def test_cold_start_ranks_by_item_bias(checkpoint: Checkpoint, dataset: RatingsD
     np.testing.assert_array_equal(table["item_bias"], np.sort(biases.item)[::-1][:5])
 
 
+def test_cold_start_leaves_out_what_a_user_new_to_the_model_rated_since(
+    checkpoint: Checkpoint, dataset: RatingsDataset
+) -> None:
+    """A user the ratings hold but the training part did not (their ratings came later, as a split
+    by time leaves them) is a cold start, and still not shown the items they rated."""
+    top = cold_start(checkpoint, dataset, top=5)
+    newcomer = pd.DataFrame(
+        {"user": [999_999, 999_999], "item": top["item"].iloc[[0, 2]].to_numpy(), "rating": [5.0, 4.0]}
+    )
+    later = dataclasses.replace(dataset, ratings=pd.concat([dataset.ratings, newcomer], ignore_index=True))
+    table = cold_start(checkpoint, later, top=5, user=999_999)
+    assert not set(table["item"]) & set(newcomer["item"])
+    assert table["item"].tolist()[:2] == top["item"].iloc[[1, 3]].tolist()  # the rest keep their order
+    assert cold_start(checkpoint, later, top=5, user="someone")["item"].tolist() == top["item"].tolist()
+
+
 def test_cold_start_without_biases_ranks_by_popularity(dot: Checkpoint, dataset: RatingsDataset) -> None:
     table = cold_start(dot, dataset, top=5)
     counts = dataset.ratings["item"].value_counts()
