@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_measurements and (small := [size for size in args.cost_sizes if size < 1]):
         raise RecsysError(f"--cost-sizes must be at least 1 user each, got {small[0]}")
     engine = None if args.engine == "auto" else args.engine
+    if args.models is not None and (twice := [n for k, n in enumerate(args.models) if n in args.models[:k]]):
+        raise RecsysError(f"--models names {twice[0]} twice: name each model once")
     for name in args.models or []:  # a model without the engine asked for: an error before any training
         config_for(name, engine=engine, epochs=args.epochs)
     dataset = dataset_from_flags(args)

@@ -37,7 +37,7 @@ from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
 from recsys.studies.bag_cost import bag_versus_multi_hot
 from recsys.studies.lookup_cost import lookup_cost_table
 from recsys.studies.norm_bias import NORMS, bias_before_norm
-from recsys.workflows.experiment import RunResult, new_user_starts, train_and_evaluate
+from recsys.workflows.experiment import RunResult, check_relevant, new_user_starts, train_and_evaluate
 
 BASELINES = ("global-mean", "damped-bias")
 BASELINE_COLUMN = "damped-bias"
@@ -117,6 +117,7 @@ def compare_models(
     the same split and score its ratings and its top-N lists. A test rating at or above `relevant`
     is relevant to its user ("scale": 3/4 of the way up the dataset's rating scale; "all": every
     test item)."""
+    threshold = _threshold(relevant, dataset)  # before any training: a bad one is refused at once
     scores: list[ModelScore] = []
     trained: dict[str, nn.Module] = {}
     results: dict[str, RunResult] = {}
@@ -147,7 +148,6 @@ def compare_models(
         trained[name] = model
         test = evaluate_test(model, data, unknown)
         baseline_rows.append(ModelScore(name, test["rmse"], test["mae"], 0.0, _fitted_size(model)))
-    threshold = _threshold(relevant, dataset)
     ranking = rank_models(trained, data, threshold, seed)
     curves = {
         name: fold_in_curve(
@@ -217,6 +217,7 @@ def _threshold(relevant: Relevant, dataset: RatingsDataset) -> float | None:
         return dataset.rating_scale[0] if dataset.implicit else relevance_threshold(dataset.rating_scale)
     if relevant == "all":
         return None
+    check_relevant(float(relevant), dataset.rating_scale)
     return float(relevant)
 
 

@@ -143,6 +143,15 @@ def _check_rankable(dataset: RatingsDataset) -> None:
         )
 
 
+def check_relevant(relevant: float, rating_scale: tuple[float, float]) -> None:
+    """Refuse a relevance threshold above the top of the scale, which no rating reaches."""
+    if relevant > rating_scale[1]:
+        raise RecsysError(
+            f"`relevant` {relevant:g} is above the ratings' scale {rating_scale[0]:g}-{rating_scale[1]:g}: "
+            "no rating could be relevant, and no list judged"
+        )
+
+
 def fitted_config(
     config: RunConfig, rating_scale: tuple[float, float], n_train: int, *, implicit: bool = False
 ) -> RunConfig:
@@ -153,6 +162,8 @@ def fitted_config(
     if config.relevant is None:
         relevant = rating_scale[0] if implicit else relevance_threshold(rating_scale)
         config = dataclasses.replace(config, relevant=relevant)
+    else:
+        check_relevant(config.relevant, rating_scale)
     if config.y_range is None and not config.ranks:
         config = dataclasses.replace(config, y_range=default_y_range(rating_scale))
     if config.rating_unit is None:

@@ -153,6 +153,26 @@ def test_compare_script_refuses_cost_sizes_below_one_before_training(size: str, 
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--relevant", "9"], "--relevant 9 is above the ratings' scale 1-5: no rating could be relevant"),
+        (["--models", "dot", "dotbias", "dot"], "--models names dot twice: name each model once"),
+    ],
+)
+def test_a_relevance_no_rating_reaches_or_a_model_named_twice_is_refused_before_training(
+    flags: list[str], message: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "r"
+    args = ["--dataset", "tiny", "--no-measurements", *flags, "--out", str(out)]
+    if "--models" not in flags:
+        args += ["--models", "dot"]
+    result = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].startswith(f"error: {message}")
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
 @pytest.mark.parametrize("where", ["under a file", "a link to nowhere", "a folder of other files"])
 def test_an_out_that_cannot_take_a_report_is_refused_before_training(where: str, tmp_path: Path) -> None:
     (tmp_path / "file").touch()

@@ -28,6 +28,7 @@ from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import (
     COMPILED_TORCH_THREADS,
     MIN_STEPS,
+    fitted_config,
     prepare,
     recorded_data,
     train_and_evaluate,
@@ -352,3 +353,9 @@ def test_a_new_user_without_an_id_takes_no_row_of_the_feature_table() -> None:
     anonymous = new_user_starts(run.model, run.config, dataset, None, [none], len(run.data.items))
     assert by_id is not None and anonymous is not None
     assert by_id[0].abs().sum() > 0 and anonymous[0].abs().sum() == 0
+
+
+def test_a_relevance_threshold_above_the_scale_is_refused_and_one_on_it_kept() -> None:
+    with pytest.raises(RecsysError, match=r"`relevant` 5.5 is above the ratings' scale 1-5"):
+        fitted_config(config_for("bpr", relevant=5.5), (1.0, 5.0), 1000)
+    assert fitted_config(config_for("bpr", relevant=5.0), (1.0, 5.0), 1000).relevant == 5.0
