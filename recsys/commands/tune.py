@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
     from recsys.files import write_json
-    from recsys.workflows.run_folder import make_folder
+    from recsys.workflows.run_folder import taken_back_if_failed
     from recsys.workflows.tune import best_settings, plot_trials, tune
 
     dataset = dataset_from_flags(args)
@@ -99,12 +99,6 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
     if out.is_dir() and any(out.iterdir()):
         raise RecsysError(f"{out} already holds a search; name another with --out")
-    make_folder(out, "`out`")  # before the search: a path that cannot be a folder fails now
-    print(
-        f"tuning {args.model} on the training part of {dataset.name} split {split}: {args.trials} settings, "
-        f"{args.folds}-fold cross-validation inside it; the test part is read once, at the end"
-    )
-    start = time.perf_counter()
     ranks = model_entry(args.model).ranks  # scored by its lists' NDCG@10, the higher the better
     label, better = ("valid NDCG@10", max) if ranks else ("valid RMSE", min)
     best_so_far = -math.inf if ranks else math.inf
@@ -119,19 +113,27 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-    result = tune(
-        dataset,
-        args.model,
-        split,
-        engine=args.engine,
-        trials=args.trials,
-        folds=args.folds,
-        seed=args.seed,
-        threads=args.threads,
-        on_trial=report,
-        run_dir=out / "run",
-        features=args.features,
-    )
+    # Made before the search, so that a path that cannot be a folder fails now; a search that fails
+    # leaves no folder behind.
+    with taken_back_if_failed(out, "`out`"):
+        print(
+            f"tuning {args.model} on the training part of {dataset.name} split {split}: {args.trials} "
+            f"settings, {args.folds}-fold cross-validation inside it; the test part is read once, at the end"
+        )
+        start = time.perf_counter()
+        result = tune(
+            dataset,
+            args.model,
+            split,
+            engine=args.engine,
+            trials=args.trials,
+            folds=args.folds,
+            seed=args.seed,
+            threads=args.threads,
+            on_trial=report,
+            run_dir=out / "run",
+            features=args.features,
+        )
     result.table.to_csv(out / "trials.csv", index=False)
     plot_trials(result.table, out / "trials.png", result.best, result.score)
     write_json(out / "best.json", best_settings(result))

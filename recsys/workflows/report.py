@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from recsys.workflows.compare import (
     models_with_biases,
     user_table,
 )
-from recsys.workflows.run_folder import make_folder
+from recsys.workflows.run_folder import taken_back_if_failed
 
 # Every file write_report may write: an earlier report's own files, replaced by the next report.
 REPORT_FILES = (
@@ -73,8 +73,7 @@ def claim_report_folder(out: Path) -> Iterator[bool]:
     holding an earlier report (whose files write_report replaces; the user's own stay). Yields
     whether it holds one; any other folder is an error naming `out`, so no report overwrites other
     files. A block that fails takes back the folder this made, as a failed run does its run folder."""
-    made = make_folder(out, "`out`")
-    try:
+    with taken_back_if_failed(out, "`out`"):
         if not os.access(out, os.W_OK | os.X_OK):
             raise RecsysError(f"`out` {out}: cannot write in it")
         for draft in out.glob(f"{DRAFT_PREFIX}*"):  # left by a run killed outright (SIGKILL) as it drew
@@ -86,11 +85,6 @@ def claim_report_folder(out: Path) -> Iterator[bool]:
                 f"`out` {out} already exists and holds no earlier report; choose a new or empty folder"
             )
         yield earlier
-    except BaseException:
-        if made:
-            with suppress(OSError):  # not empty: the report, or part of one, is there after all
-                out.rmdir()
-        raise
 
 
 def earlier_data(out: Path) -> str | None:

@@ -43,6 +43,20 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
             lock.unlink(missing_ok=True)
 
 
+@contextmanager
+def taken_back_if_failed(path: Path, name: str) -> Iterator[None]:
+    """`path` made a folder as make_folder does, for a block whose failure takes back the folder
+    this made, while nothing was written in it (no failed command leaves an empty folder behind)."""
+    made = make_folder(path, name)
+    try:
+        yield
+    except BaseException:
+        if made:
+            with suppress(OSError):  # not empty: what the block wrote stays
+                path.rmdir()
+        raise
+
+
 def make_folder(path: Path, name: str) -> bool:
     """Create `path` with its parents unless it is a folder already; whether this call made it (one
     of two racing runs does). A path that cannot be a folder is an error naming `name`, the setting

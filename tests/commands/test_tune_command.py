@@ -53,6 +53,7 @@ def test_tune_writes_its_trials_plot_best_setting_and_run(tmp_path: Path) -> Non
         ("tune", ["--trials", "0"], "--trials must be at least 1"),
         ("tune", ["--folds", "1"], "--folds must be at least 2"),
         ("tune", ["--features", "side"], "has no effect on dotbias"),
+        ("tune", ["--folds", "5000"], "too few to cut into 5000 folds"),  # found as the search starts
         ("train", ["--config", "missing.json"], "--config missing.json: cannot read it"),
         ("train", ["--config", "{bad"], "not JSON"),
         ("train", ["--config", '{"learning_rate": 1}'], "unknown setting(s) learning_rate"),
