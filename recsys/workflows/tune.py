@@ -189,7 +189,7 @@ def _ranking_validation(
             dataclasses.replace(base, **fields), rating_scale, len(train), implicit=implicit
         )
         scores = []
-        for kept, held in cuts:
+        for number, (kept, held) in enumerate(cuts, 1):
             fold_train = RatingTensors(x[kept], y[kept])
             fold_valid = RatingTensors(x[held], y[held])
             generator = torch.Generator().manual_seed(config.seed)
@@ -200,6 +200,11 @@ def _ranking_validation(
                 fit(model, fold_train, nothing, config, generator, threads=threads, progress=False)
             except TrainingDiverged:  # this setting's score: none (last in the table), as for ratings
                 return np.full(len(cuts), np.nan)
+            except RecsysError as error:  # the data as a whole trains: this fold's part of it cannot
+                raise RecsysError(
+                    f"cross-validation fold {number} of {len(cuts)}, trained on the other folds' pairs: "
+                    f"{error}; fewer `folds` leave more to each"
+                ) from None
             task = ranking_task(fold_train, fold_valid, len(users), len(items), config.relevant)
             scores.append(evaluate_ranking(model_scorer(model, len(items)), task, ks=(10,))["ndcg@10"])
         return np.asarray(scores)
