@@ -97,10 +97,9 @@ def test_a_fold_too_small_for_a_ranking_model_is_named_as_the_fold(tmp_path: Pat
     """Six users' ratings train `bpr` whole; a fold of the search holding one user's positives alone
     is named as that fold, with the way out (fewer folds), not blamed on the data."""
     ratings = tmp_path / "few.csv"
-    rows = "1,10,5 1,11,3 1,12,4 2,10,4 2,13,2 2,14,5 3,11,1 3,12,5 3,13,3 4,10,2 4,14,4 4,15,3 5,11,5 5,15,2"
-    ratings.write_text(
-        "user,item,rating\n" + "\n".join(rows.split() + ["5,12,3", "6,10,3", "6,13,4", "6,15,5"])
-    )
+    rows = "1,10,5 1,11,3 1,12,4 2,10,4 2,13,2 2,14,5 3,11,1 3,12,5 3,13,3 4,10,2 4,14,4 4,15,3"
+    rows += " 5,11,5 5,15,2 5,12,3 6,10,3 6,13,4 6,15,5"
+    ratings.write_text("user,item,rating\n" + "\n".join(rows.split()))
     args = ["--ratings", str(ratings), "--model", "bpr", "--trials", "2", "--out", str(tmp_path / "out")]
     ran = run_cli(tune_command.cli, "tune.py", args, tmp_path / "c")
     assert ran.returncode == 2, ran.stderr
