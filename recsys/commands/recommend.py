@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             stacklevel=1,
         )
     if args.rate is not None or args.ratings_of is not None:
-        rated = args.rate if args.rate is not None else read_rated(args.ratings_of)
-        table = recommend_from_ratings(checkpoint, dataset, rated, args.top)
+        rated, places = (args.rate, None) if args.rate is not None else read_rated(args.ratings_of)
+        table = recommend_from_ratings(checkpoint, dataset, rated, args.top, places)
     elif user is None:
         table = similar_items(checkpoint, dataset, args.similar, args.top)
     elif args.cold_start and not knows_user(checkpoint, user):

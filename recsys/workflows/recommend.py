@@ -222,27 +222,36 @@ def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[st
 
 
 def recommend_from_ratings(
-    checkpoint: Checkpoint, dataset: RatingsDataset, rated: Sequence[tuple[int | str, float]], top: int = 10
+    checkpoint: Checkpoint,
+    dataset: RatingsDataset,
+    rated: Sequence[tuple[int | str, float]],
+    top: int = 10,
+    places: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """The `top` items for a new user who gave `rated` (title or item id, rating) pairs, by predicted
     rating: the user is folded into the trained model (recsys.models.fold_in), with no retraining.
-    An item named twice, a rating off the dataset's scale, or a model without user vectors is an
-    error."""
+    An item named twice, a rating off the dataset's scale (on interactions: a count or weight of 0 or
+    less), or a model without user vectors is an error, led by the pair's place in `places` (such as
+    "FILE, line N") where given."""
     _check_top(top)
     if not rated:
         raise RecsysError("a new user needs at least one rating to fold in")
     low, high = dataset.rating_scale
     items: dict[int, int | str] = {}
     ratings = []
-    for name, rating in rated:
-        if not low <= rating <= high:
-            scale = (
-                f"the scale {low:g}-{high:g}" if low < high else f"{low:g}, every interaction's weight here"
-            )
-            raise RecsysError(f"rating {rating:g} for {name!r} is off {scale}")
-        index = find_item(checkpoint, dataset, name)
-        if index in items:
-            raise RecsysError(f"{name!r} and {items[index]!r} name the same item: rate each item once")
+    for number, (name, rating) in enumerate(rated):
+        try:
+            if dataset.implicit and not rating > 0:
+                raise RecsysError(f"{rating:g} for {name!r}: an interaction's count or weight is above 0")
+            if not dataset.implicit and not low <= rating <= high:
+                raise RecsysError(f"rating {rating:g} for {name!r} is off the scale {low:g}-{high:g}")
+            index = find_item(checkpoint, dataset, name)
+            if index in items:
+                raise RecsysError(f"{name!r} and {items[index]!r} name the same item: rate each item once")
+        except RecsysError as error:
+            if places is None:
+                raise
+            raise RecsysError(f"{places[number]}: {error}") from None
         items[index] = name
         ratings.append(rating)
     known = torch.tensor(list(items))

@@ -54,6 +54,12 @@ def test_an_interactions_file_trains_recommends_and_resumes(model: str, plays: P
     assert len(listed) >= 5
     similar = run_cli(recommend_command.cli, "recommend.py", [str(out), "--similar", "s7"], tmp_path / "c")
     assert similar.returncode == 0, similar.stderr
+    # A new listener's plays: any count above 0, more than anyone's in the log too; none is refused.
+    rate = [str(out), "--rate", "s1=50", "--rate", "s2=1"]
+    new = run_cli(recommend_command.cli, "recommend.py", rate, tmp_path / "c")
+    assert new.returncode == 0, new.stderr
+    none = run_cli(recommend_command.cli, "recommend.py", [str(out), "--rate", "s1=0"], tmp_path / "c")
+    assert none.returncode == 2 and "an interaction's count or weight is above 0" in none.stderr
     resumed = run_cli(train_command.cli, "train.py", ["--resume", str(out)], tmp_path / "cache")
     assert resumed.returncode == 0 and "is finished (3 epochs, test NDCG@10" in resumed.stdout
 

@@ -206,12 +206,23 @@ def test_an_unknown_title_suggests_close_matches(run_dir: Path, tmp_path: Path) 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("title,rating\nSynthetic item 1,5\n", "expected a header naming item and rating"),
+        ("thing,rating\nSynthetic item 1,5\n", "expected a header naming item and rating"),
+        ("movie,score\nSynthetic item 1,5\nQwxyzzz plover,4\n", "line 3: no item titled 'Qwxyzzz plover'"),
+        ("title,rating\nSynthetic item 1,5\n1,3\n", "line 3: '1' and 'Synthetic item 1' name the same item"),
+        ("item,rating\nSynthetic item 1,9\n", "line 2: rating 9 for 'Synthetic item 1' is off the scale 1-5"),
         ("item,rating\nSynthetic item 1,5\n2,x\n", "line 3: expected an item and a number"),
         ("item,rating\nSynthetic item 1,5,7\n", "line 2: expected 2 fields, got 3"),
         ("item,rating\n", "no ratings in it"),
     ],
-    ids=["no-item-column", "bad-rating", "extra-field", "empty"],
+    ids=[
+        "no-item-column",
+        "unknown-item",
+        "repeated-item",
+        "off-scale",
+        "bad-rating",
+        "extra-field",
+        "empty",
+    ],
 )
 def test_a_bad_ratings_file_names_the_file_and_line(
     run_dir: Path, tmp_path: Path, text: str, message: str
