@@ -5,13 +5,14 @@ The checkpoint holds no ratings or titles, so the dataset named in its config is
 """
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
 
 from recsys.commands.common import CommandParser, run
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE
+from recsys.names import CHECKPOINT_FILE, CONFIG_FILE
 from recsys.workflows.rated_items import rating_pair, read_rated
 
 
@@ -21,6 +22,21 @@ def _rating_pair(text: str) -> tuple[str, float]:
         return rating_pair(text)
     except RecsysError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def check_checkpoint_is_the_runs(run_dir: Path, model: str, dataset: str) -> None:
+    """The run folder's config.json and its checkpoint (of `model` on `dataset`) must be one run's: a
+    checkpoint copied in from another run would be used with this one's data and words."""
+    try:
+        written = json.loads((run_dir / CONFIG_FILE).read_text())
+    except (OSError, ValueError):  # no config.json to go by: the checkpoint speaks for itself
+        return
+    for name, held in (("model", model), ("dataset", dataset)):
+        if isinstance(written, dict) and name in written and written[name] != held:
+            raise RecsysError(
+                f"{run_dir}: its {CHECKPOINT_FILE} holds {name} {held!r}, where its {CONFIG_FILE} says "
+                f"{written[name]!r}: the checkpoint is another run's"
+            )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -92,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
+    check_checkpoint_is_the_runs(args.run_dir, checkpoint.config.model, checkpoint.config.dataset)
     # parse_args guarantees --user with --explain and --cold-start, and --item with --explain.
     user = None if args.user is None else checkpoint.users.parse(args.user, "user")
     if args.explain:

@@ -7,7 +7,9 @@ scripts/recommend.py as a subprocess, as a user does (slow: a torch import).
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -242,3 +244,18 @@ def test_an_ensemble_takes_a_new_user_too(tmp_path: Path) -> None:
     result = run_script(str(folder), "--rate", "Synthetic item 1=5", "--top", "2", cache=tmp_path)
     assert result.returncode == 0, result.stderr  # folded into each member
     assert len(result.stdout.strip().splitlines()) == 3
+
+
+def test_a_checkpoint_from_another_run_is_named_as_such(run_dir: Path, tmp_path: Path) -> None:
+    """A run folder whose config.json names another model than its checkpoint holds (a checkpoint
+    copied in from another run) is refused, not used with this run's data."""
+    folder = tmp_path / "mixed"
+    shutil.copytree(run_dir, folder)
+    written = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**written, "model": "svdpp"}))
+    result = run_script(str(folder), "--user", "1", cache=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: {folder}: its checkpoint.pt holds model 'dotbias', where its config.json says 'svdpp': "
+        "the checkpoint is another run's"
+    )
