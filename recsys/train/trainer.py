@@ -417,7 +417,7 @@ def _fit(
         model.train()
         last_checkpoint = time.monotonic()
         for epoch in range(len(history) + 1, config.epochs + 1):
-            stats = _train_one_epoch(epochs, epoch, generator, valid, config, progress)
+            stats = _train_one_epoch(epochs, epoch, generator, valid, config, progress, train)
             history.append(stats)
             due = epoch == config.epochs or time.monotonic() - last_checkpoint >= checkpoint_every
             if on_checkpoint is not None and due:
@@ -478,6 +478,23 @@ def _epochs_for(
     return _AutogradEpochs(model, train, config)
 
 
+# A training rating this many times the ratings' typical size (their median magnitude, at least 1)
+# is named as the likelier cause of a diverged loss than the step size.
+EXTREME_RATING = 1e4
+
+
+def _advice(config: RunConfig, train: RatingTensors) -> str:
+    """What to change when the loss diverged: the step size, unless the engine takes no steps or a
+    rating far out of line with the rest is there to explain it."""
+    magnitudes = train.y.abs()
+    largest = float(magnitudes.max())
+    if largest > EXTREME_RATING * max(float(magnitudes.median()), 1.0):
+        return f"look for extreme values in the data: its largest training rating is {largest:g}"
+    if config.engine == "autograd" or "lr" not in unread(model_entry(config.model).fit):
+        return f"lower `lr` (now {config.lr})"
+    return "look for extreme values in the data (ratings, weights or features): it takes no steps"
+
+
 def _train_one_epoch(
     epochs: Engine,
     epoch: int,
@@ -485,18 +502,15 @@ def _train_one_epoch(
     valid: RatingTensors,
     config: RunConfig,
     progress: bool,
+    train: RatingTensors,
 ) -> EpochStats:
     """One epoch and its validation; a loss that is no longer finite stops training with advice."""
     start = time.perf_counter()
     train_loss, ratings = epochs.run_epoch(epoch, generator, progress)
     if not math.isfinite(train_loss):
-        steps = config.engine == "autograd" or "lr" not in unread(model_entry(config.model).fit)
-        advice = (
-            f"lower `lr` (now {config.lr})"
-            if steps
-            else "look for extreme values in the data (ratings, weights or features): it takes no steps"
+        raise TrainingDiverged(
+            f"training loss became {train_loss} in epoch {epoch}; {_advice(config, train)}"
         )
-        raise TrainingDiverged(f"training loss became {train_loss} in epoch {epoch}; {advice}")
     metrics = epochs.evaluate(valid)
     return EpochStats(
         epoch,

@@ -173,6 +173,21 @@ def test_huge_learning_rate_raises_training_diverged(tiny_encoded: EncodedSplit)
     assert "1000000.0" in str(info.value)
 
 
+def test_a_rating_far_out_of_line_is_named_as_the_cause_of_a_diverged_loss(
+    tiny_encoded: EncodedSplit,
+) -> None:
+    """One garbage rating (1e30 among stars) overflows the loss at any step size: the advice names it,
+    not the learning rate."""
+    y = tiny_encoded.train.y.clone()
+    y[7] = 1e30
+    data = dataclasses.replace(tiny_encoded, train=RatingTensors(tiny_encoded.train.x, y))
+    config = config_for("dotbias", dataset="tiny", epochs=2, optimizer="sgd")
+    with pytest.raises(
+        TrainingDiverged, match=r"extreme values in the data: its largest training rating is 1e\+30"
+    ):
+        fit_on(data, config)
+
+
 def test_optimizers_are_configured_from_the_config() -> None:
     model = build_model("dot", 3, 3, 2, None)
     adamw = make_optimizers(model, config_for("dot", lr=0.02, wd=0.3))[0]
