@@ -159,6 +159,7 @@ def non_negative_integers(column: pd.Series, what: str, source: str, where: Wher
     return values.astype(np.int64)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 # A number written with a decimal comma, as spreadsheets in many locales export it ("3,5").
 DECIMAL_COMMA = r"[-+]?\d+,\d+"
 
@@ -189,7 +190,12 @@ def ratings(column: pd.Series, source: str, where: Where, what: str = "rating") 
         raw = column.iloc[row]
         if pd.isna(raw) or raw == "":
             raise DataError(f"{source}: missing {what} on {where(row)}")
-        fault = "not a number" if np.isnan(values[row]) else "not finite"
+        # Beyond float32's range a number reads as infinite, whatever its digits were.
+        fault = (
+            "not a number"
+            if np.isnan(values[row])
+            else f"infinite, or beyond {FLOAT32_MAX:.1e} (float32's largest)"
+        )
         raise DataError(f"{source}: {what} {str(raw)[:40]!r} on {where(row)} is {fault}")
     return values
 

@@ -99,7 +99,7 @@ def test_a_weight_column_is_found_by_name_and_only_for_interactions(tmp_path: Pa
         ("user,item,plays\n1,2,3\n\n2,3,-1\n", "line 4: an event weight must be positive, got -1"),
         ("user,item,plays\n1,2,3\n2,3,0\n", "line 3: an event weight must be positive, got 0"),
         ("user,item,plays\n1,2,3\n2,3,x\n", "event weight 'x' on line 3 is not a number"),
-        ("user,item,plays\n1,2,3\n2,3,inf\n", "event weight 'inf' on line 3 is not finite"),
+        ("user,item,plays\n1,2,3\n2,3,inf\n", "event weight 'inf' on line 3 is infinite, or beyond 3.4e"),
         ("user,item,plays\n1,2,3\n2,3,\n", "missing event weight on line 3"),
         ("user,item\n", "no interactions in file"),
     ],

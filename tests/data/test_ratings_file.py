@@ -172,7 +172,8 @@ def test_ratings_with_a_decimal_comma_are_read_as_decimals_with_a_warning(tmp_pa
     ("content", "expected"),
     [
         ("user,item,rating\n1,2,3\n\n2,3,x\n", "rating 'x' on line 4 is not a number"),
-        ("user,item,rating\n1,2,3\n2,3,inf\n", "rating 'inf' on line 3 is not finite"),
+        ("user,item,rating\n1,2,3\n2,3,inf\n", "rating 'inf' on line 3 is infinite, or beyond 3.4e"),
+        ("user,item,rating\n1,2,3\n2,3,1e300\n", "on line 3 is infinite, or beyond 3.4e"),
         (
             "user;item;rating\n1;2;3,5\n2;3;x\n",
             "rating 'x' on line 3 is not a number",
@@ -641,7 +642,7 @@ def test_id_types_follow_their_spelling(values: list[str], dtype: type, tmp_path
         ("user,item,rating\r\n1,2,3\r\n\r\n2,3,x\r\n", "rating 'x' on line 4"),
         ("\ufeffuser,item,rating\n1,2,3\n2,3,x\n", "rating 'x' on line 3"),
         ("1,2,3\n2,3,x\n", "rating 'x' on line 2"),
-        ("user,item,rating\n1,2,3\n2,3,-inf\n", "rating '-inf' on line 3 is not finite"),
+        ("user,item,rating\n1,2,3\n2,3,-inf\n", "rating '-inf' on line 3 is infinite, or beyond 3.4e"),
         ("user,item,rating\n1,2,3\n2,3\n", "missing rating on line 3"),
         ("user,item,rating\n1,,3\n", "missing item id on line 2"),
         ('user,item,rating\n"",2,3\n', "missing user id on line 2"),
@@ -1061,7 +1062,7 @@ def test_the_dataset_is_named_after_its_file(file_name: str, expected: str) -> N
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"rating": [1.0, np.inf, 3.0]}, "rating 'inf' on row 2 is not finite"),
+        ({"rating": [1.0, np.inf, 3.0]}, "rating 'inf' on row 2 is infinite, or beyond 3.4e"),
         ({"rating": ["1", "2", "many"]}, "rating 'many' on row 3 is not a number"),
         ({"user": pd.array([1, None, 3], dtype="Int64")}, "missing user id on row 2"),
         ({"item": ["a", None, "c"]}, "missing item id on row 2"),
