@@ -113,7 +113,7 @@ def check_model_fits_data(dataset: RatingsDataset, config: RunConfig) -> None:
     if dataset.implicit and not config.ranks:
         raise RecsysError(
             f"{dataset.name} holds interactions, not ratings: {config.model} predicts ratings; train a "
-            "ranking model on them, `model` bpr or ials"
+            "ranking model on them: bpr or ials"
         )
     if config.ranks:
         _check_rankable(dataset)

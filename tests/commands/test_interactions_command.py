@@ -85,8 +85,8 @@ def test_a_run_on_interactions_cut_short_resumes_to_the_same_model(
         ([f"u1,i{k}" for k in range(30)], "bpr", "all of its interactions are user u1's"),
         ([f"u{k},i1" for k in range(30)], "ials", "all of its interactions are with item i1"),
         ([f"u{k % 7},i{k % 5}" for k in range(35)], "dotbias",
-         "holds interactions, not ratings: dotbias predicts ratings; train a ranking model on them, "
-         "--model bpr or ials"),
+         "holds interactions, not ratings: dotbias predicts ratings; train a ranking model on them: "
+         "bpr or ials"),
     ],
 )  # fmt: skip
 def test_what_no_model_here_can_learn_from_is_one_line_and_exit_2(
