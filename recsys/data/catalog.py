@@ -19,13 +19,13 @@ DEFAULT_DATASET = "ml-100k"
 
 
 def load_dataset(
-    name: str, data_dir: Path | None = None, *, progress: bool = True, allow_download: bool = True
+    name: str, data_dir: Path | str | None = None, *, progress: bool = True, allow_download: bool = True
 ) -> RatingsDataset:
     """Load dataset `name`; MovieLens variants come from a local copy or a verified download."""
     if name == "synthetic":
         return make_synthetic()[0]
     if name == "tiny":
-        return read_folder("tiny", data_dir or TINY_FOLDER, "csv", (1.0, 5.0))
+        return read_folder("tiny", Path(data_dir) if data_dir is not None else TINY_FOLDER, "csv", (1.0, 5.0))
     if name in VARIANTS:
         return load_movielens(name, data_dir, progress=progress, allow_download=allow_download)
     raise DataError(f"unknown `dataset` {name!r}; choose one of: {', '.join(DATASETS)}")

@@ -268,6 +268,8 @@ def train_and_evaluate(
     run_dir = Path(run_dir) if run_dir is not None else None
     if resume is not None:
         config = resume.config
+    elif config.dataset != dataset.name:  # the data given is what the run trains on and records
+        config = dataclasses.replace(config, dataset=dataset.name)
     # Beside the compiled engine torch only builds the tables and scores the test ratings: on one
     # thread it never waits for a second one that another process holds.
     with torch_threads(COMPILED_TORCH_THREADS if config.engine == "compiled" else None):

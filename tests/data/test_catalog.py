@@ -47,6 +47,8 @@ def test_load_synthetic_and_tiny() -> None:
     check_dtypes(tiny.ratings)
     assert tiny.ratings["rating"].between(1, 5).all()
     assert set(tiny.ratings["item"]) <= set(tiny.items["item"])
+    # A folder given as text, as a notebook writes it, reads the same.
+    assert load_dataset("tiny", str(TINY_FOLDER)).ratings.equals(tiny.ratings)
 
 
 def test_load_dataset_passes_data_dir_to_movielens(tmp_path: Path, no_data_root: None) -> None:

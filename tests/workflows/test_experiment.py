@@ -18,7 +18,7 @@ import torch
 from conftest import assert_same_state, cut_short
 
 from recsys.config import AUTOGRAD_ONLY, ENGINES, config_for
-from recsys.data.catalog import dataset_from_record
+from recsys.data.catalog import dataset_from_record, load_dataset
 from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test, predict, rmse
@@ -359,3 +359,13 @@ def test_a_relevance_threshold_above_the_scale_is_refused_and_one_on_it_kept() -
     with pytest.raises(RecsysError, match=r"`relevant` 5.5 is above the ratings' scale 1-5"):
         fitted_config(config_for("bpr", relevant=5.5), (1.0, 5.0), 1000)
     assert fitted_config(config_for("bpr", relevant=5.0), (1.0, 5.0), 1000).relevant == 5.0
+
+
+def test_a_run_records_the_name_of_the_data_it_was_given(tmp_path: Path) -> None:
+    """config_for's dataset defaults to ml-100k; a run given other data records that data's name, so
+    that its run folder names the data to load again."""
+    result = train_and_evaluate(
+        load_dataset("tiny"), config_for("dotbias", epochs=1), run_dir=tmp_path / "run", progress=False
+    )
+    assert result.config.dataset == "tiny"
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["dataset"] == "tiny"
