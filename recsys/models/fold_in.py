@@ -94,6 +94,23 @@ def _check_starts(
         )
 
 
+def _check_ratings_of(user: int, items: Tensor, ratings: Tensor, n_items: int) -> None:
+    """A new user's items must be whole indices into the model's items, one finite rating each."""
+    where = f"new user {user}"
+    if items.dim() != 1 or ratings.dim() != 1 or len(items) != len(ratings):
+        raise ValueError(
+            f"{where}: expected as many item indices as ratings, each a 1-D tensor; got shapes "
+            f"{tuple(items.shape)} and {tuple(ratings.shape)}"
+        )
+    if items.is_floating_point() or items.is_complex() or items.dtype == torch.bool:
+        raise ValueError(f"{where}: item indices must be whole numbers, got {items.dtype}")
+    if len(items) and not (int(items.min()) >= 0 and int(items.max()) < n_items):
+        bad = int(items[(items < 0) | (items >= n_items)][0])
+        raise ValueError(f"{where}: item index {bad} is outside the model's items 0..{n_items - 1}")
+    if not torch.isfinite(ratings.double()).all():
+        raise ValueError(f"{where}: its ratings must be finite numbers, got {ratings.tolist()}")
+
+
 def fold_in(
     model: RatingModel,
     ratings_of_users: Sequence[tuple[Tensor, Tensor]],
@@ -117,6 +134,9 @@ def fold_in(
         )
     if starts is not None:
         _check_starts(starts, pairs, len(ratings_of_users))
+    n_items = len(pairs[0][1].item_vectors)
+    for user, (items, ratings) in enumerate(ratings_of_users):
+        _check_ratings_of(user, torch.as_tensor(items), torch.as_tensor(ratings), n_items)
     members, forms = [], []
     for member, form in pairs:
         item_vectors, item_bias = form.item_vectors.double(), form.item_bias.double()

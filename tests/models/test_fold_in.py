@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -250,6 +252,26 @@ def test_ridge_of_no_rows_is_zero() -> None:
 def test_a_regularization_that_is_not_positive_is_refused(regularization: float) -> None:
     with pytest.raises(ValueError, match="regularization must be positive"):
         fold_in(make("dotbias", Y_RANGE), [(torch.tensor([0]), torch.tensor([4.0]))], regularization)
+
+
+@pytest.mark.parametrize(
+    ("items", "ratings", "message"),
+    [
+        (torch.tensor([0, 1]), torch.tensor([5.0, float("nan")]), "its ratings must be finite numbers"),
+        (torch.tensor([-1]), torch.tensor([5.0]), "item index -1 is outside the model's items"),
+        (torch.tensor([N_ITEMS]), torch.tensor([5.0]), f"item index {N_ITEMS} is outside the model's items"),
+        (torch.tensor([0.7, 1.9]), torch.tensor([5.0, 1.0]), "item indices must be whole numbers"),
+        (torch.tensor([0, 1]), torch.tensor([5.0]), "expected as many item indices as ratings"),
+        (torch.tensor([[0, 1]]), torch.tensor([[5.0, 1.0]]), "each a 1-D tensor"),
+    ],
+    ids=["nan-rating", "negative-index", "index-past-the-end", "float-index", "lengths", "2-d"],
+)
+def test_a_new_users_bad_items_or_ratings_are_refused_by_name(
+    items: Tensor, ratings: Tensor, message: str
+) -> None:
+    """Unchecked, a NaN made every score NaN, -1 meant the last item and 0.7 item 0."""
+    with pytest.raises(ValueError, match=rf"new user 1: .*{re.escape(message)}"):
+        fold_in(make("dotbias", Y_RANGE), [(torch.tensor([0]), torch.tensor([4.0])), (items, ratings)])
 
 
 # --- models without a form --------------------------------------------------------------------------
