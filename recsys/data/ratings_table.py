@@ -366,7 +366,7 @@ def rating_scale(
     low, high = float(values.min()), float(values.max())
     if low == high:
         raise DataError(f"{source}: every rating is {low:g}; there is nothing to learn from one value")
-    _warn_of_a_stray_end(values, (low, high), source, where)
+    warn_of_a_stray_end(values, (low, high), source, where)
     return low, high
 
 
@@ -375,7 +375,9 @@ def rating_scale(
 STRAY_SHARE, STRAY_GAP = 0.01, 2.0
 
 
-def _warn_of_a_stray_end(values: np.ndarray, scale: tuple[float, float], source: str, where: Where) -> None:
+def warn_of_a_stray_end(
+    values: np.ndarray, scale: tuple[float, float], source: str, where: Where, setting: str = "rating_scale"
+) -> None:
     """Warn where the scale read from the data rests on a few ratings far from the rest (a 1e6 among
     stars, at either end or both): the scale, and so the model's output range, would follow them."""
     low, high = scale
@@ -412,7 +414,7 @@ def _warn_of_a_stray_end(values: np.ndarray, scale: tuple[float, float], source:
         warnings.warn(
             f"{source}: rating {end:g} on {where(row)} lies far from all the others "
             f"({rest_low:g} to {rest_high:g}), and the scale is read from the data: check it, "
-            "or set `rating_scale`",
+            f"or set `{setting}`",
             stacklevel=4,
         )
 

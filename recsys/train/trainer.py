@@ -481,6 +481,7 @@ def _epochs_for(
 # A training rating this many times the ratings' typical size (their median magnitude, at least 1)
 # is named as the likelier cause of a diverged loss than the step size.
 EXTREME_RATING = 1e4
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 def _advice(config: RunConfig, train: RatingTensors) -> str:
@@ -488,7 +489,8 @@ def _advice(config: RunConfig, train: RatingTensors) -> str:
     rating far out of line with the rest is there to explain it."""
     magnitudes = train.y.abs()
     largest = float(magnitudes.max())
-    if largest > EXTREME_RATING * max(float(magnitudes.median()), 1.0):
+    # Out of line with the rest, or so large that its squared error is beyond float32's range.
+    if largest > EXTREME_RATING * max(float(magnitudes.median()), 1.0) or largest**2 > FLOAT32_MAX:
         return f"look for extreme values in the data: its largest training rating is {largest:g}"
     if config.engine == "autograd" or "lr" not in unread(model_entry(config.model).fit):
         return f"lower `lr` (now {config.lr})"

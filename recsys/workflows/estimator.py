@@ -25,7 +25,7 @@ from recsys.config import (
 )
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.features import check_coverage, check_feature_table, features_of
-from recsys.data.ratings_table import INTEGER_TEXT, whole_numbers
+from recsys.data.ratings_table import INTEGER_TEXT, row_of_frame, warn_of_a_stray_end, whole_numbers
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import predict
 from recsys.models.registry import model_entry, model_names
@@ -33,7 +33,7 @@ from recsys.names import feature_groups
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import fit
-from recsys.workflows.experiment import fitted_config, warn_if_no_side_features
+from recsys.workflows.experiment import fitted_config, warn_if_no_side_features, warn_if_worse_than_mean
 
 # RunConfig's settings the estimator takes as parameters (None: the model's tuned default), from
 # their Settings; then its own: what predict does with unseen ids, and the threads it runs on.
@@ -136,6 +136,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         low, high = float(ratings.min()), float(ratings.max())
         # One rating value is no scale (and zeros alone would give an empty y_range): one either side.
         scale = (low, high) if low < high else (low - 1.0, high + 1.0)
+        if low < high:  # a typing slip (a 1e6 among stars) would set the scale: warned, as a file's is
+            warn_of_a_stray_end(ratings, scale, "y", row_of_frame, setting="y_range")
         try:
             overrides = {name: getattr(self, name) for name in CONFIG_PARAMETERS if name != "engine"}
             config = config_for(self.model, engine=getattr(self, "engine"), **overrides)  # noqa: B009
@@ -161,6 +163,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
         self.model_.cpu()
         self.train_mean_ = float(ratings.mean())
+        warn_if_worse_than_mean(self.model_, train, self.train_mean_, self.model)
         return self
 
     def _feature_tables(self, config: RunConfig) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:

@@ -320,7 +320,9 @@ def train_and_evaluate(
         seconds = time.perf_counter() - start
         result = RunResult(config, model.cpu(), data, history, _test_scores(model, data, config), seconds)
         if not config.ranks:
-            _warn_if_worse_than_mean(result)
+            warn_if_worse_than_mean(
+                result.model, result.data.train, result.data.train_mean, result.config.model
+            )
         if run_dir is not None:
             metrics = result.metrics()
             save_checkpoint(
@@ -353,16 +355,15 @@ def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit) -> None:
         raise RecsysError("cannot resume: the checkpoint holds no training state to continue from")
 
 
-def _warn_if_worse_than_mean(result: RunResult) -> None:
-    """Warn when the model fits (a sample of) its training ratings worse than their mean does."""
-    train = result.data.train
+def warn_if_worse_than_mean(model: nn.Module, train: RatingTensors, train_mean: float, name: str) -> None:
+    """Warn when model `name` fits (a sample of) its training ratings worse than their mean does."""
     stride = max(1, len(train) // MEAN_CHECK_SAMPLE)
     x, y = train.x[::stride].cpu(), train.y[::stride].cpu()
-    model_rmse = evaluate(result.model, RatingTensors(x, y))["rmse"]
-    mean_rmse = float(torch.sqrt(torch.mean((y - result.data.train_mean) ** 2)))
-    if model_rmse > mean_rmse:
+    model_rmse = evaluate(model, RatingTensors(x, y))["rmse"]
+    mean_rmse = float(torch.sqrt(torch.mean((y - train_mean) ** 2)))
+    if model_rmse > mean_rmse > 0:  # every rating alike: the mean is all there is to fit
         warnings.warn(
-            f"{result.config.model} fits its training ratings worse than their mean does (RMSE "
+            f"{name} fits its training ratings worse than their mean does (RMSE "
             f"{model_rmse:.4f} against {mean_rmse:.4f}); train longer (`epochs`) or lower `l2`",
             stacklevel=3,
         )

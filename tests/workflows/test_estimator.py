@@ -18,6 +18,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from recsys import RatingRegressor
 from recsys.config import available_cores
+from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset
 from recsys.train.trainer import TrainingDiverged
 
@@ -491,3 +492,17 @@ NOT_APPLICABLE = {
 )
 def test_scikit_learn_estimator_checks(estimator: RatingRegressor, check: Any) -> None:
     check(estimator)
+
+
+def test_a_rating_far_out_of_line_is_warned_of_as_a_files_is() -> None:
+    """One typing slip among stars sets the scale read from the data, and so the output range: fit
+    warns of it, and of the model that then fits worse than the mean, as train.py does for a file."""
+    ratings = load_dataset("tiny").ratings
+    y = ratings["rating"].copy()
+    y.iloc[0] = 1e6
+    with pytest.warns(UserWarning) as caught:
+        RatingRegressor(epochs=2).fit(ratings[["user", "item"]], y)
+    messages = [str(warning.message) for warning in caught]
+    assert any(m.startswith("y: rating 1e+06 on row 1 lies far from all the others") for m in messages)
+    assert any("or set `y_range`" in m for m in messages)
+    assert any("fits its training ratings worse than their mean" in m for m in messages)
