@@ -69,6 +69,13 @@ def evaluate(model: nn.Module, ratings: RatingTensors) -> dict[str, float]:
     return {"rmse": rmse(predictions, targets), "mae": mae(predictions, targets)}
 
 
+def fallback_rating(model: nn.Module, mean: float) -> float:
+    """The training mean as the prediction for a pair the model has no rows for: inside the model's
+    y_range where it has one, as its own predictions are."""
+    y_range = getattr(model, "y_range", None)
+    return mean if y_range is None else min(max(mean, float(y_range[0])), float(y_range[1]))
+
+
 def evaluate_test(model: nn.Module, data: EncodedSplit, unknown: str) -> dict[str, float]:
     """Test RMSE and MAE under the unknown-id policy.
 
@@ -80,7 +87,7 @@ def evaluate_test(model: nn.Module, data: EncodedSplit, unknown: str) -> dict[st
     predictions = predict(model, data.test.x).cpu()
     targets = data.test.y.cpu()
     if unknown == "mean" and len(data.unknown_test_ratings):
-        fallback = torch.full((len(data.unknown_test_ratings),), data.train_mean)
+        fallback = torch.full((len(data.unknown_test_ratings),), fallback_rating(model, data.train_mean))
         predictions = torch.cat([predictions, fallback])
         targets = torch.cat([targets, torch.from_numpy(np.asarray(data.unknown_test_ratings))])
     return {"rmse": rmse(predictions, targets), "mae": mae(predictions, targets)}

@@ -27,7 +27,7 @@ from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.features import check_coverage, check_feature_table, features_of
 from recsys.data.ratings_table import INTEGER_TEXT, row_of_frame, warn_of_a_stray_end, whole_numbers
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import predict
+from recsys.evaluate.metrics import fallback_rating, predict
 from recsys.models.registry import model_entry, model_names
 from recsys.names import feature_groups
 from recsys.train.memory import check_fits
@@ -192,8 +192,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         Args:
             X: raw ids as fit takes them, with the same columns.
         Returns:
-            (n,) float64 ratings. A pair whose user or item fit never saw gets the training mean
-            (unknown="mean") or is an error (unknown="error").
+            (n,) float64 ratings. A pair whose user or item fit never saw gets the training mean (inside
+            y_range where one is set; unknown="mean") or is an error (unknown="error").
         Raises:
             ValueError: X not two columns of ids, or ids unseen in fit under unknown="error".
         """
@@ -208,7 +208,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         known = user_known & item_known
         if self.unknown == "error" and not known.all():
             raise ValueError(self._unseen_message(user_column[~user_known], item_column[~item_known]))
-        predictions = np.full(len(known), self.train_mean_, dtype=np.float64)
+        predictions = np.full(len(known), fallback_rating(self.model_, self.train_mean_), dtype=np.float64)
         if known.any():
             inner = np.stack([self.users_.encode(users[known]), self.items_.encode(items[known])], axis=1)
             with torch_threads(self.threads):

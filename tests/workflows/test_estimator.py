@@ -506,3 +506,12 @@ def test_a_rating_far_out_of_line_is_warned_of_as_a_files_is() -> None:
     assert any(m.startswith("y: rating 1e+06 on row 1 lies far from all the others") for m in messages)
     assert any("or set `y_range`" in m for m in messages)
     assert any("fits its training ratings worse than their mean" in m for m in messages)
+
+
+def test_an_unseen_pair_gets_the_training_mean_inside_the_y_range() -> None:
+    """A y_range set below the ratings' mean bounds every prediction, the fallback for unseen ids too."""
+    ratings = load_dataset("tiny").ratings
+    fitted = RatingRegressor(epochs=1, y_range=(1.0, 2.0)).fit(ratings[["user", "item"]], ratings["rating"])
+    assert ratings["rating"].mean() > 2.0
+    unseen = fitted.predict(pd.DataFrame({"user": [99_999], "item": [ratings["item"].iloc[0]]}))
+    assert unseen.tolist() == [2.0]
