@@ -70,8 +70,17 @@ def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
     return out if linear.bias is None else out + linear.bias
 
 
+# The index dtypes torch's lookups take (no check of a batch's values here: on a GPU that would wait
+# for the device each batch; an index past a table is torch's IndexError).
+INDEX_DTYPES = (torch.int64, torch.int32)
+
+
 def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:
     """Split a (batch, 2) index tensor into user and item columns."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"expected a torch tensor of [user, item] indices, got {type(x).__name__}")
+    if x.dtype not in INDEX_DTYPES:
+        raise TypeError(f"expected [user, item] indices as int64 or int32, got {x.dtype}")
     if x.dim() != 2 or x.shape[1] != 2:
         raise ValueError(f"expected a (batch, 2) tensor of [user, item] indices, got {tuple(x.shape)}")
     return x[:, 0], x[:, 1]

@@ -255,6 +255,24 @@ def test_initialisation_uses_the_generator_not_the_global_rng(name: str) -> None
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    ("x", "message"),
+    [
+        ([[0, 1]], "expected a torch tensor of \\[user, item\\] indices, got list"),
+        (torch.tensor([[0.0, 1.0]]), "as int64 or int32, got torch.float32"),
+        (torch.tensor([[True, False]]), "as int64 or int32, got torch.bool"),
+        (torch.tensor([[0, 1]], dtype=torch.uint8), "as int64 or int32, got torch.uint8"),
+    ],
+    ids=["list", "float", "bool", "uint8"],
+)
+def test_indices_that_are_no_integer_tensor_raise_a_type_error(name: str, x: object, message: str) -> None:
+    """Not torch's inner errors (index_select's dtype, an AttributeError on a list, a bool mask read
+    as a selection), but one naming what the model takes."""
+    with pytest.raises(TypeError, match=message):
+        make(name)(x)
+
+
+@pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("shape", [(5,), (5, 3), (5, 1), (2, 2, 2)])
 def test_wrong_input_shape_raises_value_error(name: str, shape: tuple[int, ...]) -> None:
     model = make(name)
