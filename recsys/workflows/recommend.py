@@ -6,9 +6,10 @@ titles and what each user already rated, which a checkpoint does not hold.
 """
 
 import difflib
+import math
 import numbers
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -51,9 +52,27 @@ def _titled(dataset: RatingsDataset, raw_items: np.ndarray, column: str, values:
     return pd.DataFrame({"item": raw_items, "title": dataset.titles(raw_items), column: values})
 
 
+def _plain_id(raw: object, kind: str) -> int | str:
+    """One id as given in Python: text as it is, a whole number (9, numpy's 9, 9.0) as an int; a
+    bool, a fraction or anything that is not one value is an error naming it."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bool | np.bool_):
+        raise RecsysError(f"{kind} id {raw!r}: an id is an integer or text, not true or false")
+    if isinstance(raw, numbers.Integral):
+        return int(raw)
+    if isinstance(raw, numbers.Real):
+        value = float(raw)
+        if math.isfinite(value) and value.is_integer():
+            return int(value)
+        raise RecsysError(f"{kind} id {raw!r}: not a whole number")
+    raise RecsysError(f"a {kind} id is one integer or text, got {type(raw).__name__}")
+
+
 def _as_id(id_map: IdMap, raw: int | str, kind: str) -> int | str:
     """`raw` as `id_map`'s ids are: "9" is user 9 where the ids are integers, 9 is "9" where they are
     text (a typed id and a stored one of the other type would never match)."""
+    raw = _plain_id(raw, kind)
     if isinstance(raw, str):
         return id_map.parse(raw, kind)
     return raw if id_map.integer_ids else str(raw)
@@ -161,7 +180,7 @@ def find_item(checkpoint: Checkpoint, dataset: RatingsDataset, name: int | str) 
 
     Neither is an error suggesting up to five close titles.
     """
-    name = str(name)
+    name = str(_plain_id(name, "item"))
     titles = dataset.items.loc[checkpoint.items.known(dataset.items["item"].to_numpy())]
     shown = titles["title"].astype(str)  # an empty table's column has no string type
     matches = titles.loc[shown.str.casefold() == name.casefold(), "item"].to_numpy()
@@ -224,18 +243,28 @@ def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[st
 def recommend_from_ratings(
     checkpoint: Checkpoint,
     dataset: RatingsDataset,
-    rated: Sequence[tuple[int | str, float]],
+    rated: Sequence[tuple[int | str, float]] | Mapping[int | str, float],
     top: int = 10,
     places: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """The `top` items for a new user who gave `rated` (title or item id, rating) pairs, by predicted
-    rating: the user is folded into the trained model (recsys.models.fold_in), with no retraining.
+    """The `top` items for a new user who gave `rated` (title or item id, rating) pairs (or a dict of
+    them), by predicted rating: the user is folded into the trained model (recsys.models.fold_in),
+    with no retraining.
     An item named twice, a rating off the dataset's scale (on interactions: a count or weight of 0 or
     less), or a model without user vectors is an error, led by the pair's place in `places` (such as
     "FILE, line N") where given."""
     _check_top(top)
+    rated = list(rated.items()) if isinstance(rated, Mapping) else list(rated)
     if not rated:
         raise RecsysError("a new user needs at least one rating to fold in")
+    if places is not None and len(places) != len(rated):
+        raise ValueError(f"`places` names {len(places)} places for {len(rated)} ratings")
+    for pair in rated:
+        if not (isinstance(pair, tuple | list) and len(pair) == 2):
+            raise RecsysError(f"a new user's ratings are (item, rating) pairs, got {pair!r}")
+        rating = pair[1]
+        if isinstance(rating, bool) or not isinstance(rating, numbers.Real) or not math.isfinite(rating):
+            raise RecsysError(f"rating {rating!r} for {pair[0]!r} is not a finite number")
     low, high = dataset.rating_scale
     items: dict[int, int | str] = {}
     ratings = []

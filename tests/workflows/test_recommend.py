@@ -1,6 +1,7 @@
 """recsys.workflows.recommend on small models trained once on the tiny sample."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,15 @@ from recsys.evaluate.metrics import predict
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
-from recsys.workflows.recommend import cold_start, explain, knows_user, recommend, similar_items, trained_on
+from recsys.workflows.recommend import (
+    cold_start,
+    explain,
+    knows_user,
+    recommend,
+    recommend_from_ratings,
+    similar_items,
+    trained_on,
+)
 
 
 def train_run(model: str, run_dir: Path) -> Checkpoint:
@@ -93,6 +102,50 @@ def test_an_id_typed_as_text_or_as_a_number_finds_the_same_user_and_item(
         recommend(checkpoint, dataset, "someone")
     assert not knows_user(checkpoint, "someone")  # a question: no, not an error
     assert knows_user(checkpoint, str(user)) and knows_user(checkpoint, user)
+
+
+@pytest.mark.parametrize(
+    ("user", "message"),
+    [
+        (True, "user id True: an id is an integer or text, not true or false"),
+        ([1], "a user id is one integer or text, got list"),
+        (1.5, "user id 1.5: not a whole number"),
+    ],
+)
+def test_a_user_id_that_is_no_one_id_is_an_error_naming_it(
+    checkpoint: Checkpoint, dataset: RatingsDataset, user: object, message: str
+) -> None:
+    with pytest.raises(RecsysError, match=re.escape(message)):
+        recommend(checkpoint, dataset, user, 3)  # type: ignore[arg-type]
+
+
+def test_a_whole_float_id_is_that_id_everywhere(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+    user, item = int(checkpoint.users.raw_ids[0]), int(checkpoint.items.raw_ids[0])
+    assert recommend(checkpoint, dataset, float(user), 3).equals(recommend(checkpoint, dataset, user, 3))
+    assert similar_items(checkpoint, dataset, float(item), 3).equals(
+        similar_items(checkpoint, dataset, item, 3)
+    )
+
+
+@pytest.mark.parametrize(
+    ("rated", "message"),
+    [
+        ([(1, "5")], "rating '5' for 1 is not a finite number"),
+        ([(1, float("nan"))], "rating nan for 1 is not a finite number"),
+        ([1], "a new user's ratings are (item, rating) pairs, got 1"),
+    ],
+)
+def test_a_new_users_ratings_that_are_no_pairs_of_numbers_are_named(
+    checkpoint: Checkpoint, dataset: RatingsDataset, rated: list[object], message: str
+) -> None:
+    with pytest.raises(RecsysError, match=re.escape(message)):
+        recommend_from_ratings(checkpoint, dataset, rated, 3)  # type: ignore[arg-type]
+
+
+def test_a_new_users_ratings_may_be_a_dict(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+    item = int(checkpoint.items.raw_ids[0])
+    from_dict = recommend_from_ratings(checkpoint, dataset, {item: 5.0}, 3)
+    assert from_dict.equals(recommend_from_ratings(checkpoint, dataset, [(item, 5.0)], 3))
 
 
 def test_recommend_to_an_unknown_user_is_an_error_naming_it(
