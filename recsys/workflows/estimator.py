@@ -295,16 +295,22 @@ def _integers(values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
     if pd.api.types.is_bool_dtype(column.dtype):
         raise ValueError(f"X: the {kind} ids are true/false values, not ids")
     if pd.api.types.is_integer_dtype(column.dtype):
+        if column.dtype == np.uint64 and int(column.max()) > np.iinfo(np.int64).max:  # kept as text
+            return np.zeros(len(column), dtype=bool), np.zeros(len(column), dtype=np.int64)
         return np.ones(len(column), dtype=bool), column.to_numpy(dtype=np.int64)
     if pd.api.types.is_numeric_dtype(column.dtype):
         numbers = column.to_numpy(dtype=np.float64)
         whole = whole_numbers(numbers)  # NaN and inf are not
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
-            raise ValueError(
-                f"X: {kind} id {float(numbers[row])!r} in row {row + 1} is not an integer; ids are integers "
-                "or text (is X the (user, item) columns?)"
+            value = float(numbers[row])
+            why = (
+                "is past 2**53, where a float no longer tells neighbouring integers apart (X's columns "
+                "were made floats together: give the ids as integers or text)"
+                if value == round(value)
+                else "is not an integer; ids are integers or text (is X the (user, item) columns?)"
             )
+            raise ValueError(f"X: {kind} id {value!r} in row {row + 1} {why}")
         return whole, numbers.astype(np.int64)
     integer = column.astype(str).str.fullmatch(INTEGER_TEXT).to_numpy(dtype=bool)
     numbers = np.zeros(len(column), dtype=np.int64)

@@ -515,3 +515,18 @@ def test_an_unseen_pair_gets_the_training_mean_inside_the_y_range() -> None:
     assert ratings["rating"].mean() > 2.0
     unseen = fitted.predict(pd.DataFrame({"user": [99_999], "item": [ratings["item"].iloc[0]]}))
     assert unseen.tolist() == [2.0]
+
+
+def test_unsigned_ids_past_int64_are_kept_as_text_not_wrapped() -> None:
+    users = np.array([2**63, 2**63 + 1] * 5, dtype=np.uint64)
+    X = pd.DataFrame({"user": users, "item": np.arange(10, dtype=np.uint64)})
+    fitted = RatingRegressor(epochs=1).fit(X, np.arange(10) % 5 + 1.0)
+    assert sorted(fitted.users_.raw_ids) == [str(2**63), str(2**63 + 1)]
+    assert np.isfinite(fitted.predict(X)).all()
+
+
+def test_integer_ids_past_what_a_float_holds_are_named_as_such() -> None:
+    """Beside a float column the ids become floats, which past 2**53 no longer tell ids apart."""
+    X = pd.DataFrame({"user": np.array([2**60, 2**60 + 1] * 5), "item": np.arange(10.0)})
+    with pytest.raises(ValueError, match=r"user id 1.15\d*e\+18 in row 1 is past 2\*\*53"):
+        RatingRegressor(epochs=1).fit(X, np.arange(10) % 5 + 1.0)
