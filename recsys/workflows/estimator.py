@@ -6,6 +6,7 @@ same settings; scikit-learn's splitters do the holding out.
 """
 
 import inspect
+import math
 import warnings
 from typing import Any
 
@@ -307,7 +308,7 @@ def _integers(values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
             why = (
                 "is past 2**53, where a float no longer tells neighbouring integers apart (X's columns "
                 "were made floats together: give the ids as integers or text)"
-                if value == round(value)
+                if math.isfinite(value) and value == round(value)
                 else "is not an integer; ids are integers or text (is X the (user, item) columns?)"
             )
             raise ValueError(f"X: {kind} id {value!r} in row {row + 1} {why}")
