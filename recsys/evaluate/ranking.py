@@ -7,6 +7,7 @@ relevant test item; every item the user did not rate in training is a candidate,
 block at a time, so memory stays bounded whatever the number of users.
 """
 
+import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from torch import Tensor
 
 from recsys.data.encoding import RatingTensors
 from recsys.evaluate.scorers import Scorer
+from recsys.models.layers import check_pair_range
 
 KS = (5, 10, 20)
 RELEVANT_SHARE = 0.75  # of the way up the rating scale: 4 stars on 1-5, 8 on 2-10
@@ -65,6 +67,8 @@ def ranking_task(
     (None: any test rating) of an item the user did not rate in training; a pair rated twice in
     test counts once, with its highest rating. Its gain in the graded NDCG is 1 + rating - threshold
     (None: the lowest test rating)."""
+    for part, name in ((train, "training"), (test, "test")):  # keys user * n_items + item alias otherwise
+        check_pair_range(part.x.cpu(), n_users, n_items, f"{name} ")
     train_users, train_items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
     rated_keys = torch.unique(train_users * n_items + train_items)
     rated_starts, rated_items = _csr(rated_keys // n_items, rated_keys % n_items, n_users)
@@ -182,8 +186,9 @@ def evaluate_ranking(
 ) -> dict[str, float]:
     """Every metric at every k in `ks`, as "precision@10" and so on: per-user metrics averaged over
     the judged users, catalogue metrics over all of their lists. "users" counts the judged users."""
-    if not ks or min(ks) < 1:
-        raise ValueError(f"ks must be one or more lengths of at least 1, got {list(ks)}")
+    ks = [int(k) if isinstance(k, numbers.Integral) and not isinstance(k, bool) else k for k in ks]
+    if not ks or not all(isinstance(k, int) and k >= 1 for k in ks):
+        raise ValueError(f"ks must be one or more whole lengths of at least 1, got {list(ks)}")
     k_max = max(ks)
     discount = 1.0 / torch.log2(torch.arange(2, k_max + 2, dtype=torch.float64))
     ideal_binary = torch.cumsum(discount, 0)

@@ -86,13 +86,14 @@ def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:
     return x[:, 0], x[:, 1]
 
 
-def check_pair_range(x: Tensor, n_users: int, n_items: int) -> None:
+def check_pair_range(x: Tensor, n_users: int, n_items: int, what: str = "") -> None:
     """A ValueError unless every [user, item] pair of `x` indexes a row of tables this size: code
-    that reads rows by raw index (the compiled kernels) would read past them instead of failing."""
+    that reads rows by raw index (the compiled kernels) would read past them instead of failing.
+    `what` leads the message ("test ")."""
     for column, kind, n in ((x[:, 0], "user", n_users), (x[:, 1], "item", n_items)):
         low, high = (int(column.min()), int(column.max())) if len(column) else (0, -1)
         if low < 0 or high >= n:
-            raise ValueError(f"{kind} indices must lie in [0, {n}), got {low}..{high}")
+            raise ValueError(f"{what}{kind} indices must lie in [0, {n}), got {low}..{high}")
 
 
 class _SumOfSquares(torch.autograd.Function):

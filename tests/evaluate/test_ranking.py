@@ -346,6 +346,21 @@ def test_lengths_below_one_are_refused() -> None:
         evaluate_ranking(SCORER, task(), ks=())
     with pytest.raises(ValueError, match="ks must be"):
         evaluate_ranking(SCORER, task(), ks=(3, 0))
+    with pytest.raises(ValueError, match=r"ks must be one or more whole lengths of at least 1, got \[5.0\]"):
+        evaluate_ranking(SCORER, task(), ks=[5.0])
+    # numpy's integers are lengths as Python's are.
+    assert evaluate_ranking(SCORER, task(), ks=np.array([1, 3])) == evaluate_ranking(
+        SCORER, task(), ks=(1, 3)
+    )
+
+
+@pytest.mark.parametrize(("column", "value", "kind"), [(1, N_ITEMS, "item"), (0, -1, "user")])
+def test_a_test_pair_past_the_tables_is_refused_not_aliased(column: int, value: int, kind: str) -> None:
+    """Keys user * n_items + item would read an item past the end as the next user's first item."""
+    x = TEST.x.clone()
+    x[0, column] = value
+    with pytest.raises(ValueError, match=rf"test {kind} indices must lie in"):
+        task(test=RatingTensors(x, TEST.y))
 
 
 def test_a_rating_of_zero_or_below_is_still_relevant() -> None:
