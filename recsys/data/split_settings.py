@@ -13,7 +13,7 @@ def check_test_frac(test_frac: float) -> None:
     if not (
         isinstance(test_frac, numbers.Real) and not isinstance(test_frac, bool) and 0.0 < test_frac < 1.0
     ):
-        raise RecsysError(f"`test_frac` must lie strictly between 0 and 1, got {test_frac}")
+        raise RecsysError(f"`test_frac` must lie strictly between 0 and 1, got {test_frac!r}")
 
 
 def check_test_n(test_n: int) -> None:
@@ -22,3 +22,9 @@ def check_test_n(test_n: int) -> None:
         raise RecsysError(f"`test_n` must be a whole number, got {test_n!r}")
     if test_n < 1:
         raise RecsysError(f"`test_n` must be at least 1, got {test_n}")
+
+
+def check_split_seed(seed: int) -> None:
+    """The seed of a random or per-user split: a whole number numpy's generator takes (0 or more)."""
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
+        raise RecsysError(f"`seed` must be a whole number of at least 0, got {seed!r}")

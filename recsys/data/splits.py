@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from recsys.data.dataset import RatingsDataset
-from recsys.data.split_settings import check_test_frac, check_test_n
+from recsys.data.split_settings import check_split_seed, check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
 
@@ -95,6 +95,7 @@ def make_split(
     dataset: RatingsDataset, kind: str, *, test_frac: float = 0.2, test_n: int = 10, seed: int = 0
 ) -> Split:
     """Split `dataset` by `kind` (see SPLIT_KINDS)."""
+    check_split_seed(seed)
     ratings = dataset.ratings
     if kind == "random":
         return random_split(ratings, test_frac, seed)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.data.movielens import load_movielens
 from recsys.data.splits import PREDEFINED_FOLDS, SPLIT_KINDS, Split, fold_split, make_split
@@ -295,3 +296,14 @@ def test_real_per_user_folds(real_ml100k: RatingsDataset, fold: str) -> None:
     per_user = parts.test.groupby("user").size()
     assert len(per_user) == 943 and (per_user == 10).all()
     assert pairs(parts.train).intersection(pairs(parts.test)).empty
+
+
+@pytest.mark.parametrize(("seed", "shown"), [(-1, "-1"), (1.5, "1.5"), (True, "True")])
+def test_a_split_seed_that_is_no_whole_number_from_0_is_named(seed: object, shown: str) -> None:
+    with pytest.raises(RecsysError, match=rf"`seed` must be a whole number of at least 0, got {shown}"):
+        make_split(load_dataset("tiny"), "random", seed=seed)  # type: ignore[arg-type]
+
+
+def test_a_test_frac_given_as_text_is_shown_as_text() -> None:
+    with pytest.raises(RecsysError, match=r"`test_frac` must lie strictly between 0 and 1, got '0.2'"):
+        make_split(load_dataset("tiny"), "random", test_frac="0.2")  # type: ignore[arg-type]
