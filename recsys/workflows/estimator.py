@@ -130,6 +130,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 f"model {self.model!r} ranks items and predicts no rating; RatingRegressor trains the "
                 "rating models (train a ranking model with recsys.train_and_evaluate)"
             )
+        _refuse_dates(X)
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
         users, items = (_ids_given(column, kind) for column, kind in _id_columns(X))
         ratings = np.asarray(y, dtype=np.float64)  # validate_data refused NaN and infinite ratings
@@ -200,6 +201,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self, "model_")
         self._check_unknown()
+        _refuse_dates(X)
         X = validate_data(self, X, dtype=None, ensure_all_finite=False, reset=False)
         (user_column, _), (item_column, _) = columns = _id_columns(X)
         (users, user_known), (items, item_known) = (
@@ -264,6 +266,13 @@ def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
     if empty.size:
         raise ValueError(f"X: missing {kind} id (empty text) in row {int(empty[0]) + 1}")
     return trimmed
+
+
+def _refuse_dates(X: Any) -> None:
+    """Dates or durations are no ids (numpy finds no common type for them and numbers)."""
+    for name, dtype in getattr(X, "dtypes", pd.Series(dtype=object)).items():
+        if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+            raise ValueError(f"X: column {name!r} holds dates or durations ({dtype}), not ids")
 
 
 def _ids_given(values: np.ndarray, kind: str) -> np.ndarray:

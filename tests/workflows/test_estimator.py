@@ -530,3 +530,9 @@ def test_integer_ids_past_what_a_float_holds_are_named_as_such() -> None:
     X = pd.DataFrame({"user": np.array([2**60, 2**60 + 1] * 5), "item": np.arange(10.0)})
     with pytest.raises(ValueError, match=r"user id 1.15\d*e\+18 in row 1 is past 2\*\*53"):
         RatingRegressor(epochs=1).fit(X, np.arange(10) % 5 + 1.0)
+
+
+def test_dates_as_ids_are_refused_by_column() -> None:
+    X = pd.DataFrame({"user": pd.date_range("2020-01-01", periods=10), "item": np.arange(10)})
+    with pytest.raises(ValueError, match=r"X: column 'user' holds dates or durations \(datetime64"):
+        RatingRegressor(epochs=1).fit(X, np.arange(10) % 5 + 1.0)
