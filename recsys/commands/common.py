@@ -231,7 +231,7 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
     if world_size > 1 and rank == 0:
         torch.distributed.barrier()
     if note and rank == 0:
-        print(note, file=sys.stderr)
+        print(in_flags(note), file=sys.stderr)
     return with_feature_files(dataset, *_feature_flags(args))
 
 

@@ -126,6 +126,11 @@ def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
     if data_dir is not None:
         if data_dir.is_file() and zipfile.is_zipfile(data_dir):
             return _unpack_given_archive(data_dir, variant)
+        if data_dir.is_file():
+            raise DataError(
+                f"`data_dir` {data_dir}: a file, but no readable zip (cut short, or not a zip at all); "
+                f"expected an unpacked {variant.name} folder, its parent, or {variant.name}.zip"
+            )
         for candidate in (data_dir, data_dir / variant.folder):
             if (candidate / ratings_file).is_file():
                 return _check_manifest(candidate)

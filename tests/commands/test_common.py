@@ -209,6 +209,7 @@ def test_dataset_from_flags_says_when_it_falls_back_to_synthetic(
     assert dataset_from_flags(args).name == "synthetic"
     note = capsys.readouterr().err
     assert note.count("\n") == 1 and "ml-100k is not available" in note and "synthetic" in note
+    assert "pass --data-dir or set $RECSYS_DATA" in note  # the flag, not the library's `data_dir`
 
 
 @pytest.mark.parametrize(("code", "stream"), [(0, "stdout"), (3, "stderr")])

@@ -771,6 +771,14 @@ def test_empty_data_dir_mentions_the_setting(tmp_path: Path, three_copies: dict[
     assert str(empty) in str(err.value) and "u.data" in str(err.value)
 
 
+@pytest.mark.parametrize("content", [b"PK\x03\x04 cut short", b"<html>not found</html>"])
+def test_a_data_dir_that_is_a_damaged_zip_is_named_as_one(tmp_path: Path, content: bytes) -> None:
+    archive = tmp_path / "ml-100k.zip"
+    archive.write_bytes(content)
+    with pytest.raises(DataError, match=r"`data_dir` .*ml-100k\.zip: a file, but no readable zip"):
+        load_movielens("ml-100k", data_dir=archive)
+
+
 def test_data_dir_of_another_variant_is_not_usable(tmp_path: Path, no_data_root: None) -> None:
     folder = write_dataset(tmp_path / "ml-1m", "dat", WHOLE_RATINGS)
     with pytest.raises(DataError, match="`data_dir`"):
