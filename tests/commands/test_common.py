@@ -133,7 +133,7 @@ def test_data_flags() -> None:
 
 
 def data_flags(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
+    parser = CommandParser()  # as the commands parse: its flags are what messages name settings by
     add_data_flags(parser)
     return parser.parse_args(argv)
 
