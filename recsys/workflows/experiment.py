@@ -21,7 +21,7 @@ from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.features import FeatureRows, features_of, rows_for_new
 from recsys.data.splits import Split, make_split
-from recsys.errors import RecsysError
+from recsys.errors import DataError, RecsysError
 from recsys.evaluate.metrics import evaluate, evaluate_test
 from recsys.evaluate.ranking import evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluate.scorers import model_scorer
@@ -371,9 +371,19 @@ def warn_if_worse_than_mean(model: nn.Module, train: RatingTensors, train_mean: 
 
 def recorded_data(run_dir: Path) -> dict[str, Any]:
     """Where a run read its data (its data.json: a folder, or a ratings file and how it was read);
-    empty when it recorded nothing readable."""
+    empty when it has none. One that is there but unreadable is an error naming it: the data would
+    otherwise be looked for elsewhere without a word."""
+    path = run_dir / DATA_FILE
     try:
-        record = json.loads((run_dir / DATA_FILE).read_text())
-    except (OSError, ValueError):
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
         return {}
-    return record if isinstance(record, dict) else {}
+    except (OSError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise DataError(f"{path} is damaged ({reason}); {_RESTORE_RECORD}") from None
+    if not isinstance(record, dict):
+        raise DataError(f"{path} is damaged (not a JSON object); {_RESTORE_RECORD}")
+    return record
+
+
+_RESTORE_RECORD = "it says where the run read its data: restore it"

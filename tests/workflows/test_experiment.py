@@ -130,12 +130,17 @@ def test_the_run_records_where_its_data_came_from(tiny: RatingsDataset, tmp_path
     }
 
 
-def test_a_missing_or_damaged_data_record_is_no_record(tmp_path: Path) -> None:
+def test_a_missing_data_record_is_no_record_and_a_damaged_one_is_named(tmp_path: Path) -> None:
+    """A damaged one, left unnamed, had the data looked for elsewhere without a word."""
     assert recorded_data(tmp_path) == {}
     (tmp_path / DATA_FILE).write_text("{not json")
-    assert recorded_data(tmp_path) == {}
+    with pytest.raises(
+        RecsysError, match=rf"{DATA_FILE} is damaged \(.*\); it says where the run read its data"
+    ):
+        recorded_data(tmp_path)
     (tmp_path / DATA_FILE).write_text("[1, 2]")
-    assert recorded_data(tmp_path) == {}
+    with pytest.raises(RecsysError, match=r"is damaged \(not a JSON object\)"):
+        recorded_data(tmp_path)
 
 
 def test_a_recorded_folder_that_is_gone_falls_back_to_the_usual_lookup(tiny: RatingsDataset) -> None:
