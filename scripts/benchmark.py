@@ -1520,6 +1520,10 @@ def bench_ltr_scale(
     if contender.startswith("recsys-"):
         model = contender.removeprefix("recsys-")
         rating: dict[str, Any] = {"members": 1, "y_range": (0.0, 5.5)} if model == "dotbias" else {}
+        if model != "dotbias":  # the shape is the positives alone, as the peers take them: `ials` would
+            # read the rated pairs below the threshold too, twice the pairs at this shape
+            reaching = train.y >= LTR_SCALE_RELEVANT
+            train = RatingTensors(train.x[reaching], train.y[reaching])
         config = config_for(
             model, n_factors=LTR_SCALE_FACTORS, epochs=epochs, relevant=LTR_SCALE_RELEVANT, **rating
         )
