@@ -1,6 +1,7 @@
 """Files written whole or not at all: a crash leaves the previous file or the new one, never a torn one."""
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -36,5 +37,18 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Atomically write `data` as indented JSON."""
-    atomic_write(path, lambda file: file.write(json.dumps(data, indent=2).encode() + b"\n"))
+    """Atomically write `data` as indented, strict JSON: a number that is not finite (a metric with
+    nothing to judge) is null, which every JSON reader takes (`NaN` is Python's own extension)."""
+    text = json.dumps(_finite_or_null(data), indent=2, allow_nan=False)
+    atomic_write(path, lambda file: file.write(text.encode() + b"\n"))
+
+
+def _finite_or_null(value: Any) -> Any:
+    """`value` with every float that is NaN or infinite, however deep in dicts and lists, as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(item) for item in value]
+    return value

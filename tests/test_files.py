@@ -1,6 +1,7 @@
 """recsys.files: a file is written whole or not at all, and an unwritable folder is one line."""
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import IO
@@ -57,3 +58,19 @@ def test_write_json_writes_indented_json_with_a_final_newline(tmp_path: Path) ->
 def test_unwritable_folder_is_a_recsys_error() -> None:
     with pytest.raises(RecsysError, match=r"cannot write /proc/recsys-test/metrics\.json"):
         write_json(Path("/proc/recsys-test/metrics.json"), {"a": 1})
+
+
+def test_json_is_strict_with_a_number_that_is_not_finite_as_null(tmp_path: Path) -> None:
+    """Python's NaN is no JSON: strict readers (JavaScript's JSON.parse) refuse it."""
+    write_json(tmp_path / "m.json", {"rmse": math.nan, "curve": [1.0, math.inf, {"x": -math.inf}], "n": 3})
+    text = (tmp_path / "m.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    assert json.loads(text, parse_constant=refuse) == {
+        "rmse": None,
+        "curve": [1.0, None, {"x": None}],
+        "n": 3,
+    }

@@ -285,6 +285,11 @@ def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
         )
 
 
+def _written(value: object) -> float:
+    """A score as metrics.json holds it: a number, or null for one with nothing to judge."""
+    return math.nan if value is None else float(value)  # type: ignore[arg-type]
+
+
 def finished_message(run_dir: Path) -> str | None:
     """What to say instead of resuming a run that completed (its metrics file is written last); a
     finished run whose checkpoint is damaged is an error saying so, not finished."""
@@ -294,9 +299,9 @@ def finished_message(run_dir: Path) -> str | None:
         metrics = json.loads((run_dir / METRICS_FILE).read_text())
         epochs = len(metrics["history"])
         if "test_ranking" in metrics:
-            score = f"test NDCG@10 {float(metrics['test_ranking']['ndcg@10']):.4f}"
+            score = f"test NDCG@10 {_written(metrics['test_ranking']['ndcg@10']):.4f}"
         else:
-            score = f"test RMSE {float(metrics['test_rmse']):.4f}"
+            score = f"test RMSE {_written(metrics['test_rmse']):.4f}"
     except (OSError, ValueError, TypeError, KeyError):
         return None
     checkpoint_body(run_dir / CHECKPOINT_FILE)

@@ -37,6 +37,7 @@ from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
 from recsys.studies.bag_cost import bag_versus_multi_hot
 from recsys.studies.lookup_cost import lookup_cost_table
 from recsys.studies.norm_bias import NORMS, bias_before_norm
+from recsys.train.compiled import load_kernels
 from recsys.workflows.experiment import RunResult, check_relevant, new_user_starts, train_and_evaluate
 
 BASELINES = ("global-mean", "damped-bias")
@@ -78,6 +79,8 @@ class Comparison:
     truth: PlantedTruth | None = None
     # Per model that uses features: its test RMSE with the ids alone and each feature group added.
     feature_groups: pd.DataFrame | None = None
+    # The settings every model took over its defaults (`epochs` for a quick look, `engine`).
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def score_table(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -118,6 +121,9 @@ def compare_models(
     is relevant to its user ("scale": 3/4 of the way up the dataset's rating scale; "all": every
     test item)."""
     threshold = _threshold(relevant, dataset)  # before any training: a bad one is refused at once
+    # numba's setup and the rating kernels' loading, once, before any clock: charged to whichever
+    # compiled model trained first, they had made its seconds ten times another's on small data.
+    load_kernels()
     scores: list[ModelScore] = []
     trained: dict[str, nn.Module] = {}
     results: dict[str, RunResult] = {}
@@ -175,6 +181,7 @@ def compare_models(
         curves,
         truth,
         pd.DataFrame(by_group) if by_group else None,
+        {name: value for name, value in overrides.items() if value is not None},
     )
 
 

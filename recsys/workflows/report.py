@@ -354,6 +354,15 @@ def similar_items_table(
     return pd.DataFrame(rows, columns=["item", "similar item", "cosine"])
 
 
+def _overridden(overrides: dict[str, Any]) -> str:
+    """The settings given to every model over its defaults, as the report's first paragraph says them."""
+    if not overrides:
+        return ""
+    return (
+        ", except " + ", ".join(f"`{name}` {value}" for name, value in overrides.items()) + " for every one"
+    )
+
+
 def write_report(
     comparison: Comparison,
     out: Path,
@@ -413,7 +422,8 @@ def _write_report_files(
         f"Split `{comparison.split}`, seed {comparison.seed}; {len(comparison.data.train):,} training and "
         f"{len(comparison.data.test):,} test ratings. Test ratings whose user or item is unseen in "
         f"training: {len(comparison.data.unknown_test_ratings)}, policy `{comparison.unknown}`. Every "
-        "model uses its defaults for the engine shown; baselines are closed-form (no training)."
+        f"model uses its defaults for the engine shown{_overridden(comparison.overrides)}; baselines are "
+        "closed-form (no training)."
     )
     md += ["", "## Accuracy and cost", "", markdown_table(scores), ""]
     if summary is not None:
@@ -522,6 +532,7 @@ def _write_report_files(
         "user_bias_correlations": user_corr.to_dict(orient="records"),
     }
     results["relevance_threshold"] = comparison.threshold
+    results["overrides"] = comparison.overrides
     results["ranking"] = comparison.ranking.to_dict(orient="records")
     results["fold_in"] = {name: curve.to_dict(orient="records") for name, curve in comparison.fold_in.items()}
     if comparison.feature_groups is not None:
@@ -553,7 +564,8 @@ def _ranking_section(
         f"Each of {int(ranking['users'].iloc[0]):,} test users with at least one relevant item gets a list "
         "drawn from every item they did not rate in training, ranked in full (no sampled negatives); "
         f"relevant means {relevant}. Recall divides by all of a user's relevant items; NDCG's gain is 1 "
-        "per relevant item (graded: its rating); coverage is the share of the catalogue shown to "
+        "per relevant item (graded: 1 + its rating - the threshold, so with 4 relevant a 4 gains 1 and a "
+        "5 gains 2); coverage is the share of the catalogue shown to "
         "anyone, popularity the mean share of training users who rated what is shown, Gini the "
         "inequality of exposure. Baselines: " + ", ".join(f"`{name}`" for name in RANKING_BASELINES) + "."
     )

@@ -51,7 +51,11 @@ def test_compare_script_on_tiny(tmp_path: Path, capfd: pytest.CaptureFixture[str
         "## Embedding versus Linear, measured" in text
         and "## A bias right before a normalisation layer" in text
     )
+    # A quick look's override is said, not passed off as the defaults.
+    assert "uses its defaults for the engine shown, except `epochs` 1 for every one" in text
+    assert "graded: 1 + its rating - the threshold" in text
     results = json.loads((out / "results.json").read_text())
+    assert results["overrides"] == {"epochs": 1}
     sizes = {row["n_users"] for row in results["Embedding versus Linear, measured"]}
     assert sizes == {100, 300}
     bags = results["EmbeddingBag versus multi-hot Linear, measured"]
