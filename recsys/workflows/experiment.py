@@ -86,7 +86,8 @@ class RunResult:
 
 def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, RunConfig]:
     """Split and encode `dataset`; resolve the y_range and rating unit from its rating scale when
-    unset, and cap an autograd run's batch size so that it takes at least MIN_STEPS steps.
+    unset, cap an autograd run's batch size so that it takes at least MIN_STEPS steps, and name the
+    data in the config as it is named (config_for's default is ml-100k), so a run records what it read.
 
     A split that leaves nothing to train on, or no test rating the model can be scored on, is an
     error naming the flag that changes it.
@@ -105,6 +106,7 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
             f"split {config.split} of {dataset.name} leaves no test rating whose user and item are both "
             f"in training ({_test_counts(split, data)}){_split_hint(config)}"
         )
+    config = dataclasses.replace(config, dataset=dataset.name)
     return data, fitted_config(config, dataset.rating_scale, len(data.train), implicit=dataset.implicit)
 
 
@@ -268,8 +270,6 @@ def train_and_evaluate(
     run_dir = Path(run_dir) if run_dir is not None else None
     if resume is not None:
         config = resume.config
-    elif config.dataset != dataset.name:  # the data given is what the run trains on and records
-        config = dataclasses.replace(config, dataset=dataset.name)
     # Beside the compiled engine torch only builds the tables and scores the test ratings: on one
     # thread it never waits for a second one that another process holds.
     with torch_threads(COMPILED_TORCH_THREADS if config.engine == "compiled" else None):
