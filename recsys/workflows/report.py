@@ -273,11 +273,14 @@ def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame) -> str:
             f"{row['coverage@10']:.3f})."
         )
     both = joined[rated]
-    agree = float(both["rmse"].rank().corr(-both["ndcg@10"].rank())) if len(both) > 1 else float("nan")
+    agree = ""  # with fewer than two rating models there are no two orders to compare
+    if len(both) > 1:
+        rho = float(both["rmse"].rank().corr(-both["ndcg@10"].rank()))
+        agree = f" Spearman's rho between the two orders here: {rho:.2f}."
     lines.append(
         "A lower RMSE is a better fit to the ratings a user gave; NDCG@10 asks whether the items a user "
-        "went on to rate highly are at the top of a list drawn from every item they had not rated. "
-        f"Spearman's rho between the two orders here: {agree:.2f}. Rating models are trained on the "
+        f"went on to rate highly are at the top of a list drawn from every item they had not rated.{agree} "
+        "Rating models are trained on the "
         "ratings people chose to give, not on which items they chose, so a low RMSE need not give "
         "good lists, while a popularity chart ranks exactly by what people choose"
         + (", and the ranking models are trained on that choice itself." if not rated.all() else ".")
@@ -588,8 +591,10 @@ def _ranking_section(
         md.append(
             f"For the {first.attrs.get('users', 0):,} test users with at least 20 training ratings, all but "
             "their first n (by time) are hidden; each is folded into the trained model from those n "
-            "(a ridge regression for the user's vector and bias, the items fixed; n = 0 is the bias-only "
-            "cold start) and scored on their test ratings. `trained` is the model that saw all of them."
+            "(a ridge regression for the user's vector and bias, the items fixed; a ranking model's user "
+            "is one row of implicit ALS) and scored on their test ratings. At n = 0 a model with item "
+            "biases ranks by them (the bias-only cold start); one without ties every item, so its n = 0 "
+            "row says nothing. `trained` is the model that saw all of them."
         )
         featured = [
             name for name in comparison.fold_in if rating_model(comparison.models[name]).uses_features
