@@ -479,8 +479,11 @@ def _write_report_files(
             "so b_u·i acts as item i's bias and u·b_i as user u's, tied to the factors rather than free. "
             "Those are the biases shown for these models below."
         )
-    md += ["", "Item biases correlated with the damped baseline, mean rating and popularity:", ""]
-    md += [markdown_table(item_corr), "", "User biases:", "", markdown_table(user_corr), ""]
+    if biased:  # else the tables would be headers alone
+        md += ["", "Item biases correlated with the damped baseline, mean rating and popularity:", ""]
+        md += [markdown_table(item_corr), "", "User biases:", "", markdown_table(user_corr), ""]
+    else:
+        md.append("")
     if len(biased) > 1:
         md += [
             "Item biases across models (Pearson):",

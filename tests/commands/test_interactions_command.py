@@ -134,6 +134,7 @@ def test_compare_on_interactions_trains_the_ranking_models_and_judges_every_inte
     assert results["relevance_threshold"] == 1.0  # every test interaction is relevant
     text = (out / "report.md").read_text()
     assert "Spearman" not in text and " nan" not in text  # no two rating models' orders to compare
+    assert "Item biases correlated" not in text  # no model with biases: no tables of headers alone
 
 
 def test_bprs_explanation_adds_up_to_its_score_and_shows_no_rating(plays: Path, tmp_path: Path) -> None:
