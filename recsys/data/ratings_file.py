@@ -521,6 +521,15 @@ def _read_text(
         raise DataError(f"{path}: cannot parse ({_printable(message[:200])})") from None
     except (OSError, EOFError, lzma.LZMAError, pa.ArrowException, pl.exceptions.PolarsError) as error:
         raise DataError(f"{path}: cannot read it ({_first_line(error)})") from None
+    except BaseException as error:
+        # polars' Rust code can panic on a malformed table (a lone unclosed quote after the header):
+        # pyo3 raises that as a PanicException, a BaseException no `except Exception` catches.
+        if type(error).__name__ != "PanicException":
+            raise
+        raise DataError(
+            f"{path}: cannot parse it (the CSV reader failed: {_first_line(error)[:120]}); look "
+            "for an unclosed quote"
+        ) from None
     frame.columns = [layout.names[position] for position in positions]
     blank = frame.select(pl.all_horizontal(pl.all().is_null())).to_series()
     if blank.any():  # a blank line: polars makes it a row of gaps
@@ -528,7 +537,7 @@ def _read_text(
     return frame
 
 
-def _first_line(error: Exception) -> str:
+def _first_line(error: BaseException) -> str:
     """A library's error message cut to one short line."""
     lines = str(error).strip().splitlines() or [type(error).__name__]
     return _printable(lines[0][:200])
