@@ -40,6 +40,7 @@ from recsys.config import (
     unread,
 )
 from recsys.data.encoding import RatingTensors
+from recsys.data.ratings_table import FLOAT32_MAX
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate, mae, rmse
 from recsys.models import RatingModel, SampledModel, model_entry, rating_model
@@ -481,7 +482,6 @@ def _epochs_for(
 # A training rating this many times the ratings' typical size (their median magnitude, at least 1)
 # is named as the likelier cause of a diverged loss than the step size.
 EXTREME_RATING = 1e4
-FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 def _advice(config: RunConfig, train: RatingTensors) -> str:
