@@ -133,7 +133,8 @@ class RunConfig:
     members: int = _setting(
         1,
         "models trained apart, from their own starts and orders, whose predictions are averaged "
-        "(recsys/models/ensemble.py); compiled and device engines only",
+        "(recsys/models/ensemble.py); compiled and device engines only. bpmf and bfm: independent "
+        "chains of `epochs` sweeps each, their draws pooled",
         "--members",
         unread_by=("bpr", "als"),
         by_model=True,
@@ -347,9 +348,9 @@ class RunConfig:
             if compiled is not None and not autograd_only and (on_cpu or per_rating):
                 chosen = "compiled" if on_cpu else "device"
             members = _plain(self.members)
-            # An ensemble is the compiled engine's, which a setting given here ruled out.
+            # An ensemble (a sampler's chains) is the compiled engine's, which a setting given here ruled out.
             ensemble = _is_whole(members) and 1 < members <= MAX_MEMBERS  # type: ignore[operator]
-            if ensemble and compiled is not None and not entry.sampled and chosen == "autograd":
+            if ensemble and compiled is not None and chosen == "autograd":
                 chose = [f"`{name}`" for name in autograd_only] + (
                     [] if on_cpu or per_rating else ["`device`"]
                 )
@@ -367,13 +368,18 @@ class RunConfig:
                 object.__setattr__(self, name, tuned.get(name, SETTINGS[name].base))
 
     def _check_ensemble(self) -> None:
-        """An ensemble is of a model trained by per-rating AdaGrad, on one of its engines."""
+        """An ensemble is of a model trained by per-rating AdaGrad, on one of its engines; a sampled
+        model's members are its sampler's independent chains."""
         flag = f"`members` {self.members}"
         if self.members > MAX_MEMBERS:
             raise RecsysError(f"{flag}: at most {MAX_MEMBERS} (a few members give nearly all of the gain)")
         entry = model_entry(self.model)
-        if entry.sampled:
-            raise RecsysError(f"{flag}: {self.model} already predicts the mean of its draws; leave it out")
+        if entry.sampled:  # its sampler's chains, whose draws it pools
+            if self.engine != "compiled":
+                raise RecsysError(
+                    f"{flag}: {self.model}'s members are its sampler's chains, on `engine` compiled"
+                )
+            return
         if entry.ranks:
             raise RecsysError(f"{flag}: {self.model} trains one model to rank (ensembles average ratings)")
         if entry.compiled_defaults is None:
@@ -395,7 +401,7 @@ class RunConfig:
                     f"`features` has no effect on {self.model}{where}; leave it out (bfm on `engine` "
                     "compiled and svdpp read it)"
                 )
-        elif self.members > 1 and self.features != "implicit":
+        elif self.members > 1 and self.features != "implicit" and not self.samples:
             raise RecsysError(
                 f"`members` {self.members}: an ensemble's members read `features` implicit only"
             )
@@ -529,9 +535,11 @@ def model_for(
 ) -> "RatingModel":
     """The model `config` describes, for `n_users` users and `n_items` items, initialised from
     `generator`."""
+    # A sampled model's members are chains whose draws one model pools.
+    members = 1 if config.samples else config.members
     return build_model(
         config.model, n_users, n_items, config.n_factors, config.y_range, generator, config.init_scale,
-        config.members,
+        members,
     )  # fmt: skip
 
 

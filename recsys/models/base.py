@@ -281,28 +281,34 @@ class SampledModel(RatingModel):
     predicts the mean of the draws it is given."""
 
     @classmethod
-    def _thinning(cls, sweeps: int) -> tuple[int, int]:
-        """(the draws after the burn-in, every how many of them one is kept: at most MAX_KEPT_DRAWS)."""
+    def _thinning(cls, sweeps: int, chains: int) -> tuple[int, int, int]:
+        """(the draws of a chain after its burn-in, every how many of them one is kept, how many it
+        keeps): at most MAX_KEPT_DRAWS over all `chains`."""
         after = sweeps - cls.burn_in(sweeps)
-        return after, math.ceil(after / MAX_KEPT_DRAWS)
+        every = math.ceil(after / max(1, MAX_KEPT_DRAWS // chains))
+        return after, every, math.ceil(after / every)
 
     @classmethod
-    def kept_draws(cls, sweeps: int) -> int:
-        """How many draws of `sweeps` sweeps it keeps: every one after the burn-in, or evenly spaced
-        ones, at most MAX_KEPT_DRAWS."""
-        after, every = cls._thinning(sweeps)
-        return math.ceil(after / every)
+    def kept_draws(cls, sweeps: int, chains: int = 1) -> int:
+        """How many draws `chains` chains of `sweeps` sweeps keep in all: every one after each chain's
+        burn-in, or evenly spaced ones, at most MAX_KEPT_DRAWS."""
+        return chains * cls._thinning(sweeps, chains)[2]
 
     @classmethod
-    def kept_slot(cls, epoch: int, sweeps: int) -> tuple[int, int] | None:
-        """Where sweep `epoch`'s draw goes: (its slot, `kept_draws`), slot 0 for every burn-in draw
-        (the latest predicts until the first kept one replaces it); None for a draw after the burn-in
-        that the thinning passes over (the kept ones end on the last sweep)."""
-        (after, every), slots = cls._thinning(sweeps), cls.kept_draws(sweeps)
+    def kept_slot(cls, epoch: int, sweeps: int, chain: int = 0, chains: int = 1) -> tuple[int, int] | None:
+        """Where chain `chain`'s draw of sweep `epoch` goes: (its slot, `kept_draws`); None for a draw
+        that is not kept. The chains' draws of one sweep take neighbouring slots, so that the slots
+        fill in order. Every burn-in draw of the first chain goes to slot 0 (the latest predicts
+        until the first kept one replaces it); after the burn-in the thinning passes draws over (the
+        kept ones end on the last sweep)."""
+        after, every, per_chain = cls._thinning(sweeps, chains)
+        slots = chains * per_chain
         before_last = sweeps - epoch
         if before_last >= after:  # a burn-in sweep
-            return 0, slots
-        return None if before_last % every else (slots - 1 - before_last // every, slots)
+            return (0, slots) if chain == 0 else None
+        if before_last % every:
+            return None
+        return (per_chain - 1 - before_last // every) * chains + chain, slots
 
     @staticmethod
     @abstractmethod

@@ -35,7 +35,7 @@ from recsys.evaluate.metrics import evaluate
 from recsys.models import Factorisation, rating_model
 from recsys.models.base import bag_vectors
 from recsys.train.distributed import refuse_processes
-from recsys.train.per_rating import ACCUMULATOR_START, epoch_learning_rate, member_seed
+from recsys.train.per_rating import ACCUMULATOR_START, epoch_learning_rate, member_seed, seeded_generator
 
 # An epoch in about STEPS_PER_EPOCH steps of MIN_BATCH to MAX_BATCH ratings: the fewer the steps, the
 # fewer kernel launches, but the more often a popular row recurs within one step, its gradients stale.
@@ -399,7 +399,7 @@ class DeviceEpochs:
         with torch.no_grad():
             for place, member in enumerate(self.members):
                 seed = (member_seed(self.config.seed, place) * EPOCH_SEEDS + epoch) % 2**63
-                drawn = torch.Generator(device).manual_seed(seed)
+                drawn = seeded_generator(seed, device)
                 order = torch.randperm(len(self.values), generator=drawn, device=device)
                 batches = Batches.drawn(
                     self.users, self.items, self.values, order, self.batch_size, self.table_rows

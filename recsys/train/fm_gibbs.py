@@ -20,6 +20,7 @@ row has. All randomness is drawn from the trainer's torch generator before each 
 seed gives the same draws on any number of threads and a checkpoint resumes exactly.
 """
 
+import copy
 import math
 from typing import Any
 
@@ -195,8 +196,11 @@ class FMGibbsEpochs:
         n_factors: int,
         y_range: tuple[float, float] | None,
         generator: torch.Generator,
+        chains: int = 1,
     ) -> None:
-        self.model, self.sweeps = model, sweeps
+        """`generator` draws the chain's start; `chains`: how many chains (`next_chain`) the run pools."""
+        self.model, self.sweeps, self.n_factors = model, sweeps, n_factors
+        self.chain, self.chains = 0, chains
         users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
         values = train.y.cpu().double()
         self.mean = float(values.mean())
@@ -213,19 +217,26 @@ class FMGibbsEpochs:
             grouped_by_row(items, users, order, features[1].n_rows),
         ]
         self.pairs = (users.numpy(), items.numpy())
-        # The chain starts from the model's own initialisation (its seed) for the ids' factors, small
-        # draws for the other features' (a zero start would make every group's prior a point), and
-        # zero biases.
-        width = n_factors + 1
+        self._start(generator)
+
+    def _start(self, generator: torch.Generator) -> None:
+        """The chain's first draw: small factors for every feature (a zero start would make every
+        group's prior a point), zero biases, drawn from `generator`."""
         self.tables = []
-        for block in features:
-            table = np.zeros((block.n_features, width))
-            table[:, :n_factors] = (
-                START_SCALE
-                * torch.randn(block.n_features, n_factors, generator=generator, dtype=torch.float64).numpy()
-            )
+        for block in self.features:
+            table = np.zeros((block.n_features, self.n_factors + 1))
+            drawn = torch.randn(block.n_features, self.n_factors, generator=generator, dtype=torch.float64)
+            table[:, : self.n_factors] = START_SCALE * drawn.numpy()
             self.tables.append(table)
         self.alpha = ALPHA_START
+
+    def next_chain(self, generator: torch.Generator) -> "FMGibbsEpochs":
+        """The run's next chain, from its own start drawn from `generator`: the data's rows and the
+        validation sums shared with this one (the chains' kept draws are pooled, recsys.train.gibbs)."""
+        chain = copy.copy(self)
+        chain.chain = self.chain + 1
+        chain._start(generator)
+        return chain
 
     def state_dict(self) -> dict[str, object]:
         """The chain's current draw and noise precision (the kept draws' mean is the model's)."""
@@ -275,7 +286,7 @@ class FMGibbsEpochs:
         # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
         df = round(2 * ALPHA_SHAPE) + len(self.targets)
         self.alpha = 2 * random.standard_gamma(df / 2) / (2 * ALPHA_RATE + squared)
-        kept = self.model.kept_slot(epoch, self.sweeps)
+        kept = self.model.kept_slot(epoch, self.sweeps, self.chain, self.chains)
         if kept is not None:
             self.model.set_draw(
                 *kept, torch.from_numpy(composed[0]), torch.from_numpy(composed[1]), self.mean

@@ -11,6 +11,7 @@ comes from the trainer's torch generator, drawn before each kernel runs, so a se
 draws on any number of threads and a checkpoint resumes exactly.
 """
 
+import copy
 import math
 from typing import Any
 
@@ -21,6 +22,7 @@ from torch import Tensor
 
 from recsys.data.encoding import RatingTensors
 from recsys.models.base import SampledModel
+from recsys.models.layers import init_normal_
 from recsys.train.jit import compiled
 
 # The Normal-Wishart prior on each side's hyperparameters: mean 0, precision scale (beta) 2, Wishart
@@ -157,8 +159,11 @@ class GibbsEpochs:
         sweeps: int,
         n_factors: int,
         y_range: tuple[float, float] | None,
+        chains: int = 1,
     ) -> None:
+        """`chains`: how many chains (`next_chain`) the run pools."""
         self.model, self.sweeps = model, sweeps
+        self.chain, self.chains = 0, chains
         users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
         values = train.y.cpu().double()
         self.mean = float(values.mean())
@@ -166,15 +171,26 @@ class GibbsEpochs:
         # The chain starts from the model's own initialisation (its seed): factors, then a zero bias.
         start = model.id_vectors()
         assert start is not None
-        self.draws = [
-            torch.cat([table[:, :n_factors].double(), torch.zeros(len(table), 1, dtype=torch.float64)], 1)
-            for table in start
-        ]
+        self._start([table[:, :n_factors] for table in start])
         targets = values - self.mean
         self.by_user = grouped_by_row(users, items, targets, len(self.draws[0]))
         self.by_item = grouped_by_row(items, users, targets, len(self.draws[1]))
         self.users, self.items, self.targets = users, items, targets
+
+    def _start(self, factors: list[Tensor]) -> None:
+        """The chain's first draw: `factors` (users', items'), then a zero bias."""
+        self.draws = [torch.nn.functional.pad(table.double(), (0, 1)) for table in factors]
         self.alpha = ALPHA_START
+
+    def next_chain(self, generator: torch.Generator) -> "GibbsEpochs":
+        """The run's next chain, from its own start, drawn from `generator` as the model's tables are
+        initialised: the data's rows and the validation sums shared with this one (the chains' kept
+        draws are pooled, SampledModel.kept_slot)."""
+        chain = copy.copy(self)
+        chain.chain = self.chain + 1
+        shapes = [(draw.shape[0], draw.shape[1] - 1) for draw in self.draws]
+        chain._start([init_normal_(torch.empty(shape), generator) for shape in shapes])
+        return chain
 
     def state_dict(self) -> dict[str, object]:
         """The chain's current draw and noise precision (the kept draws' mean is the model's)."""
@@ -215,7 +231,7 @@ class GibbsEpochs:
         # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
         df = round(2 * ALPHA_SHAPE) + len(self.targets)
         self.alpha = _chi_square(df, generator) / (2 * ALPHA_RATE + squared)
-        kept = self.model.kept_slot(epoch, self.sweeps)
+        kept = self.model.kept_slot(epoch, self.sweeps, self.chain, self.chains)
         if kept is not None:
             user_draws, item_draws = self.draws
             self.model.set_draw(*kept, user_draws, item_draws, self.mean)

@@ -55,7 +55,7 @@ def table_width(config: RunConfig) -> int:
     compiled engine one block of them per draw it keeps."""
     if config.samples:
         sampled = cast(type[SampledModel], model_entry(config.model).model_class())
-        return config.n_factors * sampled.kept_draws(config.epochs)
+        return config.n_factors * sampled.kept_draws(config.epochs, config.members)
     return config.n_factors
 
 

@@ -49,7 +49,7 @@ from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import distributed_rank, refuse_processes
 from recsys.train.engine import Engine
 from recsys.train.optim import LazyAdam
-from recsys.train.per_rating import epoch_learning_rate, member_seed
+from recsys.train.per_rating import epoch_learning_rate, member_seed, seeded_generator
 from recsys.train.threads import NumbaThreads, torch_threads
 
 T = TypeVar("T")
@@ -295,7 +295,8 @@ class _CompiledEpochs:
 
 
 class _SampledEpochs:
-    """Sweeps of a Gibbs sampler over a Bayesian model's posterior (recsys.train.gibbs), on threads."""
+    """Sweeps of a Gibbs sampler over a Bayesian model's posterior (recsys.train.gibbs), on threads: of
+    `members` independent chains, side by side in each epoch, whose kept draws the model pools."""
 
     def __init__(
         self, model: SampledModel, train: RatingTensors, valid: RatingTensors, config: RunConfig, threads: int
@@ -305,30 +306,41 @@ class _SampledEpochs:
         from recsys.train.fm_gibbs import FMGibbsEpochs
         from recsys.train.gibbs import GibbsEpochs
 
-        self.epochs: GibbsEpochs | FMGibbsEpochs
+        first: GibbsEpochs | FMGibbsEpochs
         if model_entry(config.model).fit == "fm":  # its features' first draw from the run's seed
             start = torch.Generator().manual_seed(config.seed)
-            self.epochs = FMGibbsEpochs(
-                cast(BayesianFM, model), train, valid, config.epochs, config.n_factors, model.y_range, start
-            )
+            first = FMGibbsEpochs(
+                cast(BayesianFM, model), train, valid, config.epochs, config.n_factors, model.y_range, start,
+                config.members,
+            )  # fmt: skip
         else:
-            self.epochs = GibbsEpochs(model, train, valid, config.epochs, config.n_factors, model.y_range)
+            first = GibbsEpochs(
+                model, train, valid, config.epochs, config.n_factors, model.y_range, config.members
+            )
+        # The members: independent chains, each from its own start, their kept draws pooled.
+        self.chains = [first]
+        for place in range(1, config.members):
+            start = seeded_generator(member_seed(config.seed, place))
+            self.chains.append(self.chains[-1].next_chain(start))
         self.threads = NumbaThreads(threads)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"sampler": self.epochs.state_dict()}
+        return {"chains": [chain.state_dict() for chain in self.chains]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.epochs.load_state_dict(state["sampler"])
+        for chain, saved in zip(self.chains, state["chains"], strict=True):
+            chain.load_state_dict(saved)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
-        """One sweep: (mean squared error of its draw on the training ratings, ratings swept)."""
-        return self.epochs.run_epoch(epoch, generator), len(self.epochs.targets)
+        """One sweep of each chain, in turn: (mean squared error of their draws on the training ratings,
+        ratings swept by one)."""
+        errors = [chain.run_epoch(epoch, generator) for chain in self.chains]
+        return sum(errors) / len(errors), len(self.chains[0].targets)
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:
         """The kept draws' mean on the validation ratings the sampler was given (`valid`, the same
         each epoch), from its running sums."""
-        return self.epochs.evaluate()
+        return self.chains[0].evaluate()
 
     def close(self) -> None:
         self.threads.restore()
@@ -436,7 +448,7 @@ def _check_members(model: RatingModel, config: RunConfig) -> None:
     (or the reverse) would train to something neither describes, and its checkpoint, rebuilt from
     the config, would not load."""
     members = len(model.member_models())
-    if members != config.members:
+    if members != (1 if config.samples else config.members):  # a sampled model pools its chains' draws
         raise RecsysError(
             f"the model has {members} member(s) and the config {config.members} (members); build the model "
             "from the config with recsys.config.model_for, or set members in config_for"

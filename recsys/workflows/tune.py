@@ -125,7 +125,7 @@ def tune(
         column, best_first = VALID_RMSE, True
     rows = []
     space = search_space(model, base.engine)
-    if reads_features(model, base.engine) and base.features != "implicit":
+    if reads_features(model, base.engine) and base.features != "implicit" and not base.samples:
         space = {name: values for name, values in space.items() if name != "members"}  # one model reads them
     settings = ParameterSampler(space, n_iter=trials, random_state=seed)
     for number, setting in enumerate(settings, start=1):

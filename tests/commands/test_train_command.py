@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -33,7 +33,7 @@ from recsys.config import config_for
 from recsys.data.catalog import load_dataset
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test
-from recsys.models import MODELS, DotProductBias, Ensemble, model_entry
+from recsys.models import MODELS, DotProductBias, Ensemble, SampledModel, model_entry
 from recsys.names import CONFIG_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import prepare
@@ -206,7 +206,12 @@ def test_every_model_trains_from_the_cli(name: str, good: Runs) -> None:
     model = load_checkpoint(good.outs[name] / "checkpoint.pt").model
     members = model.member_models()
     assert {type(member) for member in members} == {MODELS[name]}
-    assert len(members) == config["members"]
+    if model_entry(name).sampled:  # its members are chains, whose kept draws one model pools
+        (sampled,) = members
+        kept = cast(type[SampledModel], MODELS[name]).kept_draws(config["epochs"], config["members"])
+        assert cast(SampledModel, sampled).draws_side_by_side() == kept
+    else:
+        assert len(members) == config["members"]
 
 
 def test_help_lists_every_flag(good: Runs) -> None:
@@ -383,12 +388,13 @@ def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]
         script.parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "None" not in text and "(default:" not in text
-    compiled = "dot 19, dotbias 12, linear 10, embproj 10, svdpp 10, bpmf 150, bfm 512, bpr 200, ials 20"
+    compiled = "dot 19, dotbias 12, linear 10, embproj 10, svdpp 10, bpmf 150, bfm 128, bpr 200, ials 20"
     assert f"[default: {compiled}; with --engine autograd: dot 11, dotbias 9, svdpp 5, bpmf 5, bfm 5]" in text
     assert "dotbias 512, linear 512, embproj 512, svdpp 2048" in text  # the autograd batch sizes
     # bpmf's sampler reads no lr: only its autograd default is listed.
     assert (
-        "dotbias 2, linear 1, embproj 1, svdpp 1, bpmf 1, bfm 1; with --engine autograd: dotbias 1]" in text
+        "dotbias 2, linear 1, embproj 1, svdpp 1, bpmf 1, bfm 4; with --engine autograd: dotbias 1, bfm 1]"
+        in text
     )
     assert (
         "svdpp 0.035, bpr 0.15; with --engine autograd: dot 0.0021, dotbias 0.0094, svdpp 0.02, bpmf 0.02, "

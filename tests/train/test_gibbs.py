@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy.stats import pearsonr
 
-from recsys.config import config_for
+from recsys.config import config_for, model_for
 from recsys.data.catalog import load_dataset, planted_truth
 from recsys.data.dataset import RatingsDataset
 from recsys.models import BayesianMF
@@ -90,6 +90,51 @@ def test_at_most_max_kept_draws_are_kept_evenly_spaced_ending_on_the_last(sweeps
     assert len(set(np.diff(kept))) <= 1  # evenly spaced
     if sweeps - burn_in <= MAX_KEPT_DRAWS:
         assert len(kept) == sweeps - burn_in  # every draw after the burn-in
+
+
+@pytest.mark.parametrize("chains", [2, 3, 4])
+@pytest.mark.parametrize("sweeps", [1, 10, 128, 512, 5000])
+def test_chains_keep_the_same_sweeps_in_neighbouring_slots_in_order(sweeps: int, chains: int) -> None:
+    """Every chain keeps the draws of the same sweeps; those of one sweep take neighbouring slots, so
+    the slots fill in order as the model's running means need; only the first chain's burn-in draws
+    stand in slot 0; all chains together keep at most MAX_KEPT_DRAWS."""
+    total = BayesianMF.kept_draws(sweeps, chains)
+    assert total % chains == 0 and total <= max(MAX_KEPT_DRAWS, chains)
+    filled = []
+    burn_in = BayesianMF.burn_in(sweeps)
+    for epoch in range(1, sweeps + 1):
+        slots = [BayesianMF.kept_slot(epoch, sweeps, chain, chains) for chain in range(chains)]
+        if epoch <= burn_in:
+            assert slots == [(0, total)] + [None] * (chains - 1)
+        elif slots[0] is not None:
+            assert slots == [(slots[0][0] + chain, total) for chain in range(chains)]
+            filled += [slot for slot, _ in slots]
+        else:
+            assert slots == [None] * chains
+    assert filled == list(range(total))
+    assert BayesianMF.kept_slot(sweeps, sweeps, chains - 1, chains) == (total - 1, total)  # ends on the last
+
+
+def test_a_runs_chains_start_apart_share_the_data_and_pool_their_draws(tiny: RatingsDataset) -> None:
+    """members 3: three chains from different starts, over one copy of the data, whose kept draws the
+    model holds side by side and whose pooled validation figure is the model's own."""
+    from recsys.train.trainer import _SampledEpochs
+    from recsys.workflows.experiment import prepare
+
+    config = config_for("bpmf", dataset="tiny", epochs=12, n_factors=2, members=3)
+    data, config = prepare(tiny, config)
+    model = model_for(config, len(data.users), len(data.items), torch.Generator().manual_seed(0))
+    epochs = _SampledEpochs(model, data.train, data.test, config, threads=1)
+    first, *others = epochs.chains
+    for chain in others:
+        assert chain.by_user is first.by_user and chain.valid is first.valid
+        assert not torch.equal(chain.draws[0], first.draws[0])
+    epochs.close()
+    result = train_and_evaluate(tiny, config, progress=False)
+    assert result.model.user_factors.weight.shape[1] == 2 * BayesianMF.kept_draws(12, 3) == 2 * 3 * 10
+    assert result.history[-1].valid_rmse == pytest.approx(result.test["rmse"], rel=1e-5)
+    one = train_and_evaluate(tiny, config_for("bpmf", dataset="tiny", epochs=12, n_factors=2), progress=False)
+    assert one.test["rmse"] != result.test["rmse"]
 
 
 def test_a_long_chain_keeps_a_block_per_kept_draw_and_its_validation_is_the_models(

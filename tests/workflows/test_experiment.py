@@ -285,6 +285,8 @@ CONFIGS = {
     "device": config_for("dotbias", engine="device", dataset="tiny", epochs=5),
     "svdpp-device": config_for("svdpp", engine="device", dataset="tiny", epochs=5),
     "bpmf-gibbs": config_for("bpmf", dataset="tiny", epochs=10),
+    "bpmf-chains": config_for("bpmf", dataset="tiny", epochs=10, members=3),
+    "bfm-chains": config_for("bfm", dataset="tiny", epochs=10, members=2),
     "bpr": config_for("bpr", dataset="tiny", epochs=5),
     "ials": config_for("ials", dataset="tiny", epochs=5),
 }
