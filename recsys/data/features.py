@@ -196,6 +196,9 @@ def side_blocks(table: pd.DataFrame, codings: Iterable[ColumnCoding], ids: np.nd
     place = index.get_indexer(ids)
     rows = np.flatnonzero(place >= 0)
     found = table.iloc[place[rows]]
+    # Columns are looked up by their codings' names, which are text: a table whose labels are numbers
+    # (or tuples) is read under the names column_codings gave them.
+    found = found.set_axis([str(name) for name in found.columns], axis=1)
     blocks = []
     for coding in codings:
         if coding.name not in found:
@@ -342,14 +345,24 @@ def check_feature_table(table: object, side: str, where: str) -> pd.DataFrame:
         )
     if table.columns.empty:
         raise RecsysError(f"{where} has no feature columns (its index holds the {side} ids)")
+    twice = table.columns[table.columns.duplicated()]
+    if len(twice):
+        raise RecsysError(f"{where}: column {twice[0]!r} appears more than once")
     repeated = table.index[table.index.duplicated()]
     if len(repeated):
-        raise RecsysError(f"{where}: {side} {repeated[0]!r} has two rows")
+        raise RecsysError(f"{where}: {side} {_shown(repeated[0])} has two rows")
     missing = table.isna().any(axis=1)
     if missing.any():
         column = table.columns[table.loc[missing].iloc[0].isna().to_numpy()][0]
-        raise RecsysError(f"{where}: {column} is missing for {side} {table.index[missing.to_numpy()][0]!r}")
+        raise RecsysError(
+            f"{where}: {column} is missing for {side} {_shown(table.index[missing.to_numpy()][0])}"
+        )
     return table
+
+
+def _shown(value: object) -> str:
+    """An id as a message shows it: 3 or 'u3', not np.int64(3)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 def year_of_title(titles: pd.Series) -> pd.Series:
@@ -402,6 +415,10 @@ def features_of(
     """Every user's and item's feature rows: its id, then (with "side" in `groups`) its side features
     from the tables, then (with "implicit") the other side's ids it has ratings with in `pairs`
     (encoded [user, item] rows of the training ratings only). `users`, `items`: raw ids in encoded order."""
+    if "side" in groups:  # tables set on a dataset in Python are checked here, as a file's rows are
+        for side, table in (("user", user_table), ("item", item_table)):
+            if table is not None:
+                check_feature_table(table, side, f"the {side} side-feature table")
     user_blocks, user_coding = _feature_blocks(
         groups, user_table, user_table, users, (pairs[:, 0], pairs[:, 1]), len(items)
     )

@@ -1,13 +1,16 @@
 """Side-feature tables: reading a user's file, coding its columns, and the feature rows a
 factorisation machine sums over."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from recsys import config_for, load_dataset, train_and_evaluate
 from recsys.data.features import (
+    check_feature_table,
     column_codings,
     features_of,
     read_feature_file,
@@ -195,3 +198,54 @@ def test_a_column_naming_no_category_is_said_to_add_nothing() -> None:
     with pytest.warns(UserWarning, match="feature 'tags' names no category in any row"):
         (coding,) = column_codings(pd.DataFrame({"tags": ["|", " | "]}, index=[1, 2]))
     assert coding.size == 0
+
+
+def test_a_table_with_number_labels_is_read_under_its_codings_names() -> None:
+    table = pd.DataFrame({0: ["a", "b"], 1: [20.0, 30.0]}, index=[10, 20])
+    codings = column_codings(table)
+    assert [coding.name for coding in codings] == ["0", "1"]
+    job, age = side_blocks(table, codings, np.array([20, 10]))
+    assert job.columns.tolist() == [1, 0] and age.values.tolist() == [1.0, -1.0]
+    users, _ = features_of(("side",), np.array([10, 20]), np.array([1]), np.zeros((0, 2), np.int64),
+                           table, None)  # fmt: skip
+    assert users.group_names == ("ids", "0", "1")
+
+
+def test_a_table_with_tuple_labels_is_read_too() -> None:
+    table = pd.concat({"who": pd.DataFrame({"job": ["a", "b"]}, index=[1, 2])}, axis=1)
+    (block,) = side_blocks(table, column_codings(table), np.array([1, 2]))
+    assert block.columns.tolist() == [0, 1]
+
+
+def test_a_repeated_column_label_is_named() -> None:
+    table = pd.DataFrame([["a", 1], ["b", 2]], index=[1, 2], columns=["job", "job"])
+    with pytest.raises(RecsysError, match="user_features: column 'job' appears more than once"):
+        check_feature_table(table, "user", "user_features")
+
+
+def test_the_estimator_refuses_it_as_a_value_error() -> None:
+    from recsys import RatingRegressor
+
+    table = pd.DataFrame([["a", 1], ["b", 2]], index=[1, 2], columns=["job", "job"])
+    X = pd.DataFrame({"user": [1, 2, 1, 2], "item": [1, 1, 2, 2]})
+    with pytest.raises(ValueError, match="column 'job' appears more than once"):
+        RatingRegressor("bfm", epochs=2, user_features=table).fit(X, [1.0, 2.0, 3.0, 4.0])
+
+
+def _users() -> pd.DataFrame:
+    ids = np.arange(1, 121)
+    return pd.DataFrame({"job": np.where(ids % 2 == 0, "a", "b"), "age": ids.astype(float)}, index=ids)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda table: pd.concat([table, table.iloc[:1]]), "user 1 has two rows"),
+        (lambda table: table.assign(age=table["age"].where(table.index != 3)), "age is missing for user 3"),
+        (lambda table: table["age"], "must be a pandas DataFrame indexed by user id, got Series"),
+    ],
+)
+def test_a_bad_table_is_named_before_training(change, message) -> None:  # type: ignore[no-untyped-def]
+    dataset = dataclasses.replace(load_dataset("tiny"), user_features=change(_users()))
+    with pytest.raises(RecsysError, match=message):
+        train_and_evaluate(dataset, config_for("bfm", dataset="tiny", epochs=2), progress=False)
