@@ -249,3 +249,16 @@ def test_a_bad_table_is_named_before_training(change, message) -> None:  # type:
     dataset = dataclasses.replace(load_dataset("tiny"), user_features=change(_users()))
     with pytest.raises(RecsysError, match=message):
         train_and_evaluate(dataset, config_for("bfm", dataset="tiny", epochs=2), progress=False)
+
+
+def test_a_feature_file_of_ids_alone_says_it_has_no_features(tmp_path: Path) -> None:
+    """One column has no separator for the sniffer to find: the error names what is missing, not the
+    separator."""
+    path = tmp_path / "users.csv"
+    path.write_text("user\n1\n2\n")
+    with pytest.raises(DataError, match=r"users.csv: no feature columns beside the user id column 'user'"):
+        read_feature_file(path, "user")
+    path.write_text("user;job\n1\n2\n")  # a separator there: the reader's own error stands
+    with pytest.raises(DataError) as refused:
+        read_feature_file(path, "user")
+    assert "no feature columns" not in str(refused.value)
