@@ -59,7 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--ratings-of",
         type=Path,
         metavar="FILE",
-        help="a new user's ratings as a CSV file with item and rating columns: as --rate",
+        help="a new user's ratings as a CSV file with item and rating columns: as --rate (on a run "
+        "trained on interactions, an item column alone does: each line one event)",
     )
     parser.add_argument("--top", type=int, default=10, help="how many items to list [default: 10]")
     parser.add_argument(
@@ -132,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             stacklevel=1,
         )
     if args.rate is not None or args.ratings_of is not None:
-        rated, places = (args.rate, None) if args.rate is not None else read_rated(args.ratings_of)
+        rated, places = (
+            (args.rate, None) if args.rate is not None else read_rated(args.ratings_of, dataset.implicit)
+        )
         table = recommend_from_ratings(checkpoint, dataset, rated, args.top, places)
     elif user is None:
         table = similar_items(checkpoint, dataset, args.similar, args.top)

@@ -27,18 +27,22 @@ def rating_pair(text: str) -> tuple[str, float]:
     return name.strip(), value
 
 
-def read_rated(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
+def read_rated(path: Path, events: bool = False) -> tuple[list[tuple[str, float]], list[str]]:
     """A new user's ratings from a CSV file with a header naming an item column (titles or ids) and a
     rating column, by the names a ratings file's may have (`item`, `movieId`, `title`; `rating`,
-    `score`, `count`); and where each was ("FILE, line N"). A bad line is an error naming both."""
+    `score`, `count`); and where each was ("FILE, line N"). A bad line is an error naming both.
+    `events`: for a model trained on interactions, whose file may have no rating column: each line
+    is then one event of its item, and an item's lines are its count (as in an interactions file)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as file:
             reader = csv.reader(file)
             header = [name.strip() for name in next(reader, [])]
             found = find_columns(header, ("item", "rating"), None, str(path), aliases=_COLUMN_NAMES)
-            if len(found) < 2:
+            counted = events and "item" in found and "rating" not in found
+            if len(found) < 2 and not counted:
                 raise RecsysError(f"{path}: expected a header naming item and rating columns, got {header}")
-            item_column, rating_column = header.index(found["item"]), header.index(found["rating"])
+            item_column = header.index(found["item"])
+            rating_column = None if counted else header.index(found["rating"])
             rated, places = [], []
             for row in reader:
                 if not any(cell.strip() for cell in row):
@@ -46,16 +50,23 @@ def read_rated(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
                 where = f"{path}, line {reader.line_num}"
                 if len(row) != len(header):
                     raise RecsysError(f"{where}: expected {len(header)} fields, got {len(row)}")
+                value = "1" if rating_column is None else row[rating_column]
                 try:
-                    rated.append(rating_pair(f"{row[item_column]}={row[rating_column]}"))
+                    rated.append(rating_pair(f"{row[item_column]}={value}"))
                     places.append(where)
                 except RecsysError:
                     raise RecsysError(
-                        f"{where}: expected an item and a number, got {row[item_column]!r}, "
-                        f"{row[rating_column]!r}"
+                        f"{where}: expected an item and a number, got {row[item_column]!r}, {value!r}"
                     ) from None
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise RecsysError(f"cannot read ratings from {path}: {error}") from None
     if not rated:
         raise RecsysError(f"{path}: no ratings in it")
+    if rating_column is None:  # events: an item's lines counted, placed at its first
+        counts: dict[str, float] = {}
+        first: dict[str, str] = {}
+        for (name, count), where in zip(rated, places, strict=True):
+            counts[name] = counts.get(name, 0.0) + count
+            first.setdefault(name, where)
+        return list(counts.items()), [first[name] for name in counts]
     return rated, places

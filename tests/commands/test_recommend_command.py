@@ -259,3 +259,31 @@ def test_a_checkpoint_from_another_run_is_named_as_such(run_dir: Path, tmp_path:
         f"error: {folder}: its checkpoint.pt holds model 'dotbias', where its config.json says 'svdpp': "
         "the checkpoint is another run's"
     )
+
+
+def test_a_run_on_interactions_reads_a_new_users_items_alone_each_line_an_event(tmp_path: Path) -> None:
+    """On interactions a file may have no rating column: each line is one event of its item, and an
+    item's lines are its count, as --rate's TITLE=COUNT gives it; a run on ratings still asks for one."""
+    events = tmp_path / "plays.csv"
+    rows = [f"{user},{item}" for user in range(1, 41) for item in range(1, 13) if (user + item) % 3]
+    events.write_text("user,item\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "run"
+    args = ["--ratings", str(events), "--model", "ials", "--epochs", "2", "--no-progress", "--out", str(out)]
+    train = run_cli(train_command.cli, "train.py", args, tmp_path / "cache")
+    assert train.returncode == 0, train.stderr
+    mine = tmp_path / "mine.csv"
+    mine.write_text("item\n2\n5\n2\n")
+    cache = tmp_path / "cache"
+    from_file = run_script(str(out), "--ratings-of", str(mine), "--top", "3", cache=cache)
+    from_flags = run_script(str(out), "--rate", "2=2", "--rate", "5=1", "--top", "3", cache=cache)
+    assert from_file.returncode == 0, from_file.stderr
+    assert from_file.stdout == from_flags.stdout
+    once = run_script(str(out), "--rate", "2=1", "--rate", "5=1", "--top", "3", cache=cache)
+    assert once.stdout != from_flags.stdout  # the repeated line counted
+
+
+def test_a_run_on_ratings_asks_a_new_users_file_for_its_rating_column(run_dir: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "mine.csv"
+    mine.write_text("item\n2\n5\n")
+    result = run_script(str(run_dir), "--ratings-of", str(mine), cache=tmp_path)
+    assert result.returncode == 2 and "expected a header naming item and rating columns" in result.stderr
