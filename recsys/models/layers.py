@@ -64,7 +64,9 @@ def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
         torch.ones(indices.shape[0], dtype=linear.weight.dtype, device=indices.device),
         (indices.shape[0], n),
         is_coalesced=True,  # one entry per row, rows in order
-        check_invariants=False,  # built here from valid indices
+        # The product checks its column indices on the CPU; on a GPU it would read past the weight for a
+        # caller's index past the table, so the indices are checked there (a wait for the device).
+        check_invariants=indices.device.type != "cpu",
     )
     out = torch.sparse.mm(one_hot, linear.weight.t())
     return out if linear.bias is None else out + linear.bias
