@@ -451,8 +451,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
             print(
                 f"{config.model} on {dataset.name} ({len(dataset.ratings):,} "
                 f"{'user-item pairs' if dataset.implicit else 'ratings'}), split {config.split}, "
-                f"{config.engine} engine, {shown} thread{'s' if shown > 1 else ''}"
-                + (f", an ensemble of {config.members} models trained apart" if config.members > 1 else "")
+                f"{config.engine} engine, {shown} thread{'s' if shown > 1 else ''}" + _members_shown(config)
             )
         result = train_and_evaluate(
             dataset,
@@ -472,3 +471,13 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
 def cli() -> None:
     """The `recsys-train` console command."""
     run(main)
+
+
+def _members_shown(config: RunConfig) -> str:
+    """What the run's members are, for its first line: chains of a sampler, or an ensemble's models."""
+    if config.members == 1:
+        return ""
+    if config.samples:
+        sweeps = f"{config.epochs} sweep{'s' if config.epochs > 1 else ''}"
+        return f", {config.members} chains of {sweeps}, their draws pooled"
+    return f", an ensemble of {config.members} models trained apart"

@@ -210,6 +210,8 @@ def test_every_model_trains_from_the_cli(name: str, good: Runs) -> None:
         (sampled,) = members
         kept = cast(type[SampledModel], MODELS[name]).kept_draws(config["epochs"], config["members"])
         assert cast(SampledModel, sampled).draws_side_by_side() == kept
+        header = result.stdout.splitlines()[0]
+        assert (f"{config['members']} chains of 1 sweep" in header) == (config["members"] > 1), header
     else:
         assert len(members) == config["members"]
 
