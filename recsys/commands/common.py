@@ -176,7 +176,7 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
             metavar="FILE",
             help=f"a table of what each {side} is, for {readers} (e.g. columns {example}): an id column, "
             "then one column per feature, numbers or categories ('|' between several) [default: the "
-            "data's own: MovieLens' demographics, genres and years]",
+            "data's own: MovieLens' demographics, genres, years and tags]",
         )
     parser.add_argument("--offline", action="store_true", help="never download")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

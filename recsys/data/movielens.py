@@ -120,6 +120,11 @@ ITEMS_FILE = {"100k": "u.item", "dat": "movies.dat", "csv": "movies.csv"}
 # Who the users are: ml-100k's and ml-1m's demographics (the CSV variants have none).
 USERS_FILE = {"100k": ("u.user", "|", "user|age|gender|occupation|zip"),
               "dat": ("users.dat", "::", "UserID::Gender::Age::Occupation::Zip-code")}  # fmt: skip
+# What users said of items: the CSV variants' tags.csv (userId,movieId,tag,timestamp) and ml-10m's
+# tags.dat (the same fields joined by "::"), read as each item's tags, side features.
+TAGS_FILE = {"dat": "tags.dat", "csv": "tags.csv"}
+# A tag is a feature where it was given to at least this many items: one item's own tag is its id again.
+MIN_TAGGED_ITEMS = 2
 # The CSV layout's columns, found by name wherever they stand (and in another case where only one
 # column matches), as a user's own file is read with `columns` given.
 CSV_RATINGS = {"user": "userId", "item": "movieId", "rating": "rating", "timestamp": "timestamp"}
@@ -256,6 +261,45 @@ def _read_csv_items(path: Path) -> pd.DataFrame:
     raw = raw[[found[field] for field in ITEM_FIELDS]].set_axis(ITEM_FIELDS, axis=1)
     non_negative_integers(raw["item"], "item id", str(path), where)  # MovieLens' ids, as the ratings'
     return item_table(raw, np.dtype(np.int64), str(path), where)
+
+
+def read_tags(folder: Path, layout: str) -> pd.Series | None:
+    """Each item's tags, "|"-joined, by item id: lowercased, each once, those given to fewer than
+    MIN_TAGGED_ITEMS items left out; None where the variant has no tag file. A line without an item
+    id and a tag is an error naming it."""
+    path = folder / TAGS_FILE[layout] if layout in TAGS_FILE else None
+    if path is None or not path.is_file():
+        return None
+    if layout == "dat":
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        rows = [(number, line.split("::")) for number, line in enumerate(lines, 1) if line.strip()]
+        short = next((number for number, fields in rows if len(fields) < 3), None)
+        if short is not None:
+            raise DataError(f"{path}: line {short} is not UserID::MovieID::Tag::Timestamp")
+        tags = pd.DataFrame([fields[1:3] for _, fields in rows], columns=["item", "tag"])
+        lines_of = np.array([number for number, _ in rows])
+    else:
+        try:
+            raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except (ValueError, UnicodeDecodeError) as error:  # pandas' ParserError is a ValueError
+            raise DataError(f"{path}: cannot read it as CSV ({error})") from None
+        names = [str(label) for label in raw.columns]
+        found = find_columns(names, ("item", "tag"), {"item": "movieId", "tag": "tag"}, str(path))
+        tags = raw[[found["item"], found["tag"]]].set_axis(["item", "tag"], axis=1)
+        lines_of = np.arange(len(tags)) + 2  # below the header
+    items = pd.to_numeric(tags["item"].str.strip(), errors="coerce")
+    bad = ~(items >= 0) | (items != items.round())
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DataError(
+            f"{path}: item id {tags['item'].iloc[row]!r} on line {lines_of[row]} is not a MovieLens id"
+        )
+    words = tags["tag"].str.strip().str.lower().str.replace("|", " ", regex=False)
+    given = pd.DataFrame({"item": items.astype(np.int64), "tag": words})
+    given = given[given["tag"] != ""].drop_duplicates()
+    spread = given.groupby("tag")["item"].transform("size")
+    given = given[spread >= MIN_TAGGED_ITEMS].sort_values(["item", "tag"])
+    return given.groupby("item")["tag"].agg("|".join)
 
 
 def _read_genres(path: Path) -> list[str]:
@@ -426,7 +470,8 @@ def read_folder(name: str, folder: Path, layout: str, scale: tuple[float, float]
     folds = PredefinedFolds(folder, ratings, scale) if layout == "100k" else {}
     return RatingsDataset(
         name, ratings, items, scale, folder, folds, {"folder": str(folder.resolve())},
-        user_features=read_users(folder, layout), item_features=item_features_of(items),
+        user_features=read_users(folder, layout),
+        item_features=item_features_of(items, read_tags(folder, layout)),
     )  # fmt: skip
 
 

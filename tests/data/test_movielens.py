@@ -1254,3 +1254,40 @@ def test_real_ml100k(ml100k_folder: Path) -> None:
     assert set(ds.items["item"]) == set(ratings["item"])
     assert ds.items["title"].notna().all() and (ds.items["title"].str.len() > 0).all()
     assert ds.folder == ml100k_folder
+
+
+def test_an_items_tags_are_its_side_features_lowercased_once_and_shared(tmp_path: Path) -> None:
+    """tags.csv: each item's tags, lowercased and each once; a tag given to one item alone (its id
+    again) is left out, and a "|" inside a tag cannot split it."""
+    from recsys.data.features import item_features_of
+    from recsys.data.movielens import read_tags
+
+    (tmp_path / "tags.csv").write_text(
+        "userId,movieId,tag,timestamp\n1,10,Funny,1\n2,10,funny ,2\n1,20,funny,3\n3,20,dark|noir,4\n"
+        '4,30,"dark|noir",5\n5,30,only here,6\n'
+    )
+    tags = read_tags(tmp_path, "csv")
+    assert tags is not None
+    assert tags.to_dict() == {10: "funny", 20: "dark noir|funny", 30: "dark noir"}
+    items = pd.DataFrame({"item": [10, 20, 30, 40], "title": ["A (1990)"] * 4, "genres": ["Drama"] * 4})
+    features = item_features_of(items, tags)
+    assert (
+        features is not None
+        and features.loc[40, "tags"] == ""
+        and features.loc[20, "tags"] == "dark noir|funny"
+    )
+    assert read_tags(tmp_path / "none", "csv") is None and read_tags(tmp_path, "100k") is None
+
+
+def test_ml_10m_tags_dat_is_read_and_a_bad_line_named(tmp_path: Path) -> None:
+    from recsys.data.movielens import read_tags
+
+    (tmp_path / "tags.dat").write_text("1::5::Space::1\n\n2::6::space::2\n3::6::war::3\n")
+    tags = read_tags(tmp_path, "dat")
+    assert tags is not None and tags.to_dict() == {5: "space", 6: "space"}
+    (tmp_path / "tags.dat").write_text("1::5::Space::1\n2::x5::space::2\n")
+    with pytest.raises(DataError, match=r"tags.dat: item id 'x5' on line 2 is not a MovieLens id"):
+        read_tags(tmp_path, "dat")
+    (tmp_path / "tags.dat").write_text("1::5::Space::1\n2-6-space\n")
+    with pytest.raises(DataError, match=r"tags.dat: line 2 is not UserID::MovieID::Tag::Timestamp"):
+        read_tags(tmp_path, "dat")
