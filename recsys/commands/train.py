@@ -331,7 +331,9 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
         return config
     config_from_args(args, args.dataset or "ml-100k", args.device or "cpu")
     if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        raise RecsysError(f"--out {args.out} already exists and is not an empty folder; choose a new one")
+        from recsys.workflows.run_folder import occupied
+
+        raise RecsysError(occupied(args.out, "--out"))
     return None
 
 

@@ -10,7 +10,7 @@ from typing import cast
 
 import torch
 
-from recsys.config import RunConfig
+from recsys.config import RunConfig, available_cores
 from recsys.errors import RecsysError
 from recsys.models import SampledModel, build_model, model_entry
 
@@ -45,9 +45,28 @@ def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     member's, times the members)."""
     with torch.device("meta"):
         model = build_model(config.model, n_users, n_items, table_width(config), config.y_range)
-    return (
-        COPIES_PER_PARAMETER * sum(p.numel() * p.element_size() for p in model.parameters()) * config.members
-    )
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    return COPIES_PER_PARAMETER * parameters * config.members + solver_bytes(config)
+
+
+# Dense float64 matrices of side k x k (k the rank) that a compiled solve holds beside the tables,
+# which grow as the rank's square however few the users and items: implicit ALS sums each side's
+# Gram matrix over GRAM_CHUNKS partial sums (and keeps the last one); BPMF's sampler draws each
+# side's Normal-Wishart prior through a dozen (k + 1)-square temporaries and solves a (k + 1)-square
+# system per row on every thread.
+def solver_bytes(config: RunConfig) -> int:
+    """Bytes of the k x k matrices `config`'s compiled solver holds at once (0 for the others)."""
+    if config.engine != "compiled" or config.model not in ("ials", "bpmf"):
+        return 0
+    if config.model == "ials":
+        from recsys.train.als import GRAM_CHUNKS  # numba's, which an ordinary check need not load
+
+        squares = GRAM_CHUNKS + 4
+    else:
+        squares = 16
+    side = config.n_factors + (1 if config.samples else 0)  # the sampler's rows are [factors, bias]
+    threads = available_cores()
+    return 8 * side * side * (squares + (threads if config.samples else 0))
 
 
 def table_width(config: RunConfig) -> int:
@@ -64,7 +83,8 @@ def bound_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     tables (svdpp's second item table among them), biases and projections hold at most
     (users + 2 items + 2k + 2)(k + 1) float32s a member, k the tables' width."""
     k = table_width(config)
-    return COPIES_PER_PARAMETER * 4 * (n_users + 2 * n_items + 2 * k + 2) * (k + 1) * config.members
+    tables = COPIES_PER_PARAMETER * 4 * (n_users + 2 * n_items + 2 * k + 2) * (k + 1) * config.members
+    return tables + solver_bytes(config)
 
 
 def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:

@@ -29,15 +29,17 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
     lock = path / LOCK_FILE
     made_lock = not lock.exists()
     with _locked(lock, f"{name} {path}"):
+        checked = False  # until the folder is known to be this run's, its files are not
         try:
             _check_contents(path, name, resume)
+            checked = True
             if resume:  # the half-written files of a run killed while writing one (atomic_write's)
                 for partial in path.glob(".*.tmp"):
                     partial.unlink(missing_ok=True)
             yield path
         except BaseException:
             if not resume:
-                _take_back(path, made_folder=made_folder, made_lock=made_lock)
+                _take_back(path, made_folder=made_folder, made_lock=made_lock, described=checked)
             raise
         finally:  # still held: the lock file goes with the run, so a finished folder holds only its files
             lock.unlink(missing_ok=True)
@@ -104,15 +106,55 @@ def _check_contents(path: Path, name: str, resume: bool) -> None:
     """A fresh run needs a folder holding nothing but the lock; a resumed one needs a checkpoint."""
     if resume:
         if not (path / CHECKPOINT_FILE).is_file():
-            raise RecsysError(f"{name} {path} has no {CHECKPOINT_FILE} to resume from")
+            raise RecsysError(
+                f"{name} {path} has no {CHECKPOINT_FILE} to resume from{_stopped_early(path, held=True)}"
+            )
     elif any(entry.name != LOCK_FILE for entry in path.iterdir()):
-        raise RecsysError(f"{name} {path} already exists and is not an empty folder; choose a new one")
+        raise RecsysError(occupied(path, name, held=True))
 
 
-def _take_back(path: Path, *, made_folder: bool, made_lock: bool) -> None:
+def occupied(path: Path, name: str, *, held: bool = False) -> str:
+    """The error for a fresh run given `path`, an existing folder that is not empty, by `name`
+    (`held`: this process holds its lock)."""
+    if why := _stopped_early(path, held=held):
+        return f"{name} {path} already exists{why}, or choose a new one"
+    return f"{name} {path} already exists and is not an empty folder; choose a new one"
+
+
+def _stopped_early(path: Path, *, held: bool) -> str:
+    """Where `path` holds only the description of a run that no process holds (`held`: this one
+    holds its lock) and that never wrote a checkpoint (one killed by SIGKILL, the OOM killer or a
+    crash in its first epochs), words saying so and what to do; else ""."""
+    try:
+        entries = {entry.name for entry in path.iterdir()} - {LOCK_FILE}
+    except OSError:
+        return ""
+    described = CONFIG_FILE in entries and CHECKPOINT_FILE not in entries
+    if not described or any(e not in (CONFIG_FILE, DATA_FILE) and not e.endswith(".tmp") for e in entries):
+        return ""
+    if not held and (path / LOCK_FILE).exists():
+        try:
+            handle = os.open(path / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return ""
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:  # a live run holds it: it has not reached its first checkpoint yet
+            return ""
+        finally:
+            os.close(handle)
+    return (
+        f": its run stopped before writing its first {CHECKPOINT_FILE} (killed?), so there is nothing "
+        "to resume; delete the folder to start that run again"
+    )
+
+
+def _take_back(path: Path, *, made_folder: bool, made_lock: bool, described: bool) -> None:
     """Remove the lock file and folder this claim made, and the run's description (config, data) if
-    it never reached a checkpoint: with one the folder stays, to resume from."""
-    if not (path / CHECKPOINT_FILE).exists():  # the folder was empty: these are this run's own
+    it never reached a checkpoint: with one the folder stays, to resume from. `described`: the
+    folder was found empty, so a description in it is this run's (a folder refused for holding
+    files keeps every one of them)."""
+    if described and not (path / CHECKPOINT_FILE).exists():  # the folder was empty: these are this run's own
         for name in (CONFIG_FILE, DATA_FILE):
             (path / name).unlink(missing_ok=True)
     if made_lock:

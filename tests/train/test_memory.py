@@ -69,3 +69,18 @@ def test_a_sampled_models_tables_are_counted_one_block_per_kept_draw() -> None:
     assert table_width(dataclasses.replace(config, epochs=100_000)) == 10 * MAX_KEPT_DRAWS
     with pytest.raises(RecsysError, match="choose fewer factors"):
         check_fits(config, 10_000_000, 10_000_000)
+
+
+@pytest.mark.parametrize("model", ["ials", "bpmf"])
+def test_a_solvers_rank_squared_matrices_are_counted(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ials sums k x k Gram matrices over 64 chunks and bpmf's sampler holds (k + 1)-square ones:
+    on few users and items they, not the tables, decide whether a large rank fits."""
+    config = config_for(model, n_factors=8000, epochs=5)
+    assert memory.solver_bytes(config) >= 16 * 8 * 8000**2
+    assert training_bytes(config, 120, 200) >= memory.solver_bytes(config)
+    assert bound_bytes(config, 120, 200) >= training_bytes(config, 120, 200)
+    monkeypatch.setattr(memory, "available_memory", lambda: 4 * 2**30)
+    with pytest.raises(RecsysError, match=r"`n_factors` 8000: .* GiB .* choose fewer factors"):
+        check_fits(config, 120, 200)
+    assert memory.solver_bytes(config_for("bpmf", n_factors=8000, engine="autograd")) == 0
+    check_fits(config_for(model, n_factors=64, epochs=5), 120, 200)

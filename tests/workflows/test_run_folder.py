@@ -1,5 +1,6 @@
 """recsys.workflows.run_folder: one run at a time owns a folder, and a failed start leaves it as it was."""
 
+import fcntl
 import subprocess
 import sys
 import time
@@ -10,7 +11,7 @@ from conftest import ROOT
 
 from recsys.errors import RecsysError
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE
-from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder
+from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder, occupied
 
 
 def claim_error(path: Path, *, resume: bool) -> str:
@@ -56,6 +57,16 @@ def test_fresh_claim_refuses_a_folder_with_files_and_leaves_it_as_it_was(tmp_pat
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
+def test_a_refused_folder_keeps_a_config_and_data_file_of_its_own(tmp_path: Path) -> None:
+    """A folder refused for holding files is not this run's: its config.json and data.json (another
+    run's, killed before its first checkpoint, or the user's own) are not taken back with the claim."""
+    for name in (CONFIG_FILE, DATA_FILE, "notes.txt"):
+        (tmp_path / name).write_text("mine")
+    assert "not an empty folder" in claim_error(tmp_path, resume=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([CONFIG_FILE, DATA_FILE, "notes.txt"])
+    assert all((tmp_path / name).read_text() == "mine" for name in (CONFIG_FILE, DATA_FILE))
+
+
 def test_claim_refuses_a_file(tmp_path: Path) -> None:
     path = tmp_path / "file"
     path.write_text("x")
@@ -73,6 +84,28 @@ def test_resume_claim_needs_a_checkpoint_and_makes_nothing(tmp_path: Path) -> No
     (tmp_path / CHECKPOINT_FILE).write_bytes(b"")
     with claim_run_folder(tmp_path, resume=True) as claimed:
         assert claimed == tmp_path
+
+
+def test_a_run_killed_before_its_first_checkpoint_is_named_as_such(tmp_path: Path) -> None:
+    """SIGKILL (or the OOM killer) in a run's first epochs leaves its description, its lock file and
+    no checkpoint: both --out and --resume say so and what to do, rather than a bare refusal."""
+    for name in (CONFIG_FILE, DATA_FILE, LOCK_FILE):
+        (tmp_path / name).write_text("{}")
+    why = (
+        f": its run stopped before writing its first {CHECKPOINT_FILE} (killed?), so there is nothing to "
+        "resume; delete the folder to start that run again"
+    )
+    resumed = f"`resume` {tmp_path} has no {CHECKPOINT_FILE} to resume from{why}"
+    assert claim_error(tmp_path, resume=True) == resumed
+    assert occupied(tmp_path, "--out") == f"--out {tmp_path} already exists{why}, or choose a new one"
+    assert claim_error(tmp_path, resume=False) == f"`out` {tmp_path} already exists{why}, or choose a new one"
+    assert {CONFIG_FILE, DATA_FILE} <= {entry.name for entry in tmp_path.iterdir()}  # refused: kept
+    (tmp_path / LOCK_FILE).write_text("")
+    with open(tmp_path / LOCK_FILE) as held:  # a live run's folder, before its first checkpoint
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert occupied(tmp_path, "--out").endswith("not an empty folder; choose a new one")
+    (tmp_path / "notes.txt").write_text("mine")  # a folder holding more than a run's files: no guess
+    assert occupied(tmp_path, "--out").endswith("not an empty folder; choose a new one")
 
 
 def test_failed_fresh_start_in_a_new_folder_leaves_nothing(tmp_path: Path) -> None:
