@@ -392,12 +392,14 @@ def _span(year: int) -> str:
 
 def item_features_of(items: pd.DataFrame, tags: pd.Series | None = None) -> pd.DataFrame | None:
     """An item table's genres and the year in its titles, and the tags users gave each item ("|"-joined,
-    by item id) where there are any, as side features (None without genres)."""
+    by item id) where there are any, as side features (None without a genres column)."""
     if "genres" not in items or items["genres"].isna().all():
         return None
     table = items.drop_duplicates("item").set_index("item")
     genres = table["genres"].fillna("").replace("(no genres listed)", "")
-    features = {"genres": genres, "year": year_of_title(table["title"])}
+    features = {"year": year_of_title(table["title"])}
+    if (genres != "").any():  # a catalogue without genres (the tiny sample's) has no such feature
+        features = {"genres": genres, **features}
     if tags is not None and len(tags):
         features["tags"] = tags.reindex(table.index).fillna("")
     return pd.DataFrame(features, index=table.index).astype("category")
