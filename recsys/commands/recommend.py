@@ -110,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
 
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
     check_checkpoint_is_the_runs(args.run_dir, checkpoint.config.model, checkpoint.config.dataset)
+    stopped = checkpoint.metrics.get("epoch")  # only a checkpoint written before the last epoch has one
+    if stopped is not None:
+        warnings.warn(
+            f"{args.run_dir}: its run stopped after epoch {stopped} of {checkpoint.config.epochs}, so these "
+            f"come from a model half trained; `train.py --resume {args.run_dir}` finishes it",
+            stacklevel=1,
+        )
     # parse_args guarantees --user with --explain and --cold-start, and --item with --explain.
     user = None if args.user is None else checkpoint.users.parse(args.user, "user")
     if args.explain:

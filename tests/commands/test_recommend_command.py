@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Ran, run_cli
+from conftest import ROOT, Ran, cut_short, run_cli
 
 from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
@@ -287,3 +287,11 @@ def test_a_run_on_ratings_asks_a_new_users_file_for_its_rating_column(run_dir: P
     mine.write_text("item\n2\n5\n")
     result = run_script(str(run_dir), "--ratings-of", str(mine), cache=tmp_path)
     assert result.returncode == 2 and "expected a header naming item and rating columns" in result.stderr
+
+
+def test_a_run_stopped_before_its_last_epoch_is_said_to_be_half_trained(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cut_short(load_dataset("tiny"), config_for("bpmf", dataset="tiny", epochs=20), out, 3)
+    result = run_script(str(out), "--user", "1", "--top", "2", cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    assert "its run stopped after epoch 3 of 20" in result.stderr and "--resume" in result.stderr
