@@ -7,6 +7,7 @@ relevant test item; every item the user did not rate in training is a candidate,
 block at a time, so memory stays bounded whatever the number of users.
 """
 
+import math
 import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -67,6 +68,10 @@ def ranking_task(
     (None: any test rating) of an item the user did not rate in training; a pair rated twice in
     test counts once, with its highest rating. Its gain in the graded NDCG is 1 + rating - threshold
     (None: the lowest test rating)."""
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold)
+    ):  # NaN or inf judges nobody (every metric NaN); -inf makes every graded gain infinite
+        raise ValueError(f"threshold must be a finite rating or None, got {threshold!r}")
     for part, name in ((train, "training"), (test, "test")):  # keys user * n_items + item alias otherwise
         check_pair_range(part.x.cpu(), n_users, n_items, f"{name} ")
     train_users, train_items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
@@ -119,6 +124,11 @@ def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> It
         users = task.users[positions]
         b = len(users)
         scores = scorer(users).float().cpu()  # a model on a GPU scores there; the lists are made here
+        if tuple(scores.shape) != (b, n_items):
+            raise ValueError(
+                f"the scorer gave scores of shape {tuple(scores.shape)} for {b} users; expected ({b}, "
+                f"{n_items}): a score per item of the task"
+            )
         rows, items = _rows_of(task.rated_starts, task.rated_items, users)
         excluded = torch.zeros(b * n_items, dtype=torch.bool)
         excluded[rows * n_items + items] = True
@@ -142,7 +152,12 @@ def _best(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """Each row's k highest scores and their columns, best first, equal scores in column order: so
     a list's first k' items are the same whatever k >= k' is asked for (topk's choice among ties
     is not)."""
-    kth = torch.topk(scores, k, dim=1).values[:, -1:]
+    best = torch.topk(scores, k, dim=1).values
+    # topk ranks NaN above every number, so a row holding one has it first: checked on k columns,
+    # not on every score (a NaN is neither above nor tied with the k-th, and would leave no list).
+    if bool(torch.isnan(best[:, 0]).any()):
+        raise ValueError("the scorer gave NaN scores; a model whose weights hold NaN cannot rank")
+    kth = best[:, -1:]
     above, tied = scores > kth, scores == kth
     room = k - above.sum(1, keepdim=True)  # the tied columns each row takes, lowest first
     chosen = above | (tied & (torch.cumsum(tied, 1) <= room))
@@ -189,6 +204,7 @@ def evaluate_ranking(
     ks = [int(k) if isinstance(k, numbers.Integral) and not isinstance(k, bool) else k for k in ks]
     if not ks or not all(isinstance(k, int) and k >= 1 for k in ks):
         raise ValueError(f"ks must be one or more whole lengths of at least 1, got {list(ks)}")
+    ks = list(dict.fromkeys(ks))  # a length named twice is one metric, summed once
     k_max = max(ks)
     discount = 1.0 / torch.log2(torch.arange(2, k_max + 2, dtype=torch.float64))
     ideal_binary = torch.cumsum(discount, 0)

@@ -262,7 +262,9 @@ def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
     if values.dtype.kind not in "OU":
         return values
     trimmed = np.array([value.strip() if isinstance(value, str) else value for value in values], dtype=object)
-    empty = np.flatnonzero(trimmed == "")
+    # Compared one by one: `==` on an array holding pandas' NA (a "string" column's missing id) is NA,
+    # which has no truth value; a missing id is then named by `_integers`.
+    empty = np.flatnonzero([isinstance(value, str) and value == "" for value in trimmed])
     if empty.size:
         raise ValueError(f"X: missing {kind} id (empty text) in row {int(empty[0]) + 1}")
     return trimmed

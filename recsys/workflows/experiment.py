@@ -5,6 +5,7 @@ Scripts and notebooks call `train_and_evaluate`; it holds no CLI concerns.
 
 import dataclasses
 import json
+import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -107,7 +108,19 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
             f"in training ({_test_counts(split, data)}){_split_hint(config)}"
         )
     config = dataclasses.replace(config, dataset=dataset.name)
-    return data, fitted_config(config, dataset.rating_scale, len(data.train), implicit=dataset.implicit)
+    config = fitted_config(config, dataset.rating_scale, len(data.train), implicit=dataset.implicit)
+    if config.ranks and len(_judged(data, config)) == 0:  # every list metric would be NaN
+        raise RecsysError(
+            f"split {config.split} of {dataset.name} leaves no test user with a relevant item (a test "
+            f"rating of at least `relevant` {config.relevant:g} on an item the user did not rate in "
+            f"training), so no list can be judged; lower `relevant` or choose another split"
+        )
+    return data, config
+
+
+def _judged(data: EncodedSplit, config: RunConfig) -> Tensor:
+    """The test users a ranking model's lists are judged for."""
+    return ranking_task(data.train, data.test, len(data.users), len(data.items), config.relevant).users
 
 
 def check_model_fits_data(dataset: RatingsDataset, config: RunConfig) -> None:
@@ -146,7 +159,10 @@ def _check_rankable(dataset: RatingsDataset) -> None:
 
 
 def check_relevant(relevant: float, rating_scale: tuple[float, float]) -> None:
-    """Refuse a relevance threshold above the top of the scale, which no rating reaches."""
+    """Refuse a relevance threshold above the top of the scale, which no rating reaches, or not a
+    finite number (NaN compares false with every rating: every metric had been NaN)."""
+    if not math.isfinite(relevant):
+        raise RecsysError(f"`relevant` must be a finite rating, got {relevant!r}")
     if relevant > rating_scale[1]:
         raise RecsysError(
             f"`relevant` {relevant:g} is above the ratings' scale {rating_scale[0]:g}-{rating_scale[1]:g}: "

@@ -339,6 +339,38 @@ def test_a_perfect_scorer_scores_one_and_per_user_metrics_stay_in_range() -> Non
             assert 0.0 <= value <= 1.0, name
 
 
+def test_a_length_named_twice_is_scored_once() -> None:
+    """Each k's sums are keyed by name: a repeated k once added its users twice (precision doubled)."""
+    once = evaluate_ranking(SCORER, task(), ks=(1, 3))
+    assert evaluate_ranking(SCORER, task(), ks=(3, 1, 3, np.int64(1))) == once
+    assert once["precision@3"] <= 1.0
+
+
+@pytest.mark.parametrize("threshold", [float("nan"), float("inf"), float("-inf"), "4"])
+def test_a_threshold_that_is_no_finite_rating_is_refused(threshold: object) -> None:
+    """NaN and inf had judged nobody (every metric NaN), -inf had made graded NDCG NaN, and text had
+    been a TypeError from inside torch."""
+    with pytest.raises(ValueError, match="threshold must be a finite rating or None"):
+        task(threshold)  # type: ignore[arg-type]
+    assert len(task(np.float32(4.0)).users) == 2  # numpy's numbers are ratings as Python's are
+
+
+def test_a_scorer_giving_nan_or_the_wrong_shape_is_named() -> None:
+    """Once a RuntimeError from inside torch (a view of the wrong size) or a size mismatch."""
+    n_items = task().n_items
+    candidates = [item for item in range(n_items) if item not in set(TRAIN.x[TRAIN.x[:, 0] == 1, 1].tolist())]
+    for nan_item in (candidates[0], candidates[-1]):  # a candidate's NaN, wherever it is in the row
+        scores = torch.arange(n_items, dtype=torch.float32).repeat(N_USERS, 1)
+        scores[1, nan_item] = float("nan")
+        with pytest.raises(ValueError, match="the scorer gave NaN scores"):
+            evaluate_ranking(lambda users, scores=scores: scores[users], task(), ks=(1,))
+    with pytest.raises(ValueError, match=rf"scores of shape \(2, {n_items - 1}\) for 2 users; expected"):
+        evaluate_ranking(lambda users: torch.zeros(len(users), n_items - 1), task(), ks=(1,))
+    infinite = torch.zeros(2, n_items)
+    infinite[:, 3] = float("inf")  # an infinite score still ranks: first
+    assert evaluate_ranking(lambda users: infinite[: len(users)], task(), ks=(1,))["users"] == 2
+
+
 def test_lengths_below_one_are_refused() -> None:
     with pytest.raises(ValueError, match="k must be at least 1"):
         top_lists(SCORER, task(), 0)

@@ -162,6 +162,21 @@ def test_spaces_around_text_ids_are_not_part_of_them() -> None:
         RatingRegressor(epochs=2, threads=1).fit([["a", "x"], ["  ", "y"]] * 10, [1, 2] * 10)
 
 
+@pytest.mark.parametrize("dtype", ["string[python]", "string[pyarrow]", "object"])
+def test_a_missing_text_id_of_a_nullable_column_is_named(dtype: str) -> None:
+    """pandas' NA in a "string" column is a missing id, as NaN and None are (it once reached a
+    comparison whose result has no truth value: a TypeError from inside pandas)."""
+    X = pd.DataFrame({"user": ["a", "b", "c", "a"] * 5, "item": ["x", "y", "x", "y"] * 5}).astype(dtype)
+    X.loc[1, "user"] = pd.NA
+    with pytest.raises(ValueError, match=r"X: missing user id \(NaN or None\) in row 2"):
+        RatingRegressor(epochs=2, threads=1).fit(X, [1.0, 2.0, 3.0, 4.0] * 5)
+    fitted = RatingRegressor(epochs=2, threads=1).fit(
+        X.drop(index=1), [1.0, 3.0, 4.0] + [1.0, 2.0, 3.0, 4.0] * 4
+    )
+    with pytest.raises(ValueError, match=r"X: missing item id \(NaN or None\) in row 1"):
+        fitted.predict(pd.DataFrame({"user": ["a"], "item": [pd.NA]}, dtype=dtype))
+
+
 def test_members_train_an_ensemble_on_the_compiled_engine(split: Split) -> None:
     X_train, y_train, X_test, _ = split
     one = RatingRegressor(engine="compiled", members=1, **QUICK).fit(X_train, y_train)

@@ -368,6 +368,28 @@ def test_a_relevance_threshold_above_the_scale_is_refused_and_one_on_it_kept() -
     assert fitted_config(config_for("bpr", relevant=5.0), (1.0, 5.0), 1000).relevant == 5.0
 
 
+def test_a_ranking_run_whose_test_part_judges_nobody_is_refused_before_training() -> None:
+    """The latest fifth all 1 stars: no test item is relevant, and every list metric had been NaN."""
+    ratings = load_dataset("tiny").ratings.sort_values("timestamp").reset_index(drop=True)
+    ratings.loc[int(len(ratings) * 0.8) :, "rating"] = 1.0
+    dataset = RatingsDataset.from_frame(ratings, name="late-ones")
+    with pytest.raises(RecsysError, match=r"leaves no test user with a relevant item .* `relevant` 4"):
+        train_and_evaluate(dataset, config_for("ials", split="time", epochs=1), progress=False)
+    lowered = train_and_evaluate(
+        dataset, config_for("ials", split="time", epochs=1, relevant=1.0), progress=False
+    )
+    assert lowered.test["users"] > 0
+
+
+@pytest.mark.parametrize("relevant", [float("nan"), float("inf"), float("-inf")])
+def test_compare_models_refuses_a_relevance_threshold_that_is_no_finite_rating(relevant: float) -> None:
+    """NaN passed the scale check (it compares false) and left every ranking metric NaN."""
+    from recsys import compare_models, load_dataset
+
+    with pytest.raises(RecsysError, match="`relevant` must be a finite rating"):
+        compare_models(load_dataset("tiny"), "random", models=["dot"], epochs=1, relevant=relevant)
+
+
 def test_a_run_records_the_name_of_the_data_it_was_given(tmp_path: Path) -> None:
     """config_for's dataset defaults to ml-100k; a run given other data records that data's name, so
     that its run folder names the data to load again."""
