@@ -120,6 +120,11 @@ def compare_models(
     the same split and score its ratings and its top-N lists. A test rating at or above `relevant`
     is relevant to its user ("scale": 3/4 of the way up the dataset's rating scale; "all": every
     test item)."""
+    if isinstance(models, str):  # one name would be read letter by letter
+        raise TypeError(f"models must be a list of model names, got the string {models!r}; use [{models!r}]")
+    if models is not None and len(set(models)) < len(models):
+        twice = next(name for j, name in enumerate(models) if name in models[:j])
+        raise ValueError(f"models names {twice!r} twice: each model trains once on the split")
     threshold = _threshold(relevant, dataset)  # before any training: a bad one is refused at once
     # numba's setup and the rating kernels' loading, once, before any clock: charged to whichever
     # compiled model trained first, they had made its seconds ten times another's on small data.

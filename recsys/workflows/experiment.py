@@ -244,10 +244,15 @@ def _test_counts(split: Split, data: EncodedSplit) -> str:
 
 def _split_hint(config: RunConfig) -> str:
     """The flag that gives a split more (or fewer) test ratings."""
-    if config.split == "user-last":
+    if config.split == "user-last" and config.test_n > 1:
         return (
             f"; lower `test_n` (now {config.test_n}): users with at most that many ratings stay "
             "wholly in training"
+        )
+    if config.split == "user-last":
+        return (
+            "; it holds out each user's last rating but keeps users with one rating wholly in training, "
+            "and drops a held-out item no training rating names: use more data or `split` random"
         )
     if config.split == "user":
         return (

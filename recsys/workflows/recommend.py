@@ -180,7 +180,7 @@ def find_item(checkpoint: Checkpoint, dataset: RatingsDataset, name: int | str) 
 
     Neither is an error suggesting up to five close titles.
     """
-    name = str(_plain_id(name, "item"))
+    name = str(_plain_id(name, "item")).strip()  # as a ratings file's ids and `recommend`'s user are read
     titles = dataset.items.loc[checkpoint.items.known(dataset.items["item"].to_numpy())]
     shown = titles["title"].astype(str)  # an empty table's column has no string type
     matches = titles.loc[shown.str.casefold() == name.casefold(), "item"].to_numpy()

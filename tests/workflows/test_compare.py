@@ -125,3 +125,14 @@ def test_relevant_all_judges_every_test_item(tiny: RatingsDataset) -> None:
     assert comparison.threshold is None
     test_users = len(torch.unique(comparison.data.test.x[:, 0]))
     assert comparison.ranking["users"].iloc[0] == test_users
+
+
+def test_compare_models_refuses_one_name_as_a_string_and_a_name_twice() -> None:
+    """A string would be read letter by letter ("unknown model 'd'"), and a model named twice would
+    train twice under one name."""
+    from recsys import compare_models, load_dataset
+
+    with pytest.raises(TypeError, match=r"use \['dotbias'\]"):
+        compare_models(load_dataset("tiny"), "random", models="dotbias")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="models names 'dot' twice"):
+        compare_models(load_dataset("tiny"), "random", models=["dot", "dotbias", "dot"])

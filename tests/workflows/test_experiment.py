@@ -50,6 +50,8 @@ def _dataset(users: list[int], items: list[int]) -> RatingsDataset:
         pytest.param([1] * 5, [1, 2, 3, 4, 5], {"split": "user-last", "test_n": 10}, "`test_n`",
                      id="user-last-too-many"),
         pytest.param([1, 2] * 50, list(range(100)), {"test_frac": 0.001}, "`test_frac`", id="tiny-fraction"),
+        pytest.param([1, 1, 2, 2], [1, 2, 3, 4], {"split": "user-last", "test_n": 1}, "`split` random",
+                     id="user-last-one-held-out-item-unseen"),
         pytest.param([1, 2, 3, 4, 5], [1, 2, 1, 2, 1], {"split": "user"}, "users with one rating give none",
                      id="user-split-one-rating-each"),
     ],

@@ -98,6 +98,10 @@ def test_an_id_typed_as_text_or_as_a_number_finds_the_same_user_and_item(
     assert recommend(checkpoint, dataset, str(user)).equals(recommend(checkpoint, dataset, user))
     assert explain(checkpoint, str(user), str(item)) == explain(checkpoint, user, item)
     assert similar_items(checkpoint, dataset, item).equals(similar_items(checkpoint, dataset, str(item)))
+    # The spaces around a typed id or title are not part of it, as recommend's user's are not.
+    assert similar_items(checkpoint, dataset, f"  {item} ").equals(similar_items(checkpoint, dataset, item))
+    title = str(dataset.items.loc[dataset.items["item"] == item, "title"].iloc[0])
+    assert similar_items(checkpoint, dataset, f" {title}  ").equals(similar_items(checkpoint, dataset, title))
     with pytest.raises(RecsysError, match="user id 'someone': this model's user ids are integers"):
         recommend(checkpoint, dataset, "someone")
     assert not knows_user(checkpoint, "someone")  # a question: no, not an error
