@@ -171,7 +171,8 @@ def ratings(column: pd.Series, source: str, where: Where, what: str = "rating") 
     Ratings written with a decimal comma ("3,5", as spreadsheets in many locales export them) are
     read as decimals, with a warning.
     """
-    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float32, na_value=np.nan)
+    numbers = pd.to_numeric(column, errors="coerce")
+    values = numbers.to_numpy(dtype=np.float32, na_value=np.nan)
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size and not pd.api.types.is_numeric_dtype(column):
         text = column.iloc[bad].astype(str)
@@ -197,7 +198,25 @@ def ratings(column: pd.Series, source: str, where: Where, what: str = "rating") 
             else f"infinite, or beyond {FLOAT32_MAX:.1e} (float32's largest)"
         )
         raise DataError(f"{source}: {what} {str(raw)[:40]!r} on {where(row)} is {fault}")
+    _check_resolved(numbers, source, what)
     return values
+
+
+# float32 keeps about 7 significant digits: ratings that all lie within this share of their size of one
+# another (1e9 + 1 ... 1e9 + 5) could round to the same few values.
+RESOLVED_SPREAD = 2.0**-16
+
+
+def _check_resolved(numbers: pd.Series, source: str, what: str) -> None:
+    """Refuse ratings whose spread is too small beside their size for float32 (how they are held) to
+    keep them apart: a common offset, which would merge or round them."""
+    low, high = float(numbers.min()), float(numbers.max())  # the float64 values, NaN skipped
+    size = max(abs(low), abs(high))
+    if high > low and high - low < size * RESOLVED_SPREAD:
+        raise DataError(
+            f"{source}: every {what} lies between {low!r} and {high!r}, too close beside their size for "
+            "float32 (how ratings are held) to keep them apart; subtract their common offset"
+        )
 
 
 def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> np.ndarray:

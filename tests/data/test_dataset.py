@@ -64,3 +64,21 @@ def test_check_ratings_names_the_first_bad_row(rows: list[tuple], message: str) 
 
 def test_check_ratings_accepts_ratings_on_the_scale() -> None:
     check_ratings(expected_ratings(WHOLE_RATINGS), "source", (1.0, 5.0))
+
+
+@pytest.mark.parametrize(
+    ("offset", "step", "refused"), [(1e9, 1.0, True), (2.0**24, 0.5, True), (1e5, 0.5, False)]
+)
+def test_ratings_float32_cannot_keep_apart_are_refused(offset: float, step: float, refused: bool) -> None:
+    """Ratings are held as float32 (about 7 digits): 1e9 + 1 ... 1e9 + 5 all read as 1e9, and 2**24 +
+    0.5 steps round to whole numbers. Such a common offset is named, not silently merged or rounded."""
+    frame = pd.DataFrame(
+        {"user": np.repeat(np.arange(20), 5), "item": np.tile(np.arange(5), 20),
+         "rating": offset + step * np.tile(np.arange(1, 6), 20)}
+    )  # fmt: skip
+    if refused:
+        with pytest.raises(DataError, match=r"too close beside their size for float32 .* common offset"):
+            RatingsDataset.from_frame(frame)
+    else:
+        held = RatingsDataset.from_frame(frame).ratings["rating"].to_numpy(np.float64)
+        np.testing.assert_array_equal(np.unique(held), offset + step * np.arange(1, 6))
