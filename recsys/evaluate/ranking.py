@@ -205,35 +205,38 @@ def evaluate_ranking(
     if not ks or not all(isinstance(k, int) and k >= 1 for k in ks):
         raise ValueError(f"ks must be one or more whole lengths of at least 1, got {list(ks)}")
     ks = list(dict.fromkeys(ks))  # a length named twice is one metric, summed once
-    k_max = max(ks)
-    discount = 1.0 / torch.log2(torch.arange(2, k_max + 2, dtype=torch.float64))
+    # A list longer than the catalogue ends in nothing: its first n_items places are scored, and
+    # precision still divides by k (a 10**7 long list once took its length in memory per user).
+    width = min(max(ks), task.n_items)
+    discount = 1.0 / torch.log2(torch.arange(2, width + 2, dtype=torch.float64))
     ideal_binary = torch.cumsum(discount, 0)
     sums = {f"{metric}@{k}": 0.0 for metric in PER_USER_METRICS for k in ks}
     exposure = {k: torch.zeros(task.n_items, dtype=torch.float64) for k in ks}
     shown_popularity = dict.fromkeys(ks, 0.0)
-    for block in _blocks(scorer, task, k_max, block_entries):
+    for block in _blocks(scorer, task, width, block_entries):
         valid = block.top >= 0
         gain_at = block.gains.gather(1, block.top.clamp(min=0)) * valid
         hits = (gain_at > 0).double()
         n_relevant = (block.gains > 0).sum(1).double()
-        ideal_gains = torch.topk(block.gains, min(k_max, task.n_items), dim=1).values
-        ideal_gains = torch.nn.functional.pad(ideal_gains, (0, k_max - ideal_gains.shape[1]))
+        ideal_gains = torch.topk(block.gains, width, dim=1).values
         ranks = torch.arange(1, hits.shape[1] + 1, dtype=torch.float64)
         for k in ks:
-            hit_k = hits[:, :k]
+            shown_k = min(k, task.n_items)  # the places a list of k can fill
+            hit_k = hits[:, :shown_k]
             n_hits = hit_k.sum(1)
             capped = torch.clamp(n_relevant, max=k)
             sums[f"precision@{k}"] += float((n_hits / k).sum())
             sums[f"recall@{k}"] += float((n_hits / n_relevant).sum())
             sums[f"hit_rate@{k}"] += float((n_hits > 0).sum())
-            dcg = (hit_k * discount[:k]).sum(1)
+            dcg = (hit_k * discount[:shown_k]).sum(1)
             sums[f"ndcg@{k}"] += float((dcg / ideal_binary[capped.long() - 1]).sum())
-            graded = (gain_at[:, :k] * discount[:k]).sum(1)
-            sums[f"ndcg_graded@{k}"] += float((graded / (ideal_gains[:, :k] * discount[:k]).sum(1)).sum())
-            precision_at = torch.cumsum(hit_k, 1) / ranks[:k]
+            graded = (gain_at[:, :shown_k] * discount[:shown_k]).sum(1)
+            ideal = (ideal_gains[:, :shown_k] * discount[:shown_k]).sum(1)
+            sums[f"ndcg_graded@{k}"] += float((graded / ideal).sum())
+            precision_at = torch.cumsum(hit_k, 1) / ranks[:shown_k]
             sums[f"map@{k}"] += float(((precision_at * hit_k).sum(1) / capped).sum())
-            sums[f"mrr@{k}"] += float((hit_k / ranks[:k]).max(1).values.sum())
-            shown = block.top[:, :k][valid[:, :k]]
+            sums[f"mrr@{k}"] += float((hit_k / ranks[:shown_k]).max(1).values.sum())
+            shown = block.top[:, :shown_k][valid[:, :shown_k]]
             exposure[k] += torch.bincount(shown, minlength=task.n_items).double()
             shown_popularity[k] += float(task.popularity[shown].sum())
     n_users = len(task.users)

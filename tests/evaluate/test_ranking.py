@@ -231,6 +231,15 @@ def test_a_k_past_the_catalogue_still_divides_precision_by_k() -> None:
     assert results["recall@10"] == pytest.approx(1.0)
     assert results["map@10"] == pytest.approx(((1 + 2 / 3) / 2 + (1 / 2 + 2 / 4) / 2) / 2)
     assert results["coverage@10"] == pytest.approx(1.0)
+    # A list of ten million is scored on the places the catalogue fills, not held in memory: every
+    # metric as at the catalogue's size, precision divided by its own k.
+    huge = 10**7
+    both = evaluate_ranking(SCORER, task(), ks=(N_ITEMS, huge))
+    for name, value in both.items():
+        if name.endswith(f"@{huge}"):
+            same = both[name.replace(f"@{huge}", f"@{N_ITEMS}")]
+            expected = same * N_ITEMS / huge if name.startswith("precision") else same
+            assert value == pytest.approx(expected), name
 
 
 def test_top_lists_has_k_columns_even_past_the_catalogue() -> None:
