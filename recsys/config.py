@@ -464,6 +464,12 @@ class RunConfig:
         return self.engine == "compiled" and model_entry(self.model).sampled
 
     @property
+    def built_members(self) -> int:
+        """How many models `model_for` builds: `members`, but one for a sampled model, whose members
+        are chains pooled in it."""
+        return 1 if self.samples else self.members
+
+    @property
     def ranks(self) -> bool:
         """Whether the model learns to rank (bpr, ials): its scores are no ratings."""
         return model_entry(self.model).ranks
@@ -535,11 +541,9 @@ def model_for(
 ) -> "RatingModel":
     """The model `config` describes, for `n_users` users and `n_items` items, initialised from
     `generator`."""
-    # A sampled model's members are chains whose draws one model pools.
-    members = 1 if config.samples else config.members
     return build_model(
         config.model, n_users, n_items, config.n_factors, config.y_range, generator, config.init_scale,
-        members,
+        config.built_members,
     )  # fmt: skip
 
 

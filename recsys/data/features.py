@@ -262,15 +262,13 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
     """A side-feature file of `side` ("user" or "item"): an id column (found by its name, else the
     first) and one column per feature. One line names a missing value, a repeated id, or a file
     without features."""
-    from recsys.data.ratings_file import SEPARATORS, packing, read_item_file
+    from recsys.data.ratings_file import SEPARATORS, SeparatorUnknown, packing, read_item_file
 
     path = Path(path)
     try:
         raw, where = read_item_file(path)
-    except DataError as error:
+    except SeparatorUnknown:
         # A column of ids alone has no separator for the sniffer to find: say what is missing instead.
-        if "cannot tell the separator" not in str(error):
-            raise
         with path.open("rb") as file:
             start = file.readline()
         header = start.decode("utf-8", "replace").strip()

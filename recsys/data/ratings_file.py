@@ -90,6 +90,10 @@ class TextLayout:
         return SEPARATORS.get(self.sep, repr(self.joined or self.sep))
 
 
+class SeparatorUnknown(DataError):
+    """No separator splits a text file's first lines alike (a file of one column has none)."""
+
+
 def load_ratings(
     path: Path | str,
     *,
@@ -338,7 +342,7 @@ def _separator(lines: list[str], path: Path) -> str:
             "or convert it to one-character separators"
         )
     tried = ", ".join(SEPARATORS.values())
-    raise DataError(f"{path}: cannot tell the separator (tried {tried}); name it with `sep`")
+    raise SeparatorUnknown(f"{path}: cannot tell the separator (tried {tried}); name it with `sep`")
 
 
 def _unquoted(field: str) -> str:

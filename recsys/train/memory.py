@@ -56,9 +56,10 @@ def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
 # system per row on every thread.
 def solver_bytes(config: RunConfig) -> int:
     """Bytes of the k x k matrices `config`'s compiled solver holds at once (0 for the others)."""
-    if config.engine != "compiled" or config.model not in ("ials", "bpmf"):
+    fit = model_entry(config.model).fit
+    if config.engine != "compiled" or fit not in ("als", "gibbs"):
         return 0
-    if config.model == "ials":
+    if fit == "als":
         from recsys.train.als import GRAM_CHUNKS  # numba's, which an ordinary check need not load
 
         squares = GRAM_CHUNKS + 4

@@ -448,7 +448,7 @@ def _check_members(model: RatingModel, config: RunConfig) -> None:
     (or the reverse) would train to something neither describes, and its checkpoint, rebuilt from
     the config, would not load."""
     members = len(model.member_models())
-    if members != (1 if config.samples else config.members):  # a sampled model pools its chains' draws
+    if members != config.built_members:
         raise RecsysError(
             f"the model has {members} member(s) and the config {config.members} (members); build the model "
             "from the config with recsys.config.model_for, or set members in config_for"
