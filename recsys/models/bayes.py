@@ -172,8 +172,9 @@ class BayesianFM(BayesianMF):
     """Rendle's Bayesian factorisation machine over two blocks (recsys.train.fm_gibbs): a user's vector
     and bias are sums over its features (its id, side features, the items it rated), an item's
     likewise. The id tables hold each id's summed draws, so it predicts as BayesianMF does; the
-    non-id features' draws are kept beside them, so that a user or item known by its features alone
-    gets a prediction (`feature_scores`)."""
+    non-id features' draws, and the ids' mean, are kept beside them, so that a user or item known by
+    its features alone gets a prediction (`feature_scores`): its own id is one never seen, expected
+    at the ids' mean as the prior expects it."""
 
     uses_features: ClassVar[bool] = True
     user_feature_factors: Tensor
@@ -193,7 +194,7 @@ class BayesianFM(BayesianMF):
         # The rows the sampler sums over, set from the data before training (ids alone without).
         self.features: tuple[FeatureRows, FeatureRows] | None = None
         register_codings(self)
-        for side in SIDES:  # the non-id features' kept draws: factors side by side, mean bias
+        for side in SIDES:  # the ids' mean and the non-id features' draws: factors side by side, mean bias
             self.register_buffer(f"{side}_feature_factors", torch.zeros(0, 0))
             self.register_buffer(f"{side}_feature_bias", torch.zeros(0))
 
@@ -203,7 +204,8 @@ class BayesianFM(BayesianMF):
         set_codings(self, users, items)
 
     def set_feature_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor) -> None:
-        """Keep the non-id features' rows of a draw of every feature's [factors, bias] as slot `slot`."""
+        """Keep, of a draw of every feature's [factors, bias], the rows a user or item never seen is
+        known by as slot `slot`: first its id's expected row (the ids' mean), then the non-id features'."""
         with torch.no_grad():
             for side, draw in zip(SIDES, (user_draw, item_draw), strict=True):
                 factors, bias = f"{side}_feature_factors", f"{side}_feature_bias"
@@ -221,7 +223,9 @@ class BayesianFM(BayesianMF):
             width = self.user_factors.weight.shape[1]
             if factors.shape[1] != width:  # no draws of its features kept (trained by autograd): none
                 return factors.new_zeros(users.n_rows, width), bias.new_zeros(users.n_rows)
-            return new_rows_sums(self, users, factors) * self.factor_scale, new_rows_sums(self, users, bias)
+            # An unseen id's expected row, then its features' sums.
+            vectors = factors[0] + new_rows_sums(self, users, factors[1:])
+            return vectors * self.factor_scale, bias[0] + new_rows_sums(self, users, bias[1:])
 
     def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
         """Predictions, (users, items), of each of `users` known by its non-id features alone (as

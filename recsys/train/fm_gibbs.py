@@ -37,8 +37,11 @@ from recsys.train.jit import compiled
 # The hyperprior on each group's prior: mu ~ N(0, 1 / (PRIOR_GAMMA lambda)), lambda ~ Gamma(shape
 # PRIOR_SHAPE / 2, rate PRIOR_RATE / 2) (libFM's and myFM's choices).
 PRIOR_GAMMA, PRIOR_SHAPE, PRIOR_RATE = 1.0, 1.0, 1.0
-# The spread of the features' first draw (ids start from the model's own tables).
-START_SCALE = 0.1
+# The root mean square of the composed user and item vectors (sums over each row's features) at a
+# chain's start. A chain whose vectors start small keeps them small for many sweeps (each group's
+# prior precision is drawn from them), so the start is set by the composed size, not per feature:
+# the same for the ids alone as with every group (validation inside u1.base, docs/findings.md).
+START_SCALE = 0.2
 
 
 def _by_feature(block: FeatureRows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -220,13 +223,18 @@ class FMGibbsEpochs:
         self._start(generator)
 
     def _start(self, generator: torch.Generator) -> None:
-        """The chain's first draw: small factors for every feature (a zero start would make every
-        group's prior a point), zero biases, drawn from `generator`."""
+        """The chain's first draw, from `generator`: random factors for every feature (a zero start would
+        make every group's prior a point), scaled so that each block's composed rows have a root mean
+        square of START_SCALE; zero biases."""
         self.tables = []
         for block in self.features:
             table = np.zeros((block.n_features, self.n_factors + 1))
             drawn = torch.randn(block.n_features, self.n_factors, generator=generator, dtype=torch.float64)
-            table[:, : self.n_factors] = START_SCALE * drawn.numpy()
+            table[:, : self.n_factors] = drawn.numpy()
+            composed = _compose(block.starts, block.columns, block.values, table)[:, : self.n_factors]
+            size = math.sqrt(np.mean(composed**2))
+            if size > 0:  # a block whose rows have no features keeps its zero start
+                table *= START_SCALE / size
             self.tables.append(table)
         self.alpha = ALPHA_START
 
@@ -291,10 +299,12 @@ class FMGibbsEpochs:
             self.model.set_draw(
                 *kept, torch.from_numpy(composed[0]), torch.from_numpy(composed[1]), self.mean
             )
-            non_ids = [
-                torch.from_numpy(table[block.groups != 0])
+            # What a user or item never seen is known by: an id of its own, expected to be the ids'
+            # mean (its group's prior mean, estimated), and its non-id features.
+            unseen = [
+                torch.from_numpy(np.vstack([table[block.groups == 0].mean(axis=0), table[block.groups != 0]]))
                 for block, table in zip(self.features, self.tables, strict=True)
             ]
-            self.model.set_feature_draw(*kept, *non_ids)
+            self.model.set_feature_draw(*kept, *unseen)
             self.valid.add(kept[0], self._scores(composed, self.valid.users, self.valid.items))
         return squared / len(self.targets)

@@ -12,10 +12,21 @@ import torch
 from conftest import assert_same_state, cut_short, planted_side_features
 
 from recsys.config import config_for
+from recsys.data.encoding import RatingTensors
 from recsys.data.features import features_of, rows_for_new
 from recsys.errors import RecsysError
+from recsys.models.bayes import BayesianFM
 from recsys.models.fold_in import fold_in
-from recsys.train.fm_gibbs import _by_feature, _group_priors, _row_sums, _sample_features, _update_residuals
+from recsys.train.fm_gibbs import (
+    START_SCALE,
+    FMGibbsEpochs,
+    _by_feature,
+    _compose,
+    _group_priors,
+    _row_sums,
+    _sample_features,
+    _update_residuals,
+)
 from recsys.workflows.experiment import train_and_evaluate
 
 
@@ -70,6 +81,26 @@ def test_a_coordinates_draws_are_their_conditional_means_one_feature_after_anoth
     np.testing.assert_allclose(residuals, residuals_of(table), atol=1e-12)
 
 
+@pytest.mark.parametrize("groups", [(), ("implicit",), ("side", "implicit")])
+def test_a_chain_starts_with_summed_vectors_of_one_size(groups: tuple[str, ...]) -> None:
+    """Each block's composed rows (a user's sum over its features) start at a root mean square of
+    START_SCALE, so the ids alone start as large as every group together; two chains differ."""
+    rng = np.random.default_rng(0)
+    pairs = np.stack([rng.integers(0, 30, 300), rng.integers(0, 20, 300)], axis=1)
+    users = pd.DataFrame({"job": rng.choice(["a", "b", "c"], 30), "age": rng.choice(["x", "y"], 30)})
+    model = BayesianFM(30, 20, 4, (1.0, 5.0))
+    model.set_features(*features_of(groups, np.arange(30), np.arange(20), pairs, users, None))
+    ratings = torch.from_numpy(rng.integers(1, 6, 300).astype(np.float32))
+    train = RatingTensors(torch.from_numpy(pairs), ratings)
+    chain = FMGibbsEpochs(model, train, train, 8, 4, (1.0, 5.0), torch.Generator().manual_seed(0), chains=2)
+    other = chain.next_chain(torch.Generator().manual_seed(1))
+    for block, table, others in zip(chain.features, chain.tables, other.tables, strict=True):
+        composed = _compose(block.starts, block.columns, block.values, table)
+        assert math.sqrt(np.mean(composed[:, :4] ** 2)) == pytest.approx(START_SCALE)
+        assert not composed[:, 4].any()  # the biases start at zero
+        assert not np.allclose(table, others)
+
+
 def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> None:
     dataset = planted_side_features()
     runs = {
@@ -108,6 +139,21 @@ def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> 
     liked_items = torch.from_numpy(np.flatnonzero(kinds == "x")[:3])
     moved = fold_in(model, [(liked_items, torch.full((3,), 1.0, dtype=torch.float64))] * 2, starts=placed)
     assert float(moved.predict(torch.tensor([0]), liked_items[:1])) < float(scores[0, liked_items[0]])
+
+
+def test_a_user_known_by_nothing_is_predicted_as_the_average_user() -> None:
+    """An unseen user's own id is expected at the ids' mean (the prior's), not at zero: with the ids
+    alone, a user with no features gets the mean of the training users' vectors and biases."""
+    dataset = planted_side_features(3)
+    run = train_and_evaluate(dataset, config_for("bfm", features="", epochs=6, members=2, n_factors=3),
+                             progress=False, threads=1)  # fmt: skip
+    model = run.model
+    vectors, bias = model.feature_vectors(rows_for_new((), None, None, np.array(["new"])))
+    form = model.bilinear_form()
+    assert form is not None
+    torch.testing.assert_close(vectors[0], form.user_vectors.mean(dim=0), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(bias[0], form.user_bias.mean(), rtol=1e-5, atol=1e-6)
+    assert float(vectors.abs().max()) > 0
 
 
 def test_the_draws_are_the_same_on_one_thread_or_two() -> None:
