@@ -42,11 +42,29 @@ def available_memory() -> int:
 
 def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     """Bytes the model's parameters and their training state take, counted on the meta device (one
-    member's, times the members)."""
+    model's, times the models built), and a sampler's own."""
     with torch.device("meta"):
         model = build_model(config.model, n_users, n_items, table_width(config), config.y_range)
     parameters = sum(p.numel() * p.element_size() for p in model.parameters())
-    return COPIES_PER_PARAMETER * parameters * config.members + solver_bytes(config)
+    return (
+        COPIES_PER_PARAMETER * parameters * config.built_members
+        + solver_bytes(config)
+        + chain_bytes(config, n_users, n_items)
+    )
+
+
+# A sampler's chains pool their kept draws in one model, but each holds its current draw: a float64
+# row [factors, bias] per feature, of which a user's and an item's ids and rated others (bfm's
+# implicit feedback) number at most twice the users and items; side features are few beside them.
+FEATURE_ROWS_PER_ID = 2
+
+
+def chain_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
+    """Bytes of the current draws a compiled sampler's `members` chains hold (0 for other models)."""
+    if not config.samples:
+        return 0
+    rows = FEATURE_ROWS_PER_ID * (n_users + n_items)
+    return 8 * rows * (config.n_factors + 1) * config.members
 
 
 # Dense float64 matrices of side k x k (k the rank) that a compiled solve holds beside the tables,
@@ -84,8 +102,8 @@ def bound_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     tables (svdpp's second item table among them), biases and projections hold at most
     (users + 2 items + 2k + 2)(k + 1) float32s a member, k the tables' width."""
     k = table_width(config)
-    tables = COPIES_PER_PARAMETER * 4 * (n_users + 2 * n_items + 2 * k + 2) * (k + 1) * config.members
-    return tables + solver_bytes(config)
+    tables = COPIES_PER_PARAMETER * 4 * (n_users + 2 * n_items + 2 * k + 2) * (k + 1) * config.built_members
+    return tables + solver_bytes(config) + chain_bytes(config, n_users, n_items)
 
 
 def check_fits(config: RunConfig, n_users: int, n_items: int) -> None:

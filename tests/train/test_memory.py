@@ -84,3 +84,18 @@ def test_a_solvers_rank_squared_matrices_are_counted(model: str, monkeypatch: py
         check_fits(config, 120, 200)
     assert memory.solver_bytes(config_for("bpmf", n_factors=8000, engine="autograd")) == 0
     check_fits(config_for(model, n_factors=64, epochs=5), 120, 200)
+
+
+def test_a_samplers_chains_are_counted_as_draws_pooled_in_one_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bfm's members are chains whose draws one model pools: its tables count once, each chain's
+    current draw beside them (counted as sixteen models, ML-10M's shape needed 27.7 GiB)."""
+    config = config_for("bfm")
+    assert config.members == 16
+    monkeypatch.setattr(memory, "available_memory", lambda: 8 * 2**30)
+    check_fits(config, 69_878, 10_677)
+    assert bound_bytes(config, 69_878, 10_677) >= training_bytes(config, 69_878, 10_677)
+    twice = dataclasses.replace(config, members=32)
+    assert memory.chain_bytes(twice, 100, 200) == 2 * memory.chain_bytes(config, 100, 200) > 0
+    assert memory.chain_bytes(config_for("dotbias", members=4), 100, 200) == 0
+    with pytest.raises(RecsysError, match=r"`members` 16, `n_factors` 400: .* choose fewer members"):
+        check_fits(dataclasses.replace(config, n_factors=400), 69_878, 10_677)
