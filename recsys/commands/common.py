@@ -271,6 +271,17 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def _interruption(error: BaseException) -> BaseException | None:
+    """The Ctrl-C or SIGTERM behind `error`, if any: one that lands while a numba-compiled function
+    runs Python inside (unpickling a constant) comes out wrapped in SystemErrors."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt | Terminated):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def run(main: Callable[[], int]) -> None:
     """Run a script's main and end the process with its code: a user's mistake (RecsysError) is one
     `error:` line and exit code 2, and a warning one `warning:` line. A bug's exception propagates,
@@ -283,7 +294,13 @@ def run(main: Callable[[], int]) -> None:
     )
     before = signal.signal(signal.SIGTERM, _terminate) if handles_term else None
     try:
-        code = main()
+        try:
+            code = main()
+        except SystemError as error:
+            interruption = _interruption(error)
+            if interruption is None:
+                raise
+            raise interruption from None
     except RecsysError as error:
         print(f"error: {in_flags(str(error))}", file=sys.stderr)
         code = 2

@@ -151,6 +151,13 @@ def _is_numeric(column: pd.Series) -> bool:
     return bool(pd.to_numeric(column, errors="coerce").notna().all())
 
 
+def _first_vast(numbers: pd.Series) -> int | None:
+    """The place of the first of `numbers` that is not finite or not below LARGEST_FEATURE in size
+    (its square, the column's spread, would overflow), if any."""
+    vast = np.flatnonzero(~(np.abs(numbers.to_numpy(np.float64)) < LARGEST_FEATURE))
+    return int(vast[0]) if len(vast) else None
+
+
 def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
     """The coding of each column of a side-feature table (indexed by raw id), fitted on all its rows."""
     codings = []
@@ -159,11 +166,12 @@ def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
         # A pandas category column is categories whatever its values spell (MovieLens' years).
         labelled = isinstance(column.dtype, pd.CategoricalDtype)
         if not labelled and _is_numeric(column):
-            numbers = pd.to_numeric(column).to_numpy(np.float64)
-            if not (np.abs(numbers) < LARGEST_FEATURE).all():
+            numbers = pd.to_numeric(column)
+            if _first_vast(numbers) is not None:
                 raise RecsysError(
                     f"feature {name!r} holds a number that is not finite or above {LARGEST_FEATURE:g}"
                 )
+            numbers = numbers.to_numpy(np.float64)
             spread = float(numbers.std())
             codings.append(
                 ColumnCoding(str(name), None, float(numbers.mean()), spread if spread > 0 else 1.0)
@@ -290,11 +298,10 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
     for name in raw.columns.drop(id_column):
         _read_decimal_commas(raw, name, path)
         numbers = pd.to_numeric(raw[name], errors="coerce")
-        huge = ~(np.abs(numbers.to_numpy(np.float64)) < LARGEST_FEATURE)
-        if numbers.notna().all() and huge.any():
-            row = int(np.flatnonzero(huge)[0])
+        vast = _first_vast(numbers) if numbers.notna().all() else None
+        if vast is not None:
             raise DataError(
-                f"{path}: {name} {raw[name].iloc[row]} on {where(row)} is not a finite number of at most "
+                f"{path}: {name} {raw[name].iloc[vast]} on {where(vast)} is not a finite number of at most "
                 f"{LARGEST_FEATURE:g} in size"
             )
     ids = pd.Series(read_ids(raw[id_column], side, str(path), where))  # as a ratings file's ids are
@@ -354,9 +361,10 @@ def check_feature_table(table: object, side: str, where: str) -> pd.DataFrame:
         )
     if table.columns.empty:
         raise RecsysError(f"{where} has no feature columns (its index holds the {side} ids)")
-    twice = table.columns[table.columns.duplicated()]
+    # Columns are found by their labels as text (column_codings' names): 0 and "0" are one column twice.
+    twice = table.columns[pd.Index([str(name) for name in table.columns]).duplicated()]
     if len(twice):
-        raise RecsysError(f"{where}: column {twice[0]!r} appears more than once")
+        raise RecsysError(f"{where}: column {str(twice[0])!r} appears more than once")
     repeated = table.index[table.index.duplicated()]
     if len(repeated):
         raise RecsysError(f"{where}: {side} {_shown(repeated[0])} has two rows")
@@ -366,6 +374,16 @@ def check_feature_table(table: object, side: str, where: str) -> pd.DataFrame:
         raise RecsysError(
             f"{where}: {column} is missing for {side} {_shown(table.index[missing.to_numpy()][0])}"
         )
+    for name in table.columns:  # as a file's numbers are checked: its square, the spread, stays finite
+        column = table[name]
+        if isinstance(column.dtype, pd.CategoricalDtype) or not _is_numeric(column):
+            continue
+        vast = _first_vast(pd.to_numeric(column))
+        if vast is not None:
+            raise RecsysError(
+                f"{where}: {name} {_shown(column.iloc[vast])} for {side} {_shown(table.index[vast])} is not "
+                f"a finite number of at most {LARGEST_FEATURE:g} in size"
+            )
     return table
 
 

@@ -88,8 +88,11 @@ def knows_user(checkpoint: Checkpoint, user: int | str) -> bool:
     return bool(checkpoint.users.known(np.array([raw]))[0])
 
 
-def user_index(checkpoint: Checkpoint, user: int | str) -> int:
-    """The inner index of raw user id `user`; an unknown user is an error saying what is known."""
+def user_index(
+    checkpoint: Checkpoint, user: int | str, new_user: str = "use `cold_start` to recommend to a new user"
+) -> int:
+    """The inner index of raw user id `user`; an unknown user is an error saying what is known, then
+    `new_user` (what serves a new user instead)."""
     users = checkpoint.users
     user = _as_id(users, user, "user")
     if not users.known(np.array([user]))[0]:
@@ -99,8 +102,7 @@ def user_index(checkpoint: Checkpoint, user: int | str) -> int:
             else f"ids such as {', '.join(repr(str(raw)) for raw in users.raw_ids[:3])}"
         )
         raise RecsysError(
-            f"user {user!r} is not in this model's training data ({len(users)} users, {known}); "
-            "use `cold_start` to recommend to a new user"
+            f"user {user!r} is not in this model's training data ({len(users)} users, {known}); {new_user}"
         )
     return int(users.encode(np.array([user]), "user")[0])
 
@@ -222,7 +224,8 @@ def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[st
     its ranking score). A model whose prediction has no parts (`RatingModel.explain` is None) is an
     error."""
     model = rating_model(checkpoint.model)
-    users = torch.tensor([user_index(checkpoint, user)])
+    # A cold start lists a new user's items but has no prediction of theirs to take apart.
+    users = torch.tensor([user_index(checkpoint, user, "`explain` needs a user the model knows")])
     items = torch.tensor([item_index(checkpoint, item)])
     explanation = model.explain(users, items)
     if explanation is None:

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
+from recsys.commands.common import (
+    CommandParser,
+    Terminated,
+    add_data_flags,
+    check_data_flags,
+    dataset_from_flags,
+    run,
+)
 from recsys.errors import DataError, RecsysError
 
 
@@ -53,6 +60,41 @@ def test_an_interrupt_is_exit_code_130(capsys: pytest.CaptureFixture[str]) -> No
 
     assert exit_code(main) == 130
     assert capsys.readouterr().err == "interrupted\n"
+
+
+@pytest.mark.parametrize(
+    ("interruption", "code", "said"),
+    [(KeyboardInterrupt, 130, "interrupted"), (Terminated, 143, "terminated")],
+)
+def test_an_interrupt_inside_a_compiled_function_is_still_an_interrupt(
+    interruption: type[BaseException], code: int, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C (or SIGTERM) landing while a numba-compiled function runs Python inside comes out
+    wrapped, twice, in SystemErrors: still the interrupt's exit code and line, no traceback."""
+
+    def main() -> int:
+        try:
+            try:
+                raise interruption
+            except BaseException as error:
+                raise SystemError(
+                    "<function _numba_unpickle> returned a result with an exception set"
+                ) from error
+        except SystemError as error:
+            raise SystemError(
+                "CPUDispatcher(<function _row_sums>) returned a result with an exception set"
+            ) from error
+
+    assert exit_code(main) == code
+    assert capsys.readouterr().err == f"{said}\n"
+
+
+def test_a_system_error_of_another_cause_is_a_bug_and_propagates() -> None:
+    def main() -> int:
+        raise SystemError("a bug")
+
+    with pytest.raises(SystemError, match="a bug"):
+        run(main)
 
 
 def test_a_sigterm_ends_as_ctrl_c_does_with_code_143(capsys: pytest.CaptureFixture[str]) -> None:

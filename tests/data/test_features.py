@@ -154,6 +154,20 @@ def test_an_infinite_or_vast_number_is_refused_and_a_category_counts_once(tmp_pa
     ]
 
 
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), 1e160])
+def test_an_infinite_or_vast_number_in_a_table_is_named_with_its_setting(value: float) -> None:
+    """The estimator's tables are checked as a file is: a ValueError naming the setting, the column and
+    the id, before training."""
+    from recsys import RatingRegressor
+
+    table = pd.DataFrame({"age": [20.0, value]}, index=[1, 2])
+    with pytest.raises(RecsysError, match=r"user_features: age .* for user 2 is not a finite number"):
+        check_feature_table(table, "user", "user_features")
+    X = pd.DataFrame({"user": [1, 2, 1, 2], "item": [1, 1, 2, 2]})
+    with pytest.raises(ValueError, match=r"user_features: age .* for user 2 is not a finite number"):
+        RatingRegressor("bfm", epochs=2, user_features=table).fit(X, [1.0, 2.0, 3.0, 4.0])
+
+
 def test_new_rows_need_the_columns_training_had() -> None:
     training = pd.DataFrame({"age": [20.0, 30.0], "job": ["a", "b"]}, index=[1, 2])
     with pytest.raises(RecsysError, match="lacks column 'job'"):
@@ -223,12 +237,22 @@ def test_a_repeated_column_label_is_named() -> None:
         check_feature_table(table, "user", "user_features")
 
 
+def test_labels_that_spell_one_name_are_one_column_repeated() -> None:
+    """Columns are looked up by their labels as text: 0 and "0" would be one column, read twice."""
+    table = pd.DataFrame({0: [20.0, 30.0], "0": ["a", "b"]}, index=[1, 2])
+    with pytest.raises(RecsysError, match="user_features: column '0' appears more than once"):
+        check_feature_table(table, "user", "user_features")
+
+
 def test_the_estimator_refuses_it_as_a_value_error() -> None:
     from recsys import RatingRegressor
 
     table = pd.DataFrame([["a", 1], ["b", 2]], index=[1, 2], columns=["job", "job"])
     X = pd.DataFrame({"user": [1, 2, 1, 2], "item": [1, 1, 2, 2]})
     with pytest.raises(ValueError, match="column 'job' appears more than once"):
+        RatingRegressor("bfm", epochs=2, user_features=table).fit(X, [1.0, 2.0, 3.0, 4.0])
+    table = pd.DataFrame({0: [20.0, 30.0], "0": ["a", "b"]}, index=[1, 2])
+    with pytest.raises(ValueError, match="column '0' appears more than once"):
         RatingRegressor("bfm", epochs=2, user_features=table).fit(X, [1.0, 2.0, 3.0, 4.0])
 
 

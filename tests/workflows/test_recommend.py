@@ -256,6 +256,16 @@ def test_explain_parts_sum_to_the_models_prediction(checkpoint: Checkpoint) -> N
     assert parts["prediction"] == pytest.approx(low + (high - low) / (1 + np.exp(-parts["score"])))
 
 
+def test_explain_of_an_unknown_user_does_not_suggest_a_cold_start(checkpoint: Checkpoint) -> None:
+    """A cold start has no prediction to take apart (recommend.py refuses --cold-start with
+    --explain): the error says what --explain needs instead of pointing there."""
+    item = int(checkpoint.items.raw_ids[0])
+    with pytest.raises(RecsysError, match="user 999999 is not in this model's training data") as raised:
+        explain(checkpoint, 999999, item)
+    assert "cold_start" not in str(raised.value)
+    assert "`explain` needs a user the model knows" in str(raised.value)
+
+
 def test_explain_needs_a_model_with_biases(dot: Checkpoint) -> None:
     with pytest.raises(RecsysError, match="'dot' has no bias terms to explain"):
         explain(dot, int(dot.users.raw_ids[0]), int(dot.items.raw_ids[0]))
