@@ -593,11 +593,16 @@ def reads_compiled_defaults(model: str, engine: str) -> bool:
     return engine == "compiled" and entry.compiled_defaults is not None
 
 
-def reads_features(model: str, engine: str) -> bool:
-    """Whether `model` reads `features` on `engine`: its registry entry gives it a default there."""
+def default_features(model: str, engine: str) -> str | None:
+    """`model`'s default `features` on `engine` from its registry entry; None where it reads none."""
     entry = model_entry(model)
     defaults = entry.compiled_defaults if reads_compiled_defaults(model, engine) else entry.defaults
-    return "features" in (defaults or {})
+    return (defaults or {}).get("features")
+
+
+def reads_features(model: str, engine: str) -> bool:
+    """Whether `model` reads `features` on `engine`: its registry entry gives it a default there."""
+    return default_features(model, engine) is not None
 
 
 def unread_feature_sides(config: RunConfig, given: Sequence[str]) -> tuple[str, list[str]]:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from recsys.config import RunConfig, model_for, reads_features
+from recsys.config import RunConfig, default_features, model_for, reads_features
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.features import FeatureRows, features_of, rows_for_new
@@ -204,12 +204,14 @@ def data_features(
 
 
 def warn_if_no_side_features(config: RunConfig, given: bool, missing: str) -> None:
-    """`features` names side features, and none were `given` (`missing` says so): the run trains
-    without them."""
+    """`features`, set apart from the model's default, names side features, and none were `given`
+    (`missing` says so): the run trains without them. The default names every group data can give,
+    and reads side features silently where the data has them."""
     if (
         not given
         and reads_features(config.model, config.engine)
         and "side" in feature_groups(config.features)
+        and config.features != default_features(config.model, config.engine)
     ):
         warnings.warn(
             f"{config.model}: `features` names side, but {missing}; training without them", stacklevel=3

@@ -251,6 +251,10 @@ def test_side_tables_are_checked_as_feature_files_are_and_unused_ones_are_said(s
             RatingRegressor(model, user_features=good, **settings, **quick).fit(X_train, y_train)
     with pytest.warns(UserWarning, match="`features` names side, but no user_features or item_features"):
         RatingRegressor("svdpp", features="side", **quick).fit(X_train, y_train)
+    # bfm's default names every group data can give: without tables it trains on the others silently.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RatingRegressor("bfm", **quick).fit(X_train, y_train)
 
 
 def test_the_compiled_engine_gives_the_same_model_on_any_number_of_threads(split: Split) -> None:
