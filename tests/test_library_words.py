@@ -133,3 +133,15 @@ def test_in_flags_names_a_setting_by_its_flag(monkeypatch: pytest.MonkeyPatch) -
     assert in_flags("`no_such_setting` 3: use `cold_start` or `sep`") == (
         "`no_such_setting` 3: use --cold-start or --sep"
     )
+
+
+def test_in_flags_names_a_setting_the_command_has_no_flag_for_as_train_pys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tune.py and compare.py have no --test-frac: a message of theirs must not ask for it as theirs."""
+    monkeypatch.setattr(common, "_FLAG_OF", {})
+    parser = CommandParser()
+    parser.add_argument("--seed", type=int)
+    parser.parse_args([])
+    message = "change `test_frac` (now 0.2) or `seed`"
+    assert in_flags(message) == "change train.py's --test-frac (now 0.2) or --seed"

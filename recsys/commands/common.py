@@ -37,12 +37,16 @@ _FLAG_OF: dict[str, str] = {}
 
 def in_flags(message: str) -> str:
     """A library message in a shell user's words: each `setting` it names as the flag that sets it
-    (RunConfig's from their Settings, the rest from the command's parser); others as they are."""
+    (RunConfig's from their Settings, the rest from the command's parser); others as they are. A
+    RunConfig setting the running command has no flag for is named as train.py's flag, so that no
+    message asks for a flag the command would refuse (tune.py and compare.py have no --test-frac)."""
     from recsys.config import SETTINGS
 
     def flag(match: re.Match[str]) -> str:
         setting = SETTINGS.get(match[1])
         if setting is not None and setting.flag is not None:
+            if _FLAG_OF and setting.flag not in _FLAG_OF.values():
+                return f"train.py's {setting.flag}"
             return setting.flag
         return _FLAG_OF.get(match[1], match[0])
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from recsys.commands.common import (
     CommandParser,
+    Terminated,
     add_data_flags,
     check_data_flags,
     dataset_from_flags,
@@ -102,11 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     ranks = model_entry(args.model).ranks  # scored by its lists' NDCG@10, the higher the better
     label, better = ("valid NDCG@10", max) if ranks else ("valid RMSE", min)
     best_so_far = -math.inf if ranks else math.inf
+    best_shown, tried = "", 0  # the best setting so far, as printed, and how many were tried
 
     def report(number: int, setting: dict[str, Any], score: float) -> None:
-        nonlocal best_so_far
-        best_so_far = better(best_so_far, score)
+        nonlocal best_so_far, best_shown, tried
         shown = " ".join(f"{name}={_shown(value)}" for name, value in setting.items())
+        if better(best_so_far, score) != best_so_far:  # a better score (a NaN never is)
+            best_so_far, best_shown = score, shown
+        tried = number
         print(
             f"{number:>4}/{args.trials}  {label} {score:.4f}  (best {best_so_far:.4f})  {shown}  "
             f"[{time.perf_counter() - start:.0f} s]",
@@ -121,19 +125,28 @@ def main(argv: list[str] | None = None) -> int:
             f"settings, {args.folds}-fold cross-validation inside it; the test part is read once, at the end"
         )
         start = time.perf_counter()
-        result = tune(
-            dataset,
-            args.model,
-            split,
-            engine=args.engine,
-            trials=args.trials,
-            folds=args.folds,
-            seed=args.seed,
-            threads=args.threads,
-            on_trial=report,
-            run_dir=out / "run",
-            features=args.features,
-        )
+        try:
+            result = tune(
+                dataset,
+                args.model,
+                split,
+                engine=args.engine,
+                trials=args.trials,
+                folds=args.folds,
+                seed=args.seed,
+                threads=args.threads,
+                on_trial=report,
+                run_dir=out / "run",
+                features=args.features,
+            )
+        except (KeyboardInterrupt, Terminated):  # Ctrl-C or a kill: what the search found is not lost
+            if best_shown:
+                print(
+                    f"stopped after {tried} of {args.trials} settings, nothing written; the best so far: "
+                    f"{best_shown}  ({label} {best_so_far:.4f})",
+                    file=sys.stderr,
+                )
+            raise
     result.table.to_csv(out / "trials.csv", index=False)
     plot_trials(result.table, out / "trials.png", result.best, result.score)
     write_json(out / "best.json", best_settings(result))

@@ -29,7 +29,7 @@ from recsys.evaluate.scorers import model_scorer
 from recsys.models import model_entry
 from recsys.train.trainer import TrainingDiverged, fit
 from recsys.workflows.estimator import RatingRegressor, plain_value
-from recsys.workflows.experiment import RunResult, check_model_fits_data, fitted_config, train_and_evaluate
+from recsys.workflows.experiment import RunResult, fitted_config, prepare, train_and_evaluate
 
 # The y_range's stretch beyond the rating scale (default_y_range's margin; 0.1 is fastai's (0, 5.5))
 # and the multiplier of the initial weights, searched for every trained model.
@@ -105,9 +105,15 @@ def tune(
     and score it on the test part once. `on_trial(n, setting, score)` reports each setting's mean
     validation score: RMSE, or a ranking model's NDCG@10. `features`: the feature groups every trial
     reads (a model that reads them; None: its default)."""
+    if trials < 1:
+        raise RecsysError(f"`trials` must be at least 1, got {trials}")
+    if folds < 2:
+        raise RecsysError(f"`folds` must be at least 2 (cross-validation), got {folds}")
     given = {} if features is None else {"features": features}
     base = config_for(model, engine=engine, dataset=dataset.name, split=split, seed=seed, **given)
-    check_model_fits_data(dataset, base)  # before the search, not after it
+    # Before the search, not after it: the data fits the model, and the split leaves a test part the
+    # best setting can be scored on.
+    prepare(dataset, base)
     train = make_split(dataset, split, test_frac=base.test_frac, test_n=base.test_n, seed=seed).train
     if len(train) < folds:
         raise RecsysError(

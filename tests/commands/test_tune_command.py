@@ -1,6 +1,7 @@
 """recsys-tune (scripts/tune.py) as a user runs it, and train.py --config reading what it wrote."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -108,3 +109,26 @@ def test_a_fold_too_small_for_a_ranking_model_is_named_as_the_fold(tmp_path: Pat
         "fewer --folds leave more to each"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_a_search_stopped_by_ctrl_c_reports_the_best_setting_so_far(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C mid-search leaves no folder, but the best setting found is named, not lost."""
+
+    def stopped(*args: object, on_trial: Callable[..., None], **kwargs: object) -> None:
+        on_trial(1, {"lr": 0.1, "epochs": 5}, 0.95)
+        on_trial(2, {"lr": 0.02, "epochs": 9}, 0.91)
+        on_trial(3, {"lr": 0.3, "epochs": 4}, float("nan"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("recsys.workflows.tune.tune", stopped)
+    out = tmp_path / "search"
+    with pytest.raises(KeyboardInterrupt):
+        tune_command.main(["--dataset", "tiny", "--trials", "10", "--no-progress", "--out", str(out)])
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(
+        "stopped after 3 of 10 settings, nothing written; the best so far: lr=0.02 epochs=9"
+    )
+    assert "valid RMSE 0.9100" in last
+    assert not out.exists()

@@ -4,6 +4,7 @@ and scored once."""
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from recsys.data.dataset import RatingsDataset
@@ -68,6 +69,21 @@ def test_more_folds_than_training_ratings_is_a_one_line_error(tiny: RatingsDatas
         tune(tiny, "dotbias", "random", trials=1, folds=100_000)
 
 
+@pytest.mark.parametrize(
+    ("search", "message"),
+    [
+        ({"trials": 0, "folds": 2}, r"^`trials` must be at least 1, got 0$"),
+        ({"trials": -1, "folds": 2}, r"^`trials` must be at least 1, got -1$"),
+        ({"trials": 1, "folds": 1}, r"^`folds` must be at least 2 \(cross-validation\), got 1$"),
+    ],
+)
+def test_no_trials_or_a_single_fold_is_a_one_line_error(
+    tiny: RatingsDataset, search: dict[str, int], message: str
+) -> None:
+    with pytest.raises(RecsysError, match=message):
+        tune(tiny, "dotbias", "random", **search)
+
+
 def test_a_model_searches_its_engines_space_unless_its_registry_entry_names_its_own() -> None:
     from recsys.workflows.tune import search_space
 
@@ -104,6 +120,17 @@ def test_a_rating_model_is_refused_interactions_before_any_search() -> None:
     dataset, _ = synthetic_interactions(n_users=40, n_items=30, per_user=5)
     with pytest.raises(RecsysError, match="holds interactions, not ratings: dotbias predicts ratings"):
         tune(dataset, "dotbias", "random", trials=1, folds=2)
+
+
+def test_a_split_that_leaves_nothing_to_score_is_refused_before_any_search() -> None:
+    """One item: every random split's test rating has an item unseen in training, so the best setting
+    could never be scored; the search is refused before its first trial, not after its last."""
+    ratings = pd.DataFrame({"user": np.arange(8), "item": 0, "rating": np.arange(8) % 5 + 1.0})
+    dataset = RatingsDataset.from_frame(ratings, user="user", item="item", rating="rating")
+    tried: list[int] = []
+    with pytest.raises(RecsysError, match="leaves no test rating whose user and item are both in training"):
+        tune(dataset, "dotbias", "random", trials=2, folds=2, on_trial=lambda n, *_: tried.append(n))
+    assert tried == []
 
 
 def test_a_search_reads_the_feature_groups_it_is_given_and_its_best_setting_keeps_them() -> None:
