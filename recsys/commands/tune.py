@@ -153,7 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     shown = " ".join(f"{name}={_shown(value)}" for name, value in result.best.items())
     print(f"best setting: {shown}  ({label} {result.table.at[0, result.score]:.4f})", file=sys.stdout)
     print(f"{test_summary(result.run, dataset.implicit)}  (read once, now)")
-    print(f"written: {out}/ (trials.csv, trials.png, best.json for train.py --config, run/)")
+    # best.json holds the settings alone (it may train other data): the split and seed are flags.
+    again = f"train.py --config {out / 'best.json'} --split {split}" + (
+        f" --seed {args.seed}" if args.seed else ""
+    )
+    print(
+        f"written: {out}/ (trials.csv, trials.png, best.json, run/); `{again}` trains the best setting again"
+    )
     return 0
 
 
