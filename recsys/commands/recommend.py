@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     from recsys.workflows.experiment import recorded_data
     from recsys.workflows.recommend import (
         cold_start,
+        described_by_features,
         explain,
         knows_user,
         recommend,
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     elif user is None:
         table = similar_items(checkpoint, dataset, args.similar, args.top)
     elif args.cold_start and not knows_user(checkpoint, user):
-        print(f"user {user} is new to this model: a cold start", file=sys.stderr)
+        placed = ", placed by its side features" if described_by_features(checkpoint, dataset, user) else ""
+        print(f"user {user} is new to this model: a cold start{placed}", file=sys.stderr)
         table = cold_start(checkpoint, dataset, args.top, user)
     else:
         table = recommend(checkpoint, dataset, user, args.top)

@@ -23,6 +23,7 @@ from recsys.evaluate.factors import cosine_neighbours, item_vectors
 from recsys.evaluate.metrics import predict
 from recsys.models import rating_model
 from recsys.models.fold_in import fold_in
+from recsys.names import feature_groups
 from recsys.train.checkpoints import Checkpoint
 from recsys.train.trainer import ratings_fingerprint
 from recsys.workflows.experiment import new_user_starts, prepare
@@ -137,29 +138,54 @@ def _unrated(checkpoint: Checkpoint, dataset: RatingsDataset, user: int | str | 
     return np.setdiff1d(every, checkpoint.items.encode(rated[checkpoint.items.known(rated)], "item"))
 
 
+def described_by_features(checkpoint: Checkpoint, dataset: RatingsDataset, user: int | str) -> bool:
+    """Whether raw user `user`, new to the model, has a row in `dataset`'s user feature table that the
+    model reads (bfm; svdpp with side features)."""
+    table = dataset.user_features
+    if not rating_model(checkpoint.model).uses_features or table is None:
+        return False
+    if "side" not in feature_groups(checkpoint.config.features):
+        return False
+    try:
+        user = _as_id(checkpoint.users, user, "user")
+    except RecsysError:  # text that no integer id can be
+        return False
+    return bool(table.index.isin([user]).any())
+
+
 def cold_start(
     checkpoint: Checkpoint, dataset: RatingsDataset, top: int = 10, user: int | str | None = None
 ) -> pd.DataFrame:
-    """The `top` items for a user the model has never seen, with no factors to go on; where `user`
-    (a raw id) has ratings in `dataset` all the same (they came after the training part), the items
-    they rated are left out.
+    """The `top` items for a user the model has never seen; where `user` (a raw id) has ratings in
+    `dataset` all the same (they came after the training part), the items they rated are left out.
 
-    Ranked by learned item bias when the model has biases (the score column is `item_bias` or
-    `implied_item_bias`), otherwise by popularity in `dataset` (`n_ratings`).
+    A user the data's feature table describes (`described_by_features`) is placed where its features
+    and those items put it, and ranked by predicted rating. Otherwise, with no factors to go on, by
+    learned item bias when the model has biases (the score column is `item_bias` or
+    `implied_item_bias`), else by popularity in `dataset` (`n_ratings`).
     """
     _check_top(top)
-    biases = learned_biases(checkpoint.model)
-    if biases is not None:
-        column, scores = ("item_bias" if biases.kind == "explicit" else "implied_item_bias"), biases.item
-    else:
-        counts = dataset.ratings["item"].value_counts()
-        column, scores = "n_ratings", counts.reindex(checkpoint.items.raw_ids, fill_value=0).to_numpy()
     if user is not None:
         try:
             user = _as_id(checkpoint.users, user, "user")
         except RecsysError:  # text that no integer id can be: nobody the ratings hold
             user = None
     candidates = _unrated(checkpoint, dataset, user)
+    if user is not None and described_by_features(checkpoint, dataset, user):
+        model, n_items = rating_model(checkpoint.model), len(checkpoint.items)
+        rated = np.setdiff1d(np.arange(n_items), candidates)
+        placed = new_user_starts(model, checkpoint.config, dataset, np.array([user]), [rated], n_items)
+        nothing = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))
+        folded = fold_in(model, [nothing], relevant=checkpoint.config.relevant, starts=placed)
+        column, scores = _score_column(checkpoint), folded.scores(torch.tensor([0]))[0].numpy()
+    else:
+        biases = learned_biases(checkpoint.model)
+        if biases is not None:
+            column = "item_bias" if biases.kind == "explicit" else "implied_item_bias"
+            scores = biases.item
+        else:
+            counts = dataset.ratings["item"].value_counts()
+            column, scores = "n_ratings", counts.reindex(checkpoint.items.raw_ids, fill_value=0).to_numpy()
     best = candidates[np.argsort(-scores[candidates], kind="stable")[:top]]
     return _titled(dataset, checkpoint.items.decode(best), column, scores[best])
 

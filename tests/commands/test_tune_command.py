@@ -20,7 +20,9 @@ def test_tune_writes_its_trials_plot_best_setting_and_run(tmp_path: Path) -> Non
     lines = ran.stdout.splitlines()
     assert sum("valid RMSE" in line for line in lines) == 4  # three trials, then the best
     assert sum("test RMSE" in line for line in lines) == 1 and "test RMSE" in lines[-2]  # once, at the end
-    assert f"`train.py --config {out / 'best.json'} --split random` trains the best setting again" in lines[-1]
+    assert (
+        f"`train.py --config {out / 'best.json'} --split random` trains the best setting again" in lines[-1]
+    )
     trials = pd.read_csv(out / "trials.csv")
     assert len(trials) == 3 and trials["valid_rmse"].is_monotonic_increasing
     assert (out / "trials.png").stat().st_size > 0

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import planted_side_features
 
 from recsys.config import config_for
 from recsys.data.catalog import load_dataset
@@ -21,6 +22,7 @@ from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
 from recsys.workflows.recommend import (
     cold_start,
+    described_by_features,
     explain,
     knows_user,
     recommend,
@@ -182,6 +184,26 @@ def test_cold_start_leaves_out_what_a_user_new_to_the_model_rated_since(
     assert not set(table["item"]) & set(newcomer["item"])
     assert table["item"].tolist()[:2] == top["item"].iloc[[1, 3]].tolist()  # the rest keep their order
     assert cold_start(checkpoint, later, top=5, user="someone")["item"].tolist() == top["item"].tolist()
+
+
+def test_cold_start_places_a_user_the_feature_table_describes(tmp_path: Path) -> None:
+    """A new user with a row of side features is ranked by what its group likes (planted: group a
+    likes kind x), not by item bias; a new user without a row falls back to item bias."""
+    planted = planted_side_features()
+    assert planted.user_features is not None and planted.item_features is not None
+    newcomers = pd.DataFrame({"group": ["a", "b"]}, index=pd.Index([1000, 1001], name="user"))
+    dataset = dataclasses.replace(planted, user_features=pd.concat([planted.user_features, newcomers]))
+    config = config_for("bfm", features="side", epochs=30, members=2, n_factors=4, split="random")
+    train_and_evaluate(dataset, config, run_dir=tmp_path, progress=False, threads=1)
+    checkpoint = load_checkpoint(tmp_path / CHECKPOINT_FILE)
+    kinds = planted.item_features["kind"]
+    for user, liked in ((1000, "x"), (1001, "y")):
+        assert described_by_features(checkpoint, dataset, user)
+        table = cold_start(checkpoint, dataset, top=10, user=user)
+        assert list(table.columns[-1:]) == ["predicted"]
+        assert (kinds.loc[table["item"]] == liked).mean() >= 0.9, (user, table)
+    assert not described_by_features(checkpoint, dataset, 2000)
+    assert "item_bias" in cold_start(checkpoint, dataset, top=5, user=2000).columns
 
 
 def test_cold_start_without_biases_ranks_by_popularity(dot: Checkpoint, dataset: RatingsDataset) -> None:
