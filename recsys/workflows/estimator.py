@@ -25,10 +25,11 @@ from recsys.config import (
     unread_feature_sides,
 )
 from recsys.data.encoding import IdMap, RatingTensors
-from recsys.data.features import check_coverage, check_feature_table, features_of
+from recsys.data.features import check_coverage, check_feature_table, features_of, rows_for_new
 from recsys.data.ratings_table import INTEGER_TEXT, row_of_frame, warn_of_a_stray_end, whole_numbers
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import fallback_rating, predict
+from recsys.models.fold_in import fold_in
 from recsys.models.registry import model_entry, model_names
 from recsys.names import feature_groups
 from recsys.train.memory import check_fits
@@ -194,7 +195,9 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         Args:
             X: raw ids as fit takes them, with the same columns.
         Returns:
-            (n,) float64 ratings. A pair whose user or item fit never saw gets the training mean (inside
+            (n,) float64 ratings. A user fit never saw whose row `user_features` has, for a model that
+            reads them, gets the rating its features predict (a cold start, as fold-in places a new
+            user). Any other pair whose user or item fit never saw gets the training mean (inside
             y_range where one is set; unknown="mean") or is an error (unknown="error").
         Raises:
             ValueError: X not two columns of ids, or ids unseen in fit under unknown="error".
@@ -209,14 +212,46 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             for id_map, (column, kind) in zip((self.users_, self.items_), columns, strict=True)
         )
         known = user_known & item_known
-        if self.unknown == "error" and not known.all():
-            raise ValueError(self._unseen_message(user_column[~user_known], item_column[~item_known]))
+        described = ~user_known & self._described(users)  # unseen, but placed by their features
+        placed = user_known | described
+        if self.unknown == "error" and not (placed & item_known).all():
+            raise ValueError(self._unseen_message(user_column[~placed], item_column[~item_known]))
         predictions = np.full(len(known), fallback_rating(self.model_, self.train_mean_), dtype=np.float64)
         if known.any():
             inner = np.stack([self.users_.encode(users[known]), self.items_.encode(items[known])], axis=1)
             with torch_threads(self.threads):
                 predictions[known] = predict(self.model_, torch.from_numpy(inner)).numpy()
+        cold = described & item_known
+        if cold.any():
+            with torch_threads(self.threads):
+                predictions[cold] = self._predict_from_features(users[cold], items[cold])
         return predictions
+
+    def _described(self, users: np.ndarray) -> np.ndarray:
+        """Which of raw `users` the model can place by their row of `user_features` (bfm, svdpp with
+        side features)."""
+        table = self.user_features
+        if (
+            table is None
+            or not self.model_.uses_features
+            or "side" not in feature_groups(self.config_.features)
+        ):
+            return np.zeros(len(users), dtype=bool)
+        return np.asarray(pd.Index(users).isin(table.index), dtype=bool)
+
+    def _predict_from_features(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """Ratings of unseen `users` (raw, each with a row of `user_features`) for known `items`: each
+        placed where its side features put it, as fold-in starts a new user with no ratings."""
+        new, at = np.unique(users, return_inverse=True)
+        rows = rows_for_new(
+            feature_groups(self.config_.features), self.user_features, self.user_features, new,
+            [np.zeros(0, np.int64)] * len(new), len(self.items_),
+        )  # fmt: skip
+        placed = self.model_.feature_vectors(rows)
+        nothing = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))
+        folded = fold_in(self.model_, [nothing] * len(new), starts=placed)
+        inner = torch.from_numpy(self.items_.encode(items))
+        return folded.predict(torch.from_numpy(at), inner).double().numpy()
 
     def _check_unknown(self) -> None:
         """`unknown` is a policy predict has (checked by fit too, so a search fails early)."""

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import planted_side_features
 from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
 from sklearn.exceptions import DataConversionWarning
@@ -555,3 +556,26 @@ def test_dates_as_ids_are_refused_by_column() -> None:
     X = pd.DataFrame({"user": pd.date_range("2020-01-01", periods=10), "item": np.arange(10)})
     with pytest.raises(ValueError, match=r"X: column 'user' holds dates or durations \(datetime64"):
         RatingRegressor(epochs=1).fit(X, np.arange(10) % 5 + 1.0)
+
+
+def test_an_unseen_user_with_a_feature_row_is_predicted_from_it() -> None:
+    """Planted: group a likes kind x by 2 stars over kind y. A user fit never saw but whose row
+    user_features has gets its group's taste, not the training mean; one without a row gets the mean,
+    or under unknown="error" an error naming it."""
+    planted = planted_side_features()
+    assert planted.user_features is not None and planted.item_features is not None
+    users = pd.concat([planted.user_features, pd.DataFrame({"group": ["a", "b"]}, index=[1000, 1001])])
+    ratings = planted.ratings
+    estimator = RatingRegressor(
+        "bfm", features="side", epochs=30, members=2, n_factors=4, threads=1, user_features=users
+    ).fit(ratings[["user", "item"]], ratings["rating"])
+    kinds = planted.item_features["kind"]
+    x_item, y_item = kinds.index[kinds == "x"][0], kinds.index[kinds == "y"][0]
+    pairs = pd.DataFrame({"user": [1000, 1000, 1001, 1001, 2000], "item": [x_item, y_item] * 2 + [x_item]})
+    a_x, a_y, b_x, b_y, nobody = estimator.predict(pairs)
+    assert a_x - a_y > 1.0 and b_y - b_x > 1.0
+    assert nobody == pytest.approx(ratings["rating"].mean())
+    estimator.set_params(unknown="error")
+    with pytest.raises(ValueError, match="2000"):
+        estimator.predict(pairs)
+    assert len(estimator.predict(pairs.iloc[:4])) == 4
