@@ -134,7 +134,7 @@ def check_ratings(ratings: pd.DataFrame, source: Path | str, scale: tuple[float,
     if outside.size:
         row = int(outside[0])
         raise DataError(
-            f"{source}: rating {rating[row]} in row {row + 1} is outside the scale {scale[0]:g}-{scale[1]:g}"
+            f"{source}: rating {rating[row]} in row {row + 1} is outside the scale {span_text(*scale)}"
         )
 
 
@@ -152,6 +152,11 @@ def ratings_frame(
     )
 
 
+def span_text(low: float, high: float) -> str:
+    """A scale's ends as a message shows them: "1-5", or "-5 to 5" where a dash would read "-5-5"."""
+    return f"{low:g} to {high:g}" if low < 0 else f"{low:g}-{high:g}"
+
+
 def describe_scale(dataset: RatingsDataset) -> str:
     """The rating scale as a user reads it, e.g. "1-10 in steps of 1 (12,000 ratings)"; for
     interactions their pairs and strengths, e.g. "5,000 user-item pairs of strength 1-12, summing to
@@ -164,8 +169,7 @@ def describe_scale(dataset: RatingsDataset) -> str:
         return f"{len(dataset.ratings):,} user-item pairs of strength {strength}, summing to {shown}"
     step = rating_step(dataset.ratings["rating"].to_numpy())
     spacing = f"in steps of {step:g}" if step is not None else "continuous"
-    span = f"{low:g} to {high:g}" if low < 0 else f"{low:g}-{high:g}"  # not "-2-2"
-    return f"{span} {spacing} ({len(dataset.ratings):,} ratings)"
+    return f"{span_text(low, high)} {spacing} ({len(dataset.ratings):,} ratings)"
 
 
 def dataset_from_table(

@@ -21,7 +21,7 @@ import pandas as pd
 
 from recsys.data.cache import GROUPLENS_URL, local_copy
 from recsys.data.columns import ITEM_FIELDS, find_columns
-from recsys.data.dataset import FoldRows, RatingsDataset
+from recsys.data.dataset import FoldRows, RatingsDataset, span_text
 from recsys.data.features import age_group, item_features_of, zip_region
 from recsys.data.ratings_file import SNIFF_BYTES, packing, read_item_file, read_ratings_text
 from recsys.data.ratings_table import (
@@ -235,7 +235,7 @@ def _read_rating_columns(
         str(path),
         where,
         integer_ids=True,
-        scale_name=f"the scale {scale[0]:g}-{scale[1]:g}",
+        scale_name=f"the scale {span_text(*scale)}",
     )
     return table, n, where
 

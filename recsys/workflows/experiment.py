@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from recsys.config import RunConfig, default_features, model_for, reads_features
-from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit
+from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit, span_text
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.features import FeatureRows, features_of, rows_for_new
 from recsys.data.splits import Split, make_split
@@ -165,7 +165,7 @@ def check_relevant(relevant: float, rating_scale: tuple[float, float]) -> None:
         raise RecsysError(f"`relevant` must be a finite rating, got {relevant!r}")
     if relevant > rating_scale[1]:
         raise RecsysError(
-            f"`relevant` {relevant:g} is above the ratings' scale {rating_scale[0]:g}-{rating_scale[1]:g}: "
+            f"`relevant` {relevant:g} is above the ratings' scale {span_text(*rating_scale)}: "
             "no rating could be relevant, and no list judged"
         )
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recsys.data.dataset import RatingsDataset
+from recsys.data.dataset import RatingsDataset, span_text
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
 from recsys.evaluate.biases import learned_biases
@@ -302,7 +302,7 @@ def recommend_from_ratings(
             if dataset.implicit and not rating > 0:
                 raise RecsysError(f"{rating:g} for {name!r}: an interaction's count or weight is above 0")
             if not dataset.implicit and not low <= rating <= high:
-                raise RecsysError(f"rating {rating:g} for {name!r} is off the scale {low:g}-{high:g}")
+                raise RecsysError(f"rating {rating:g} for {name!r} is off the scale {span_text(low, high)}")
             index = find_item(checkpoint, dataset, name)
             if index in items:
                 raise RecsysError(f"{name!r} and {items[index]!r} name the same item: rate each item once")

@@ -82,3 +82,12 @@ def test_ratings_float32_cannot_keep_apart_are_refused(offset: float, step: floa
     else:
         held = RatingsDataset.from_frame(frame).ratings["rating"].to_numpy(np.float64)
         np.testing.assert_array_equal(np.unique(held), offset + step * np.arange(1, 6))
+
+
+def test_a_negative_scale_is_written_with_to_not_a_dash() -> None:
+    """ "-5-5" reads as a subtraction: a scale below zero is "-5 to 5"."""
+    frame = pd.DataFrame({"user": [1, 2], "item": [1, 2], "rating": [-5.0, 7.0], "timestamp": [0, 0]})
+    with pytest.raises(DataError, match=r"rating 7\.0 in row 2 is outside the scale -5 to 5$"):
+        check_ratings(frame, "own.csv", (-5.0, 5.0))
+    with pytest.raises(DataError, match=r"outside the scale 1-5$"):
+        check_ratings(frame.assign(rating=[1.0, 6.0]), "own.csv", (1.0, 5.0))
