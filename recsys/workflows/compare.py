@@ -38,7 +38,13 @@ from recsys.studies.bag_cost import bag_versus_multi_hot
 from recsys.studies.lookup_cost import lookup_cost_table
 from recsys.studies.norm_bias import NORMS, bias_before_norm
 from recsys.train.compiled import load_kernels
-from recsys.workflows.experiment import RunResult, check_relevant, new_user_starts, train_and_evaluate
+from recsys.workflows.experiment import (
+    RunResult,
+    check_relevant,
+    new_user_starts,
+    prepare,
+    train_and_evaluate,
+)
 
 BASELINES = ("global-mean", "damped-bias")
 BASELINE_COLUMN = "damped-bias"
@@ -134,8 +140,14 @@ def compare_models(
     trained: dict[str, nn.Module] = {}
     results: dict[str, RunResult] = {}
     data: EncodedSplit | None = None
-    for name in model_names() if models is None else models:
-        config = config_for(name, dataset=dataset.name, split=split, seed=seed, unknown=unknown, **overrides)
+    configs = [
+        config_for(name, dataset=dataset.name, split=split, seed=seed, unknown=unknown, **overrides)
+        for name in (model_names() if models is None else models)
+    ]
+    for config in configs:  # every model's refusal (the data, the split, its lists) before any trains
+        prepare(dataset, config)
+    for config in configs:
+        name = config.model
         result = train_and_evaluate(dataset, config, progress=progress)
         data = result.data
         trained[name], results[name] = result.model, result

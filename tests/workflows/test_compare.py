@@ -1,13 +1,17 @@
 """recsys.workflows.compare: models and baselines trained on one split, and the tables read from them."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
+import recsys.workflows.compare as compare
 from recsys.config import config_for
-from recsys.data.catalog import planted_truth
+from recsys.data.catalog import load_dataset, planted_truth
 from recsys.data.dataset import RatingsDataset
 from recsys.data.synthetic import make_synthetic
+from recsys.errors import RecsysError
 from recsys.workflows.compare import (
     BASELINES,
     RANKING_BASELINES,
@@ -136,3 +140,17 @@ def test_compare_models_refuses_one_name_as_a_string_and_a_name_twice() -> None:
         compare_models(load_dataset("tiny"), "random", models="dotbias")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="models names 'dot' twice"):
         compare_models(load_dataset("tiny"), "random", models=["dot", "dotbias", "dot"])
+
+
+def test_a_model_the_split_refuses_stops_the_comparison_before_any_model_trains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No rating reaches the relevance threshold: ials's lists could not be judged, so the comparison
+    is refused before dotbias, named first, spends its training."""
+    tiny = load_dataset("tiny")
+    low = dataclasses.replace(tiny, ratings=tiny.ratings.assign(rating=tiny.ratings["rating"].clip(upper=3)))
+    trained: list[str] = []
+    monkeypatch.setattr(compare, "train_and_evaluate", lambda _, config, **__: trained.append(config.model))
+    with pytest.raises(RecsysError, match="no test user with a relevant item"):
+        compare_models(low, "random", models=["dotbias", "ials"], epochs=1)
+    assert trained == []
