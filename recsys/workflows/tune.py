@@ -141,6 +141,11 @@ def tune(
         if on_trial is not None:
             on_trial(number, setting, float(scores.mean()))
     table = pd.DataFrame(rows).sort_values(column, ascending=best_first, kind="stable").reset_index(drop=True)
+    if table[column].isna().all():  # every setting diverged: nothing to retrain
+        raise RecsysError(
+            f"every one of the {len(table)} settings tried diverged (no finite validation score); "
+            "the model's search space does not fit this data: try more `trials`, or train with a lower `lr`"
+        )
     best = {name: plain_value(table.at[0, name]) for name in space}
     config = dataclasses.replace(base, **run_settings(best, scale))
     run = train_and_evaluate(dataset, config, run_dir=run_dir, progress=False)

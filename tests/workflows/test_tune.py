@@ -106,6 +106,10 @@ def test_a_ranking_model_is_searched_by_validation_ndcg_and_a_diverging_setting_
     assert 0 < table.at[0, "valid_ndcg@10"] <= 1 and np.isnan(table.at[1, "valid_ndcg@10"])
     assert result.best == {"lr": 0.05, "epochs": 3, "n_factors": 8}
     assert result.run.config.lr == 0.05 and 0 <= result.run.test["ndcg@10"] <= 1
+    # Every setting diverging leaves nothing to retrain: refused after the search, not inside a retraining.
+    space["lr"] = [1e9]
+    with pytest.raises(RecsysError, match="every one of the 1 settings tried diverged"):
+        tune(tiny, "bpr", "random", trials=1, folds=2)
 
 
 def test_poisoned_test_pairs_change_nothing_a_ranking_search_chose(tiny: RatingsDataset) -> None:
