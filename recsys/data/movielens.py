@@ -376,6 +376,10 @@ class PredefinedFolds(Mapping[str, FoldRows]):
             self._read[fold] = (base, test)
         return self._read[fold]
 
+    def __contains__(self, fold: object) -> bool:
+        # Mapping's own would read the fold's files (and raise on a missing one) to answer
+        return fold in PREDEFINED_FOLDS
+
     def __iter__(self) -> Iterator[str]:
         return iter(PREDEFINED_FOLDS)
 

@@ -169,7 +169,7 @@ def read_item_file(path: Path) -> tuple[pd.DataFrame, Where]:
 def _first_bytes(path: Path, n: int) -> bytes:
     if not path.is_file():
         if path.is_dir():
-            raise DataError(f"{path}: is a folder; name the ratings file in it")
+            raise DataError(f"{path}: is a folder; name the file in it")
         if path.exists():  # polars and the sniffer each read the file from its start
             raise DataError(f"{path}: is not a regular file (a pipe or a device); save it to a file first")
         if path.is_symlink():
@@ -522,6 +522,7 @@ def _read_text(
                     f"{path}: line {line[0]} has {line[1]} fields; expected {len(layout.names)}, "
                     f"separated by {layout.sep_name}"
                 ) from None
+        _refuse_unclosed_quote(path, layout)
         raise DataError(f"{path}: cannot parse ({_printable(message[:200])})") from None
     except (OSError, EOFError, lzma.LZMAError, pa.ArrowException, pl.exceptions.PolarsError) as error:
         raise DataError(f"{path}: cannot read it ({_first_line(error)})") from None
@@ -530,6 +531,7 @@ def _read_text(
         # pyo3 raises that as a PanicException, a BaseException no `except Exception` catches.
         if type(error).__name__ != "PanicException":
             raise
+        _refuse_unclosed_quote(path, layout)
         raise DataError(
             f"{path}: cannot parse it (the CSV reader failed: {_first_line(error)[:120]}); look "
             "for an unclosed quote"
@@ -539,6 +541,13 @@ def _read_text(
     if blank.any():  # a blank line: polars makes it a row of gaps
         frame = frame.filter(~blank)
     return frame
+
+
+def _refuse_unclosed_quote(path: Path, layout: TextLayout) -> None:
+    """Where the reader failed on a quote opened and never closed (it swallows the rest of the file),
+    the line that opens it."""
+    if (line := _LineFinder(path, layout).first_unclosed_quote()) is not None:
+        raise DataError(f'{path}: line {line} opens a quote (") that is never closed')
 
 
 def _first_line(error: BaseException) -> str:
@@ -600,6 +609,14 @@ class _LineFinder:
         """The number of the first line that is not UTF-8: read as the file's UTF-8, its bad bytes
         come out as the replacement character."""
         return next((number for number, line in self._lines() if "\ufffd" in line), None)
+
+    def first_unclosed_quote(self) -> int | None:
+        """The line of a quote still open at the end of the file, as `_records` pairs them."""
+        start, quoted = None, False
+        for number, line in self._lines():
+            if line.count('"') % 2:
+                start, quoted = (number, True) if not quoted else (start, False)
+        return start if quoted else None
 
     def first_with_more_fields(self, expected: int) -> tuple[int, int] | None:
         """The first line with more than `expected` fields, and their count."""

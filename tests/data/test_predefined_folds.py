@@ -125,3 +125,14 @@ def test_a_ratings_file_short_of_what_u_info_states_is_named(tmp_path: Path) -> 
         load_movielens("ml-100k", folder, allow_download=False)
     (folder / "u.info").write_text("2 users\n3 items\n4 ratings\n")
     assert len(load_movielens("ml-100k", folder, allow_download=False).ratings) == 4
+
+
+def test_asking_which_folds_there_are_reads_no_fold_file(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, ROWS[:3], ROWS[3:])
+    (folder / "u1.base").unlink()  # a --split random run needs no fold file, and reads none
+    dataset = load_movielens("ml-100k", folder, allow_download=False)
+    assert "u1" in dataset.folds and "u9" not in dataset.folds
+    assert dataset.default_split == "u1"
+    make_split(dataset, "random")
+    with pytest.raises(DataError, match=r"u1\.base: file not found"):
+        make_split(dataset, "u1")

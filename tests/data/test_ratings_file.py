@@ -206,8 +206,8 @@ def test_bad_files_are_one_line_naming_the_file_and_line(content: str, expected:
         (b"user,item,rating\n\x00\x01\x02", "NUL bytes"),
         (b"PAR1 not really parquet", "cannot read it as Parquet"),
         (b"PK\x03\x04\x14\x00\x00\x00", "is a zip archive; unpack it first"),
-        # A quote left open before a tab: polars' message quotes the file, the tab escaped.
-        (b'user,item,rating\n1,2,3\n"\t1,2,3\n', "cannot parse"),
+        # A quote left open before a tab: named by its line, not by polars' message quoting the file.
+        (b'user,item,rating\n1,2,3\n"\t1,2,3\n', "line 3 opens a quote"),
     ],
 )
 def test_broken_binary_files_are_one_line(content: bytes, expected: str, tmp_path: Path) -> None:
@@ -675,7 +675,7 @@ def test_id_types_follow_their_spelling(values: list[str], dtype: type, tmp_path
         ("user,item,rating,date\n1,2,3,soon\n2,3,4,100\n", "timestamp 'soon' on line 2"),
         ("user,item,rating,date\n1,2,3,true\n2,3,4,false\n", "timestamps are true/false values"),
         ("user,item,rating\ntrue,2,3\nfalse,3,4\n", "user ids are true/false values"),
-        ('user,item,rating\n1,"2,3\n2,3,4\n', "cannot parse"),
+        ('user,item,rating\n1,"2,3\n2,3,4\n', "line 2 opens a quote"),
         ("1,2,3,4,5\n", "5 columns and no header; say which is which by position"),
     ],
 )
@@ -1175,3 +1175,22 @@ def test_sniff_reports_the_layout(tmp_path: Path) -> None:
     headerless = ratings_file.sniff(write(tmp_path / "h.gz", gzip.compress(b"1\t2\t3\n")), None, None, None)
     assert (headerless.sep, headerless.header, headerless.names) == ("\t", False, ["1", "2", "3"])
     assert headerless.compression == "gzip"
+
+
+def test_an_items_file_that_is_a_folder_is_named_as_the_items_file(tmp_path: Path) -> None:
+    ratings = write(tmp_path / "ratings.csv", text(ROWS))
+    folder = tmp_path / "titles"
+    folder.mkdir()
+    with pytest.raises(DataError, match="is a folder") as error:
+        load_ratings(ratings, items=folder)
+    message = str(error.value)
+    assert message.startswith(f"{folder}: ") and "ratings" not in message.removeprefix(str(folder))
+
+
+@pytest.mark.parametrize("lines_before", [1, 60])  # the quote within the sniffed lines, and past them
+def test_a_quote_never_closed_is_named_by_its_line(tmp_path: Path, lines_before: int) -> None:
+    rows = [(user, item, 1 + (user + item) % 5, 100 + item) for user in range(4) for item in range(20)]
+    before, after = rows[:lines_before], rows[lines_before:]
+    content = text(before) + '1,"2,3,4\n' + text(after, header=None)
+    with pytest.raises(DataError, match=rf"line {lines_before + 2} opens a quote .* never closed"):
+        load_ratings(write(tmp_path / "ratings.csv", content))
