@@ -361,6 +361,8 @@ def check_feature_table(table: object, side: str, where: str) -> pd.DataFrame:
         )
     if table.columns.empty:
         raise RecsysError(f"{where} has no feature columns (its index holds the {side} ids)")
+    if table.empty:
+        raise RecsysError(f"{where} has no rows (one per {side}, indexed by its id)")
     # Columns are found by their labels as text (column_codings' names): 0 and "0" are one column twice.
     twice = table.columns[pd.Index([str(name) for name in table.columns]).duplicated()]
     if len(twice):

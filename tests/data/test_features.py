@@ -286,3 +286,8 @@ def test_a_feature_file_of_ids_alone_says_it_has_no_features(tmp_path: Path) -> 
     with pytest.raises(DataError) as refused:
         read_feature_file(path, "user")
     assert "no feature columns" not in str(refused.value)
+
+
+def test_a_table_without_rows_is_named_so() -> None:
+    with pytest.raises(RecsysError, match=r"^user_features has no rows \(one per user, indexed by its id\)$"):
+        check_feature_table(pd.DataFrame({"age": pd.Series([], dtype=float)}), "user", "user_features")
