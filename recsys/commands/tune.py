@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     check_args(args)
     from recsys.files import write_json
     from recsys.workflows.run_folder import taken_back_if_failed
-    from recsys.workflows.tune import best_settings, plot_trials, tune
+    from recsys.workflows.tune import best_settings, planned_trials, plot_trials, tune
 
     dataset = dataset_from_flags(args)
     warn_of_unused_feature_files(args, _tuned_config(args))
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     label, better = ("valid NDCG@10", max) if ranks else ("valid RMSE", min)
     best_so_far = -math.inf if ranks else math.inf
     best_shown, tried = "", 0  # the best setting so far, as printed, and how many were tried
+    planned = planned_trials(_tuned_config(args), args.trials)  # a grid smaller than --trials: all of it
 
     def report(number: int, setting: dict[str, Any], score: float) -> None:
         nonlocal best_so_far, best_shown, tried
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             best_so_far, best_shown = score, shown
         tried = number
         print(
-            f"{number:>4}/{args.trials}  {label} {score:.4f}  (best {best_so_far:.4f})  {shown}  "
+            f"{number:>4}/{planned}  {label} {score:.4f}  (best {best_so_far:.4f})  {shown}  "
             f"[{time.perf_counter() - start:.0f} s]",
             flush=True,
         )
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     # leaves no folder behind.
     with taken_back_if_failed(out, "`out`"):
         print(
-            f"tuning {args.model} on the training part of {dataset.name} split {split}: {args.trials} "
+            f"tuning {args.model} on the training part of {dataset.name} split {split}: {planned} "
             f"settings, {args.folds}-fold cross-validation inside it; the test part is read once, at the end"
         )
         start = time.perf_counter()
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         except (KeyboardInterrupt, Terminated):  # Ctrl-C or a kill: what the search found is not lost
             if best_shown:
                 print(
-                    f"stopped after {tried} of {args.trials} settings, nothing written; the best so far: "
+                    f"stopped after {tried} of {planned} settings, nothing written; the best so far: "
                     f"{best_shown}  ({label} {best_so_far:.4f})",
                     file=sys.stderr,
                 )

@@ -8,7 +8,7 @@ scored on the test part, once.
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,24 @@ def search_space(model: str, engine: str) -> Mapping[str, Any]:
     return dict(model_entry(model).search_spaces.get(engine) or SEARCH_SPACES[engine])
 
 
+def searched_space(base: RunConfig) -> Mapping[str, Any]:
+    """`search_space` for the model and engine of `base`, less the ensemble's size where its features
+    leave it one model."""
+    space = search_space(base.model, base.engine)
+    if reads_features(base.model, base.engine) and base.features != "implicit" and not base.samples:
+        return {name: values for name, values in space.items() if name != "members"}
+    return space
+
+
+def planned_trials(base: RunConfig, trials: int) -> int:
+    """How many settings a search of `trials` tries: all of a grid smaller than that (its spaces are
+    lists of values alone), else `trials`."""
+    space = searched_space(base)
+    if all(isinstance(values, Sequence) for values in space.values()):
+        return min(trials, math.prod(len(values) for values in space.values()))
+    return trials
+
+
 def tune(
     dataset: RatingsDataset,
     model: str = "dotbias",
@@ -130,10 +148,8 @@ def tune(
         validate = _rating_validation(X, y, _estimator(base, threads, dataset), cv)
         column, best_first = VALID_RMSE, True
     rows = []
-    space = search_space(model, base.engine)
-    if reads_features(model, base.engine) and base.features != "implicit" and not base.samples:
-        space = {name: values for name, values in space.items() if name != "members"}  # one model reads them
-    settings = ParameterSampler(space, n_iter=trials, random_state=seed)
+    space = searched_space(base)
+    settings = ParameterSampler(space, n_iter=planned_trials(base, trials), random_state=seed)
     for number, setting in enumerate(settings, start=1):
         setting = {name: plain_value(value) for name, value in setting.items()}
         scores = validate(run_settings(setting, scale))

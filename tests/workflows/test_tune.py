@@ -2,15 +2,25 @@
 and scored once."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from recsys.config import config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError
-from recsys.workflows.tune import SEARCH_SPACES, TuneResult, best_settings, run_settings, tune
+from recsys.workflows.tune import (
+    SEARCH_SPACES,
+    TuneResult,
+    best_settings,
+    planned_trials,
+    run_settings,
+    search_space,
+    tune,
+)
 
 SEARCH = {"trials": 3, "folds": 2, "threads": 1}
 
@@ -144,3 +154,12 @@ def test_a_search_reads_the_feature_groups_it_is_given_and_its_best_setting_keep
     assert result.run.config.features == "side"
     assert best_settings(result)["features"] == "side"  # train.py --config best.json reads them too
     assert "features" not in best_settings(tune(planted_side_features(), "dotbias", "random", **SEARCH))
+
+
+def test_a_grid_smaller_than_the_trials_asked_is_searched_whole_and_said_so() -> None:
+    """ials' space is a grid: asking for more settings than it holds tries each once, no more, and
+    without scikit-learn's warning; a space with a distribution in it takes the trials asked."""
+    grid = config_for("ials")
+    size = math.prod(len(values) for values in search_space("ials", grid.engine).values())
+    assert planned_trials(grid, 10**9) == size and planned_trials(grid, 3) == 3
+    assert planned_trials(config_for("dotbias"), 10**9) == 10**9
