@@ -247,13 +247,15 @@ def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame) -> str:
-    """What RMSE and NDCG@10 say about each trained model, in numbers read from the tables."""
+def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame, *, implicit: bool = False) -> str:
+    """What RMSE and NDCG@10 say about each trained model, in numbers read from the tables; `implicit`:
+    the data are interactions (counts), not ratings."""
     joined = _trained_models(scores, ranking)
     if joined.empty:
         return ""
     if joined["ndcg@10"].isna().all():  # no list had a relevant item to find
-        return "No test user has a relevant test rating, so no list could be judged."
+        found = "interaction" if implicit else "rating"
+        return f"No test user has a relevant test {found}, so no list could be judged."
     rated = joined["rmse"].notna()
     by_rmse = joined["rmse"].rank(method="min")
     by_ndcg = joined["ndcg@10"].rank(method="min", ascending=False).astype(int)
@@ -277,6 +279,14 @@ def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame) -> str:
     if len(both) > 1:
         rho = float(both["rmse"].rank().corr(-both["ndcg@10"].rank()))
         agree = f" Spearman's rho between the two orders here: {rho:.2f}."
+    if not rated.any():  # ranking models alone: no RMSE to set beside the lists
+        went, had = ("interact with", "interacted with") if implicit else ("rate highly", "rated")
+        lines.append(
+            f"NDCG@10 asks whether the items a user went on to {went} are at the top of a list drawn from "
+            f"every item they had not {had}. The ranking models are trained on which items people chose, "
+            "as the popularity chart ranks by how many users chose each item."
+        )
+        return " ".join(lines)
     lines.append(
         "A lower RMSE is a better fit to the ratings a user gave; NDCG@10 asks whether the items a user "
         f"went on to rate highly are at the top of a list drawn from every item they had not rated.{agree} "
@@ -420,24 +430,37 @@ def _write_report_files(
     reference = explicit[0] if explicit else None
     summary = fold_summary(fold_scores) if fold_scores is not None else None
 
+    # Interactions (counts of views, plays, purchases) are no ratings: the report says what they are.
+    pairs = "interactions" if comparison.dataset.implicit else "ratings"
     md = [f"# Model comparison on {comparison.dataset.name}", ""]
     md.append(
         f"Split `{comparison.split}`, seed {comparison.seed}; {len(comparison.data.train):,} training and "
-        f"{len(comparison.data.test):,} test ratings. Test ratings whose user or item is unseen in "
+        f"{len(comparison.data.test):,} test {pairs}"
+        + (" (user-item pairs, each weighted by its count of events)" if comparison.dataset.implicit else "")
+        + f". Test {pairs} whose user or item is unseen in "
         f"training: {len(comparison.data.unknown_test_ratings)}, policy `{comparison.unknown}`. Every "
         f"model uses its defaults for the engine shown{_overridden(comparison.overrides)}; baselines are "
         "closed-form (no training)."
     )
-    md += ["", "## Accuracy and cost", "", markdown_table(scores), ""]
-    if summary is not None:
-        folds = ", ".join(map(str, fold_scores["fold"].unique()))  # type: ignore[index]
-        md += [f"Over folds {folds} (mean and standard deviation):", "", markdown_table(summary), ""]
-        md.append(f"![RMSE per model]({plot_rmse(summary, out / 'rmse.png', 'Test RMSE over folds')})")
+    md += ["", "## Accuracy and cost", ""]
+    if comparison.dataset.implicit:  # an RMSE of counts compares nothing: the lists judge every model
+        md += [markdown_table(scores.drop(columns=["rmse", "mae"])), ""]
+        md += [
+            "Interactions are counts of events, with no ratings to predict: no model or baseline is "
+            "given an RMSE or MAE here (nor a figure of them); the top-N lists below judge them all.",
+            "",
+        ]
     else:
-        md.append(
-            f"![RMSE per model]({plot_rmse(scores, out / 'rmse.png', f'Test RMSE ({comparison.split})')})"
-        )
-    md += ["", f"![Learning curves]({plot_learning_curves(comparison, out / 'learning_curves.png')})", ""]
+        md += [markdown_table(scores), ""]
+        if summary is not None:
+            folds = ", ".join(map(str, fold_scores["fold"].unique()))  # type: ignore[index]
+            md += [f"Over folds {folds} (mean and standard deviation):", "", markdown_table(summary), ""]
+            md.append(f"![RMSE per model]({plot_rmse(summary, out / 'rmse.png', 'Test RMSE over folds')})")
+        else:
+            title = f"Test RMSE ({comparison.split})"
+            md.append(f"![RMSE per model]({plot_rmse(scores, out / 'rmse.png', title)})")
+        curves = plot_learning_curves(comparison, out / "learning_curves.png")
+        md += ["", f"![Learning curves]({curves})", ""]
     md += _ranking_section(comparison, scores, fold_ranking, out)
     if comparison.feature_groups is not None:
         md += ["## What each kind of information adds", ""]
@@ -555,33 +578,60 @@ def _write_report_files(
     (out / "report.md").write_text("\n".join(md) + "\n")
 
 
+def _relevance_words(comparison: Comparison) -> tuple[str, str]:
+    """What makes a test item relevant, and the graded NDCG's gain, in the words of the data: ratings,
+    or interactions' counts, at the comparison's threshold (None: the lowest test value stands for it)."""
+    implicit, threshold = comparison.dataset.implicit, comparison.threshold
+    value = "count" if implicit else "rating"
+    lowest, highest = comparison.dataset.rating_scale
+    if threshold is None:
+        relevant = "every test interaction" if implicit else "every test item"
+        return relevant, f"1 + its {value} - the lowest test {value}"
+    if implicit:
+        relevant = (
+            f"every test interaction (each has a count of at least {lowest:g})"
+            if threshold <= lowest
+            else f"a test interaction with a count of at least {threshold:g}"
+        )
+        example = f"a count of {threshold:g} gains 1"
+        top = f" and one of {highest:g} gains {1 + highest - threshold:g}"
+    else:
+        relevant = f"a test rating of at least {threshold:g}"
+        example = f"with {threshold:g} relevant a {threshold:g} gains 1"
+        top = f" and a {highest:g} gains {1 + highest - threshold:g}"
+    return relevant, f"1 + its {value} - {threshold:g}, so {example}" + (top if highest > threshold else "")
+
+
 def _ranking_section(
     comparison: Comparison, scores: pd.DataFrame, fold_ranking: pd.DataFrame | None, out: Path
 ) -> list[str]:
     """The report's top-N section: protocol, table, folds, the NDCG-against-RMSE figure, fold-in."""
     ranking = comparison.ranking
-    relevant = (
-        "every test item"
-        if comparison.threshold is None
-        else f"a test rating of at least {comparison.threshold:g}"
-    )
+    relevant, graded = _relevance_words(comparison)
+    rate, rated = ("interact with", "interacted with") if comparison.dataset.implicit else ("rate", "rated")
     md = ["## Top-N lists", ""]
     md.append(
         f"Each of {int(ranking['users'].iloc[0]):,} test users with at least one relevant item gets a list "
-        "drawn from every item they did not rate in training, ranked in full (no sampled negatives); "
+        f"drawn from every item they did not {rate} in training, ranked in full (no sampled negatives); "
         f"relevant means {relevant}. Recall divides by all of a user's relevant items; NDCG's gain is 1 "
-        "per relevant item (graded: 1 + its rating - the threshold, so with 4 relevant a 4 gains 1 and a "
-        "5 gains 2); coverage is the share of the catalogue shown to "
-        "anyone, popularity the mean share of training users who rated what is shown, Gini the "
+        f"per relevant item (graded: {graded}); coverage is the share of the catalogue shown to "
+        f"anyone, popularity the mean share of training users who {rated} what is shown, Gini the "
         "inequality of exposure. Baselines: " + ", ".join(f"`{name}`" for name in RANKING_BASELINES) + "."
     )
     md += ["", markdown_table(ranking[["model", *RANKING_COLUMNS]], digits=3), ""]
     if fold_ranking is not None:
         md += ["Over the folds (mean and standard deviation):", ""]
         md += [markdown_table(ranking_summary(fold_ranking), digits=3), ""]
-    md.append(ranking_paragraph(scores, ranking))
-    figure = plot_ndcg_against_rmse(scores, ranking, out / "ndcg_against_rmse.png")
-    md += ["", f"![NDCG@10 against RMSE]({figure})", ""]
+    md.append(ranking_paragraph(scores, ranking, implicit=comparison.dataset.implicit))
+    if _trained_models(scores, ranking)["rmse"].notna().any():
+        figure = plot_ndcg_against_rmse(scores, ranking, out / "ndcg_against_rmse.png")
+        md += ["", f"![NDCG@10 against RMSE]({figure})", ""]
+    else:  # its lines alone would say nothing the table does not
+        md += [
+            "",
+            "No figure of NDCG@10 against RMSE: none of these models predicts ratings to have one.",
+            "",
+        ]
     first = next(iter(comparison.fold_in.values()), None)
     if first is not None and not first.attrs.get("users", 0):
         md += ["## New users from a few ratings (fold-in)", ""]

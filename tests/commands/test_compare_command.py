@@ -53,7 +53,7 @@ def test_compare_script_on_tiny(tmp_path: Path, capfd: pytest.CaptureFixture[str
     )
     # A quick look's override is said, not passed off as the defaults.
     assert "uses its defaults for the engine shown, except `epochs` 1 for every one" in text
-    assert "graded: 1 + its rating - the threshold" in text
+    assert "graded: 1 + its rating - 4, so with 4 relevant a 4 gains 1 and a 5 gains 2" in text
     results = json.loads((out / "results.json").read_text())
     assert results["overrides"] == {"epochs": 1}
     sizes = {row["n_users"] for row in results["Embedding versus Linear, measured"]}

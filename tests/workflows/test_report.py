@@ -1,9 +1,12 @@
 """recsys.workflows.report: the report folder written from a comparison."""
 
+import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from recsys.workflows.compare import Comparison
 from recsys.workflows.report import write_report
@@ -66,3 +69,81 @@ def test_lists_with_nothing_relevant_to_find_are_said_to_be_unjudged() -> None:
         ranking_paragraph(scores, ranking)
         == "No test user has a relevant test rating, so no list could be judged."
     )
+
+
+@pytest.fixture(scope="module")
+def plays() -> Comparison:
+    """bpr on a few thousand plays (user and item columns, no rating: counts), one epoch."""
+    from recsys.data.dataset import RatingsDataset
+    from recsys.workflows.compare import compare_models
+
+    rng = np.random.default_rng(0)
+    events = pd.DataFrame({"user": rng.integers(1, 40, 4000), "item": rng.integers(1, 150, 4000)})
+    dataset = RatingsDataset.from_frame(events, name="plays")
+    assert dataset.implicit
+    return compare_models(dataset, "random", models=["bpr"], epochs=1)
+
+
+def test_interactions_are_counted_as_interactions_not_ratings(plays: Comparison, tmp_path: Path) -> None:
+    first = write_report(plays, tmp_path).read_text().split("## ")[0]
+    train, test = len(plays.data.train), len(plays.data.test)
+    assert f"{train:,} training and {test:,} test interactions" in first
+    assert "rating" not in first
+
+
+@pytest.fixture(scope="module")
+def stars() -> Comparison:
+    """dotbias on a few thousand star ratings 1-5, one epoch."""
+    from recsys.data.dataset import RatingsDataset
+    from recsys.workflows.compare import compare_models
+
+    rng = np.random.default_rng(0)
+    columns = {"user": rng.integers(1, 40, 4000), "item": rng.integers(1, 150, 4000)}
+    ratings = pd.DataFrame({**columns, "rating": rng.integers(1, 6, 4000)}).drop_duplicates(["user", "item"])
+    return compare_models(
+        RatingsDataset.from_frame(ratings, name="stars"), "random", models=["dotbias"], epochs=1
+    )
+
+
+def _top_n(comparison: Comparison, out: Path) -> str:
+    return write_report(comparison, out).read_text().split("## Top-N lists")[1].split("\n\n")[1]
+
+
+def test_relevance_and_graded_gain_are_said_as_the_threshold_and_data_are(
+    plays: Comparison, stars: Comparison, tmp_path: Path
+) -> None:
+    assert "a test rating of at least 4" in _top_n(stars, tmp_path / "4")
+    assert "with 4 relevant a 4 gains 1 and a 5 gains 2" in _top_n(stars, tmp_path / "4")
+    top = _top_n(dataclasses.replace(stars, threshold=5.0), tmp_path / "5")
+    assert "with 5 relevant a 5 gains 1" in top and "a 4 gains" not in top
+    top = _top_n(plays, tmp_path / "plays")
+    assert "rating" not in top and "rated" not in top
+    assert "relevant means every test interaction" in top and "1 + its count" in top
+
+
+def test_interactions_get_no_rmse_of_their_counts(plays: Comparison, tmp_path: Path) -> None:
+    text = write_report(plays, tmp_path).read_text()
+    accuracy = text.split("## Accuracy and cost")[1].split("## ")[0]
+    assert "| model | engine | seconds | parameters |" in accuracy and "| rmse |" not in accuracy
+    assert "no ratings to predict" in accuracy
+    for name in ("rmse.png", "learning_curves.png"):
+        assert f"({name})" not in text and not (tmp_path / name).exists()
+    assert "rmse" in pd.DataFrame(json.loads((tmp_path / "results.json").read_text())["scores"])
+
+
+def test_no_ndcg_against_rmse_figure_without_a_model_that_has_an_rmse(
+    plays: Comparison, stars: Comparison, tmp_path: Path
+) -> None:
+    text = write_report(plays, tmp_path / "plays").read_text()
+    assert (
+        "(ndcg_against_rmse.png)" not in text and not (tmp_path / "plays" / "ndcg_against_rmse.png").exists()
+    )
+    assert "No figure of NDCG@10 against RMSE" in text
+    assert "(ndcg_against_rmse.png)" in write_report(stars, tmp_path / "stars").read_text()
+
+
+def test_ranking_paragraph_on_interactions_speaks_of_no_ratings(plays: Comparison, tmp_path: Path) -> None:
+    text = write_report(plays, tmp_path).read_text()
+    paragraph = next(line for line in text.splitlines() if line.startswith("`bpr` is trained to rank"))
+    assert "RMSE is a better fit" not in paragraph and "rate" not in paragraph
+    assert "went on to interact with" in paragraph
