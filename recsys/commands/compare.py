@@ -202,6 +202,8 @@ def _compare_into(
         comparisons[0], out, fold_scores=fold_scores, fold_ranking=fold_ranking, extra_sections=sections
     )
     table = fold_summary(fold_scores) if fold_scores is not None else comparisons[0].score_table()
+    if dataset.implicit:  # an RMSE of counts compares nothing: the lists below judge every model
+        table = table.drop(columns=[c for c in table.columns if c.startswith(("rmse", "mae"))])
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     lists = (
         ranking_summary(fold_ranking)

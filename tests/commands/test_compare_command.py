@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 from conftest import ROOT, run_cli
 
@@ -296,3 +297,22 @@ def test_a_small_own_file_reports_without_empty_tables_or_stray_warnings(tmp_pat
     report = (out / "report.md").read_text()
     assert "No test user has at least 20 training ratings to fold in from" in report
     assert "For the 0 test users" not in report
+
+
+def test_on_interactions_the_printed_table_has_no_rmse_of_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file of plays (no rating column): the lists judge the models; an RMSE of counts says nothing."""
+    rng = np.random.default_rng(0)
+    rows = "\n".join(f"u{rng.integers(60)},i{rng.integers(40)}" for _ in range(2000))
+    plays = tmp_path / "plays.csv"
+    plays.write_text("user,item\n" + rows + "\n")
+    out = tmp_path / "report"
+    code = _compare_script().main(
+        ["--ratings", str(plays), "--models", "bpr", "--epochs", "1", "--no-measurements", "--no-progress",
+         "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    header = next(line for line in printed.splitlines() if line.split()[:1] == ["model"])
+    assert "rmse" not in header and "mae" not in header and "seconds" in header
