@@ -216,23 +216,29 @@ def plot_ndcg_against_rmse(scores: pd.DataFrame, ranking: pd.DataFrame, path: Pa
     return _save(figure, path)
 
 
-def plot_fold_in(curves: dict[str, pd.DataFrame], path: Path) -> str:
-    """RMSE and NDCG@10 of folded-in users against ratings known, one line per model, the trained
-    model's value as a dashed line of the same colour."""
-    figure = Figure(figsize=(11, 4.2))
-    rmse_axes, ndcg_axes = figure.subplots(1, 2)
+def plot_fold_in(curves: dict[str, pd.DataFrame], path: Path, known_name: str = "ratings") -> str:
+    """RMSE and NDCG@10 of folded-in users against ratings known (`known_name`: what they are), one
+    line per model, the trained model's value as a dashed line of the same colour; NDCG@10 alone where
+    no model has an RMSE."""
+    has_rmse = any(curve["rmse"].notna().any() for curve in curves.values())
+    figure = Figure(figsize=(11, 4.2) if has_rmse else (5.8, 4.2))
+    # Ranking models alone have no RMSE: one panel, not an empty one beside it.
+    rmse_axes, ndcg_axes = figure.subplots(1, 2) if has_rmse else (None, figure.subplots(1, 1))
     for index, (name, curve) in enumerate(curves.items()):
         colour = f"C{index}"
         folded = curve[curve["ratings_known"] != "trained"]
         trained = curve[curve["ratings_known"] == "trained"].iloc[0]
         known = folded["ratings_known"].astype(int)
         for axes, column in ((rmse_axes, "rmse"), (ndcg_axes, "ndcg@10")):
-            if folded[column].isna().all():  # a ranking model has no RMSE
+            if axes is None or folded[column].isna().all():  # a ranking model has no RMSE
                 continue
             axes.plot(known, folded[column], marker="o", color=colour, label=name)
             axes.axhline(float(trained[column]), linestyle="--", color=colour, linewidth=1)
-    rmse_axes.set(xlabel="ratings known (0: bias-only cold start)", ylabel="test RMSE", title="Fold-in: RMSE")
-    ndcg_axes.set(xlabel="ratings known", ylabel="NDCG@10", title="Fold-in: NDCG@10 (dashed: trained)")
+    if rmse_axes is not None:
+        rmse_axes.set(
+            xlabel="ratings known (0: bias-only cold start)", ylabel="test RMSE", title="Fold-in: RMSE"
+        )
+    ndcg_axes.set(xlabel=f"{known_name} known", ylabel="NDCG@10", title="Fold-in: NDCG@10 (dashed: trained)")
     _legend(ndcg_axes)
     return _save(figure, path)
 
@@ -633,19 +639,20 @@ def _ranking_section(
             "",
         ]
     first = next(iter(comparison.fold_in.values()), None)
+    pairs = "interactions" if comparison.dataset.implicit else "ratings"
     if first is not None and not first.attrs.get("users", 0):
-        md += ["## New users from a few ratings (fold-in)", ""]
+        md += [f"## New users from a few {pairs} (fold-in)", ""]
         md += [
-            "No test user has at least 20 training ratings to fold in from, so there are no fold-in curves.",
+            f"No test user has at least 20 training {pairs} to fold in from, so there are no fold-in curves.",
             "",
         ]
     elif first is not None:
-        md += ["## New users from a few ratings (fold-in)", ""]
+        md += [f"## New users from a few {pairs} (fold-in)", ""]
         md.append(
-            f"For the {first.attrs.get('users', 0):,} test users with at least 20 training ratings, all but "
+            f"For the {first.attrs.get('users', 0):,} test users with at least 20 training {pairs}, all but "
             "their first n (by time) are hidden; each is folded into the trained model from those n "
             "(a ridge regression for the user's vector and bias, the items fixed; a ranking model's user "
-            "is one row of implicit ALS) and scored on their test ratings. At n = 0 a model with item "
+            f"is one row of implicit ALS) and scored on their test {pairs}. At n = 0 a model with item "
             "biases ranks by them (the bias-only cold start); one without ties every item, so its n = 0 "
             "row says nothing. `trained` is the model that saw all of them."
         )
@@ -658,11 +665,12 @@ def _ranking_section(
                 "from its side features and the n items it rated, and the ridge corrects that start, so its "
                 "n = 0 is a cold start from the features alone."
             )
-        for column in ("rmse", "ndcg@10"):
-            table = pd.DataFrame({"ratings_known": first["ratings_known"]})
+        with_rmse = any(curve["rmse"].notna().any() for curve in comparison.fold_in.values())
+        for column in ("rmse", "ndcg@10") if with_rmse else ("ndcg@10",):  # ranking models alone: no RMSE
+            table = pd.DataFrame({f"{pairs}_known": first["ratings_known"]})
             for name, curve in comparison.fold_in.items():
                 table[name] = curve[column].to_numpy()
             md += ["", f"{column} of the folded-in users, per model:", "", markdown_table(table)]
         md += [""]
-        md += [f"![Fold-in]({plot_fold_in(comparison.fold_in, out / 'fold_in.png')})", ""]
+        md += [f"![Fold-in]({plot_fold_in(comparison.fold_in, out / 'fold_in.png', pairs)})", ""]
     return md

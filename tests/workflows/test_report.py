@@ -147,3 +147,13 @@ def test_ranking_paragraph_on_interactions_speaks_of_no_ratings(plays: Compariso
     paragraph = next(line for line in text.splitlines() if line.startswith("`bpr` is trained to rank"))
     assert "RMSE is a better fit" not in paragraph and "rate" not in paragraph
     assert "went on to interact with" in paragraph
+
+
+def test_fold_in_on_interactions_speaks_of_interactions_and_draws_no_rmse(
+    plays: Comparison, tmp_path: Path
+) -> None:
+    text = write_report(plays, tmp_path).read_text()
+    section = text.split("## New users from a few interactions (fold-in)")[1].split("## ")[0]
+    assert "rating" not in section and "at least 20 training interactions" in section
+    assert "ndcg@10 of the folded-in users" in section and "rmse of the folded-in users" not in section
+    assert (tmp_path / "fold_in.png").stat().st_size > 0
