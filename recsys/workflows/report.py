@@ -269,7 +269,8 @@ def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame, *, implicit: 
     chart = float(popular.iloc[0]) if len(popular) else float("nan")
     lines = []
     for index, row in joined.iterrows():
-        versus = "above" if row["ndcg@10"] > chart else "below"
+        shown = (round(float(row["ndcg@10"]), 3), round(chart, 3))  # as the sentence prints them
+        versus = "above" if shown[0] > shown[1] else "level with" if shown[0] == shown[1] else "below"
         fit = (
             f"is {_ordinal(int(by_rmse[index]))} of {int(rated.sum())} by RMSE ({row['rmse']:.4f})"
             if rated[index]

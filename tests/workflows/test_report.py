@@ -157,3 +157,15 @@ def test_fold_in_on_interactions_speaks_of_interactions_and_draws_no_rmse(
     assert "rating" not in section and "at least 20 training interactions" in section
     assert "ndcg@10 of the folded-in users" in section and "rmse of the folded-in users" not in section
     assert (tmp_path / "fold_in.png").stat().st_size > 0
+
+
+def test_a_list_level_with_the_chart_at_the_printed_places_is_not_called_above_it() -> None:
+    from recsys.workflows.report import ranking_paragraph
+
+    scores = pd.DataFrame({"model": ["bpr"], "rmse": [float("nan")]})
+    ranking = pd.DataFrame(
+        {"model": ["bpr", "most-popular"], "ndcg@10": [0.5721, 0.5718], "coverage@10": [0.1, 0.01]}
+    )
+    assert "0.572, level with the popularity chart's 0.572" in ranking_paragraph(scores, ranking)
+    ranking["ndcg@10"] = [0.5731, 0.5718]
+    assert "0.573, above the popularity chart's 0.572" in ranking_paragraph(scores, ranking)
