@@ -532,10 +532,9 @@ def _write_report_files(
         )
         md += ["", f"![Bias scatter]({scatter})", ""]
     columns = [*biased, BASELINE_COLUMN] + (["planted"] if "planted" in items else [])
-    md += [
-        f"![Bias distributions]({plot_bias_distributions(items, columns, out / 'bias_distributions.png')})",
-        "",
-    ]
+    if len(columns) > 1:  # the baseline's alone says nothing of the models
+        figure = plot_bias_distributions(items, columns, out / "bias_distributions.png")
+        md += [f"![Bias distributions]({figure})", ""]
 
     if reference is not None and (vectors := item_vectors(comparison.models[reference])) is not None:
         md += [

@@ -169,3 +169,8 @@ def test_a_list_level_with_the_chart_at_the_printed_places_is_not_called_above_i
     assert "0.572, level with the popularity chart's 0.572" in ranking_paragraph(scores, ranking)
     ranking["ndcg@10"] = [0.5731, 0.5718]
     assert "0.573, above the popularity chart's 0.572" in ranking_paragraph(scores, ranking)
+
+
+def test_no_bias_figure_when_no_model_has_biases_to_show(plays: Comparison, tmp_path: Path) -> None:
+    text = write_report(plays, tmp_path).read_text()
+    assert "(bias_distributions.png)" not in text and not (tmp_path / "bias_distributions.png").exists()
