@@ -40,7 +40,7 @@ from recsys.train.allocator import keep_freed_memory
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
-from recsys.train.trainer import EpochStats, fit
+from recsys.train.trainer import EpochStats, fit, ratings_fingerprint
 
 # An autograd run takes at least this many optimizer steps: on a small file the tuned batch sizes
 # would leave a handful of steps, too few to move the model past predicting the mean.
@@ -310,7 +310,7 @@ def train_and_evaluate(
         # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
         last_training = None
         if resume is not None:
-            _check_resumable(resume, data)
+            _check_resumable(resume, data, dataset)
             model.load_state_dict(resume.model.state_dict())
             last_training = resume.training
         if run_dir is not None:
@@ -364,8 +364,9 @@ def _test_scores(model: nn.Module, data: EncodedSplit, config: RunConfig) -> dic
     return evaluate_ranking(model_scorer(model, len(data.items)), task)
 
 
-def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit) -> None:
-    """A checkpoint resumes only onto the same users and items, with its training state saved."""
+def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit, dataset: RatingsDataset) -> None:
+    """A checkpoint resumes only onto the same users, items and ratings (named by the file they came
+    from, where one did), with its training state saved."""
     same_ids = np.array_equal(checkpoint.users.raw_ids, data.users.raw_ids) and np.array_equal(
         checkpoint.items.raw_ids, data.items.raw_ids
     )
@@ -376,6 +377,12 @@ def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit) -> None:
         )
     if checkpoint.training is None:
         raise RecsysError("cannot resume: the checkpoint holds no training state to continue from")
+    if checkpoint.training.get("ratings") != ratings_fingerprint(data.train, data.test):
+        source = dataset.origin.get("ratings", dataset.name)
+        raise RecsysError(
+            f"cannot resume: the ratings of {source} differ from those the run was trained on (the data "
+            "changed since the run started)"
+        )
 
 
 def warn_if_worse_than_mean(model: nn.Module, train: RatingTensors, train_mean: float, name: str) -> None:

@@ -31,6 +31,7 @@ from conftest import ROOT, Ran, cut_short, run_cli
 from recsys.commands import train as train_command
 from recsys.config import config_for
 from recsys.data.catalog import load_dataset
+from recsys.data.ratings_file import load_ratings
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate_test
 from recsys.models import MODELS, DotProductBias, Ensemble, SampledModel, model_entry
@@ -606,3 +607,17 @@ def test_resume_refuses_a_config_file_edited_away_from_its_checkpoint(tmp_path: 
     assert ran.returncode == 2 and "Traceback" not in ran.stderr
     assert "its config.json says epochs 8 against 4 in its checkpoint" in ran.stderr
     assert json.loads((out / CONFIG_FILE).read_text())["epochs"] == 8  # nothing written over it
+
+
+def test_resume_onto_an_edited_ratings_file_names_the_file(tmp_path: Path) -> None:
+    rows = [f"u{u},i{i},{1 + (u * 7 + i) % 5}" for u in range(30) for i in range(0, 40, 3)]
+    ratings = tmp_path / "own.csv"
+    ratings.write_text("user,item,rating\n" + "\n".join(rows) + "\n")
+    dataset = load_ratings(ratings)
+    out = tmp_path / "run"
+    cut_short(dataset, config_for("dotbias", dataset=dataset.name, epochs=4, split="random"), out, 2)
+    ratings.write_text(ratings.read_text().replace("u0,i0,1", "u0,i0,5"))
+    ran = run_cli(train_command.cli, "train.py", ["--resume", str(out)], tmp_path / "c")
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr
+    message = f"cannot resume: the ratings of {ratings.resolve()} differ from those the run was trained on"
+    assert message in ran.stderr

@@ -343,7 +343,7 @@ def test_resume_refuses_the_same_ids_with_other_ratings(
     ratings = tiny.ratings.copy()
     ratings.loc[ratings.index[0], "rating"] = 6 - ratings["rating"].iloc[0]
     changed = dataclasses.replace(tiny, ratings=ratings)
-    with pytest.raises(RecsysError, match="cannot resume: the ratings differ"):
+    with pytest.raises(RecsysError, match="cannot resume: the ratings of tiny differ"):
         train_and_evaluate(changed, config, progress=False, resume=checkpoint)
     resumed = train_and_evaluate(tiny, config, progress=False, resume=checkpoint)  # the same data resumes
     assert len(resumed.history) == 2
