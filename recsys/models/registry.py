@@ -360,11 +360,14 @@ register(
     # On the autograd engine it is a clipped biased dot product, with dotbias's earlier speed setting.
     defaults={"batch_size": 2048, "lr": 2e-2, "epochs": 5},
     # Gibbs sweeps (the first fifth burn-in) and the rank of each draw; no lr or l2: the sampler
-    # draws the priors' strength too. Chosen by scripts/tune.py on u1.base alone (docs/findings.md).
-    compiled_defaults={"epochs": 150, "n_factors": 16},
+    # draws the priors' strength too. Chosen by scripts/tune.py on u1.base alone, the sweeps then as
+    # four chains of 38 (validation inside u1.base, docs/findings.md).
+    compiled_defaults={"epochs": 38, "members": 4, "n_factors": 16},
     fit="gibbs",
     # On the sampler: its sweeps and the rank of each draw (no learning rate or penalty to tune).
-    search_spaces={"compiled": {"epochs": [100, 150, 200, 300], "n_factors": [5, 8, 10, 16, 20]}},
+    search_spaces={
+        "compiled": {"epochs": [25, 38, 50, 75], "members": [2, 4, 8], "n_factors": [5, 8, 10, 16, 20]}
+    },
 )
 register(
     "bfm",

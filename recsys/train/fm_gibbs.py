@@ -31,17 +31,12 @@ import torch
 from recsys.data.encoding import RatingTensors
 from recsys.data.features import FeatureRows, features_of
 from recsys.models.bayes import BayesianFM
-from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, KeptMean, grouped_by_row
+from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, START_SCALE, KeptMean, grouped_by_row
 from recsys.train.jit import compiled
 
 # The hyperprior on each group's prior: mu ~ N(0, 1 / (PRIOR_GAMMA lambda)), lambda ~ Gamma(shape
 # PRIOR_SHAPE / 2, rate PRIOR_RATE / 2) (libFM's and myFM's choices).
 PRIOR_GAMMA, PRIOR_SHAPE, PRIOR_RATE = 1.0, 1.0, 1.0
-# The root mean square of the composed user and item vectors (sums over each row's features) at a
-# chain's start. A chain whose vectors start small keeps them small for many sweeps (each group's
-# prior precision is drawn from them), so the start is set by the composed size, not per feature:
-# the same for the ids alone as with every group (validation inside u1.base, docs/findings.md).
-START_SCALE = 0.2
 
 
 def _by_feature(block: FeatureRows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

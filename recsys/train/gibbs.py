@@ -31,6 +31,11 @@ PRIOR_BETA = 2.0
 # alpha ~ Gamma(shape, rate): weak, about one pseudo-rating.
 ALPHA_SHAPE, ALPHA_RATE = 1.0, 1.0
 ALPHA_START = 2.0
+# The root mean square of the user and item vectors (for bfm, the sums over each row's features) at
+# a chain's start. A chain whose vectors start small keeps them small for many sweeps (the prior's
+# precision is drawn from them), so that short chains never leave their start (validation inside
+# u1.base, docs/findings.md).
+START_SCALE = 0.2
 
 
 @compiled(parallel=True, fastmath=True)
@@ -178,8 +183,12 @@ class GibbsEpochs:
         self.users, self.items, self.targets = users, items, targets
 
     def _start(self, factors: list[Tensor]) -> None:
-        """The chain's first draw: `factors` (users', items'), then a zero bias."""
-        self.draws = [torch.nn.functional.pad(table.double(), (0, 1)) for table in factors]
+        """The chain's first draw: `factors` (users', items') scaled to a root mean square of
+        START_SCALE, then a zero bias."""
+        scaled = [
+            table.double() * (START_SCALE / float(table.double().square().mean().sqrt())) for table in factors
+        ]
+        self.draws = [torch.nn.functional.pad(table, (0, 1)) for table in scaled]
         self.alpha = ALPHA_START
 
     def next_chain(self, generator: torch.Generator) -> "GibbsEpochs":

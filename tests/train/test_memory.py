@@ -61,7 +61,7 @@ def test_an_ordinary_size_skips_the_exact_count(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_sampled_models_tables_are_counted_one_block_per_kept_draw() -> None:
-    config = config_for("bpmf", dataset="ml-100k", epochs=100, n_factors=10)
+    config = config_for("bpmf", dataset="ml-100k", epochs=100, n_factors=10, members=1)
     assert table_width(config) == 10 * 80  # a fifth of the sweeps burnt in
     assert table_width(config_for("bpmf", engine="autograd", n_factors=10)) == 10
     assert bound_bytes(config, 1000, 1000) >= training_bytes(config, 1000, 1000)
@@ -75,7 +75,7 @@ def test_a_sampled_models_tables_are_counted_one_block_per_kept_draw() -> None:
 def test_a_solvers_rank_squared_matrices_are_counted(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """ials sums k x k Gram matrices over 64 chunks and bpmf's sampler holds (k + 1)-square ones:
     on few users and items they, not the tables, decide whether a large rank fits."""
-    config = config_for(model, n_factors=8000, epochs=5)
+    config = config_for(model, n_factors=8000, epochs=5, members=1)
     assert memory.solver_bytes(config) >= 16 * 8 * 8000**2
     assert training_bytes(config, 120, 200) >= memory.solver_bytes(config)
     assert bound_bytes(config, 120, 200) >= training_bytes(config, 120, 200)

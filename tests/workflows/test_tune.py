@@ -101,7 +101,7 @@ def test_a_model_searches_its_engines_space_unless_its_registry_entry_names_its_
     assert search_space("svdpp", "device") == search_space("svdpp", "compiled")  # the same settings
     assert search_space("bpmf", "autograd") == SEARCH_SPACES["autograd"]
     sampler = search_space("bpmf", "compiled")  # its Gibbs sampler has no learning rate or penalty
-    assert set(sampler) == {"epochs", "n_factors"}
+    assert set(sampler) == {"epochs", "members", "n_factors"}  # its chains, too
 
 
 def test_a_ranking_model_is_searched_by_validation_ndcg_and_a_diverging_setting_is_passed_over(
