@@ -185,9 +185,8 @@ class GibbsEpochs:
     def _start(self, factors: list[Tensor]) -> None:
         """The chain's first draw: `factors` (users', items') scaled to a root mean square of
         START_SCALE, then a zero bias."""
-        scaled = [
-            table.double() * (START_SCALE / float(table.double().square().mean().sqrt())) for table in factors
-        ]
+        wide = [table.double() for table in factors]
+        scaled = [table * (START_SCALE / float(table.square().mean().sqrt())) for table in wide]
         self.draws = [torch.nn.functional.pad(table, (0, 1)) for table in scaled]
         self.alpha = ALPHA_START
 

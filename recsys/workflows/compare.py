@@ -107,7 +107,7 @@ def _starts(
     found = rating_model(model)
     if not found.uses_features:
         return None
-    return lambda users, rated: new_user_starts(found, config, dataset, users, rated, n_items)
+    return lambda users, rated: new_user_starts(found, config, dataset.user_features, users, rated, n_items)
 
 
 def compare_models(

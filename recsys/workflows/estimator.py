@@ -25,17 +25,22 @@ from recsys.config import (
     unread_feature_sides,
 )
 from recsys.data.encoding import IdMap, RatingTensors
-from recsys.data.features import check_coverage, check_feature_table, features_of, rows_for_new
+from recsys.data.features import check_coverage, check_feature_table, features_of
 from recsys.data.ratings_table import INTEGER_TEXT, row_of_frame, warn_of_a_stray_end, whole_numbers
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import fallback_rating, predict
-from recsys.models.fold_in import fold_in
 from recsys.models.registry import model_entry, model_names
 from recsys.names import feature_groups
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import fit
-from recsys.workflows.experiment import fitted_config, warn_if_no_side_features, warn_if_worse_than_mean
+from recsys.workflows.experiment import (
+    described_users,
+    fitted_config,
+    placed_users,
+    warn_if_no_side_features,
+    warn_if_worse_than_mean,
+)
 
 # RunConfig's settings the estimator takes as parameters (None: the model's tuned default), from
 # their Settings; then its own: what predict does with unseen ids, and the threads it runs on.
@@ -212,7 +217,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             for id_map, (column, kind) in zip((self.users_, self.items_), columns, strict=True)
         )
         known = user_known & item_known
-        described = ~user_known & self._described(users)  # unseen, but placed by their features
+        # Unseen, but placed by their features.
+        described = ~user_known & described_users(self.model_, self.config_, self.user_features, users)
         placed = user_known | described
         if self.unknown == "error" and not (placed & item_known).all():
             raise ValueError(self._unseen_message(user_column[~placed], item_column[~item_known]))
@@ -227,31 +233,14 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 predictions[cold] = self._predict_from_features(users[cold], items[cold])
         return predictions
 
-    def _described(self, users: np.ndarray) -> np.ndarray:
-        """Which of raw `users` the model can place by their row of `user_features` (bfm, svdpp with
-        side features)."""
-        table = self.user_features
-        if (
-            table is None
-            or not self.model_.uses_features
-            or "side" not in feature_groups(self.config_.features)
-        ):
-            return np.zeros(len(users), dtype=bool)
-        return np.asarray(pd.Index(users).isin(table.index), dtype=bool)
-
     def _predict_from_features(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """Ratings of unseen `users` (raw, each with a row of `user_features`) for known `items`: each
         placed where its side features put it, as fold-in starts a new user with no ratings."""
         new, at = np.unique(users, return_inverse=True)
-        rows = rows_for_new(
-            feature_groups(self.config_.features), self.user_features, self.user_features, new,
-            [np.zeros(0, np.int64)] * len(new), len(self.items_),
-        )  # fmt: skip
-        placed = self.model_.feature_vectors(rows)
-        nothing = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))
-        folded = fold_in(self.model_, [nothing] * len(new), starts=placed)
+        nothing = [np.zeros(0, np.int64)] * len(new)
+        placed = placed_users(self.model_, self.config_, self.user_features, new, nothing, len(self.items_))
         inner = torch.from_numpy(self.items_.encode(items))
-        return folded.predict(torch.from_numpy(at), inner).double().numpy()
+        return placed.predict(torch.from_numpy(at), inner).double().numpy()
 
     def _check_unknown(self) -> None:
         """`unknown` is a policy predict has (checked by fit too, so a search fails early)."""

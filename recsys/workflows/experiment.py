@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor, nn
 
@@ -28,6 +29,7 @@ from recsys.evaluate.ranking import evaluate_ranking, ranking_task, relevance_th
 from recsys.evaluate.scorers import model_scorer
 from recsys.files import write_json
 from recsys.models.base import RatingModel
+from recsys.models.fold_in import FoldedUsers, fold_in
 from recsys.names import (
     CHECKPOINT_FILE,
     CHECKPOINT_SECONDS,
@@ -221,22 +223,46 @@ def warn_if_no_side_features(config: RunConfig, given: bool, missing: str) -> No
 def new_user_starts(
     model: RatingModel,
     config: RunConfig,
-    dataset: RatingsDataset,
+    table: pd.DataFrame | None,
     users: np.ndarray | None,
     rated: Sequence[np.ndarray],
     n_items: int,
 ) -> tuple[Tensor, Tensor] | None:
     """Where a model that `uses_features` places new users before fold-in corrects them from their
-    ratings: raw ids `users` with the dataset's side features (where it has a row for them), or
-    (`users` None) as many users as `rated` with none, and the items each rated (`rated`, inner
-    indices); None for any other model."""
+    ratings: raw ids `users` with their rows of the user feature `table` (where it has a row for
+    them), or (`users` None) as many users as `rated` with none, and the items each rated (`rated`,
+    inner indices); None for any other model."""
     if not model.uses_features:
         return None
     groups = feature_groups(config.features)
-    table = dataset.user_features
     new = table if users is not None else None
     ids = users if users is not None else np.arange(len(rated))
     return model.feature_vectors(rows_for_new(groups, table, new, ids, rated, n_items))
+
+
+def described_users(
+    model: RatingModel, config: RunConfig, table: pd.DataFrame | None, users: np.ndarray
+) -> np.ndarray:
+    """Which of raw `users`, new to the model, it can place by their row of the user feature `table`:
+    a model that reads side features (bfm; svdpp with `side`)."""
+    if table is None or not model.uses_features or "side" not in feature_groups(config.features):
+        return np.zeros(len(users), dtype=bool)
+    return np.asarray(pd.Index(users).isin(table.index), dtype=bool)
+
+
+def placed_users(
+    model: RatingModel,
+    config: RunConfig,
+    table: pd.DataFrame | None,
+    users: np.ndarray,
+    rated: Sequence[np.ndarray],
+    n_items: int,
+) -> FoldedUsers:
+    """New raw `users` with no ratings, each where its row of `table` and the items it rated
+    (`rated`, inner indices) place it: a cold start from what they are."""
+    starts = new_user_starts(model, config, table, users, rated, n_items)
+    nothing = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))
+    return fold_in(model, [nothing] * len(users), relevant=config.relevant, starts=starts)
 
 
 def _test_counts(split: Split, data: EncodedSplit) -> str:

@@ -23,10 +23,9 @@ from recsys.evaluate.factors import cosine_neighbours, item_vectors
 from recsys.evaluate.metrics import predict
 from recsys.models import rating_model
 from recsys.models.fold_in import fold_in
-from recsys.names import feature_groups
 from recsys.train.checkpoints import Checkpoint
 from recsys.train.trainer import ratings_fingerprint
-from recsys.workflows.experiment import new_user_starts, prepare
+from recsys.workflows.experiment import described_users, new_user_starts, placed_users, prepare
 
 
 def trained_on(checkpoint: Checkpoint, dataset: RatingsDataset) -> bool:
@@ -140,17 +139,13 @@ def _unrated(checkpoint: Checkpoint, dataset: RatingsDataset, user: int | str | 
 
 def described_by_features(checkpoint: Checkpoint, dataset: RatingsDataset, user: int | str) -> bool:
     """Whether raw user `user`, new to the model, has a row in `dataset`'s user feature table that the
-    model reads (bfm; svdpp with side features)."""
-    table = dataset.user_features
-    if not rating_model(checkpoint.model).uses_features or table is None:
-        return False
-    if "side" not in feature_groups(checkpoint.config.features):
-        return False
+    model reads (experiment.described_users)."""
     try:
         user = _as_id(checkpoint.users, user, "user")
     except RecsysError:  # text that no integer id can be
         return False
-    return bool(table.index.isin([user]).any())
+    model = rating_model(checkpoint.model)
+    return bool(described_users(model, checkpoint.config, dataset.user_features, np.array([user]))[0])
 
 
 def cold_start(
@@ -174,10 +169,10 @@ def cold_start(
     if user is not None and described_by_features(checkpoint, dataset, user):
         model, n_items = rating_model(checkpoint.model), len(checkpoint.items)
         rated = np.setdiff1d(np.arange(n_items), candidates)
-        placed = new_user_starts(model, checkpoint.config, dataset, np.array([user]), [rated], n_items)
-        nothing = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))
-        folded = fold_in(model, [nothing], relevant=checkpoint.config.relevant, starts=placed)
-        column, scores = _score_column(checkpoint), folded.scores(torch.tensor([0]))[0].numpy()
+        placed = placed_users(
+            model, checkpoint.config, dataset.user_features, np.array([user]), [rated], n_items
+        )
+        column, scores = _score_column(checkpoint), placed.scores(torch.tensor([0]))[0].numpy()
     else:
         biases = learned_biases(checkpoint.model)
         if biases is not None:
@@ -317,7 +312,9 @@ def recommend_from_ratings(
     model = rating_model(checkpoint.model)
     # A model that uses features starts the new user from what it rated (it has no side features:
     # no id of its own, which a row of the feature table could name).
-    placed = new_user_starts(model, checkpoint.config, dataset, None, [known.numpy()], len(checkpoint.items))
+    placed = new_user_starts(
+        model, checkpoint.config, dataset.user_features, None, [known.numpy()], len(checkpoint.items)
+    )
     folded = fold_in(model, rated_as, relevant=checkpoint.config.relevant, starts=placed)
     predicted = folded.scores(torch.tensor([0]))[0].numpy()
     candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())

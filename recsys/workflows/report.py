@@ -253,6 +253,11 @@ def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
+def _pairs(implicit: bool) -> str:
+    """What the data's user-item pairs are called: interactions (counts of events) or ratings."""
+    return "interactions" if implicit else "ratings"
+
+
 def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame, *, implicit: bool = False) -> str:
     """What RMSE and NDCG@10 say about each trained model, in numbers read from the tables; `implicit`:
     the data are interactions (counts), not ratings."""
@@ -260,8 +265,7 @@ def ranking_paragraph(scores: pd.DataFrame, ranking: pd.DataFrame, *, implicit: 
     if joined.empty:
         return ""
     if joined["ndcg@10"].isna().all():  # no list had a relevant item to find
-        found = "interaction" if implicit else "rating"
-        return f"No test user has a relevant test {found}, so no list could be judged."
+        return f"No test user has a relevant test {_pairs(implicit)[:-1]}, so no list could be judged."
     rated = joined["rmse"].notna()
     by_rmse = joined["rmse"].rank(method="min")
     by_ndcg = joined["ndcg@10"].rank(method="min", ascending=False).astype(int)
@@ -438,7 +442,7 @@ def _write_report_files(
     summary = fold_summary(fold_scores) if fold_scores is not None else None
 
     # Interactions (counts of views, plays, purchases) are no ratings: the report says what they are.
-    pairs = "interactions" if comparison.dataset.implicit else "ratings"
+    pairs = _pairs(comparison.dataset.implicit)
     md = [f"# Model comparison on {comparison.dataset.name}", ""]
     md.append(
         f"Split `{comparison.split}`, seed {comparison.seed}; {len(comparison.data.train):,} training and "
@@ -639,7 +643,7 @@ def _ranking_section(
             "",
         ]
     first = next(iter(comparison.fold_in.values()), None)
-    pairs = "interactions" if comparison.dataset.implicit else "ratings"
+    pairs = _pairs(comparison.dataset.implicit)
     if first is not None and not first.attrs.get("users", 0):
         md += [f"## New users from a few {pairs} (fold-in)", ""]
         md += [

@@ -358,8 +358,12 @@ def test_a_new_user_without_an_id_takes_no_row_of_the_feature_table() -> None:
     dataset = planted_side_features()
     run = train_and_evaluate(dataset, config_for("svdpp", features="side", split="random"), progress=False)
     none = np.zeros(0, np.int64)
-    by_id = new_user_starts(run.model, run.config, dataset, np.array([0]), [none], len(run.data.items))
-    anonymous = new_user_starts(run.model, run.config, dataset, None, [none], len(run.data.items))
+    by_id = new_user_starts(
+        run.model, run.config, dataset.user_features, np.array([0]), [none], len(run.data.items)
+    )
+    anonymous = new_user_starts(
+        run.model, run.config, dataset.user_features, None, [none], len(run.data.items)
+    )
     assert by_id is not None and anonymous is not None
     assert by_id[0].abs().sum() > 0 and anonymous[0].abs().sum() == 0
 
