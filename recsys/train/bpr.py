@@ -47,7 +47,7 @@ PRODUCT_FLOOR, LOSS_TAIL = 1e-250, -80.0
 
 
 @compiled(fastmath=True, inline=True)
-def _has(sorted_items: np.ndarray, first: int, last: int, item: int) -> bool:
+def _has(sorted_items: np.ndarray, first: int, last: int, item: int | np.int64) -> bool:
     """Whether `item` is among sorted_items[first:last]: a scan, as a user has a few positives in one
     item group (the run is in one or two cache lines, where a binary search would jump)."""
     for place in range(first, last):
@@ -74,36 +74,40 @@ def _stride(state: np.ndarray, size: int) -> np.int64:
 @compiled(fastmath=True, inline=True)
 def _negative(
     state: np.ndarray,
-    user: int,
-    group: int,
-    group_starts: np.ndarray,
-    user_group_starts: np.ndarray,
+    group_items: np.ndarray,
+    group_first: int,
+    group_size: int,
+    mask: np.uint64,
     user_items: np.ndarray,
+    run: tuple[int, int],
 ) -> np.int64:
-    """An item of `group` the user has no positive for, drawn from `state`; -1 after NEGATIVE_TRIES
-    draws that all met positives."""
-    first, size = group_starts[group], group_starts[group + 1] - group_starts[group]
+    """An item of the group group_items[group_first:group_first + group_size] that is not among the user's
+    positives there, user_items[run[0]:run[1]], drawn from `state`; -1 after NEGATIVE_TRIES draws that
+    all met positives. `mask` has bit (item % 64) set for each of those positives: a draw whose bit
+    is clear is no positive, and only one whose bit is set is looked for among them."""
     for _ in range(NEGATIVE_TRIES):
-        drawn = first + np.int64(_next_random(state) % np.uint64(size))
-        if not _has(user_items, user_group_starts[user, group], user_group_starts[user, group + 1], drawn):
+        drawn = np.int64(group_items[group_first + np.int64(_next_random(state) % np.uint64(group_size))])
+        if (mask >> np.uint64(drawn & 63)) & np.uint64(1) == 0 or not _has(user_items, run[0], run[1], drawn):
             return drawn  # type: ignore[no-any-return]
     return np.int64(-1)
 
 
+@compiled()
+def _run_masks(user_items: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+    """For each run user_items[firsts[k]:lasts[k]], the 64-bit word with bit (item % 64) set for each
+    of its items."""
+    masks = np.zeros(len(firsts), np.uint64)
+    for k in range(len(firsts)):
+        for place in range(firsts[k], lasts[k]):
+            masks[k] |= np.uint64(1) << np.uint64(user_items[place] & 63)
+    return masks
+
+
 @compiled(fastmath=True, inline=True)
-def _prefetch_step(
-    users_table: np.ndarray,
-    items_table: np.ndarray,
-    user_items: np.ndarray,
-    user_group_starts: np.ndarray,
-    group_of: np.ndarray,
-    user: int,
-    item: int,
-) -> None:
-    """Ask for a step's user and positive rows and for the user's positives in the item's group."""
-    prefetch_row(users_table, user)
-    prefetch_row(items_table, item)
-    prefetch_row(user_items, user_group_starts[user, group_of[item]])
+def _advance(place: np.int64, stride: np.int64, size: np.int64) -> np.int64:
+    """The next place of a walk by `stride` around a block of `size`."""
+    place += stride
+    return place - size if place >= size else place
 
 
 @compiled(fastmath=True)
@@ -111,27 +115,25 @@ def _train_blocks(
     users_table: np.ndarray,
     items_table: np.ndarray,
     item_bias: np.ndarray,
-    pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    in_blocks: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     offsets: np.ndarray,
     blocks: np.ndarray,
     groups: tuple[np.ndarray, np.ndarray],
-    by_user: tuple[np.ndarray, np.ndarray],
+    user_items: np.ndarray,
     settings: tuple[float, float, int, int],
     losses: np.ndarray,
 ) -> None:
     """BPR steps for the positives of each block in `blocks`, in an order drawn afresh for the
     epoch; each block's summed -log sigmoid(x_uij) goes to losses[block].
 
-    pairs: (users, items) of the positives in block order, block b's at offsets[b]:offsets[b + 1],
-    then two arrays as long that take each epoch's order (from that order alone: a resumed run draws
-    what the whole run drew); groups: (each item's group, where each group's items start: group g is
-    items starts[g]:starts[g + 1]); by_user: (where each user's positives in each item group
-    start, (users, groups + 1), and the positives' items, sorted within each user);
-    settings: (lr, l2, seed, epoch).
+    in_blocks: the positives in block order, block b's at offsets[b]:offsets[b + 1]: their users,
+    items, where the user's positives in the item's group start and end in `user_items` (each
+    user's positives' items, sorted), and those positives' 64-bit masks (_run_masks); group_starts:
+    where each item group starts (group g is items group_starts[g]:group_starts[g + 1]); settings:
+    (lr, l2, seed, epoch). A block's order and negatives are drawn from the seed, the epoch and the
+    block alone, so a resumed run draws what the whole run drew.
     """
-    block_users, block_items, users, items = pairs
-    group_of, group_starts = groups
-    user_group_starts, user_items = by_user
+    block_users, block_items, firsts, lasts, masks = in_blocks
     lr, l2, seed, epoch = settings
     rate, decay = np.float32(lr), np.float32(lr * l2)
     keep = np.float32(1) - decay
@@ -145,45 +147,55 @@ def _train_blocks(
             ^ (np.uint64(block) * np.uint64(0xD1B54A32D192ED03))
         )
         start, end = offsets[block], offsets[block + 1]
+        size = end - start
+        # Block b's positives all lie in item group b % groups, from which their negatives are drawn.
+        group_items, group_starts = groups
+        group = block % (len(group_starts) - 1)
+        group_first, group_size = group_starts[group], group_starts[group + 1] - group_starts[group]
         # The block's positives in a new order each epoch: met in one order every epoch, SGD's last
         # steps favour the same positives each time (validation NDCG@10 inside u1.base fell from
         # 0.279 to 0.219; docs/findings.md). The order walks the block (shuffled once) from a drawn
-        # start by a drawn stride that shares no factor with its size: a gather in a new order, where
-        # a shuffle's swaps cost about a tenth of the epoch.
-        size = end - start
-        place = np.int64(_next_random(state) % np.uint64(max(size, 1)))
+        # start by a drawn stride that shares no factor with its size, where a shuffle's swaps cost
+        # about a tenth of the epoch.
+        first_place = np.int64(_next_random(state) % np.uint64(max(size, 1)))
         stride = _stride(state, size)
-        for t in range(start, end):
-            users[t], items[t] = block_users[start + place], block_items[start + place]
-            place += stride
-            if place >= size:
-                place -= size
         # The block's -sum log sigmoid(x): a logarithm per step cost a sixth of BPR's time, so the
         # sigmoids are multiplied together and the product's logarithm taken before it underflows.
         total, product = 0.0, 1.0
         # The steps as a pipeline, so that each cache miss is asked for well before it is needed:
-        # step t + 3 * AHEAD's row of group starts; t + 2 * AHEAD's rows and its positives in its
-        # item group; t + AHEAD's negative, drawn (in step order, as one at a time would be) and its
-        # row asked for; step t itself.
-        for t in range(start - 3 * NEGATIVE_AHEAD, end):
+        # step t + 2 * AHEAD's rows and its user's positives in the group; t + AHEAD's negative,
+        # drawn (in step order, as one at a time would be) and its row asked for; step t itself. Each
+        # stage walks the block's order with a place of its own.
+        fetching, drawing, stepping = first_place, first_place, first_place
+        for t in range(start - 2 * NEGATIVE_AHEAD, end):
             negative = negatives[t % NEGATIVE_AHEAD] if t >= start else -1  # before its slot is reused
-            if t + 3 * NEGATIVE_AHEAD < end:
-                prefetch_row(user_group_starts, users[t + 3 * NEGATIVE_AHEAD])
             if start <= t + 2 * NEGATIVE_AHEAD < end:
-                _prefetch_step(
-                    users_table, items_table, user_items, user_group_starts, group_of,
-                    users[t + 2 * NEGATIVE_AHEAD], items[t + 2 * NEGATIVE_AHEAD],
-                )  # fmt: skip
+                at = start + fetching
+                prefetch_row(users_table, block_users[at])
+                prefetch_row(items_table, block_items[at])
+                prefetch_row(user_items, firsts[at])
+                fetching = _advance(fetching, stride, size)
             if start <= t + NEGATIVE_AHEAD < end:
-                later = t + NEGATIVE_AHEAD
+                at = start + drawing
                 drawn = _negative(
-                    state, users[later], group_of[items[later]], group_starts, user_group_starts, user_items
+                    state,
+                    group_items,
+                    group_first,
+                    group_size,
+                    masks[at],
+                    user_items,
+                    (firsts[at], lasts[at]),
                 )
-                negatives[later % NEGATIVE_AHEAD] = drawn
+                negatives[(t + NEGATIVE_AHEAD) % NEGATIVE_AHEAD] = drawn
                 prefetch_row(items_table, max(int(drawn), 0))
-            if negative < 0:  # before the block's first step, or no negative found
+                drawing = _advance(drawing, stride, size)
+            if t < start:
                 continue
-            user, item = users[t], items[t]
+            at = start + stepping
+            stepping = _advance(stepping, stride, size)
+            if negative < 0:  # no negative found
+                continue
+            user, item = block_users[at], block_items[at]
             score = item_bias[item] - item_bias[negative]
             for c in range(width):
                 score += users_table[user, c] * (items_table[item, c] - items_table[negative, c])
@@ -209,6 +221,29 @@ def _train_blocks(
         losses[block] = total - np.log(product)
 
 
+@compiled()
+def _dealt_groups(items: np.ndarray, n_items: int, grid: int) -> np.ndarray:
+    """Each of `n_items` items' group, of `grid`: the items dealt out from the most positives down,
+    each to the group with the fewest positives so far, so that each group is a cross-section of the
+    catalogue (the `grid` most popular items each in a group of their own) with about as many
+    positives as any other.
+
+    A positive's negative is drawn from its own item group, so BPR only ever compares items of one
+    group: groups cut as runs of popularity (the rating engine's) left the most popular few items to
+    be compared with one another alone, and NDCG@10 fell towards the popularity chart's, and below
+    it, as the grid grew (docs/findings.md)."""
+    counts = np.zeros(n_items, np.int64)
+    for item in items:
+        counts[item] += 1
+    loads = np.zeros(grid, np.int64)
+    groups = np.empty(n_items, np.int64)
+    for item in np.argsort(-counts, kind="mergesort"):
+        lightest = np.argmin(loads)
+        groups[item] = lightest
+        loads[lightest] += counts[item]
+    return groups
+
+
 class BPREpochs(RankingEpochs):
     """Epochs of BPR over a model's factor tables and item bias (recsys.train.engine's protocol)."""
 
@@ -227,9 +262,10 @@ class BPREpochs(RankingEpochs):
         users = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(found.by_user.starts))
         items = found.by_user.others.astype(np.int64)
         self.grid = grid_size(len(items))
-        groups = (_groups(users, n_users, self.grid), _groups(items, n_items, self.grid))
-        item_groups = groups[1]
-        group_starts = np.searchsorted(item_groups, np.arange(self.grid + 1)).astype(np.int64)
+        item_groups = _dealt_groups(items, n_items, self.grid)
+        groups = (_groups(users, n_users, self.grid), item_groups)
+        group_items = np.lexsort((np.arange(n_items), item_groups)).astype(np.int32)
+        group_starts = np.searchsorted(item_groups[group_items], np.arange(self.grid + 1)).astype(np.int64)
         self.threads = max(1, min(threads, self.grid))
         # BPR weighs every positive alike: their strengths play no part.
         in_blocks, self.offsets = _sorted_by_block(
@@ -238,16 +274,23 @@ class BPREpochs(RankingEpochs):
         # Shuffled within their blocks once, from the seed: each epoch's order walks them by a stride.
         _shuffle_blocks(in_blocks, self.offsets, int(config.seed), 0, self.grid * self.grid)
         sorted_users, sorted_items, _ = in_blocks
-        self.pairs = (sorted_users, sorted_items, sorted_users.copy(), sorted_items.copy())
-        self.groups = (item_groups.astype(np.int32), group_starts)
-        # Where each user's positives in each item group start: a negative drawn from a group is
-        # looked for among the user's few positives there alone.
+        # Where each user's positives in each item group start in user_items: a negative drawn from a
+        # group is looked for among the user's few positives there alone, and each positive carries
+        # that run and its mask, so that a step reads no table to find them.
         in_group = np.zeros((n_users, self.grid), np.int64)
         np.add.at(in_group, (users, item_groups[items]), 1)
         user_group_starts = np.zeros((n_users, self.grid + 1), np.int64)
         user_group_starts[:, 1:] = np.cumsum(in_group, axis=1)
         user_group_starts += found.by_user.starts[:-1, None]
-        self.by_user = (user_group_starts, found.by_user.others)
+        position = np.int32 if len(items) < np.iinfo(np.int32).max else np.int64
+        sorted_groups = item_groups[sorted_items]
+        firsts = user_group_starts[sorted_users, sorted_groups].astype(position)
+        lasts = user_group_starts[sorted_users, sorted_groups + 1].astype(position)
+        # Each user's positives by group, then by item: a group's run is sorted, as _has reads it.
+        self.user_items = items[np.lexsort((items, item_groups[items], users))].astype(np.int32)
+        masks = _run_masks(self.user_items, firsts, lasts)
+        self.in_blocks = (sorted_users, sorted_items, firsts, lasts, masks)
+        self.groups = (group_items, group_starts)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass over the positives, each against a drawn negative: (mean -log sigmoid, positives)."""
@@ -259,8 +302,8 @@ class BPREpochs(RankingEpochs):
 
         def train(blocks: Sequence[int]) -> None:
             _train_blocks(
-                self.padded[0], self.padded[1], self.item_bias, self.pairs, self.offsets,
-                np.asarray(blocks, np.int64), self.groups, self.by_user, settings, losses,
+                self.padded[0], self.padded[1], self.item_bias, self.in_blocks, self.offsets,
+                np.asarray(blocks, np.int64), self.groups, self.user_items, settings, losses,
             )  # fmt: skip
 
         strata = draw_strata(self.grid, generator)

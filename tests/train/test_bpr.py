@@ -5,8 +5,21 @@ import numpy as np
 import pytest
 import torch
 
-from recsys.train.bpr import _has, _stride, _train_blocks
+from recsys.train.bpr import _has, _run_masks, _stride, _train_blocks
 from recsys.train.compiled import _next_random
+
+
+def _one_group(n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """One item group holding every item: its items in order, and where it starts and ends."""
+    return np.arange(n_items, dtype=np.int32), np.array([0, n_items], np.int64)
+
+
+def _one_user_block(positives: np.ndarray) -> tuple[np.ndarray, ...]:
+    """User 0's positives (sorted) as one block of one item group: users, items, each one's run among
+    the user's positives (all of them) and that run's mask."""
+    count = len(positives)
+    firsts, lasts = np.zeros(count, np.int32), np.full(count, count, np.int32)
+    return np.zeros(count, np.int32), positives.copy(), firsts, lasts, _run_masks(positives, firsts, lasts)
 
 
 def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
@@ -23,13 +36,10 @@ def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
     penalty = l2 / 2 * (u @ u + i @ i + j @ j + b @ b)
     (-torch.nn.functional.logsigmoid(score) + penalty).backward()
     expected = [(tensor - lr * tensor.grad).detach().numpy() for tensor in (u, i, j, b)]
-    pairs = (np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32))
-    by_user = (np.array([[0, 1]], np.int64), np.zeros(1, np.int32))  # user 0's one positive: item 0
-    groups = (np.zeros(2, np.int32), np.array([0, 2], np.int64))  # one group: every item
     losses = np.zeros(1)
     _train_blocks(
-        users, items, bias, pairs, np.array([0, 1], np.int64), np.zeros(1, np.int64), groups, by_user,
-        (lr, l2, 7, 1), losses,
+        users, items, bias, _one_user_block(np.zeros(1, np.int32)), np.array([0, 1], np.int64),
+        np.zeros(1, np.int64), _one_group(2), np.zeros(1, np.int32), (lr, l2, 7, 1), losses,
     )  # fmt: skip
     np.testing.assert_allclose(users[0], expected[0], rtol=1e-5)
     np.testing.assert_allclose(items, np.stack(expected[1:3]), rtol=1e-5)
@@ -44,14 +54,10 @@ def test_a_negative_is_never_one_of_the_users_positives() -> None:
     items = np.full((6, 4), 0.1, np.float32)
     bias = np.zeros(6, np.float32)
     positives = np.array([0, 1, 2, 4, 5], np.int32)  # every item but 3
-    pairs = (np.zeros(5, np.int32), positives, np.zeros(5, np.int32), np.zeros(5, np.int32))
-    by_user = (np.array([[0, 5]], np.int64), positives)  # its positives in its one item group
-    groups = (np.zeros(6, np.int32), np.array([0, 6], np.int64))
     _train_blocks(
-        users, items, bias, pairs, np.array([0, 5], np.int64), np.zeros(1, np.int64), groups, by_user,
-        (0.1, 0.0, 3, 1), np.zeros(1),
+        users, items, bias, _one_user_block(positives), np.array([0, 5], np.int64),
+        np.zeros(1, np.int64), _one_group(6), positives, (0.1, 0.0, 3, 1), np.zeros(1),
     )  # fmt: skip
-    assert sorted(pairs[3]) == sorted(positives)  # the block's positives reordered, none lost
     # Each positive's bias rose once, and item 3's fell as much five times over.
     assert np.all(bias[positives] > 0)
     assert bias[3] == pytest.approx(-bias[positives].sum(), rel=1e-5)
@@ -76,13 +82,12 @@ def test_a_blocks_loss_is_its_steps_summed_however_small_their_sigmoids(score: f
     users = np.ones((1, 1), np.float32)
     items = np.array([[score], [0.0]], np.float32)  # the positive's row gives the score; the negative's 0
     bias = np.zeros(2, np.float32)
-    pairs = tuple(np.zeros(steps, np.int32) for _ in range(4))
-    by_user = (np.array([[0, 1]], np.int64), np.zeros(1, np.int32))
-    groups = (np.zeros(2, np.int32), np.array([0, 2], np.int64))
+    in_block = _one_user_block(np.zeros(1, np.int32))
+    in_block = tuple(np.repeat(column, steps) for column in in_block)  # the one positive, `steps` times
     losses = np.zeros(1)
     _train_blocks(
-        users, items, bias, pairs, np.array([0, steps], np.int64), np.zeros(1, np.int64), groups, by_user,
-        (0.0, 0.0, 3, 1), losses,
+        users, items, bias, in_block, np.array([0, steps], np.int64), np.zeros(1, np.int64), _one_group(2),
+        np.zeros(1, np.int32), (0.0, 0.0, 3, 1), losses,
     )  # fmt: skip
     expected = steps * float(torch.nn.functional.softplus(torch.tensor(-score, dtype=torch.float64)))
     assert losses[0] == pytest.approx(expected, rel=1e-6)
@@ -105,55 +110,65 @@ def test_an_epochs_order_meets_every_positive_of_a_block_once_and_changes_by_epo
 
 def test_an_epoch_is_its_steps_one_at_a_time_in_the_drawn_order() -> None:
     """The kernel draws each step's negative a few steps ahead of the step (so that its row can be
-    fetched early): the epoch must still be the steps taken one at a time, in the drawn order, each
-    negative drawn just before its step, as written out here in Python."""
+    fetched early): the epoch must still be the steps taken one at a time, block by block in the
+    drawn order, each negative drawn from the block's item group just before its step, as written
+    out here in Python. Two item groups, the even items and the odd, one block each."""
     rng = np.random.default_rng(3)
     n_users, n_items, width, size = 6, 12, 3, 40
-    group_starts = np.array([0, 5, 12], np.int64)  # two item groups: items 0-4 and 5-11
-    group_of = np.repeat(np.arange(2, dtype=np.int32), np.diff(group_starts))
+    group_of = np.arange(n_items) % 2
+    group_items = np.argsort(group_of, kind="stable").astype(np.int32)  # 0, 2, ..., 10, 1, 3, ..., 11
+    group_starts = np.array([0, 6, 12], np.int64)
     cells = rng.choice(n_users * n_items, size=size, replace=False)
-    cells.sort()
-    users_of, items_of = (cells // n_items).astype(np.int32), (cells % n_items).astype(np.int32)
-    user_group_starts = np.zeros((n_users, 3), np.int64)
-    for user in range(n_users):
-        mine = items_of[users_of == user]
-        first = np.searchsorted(users_of, user)
-        user_group_starts[user] = first + np.searchsorted(mine, group_starts)
+    users_of, items_of = cells // n_items, cells % n_items
+    by_user = np.lexsort((items_of, group_of[items_of], users_of))  # by user, group, then item
+    users_of, items_of = users_of[by_user], items_of[by_user]
+    user_items = items_of.astype(np.int32)
+    run_start = {}  # where each (user, group)'s run starts in user_items, and ends
+    for place, key in enumerate(zip(users_of, group_of[items_of], strict=True)):
+        run_start.setdefault(key, [place, place])[1] = place + 1
+    # One user group: block b holds the positives of item group b, shuffled.
     shuffled = rng.permutation(size)
-    block_users, block_items = users_of[shuffled].copy(), items_of[shuffled].copy()
+    order = shuffled[np.argsort(group_of[items_of[shuffled]], kind="stable")]
+    block_users, block_items = users_of[order].astype(np.int32), items_of[order].astype(np.int32)
+    pairs = zip(block_users, block_items, strict=True)
+    runs = np.array([run_start[(user, group_of[item])] for user, item in pairs])
+    firsts, lasts = runs[:, 0].astype(np.int32), runs[:, 1].astype(np.int32)
+    offsets = np.array([0, np.sum(group_of[block_items] == 0), size], np.int64)
     tables = [rng.normal(0, 0.3, shape).astype(np.float32) for shape in ((n_users, width), (n_items, width))]
     bias = rng.normal(0, 0.3, n_items).astype(np.float32)
     lr, l2, seed, epoch = 0.2, 0.05, 11, 3
 
     expected = [table.astype(np.float64) for table in (*tables, bias)]
-    state = np.array([seed ^ (epoch * 0x9E3779B97F4A7C15 % 2**64)], np.uint64)  # block 0 mixes in nothing
-    place = int(_next_random(state) % np.uint64(size))
-    stride = int(_stride(state, size))
     keep = 1 - lr * l2
-    for k in range(size):
-        at = (place + k * stride) % size
-        user, item = int(block_users[at]), int(block_items[at])
-        group = group_of[item]
-        mine = set(items_of[user_group_starts[user, 0] : user_group_starts[user, 2]].tolist())
-        for _ in range(16):
-            drawn = int(group_starts[group] + _next_random(state) % np.uint64(np.diff(group_starts)[group]))
-            if drawn not in mine:
-                break
-        else:
-            continue
-        u, i, j = expected[0][user].copy(), expected[1][item].copy(), expected[1][drawn].copy()
-        score = u @ (i - j) + expected[2][item] - expected[2][drawn]
-        step = lr / (1 + np.exp(score))
-        expected[0][user] = keep * u + step * (i - j)
-        expected[1][item] = keep * i + step * u
-        expected[1][drawn] = keep * j - step * u
-        expected[2][item] = keep * expected[2][item] + step
-        expected[2][drawn] = keep * expected[2][drawn] - step
+    for block in (0, 1):
+        start, block_size = int(offsets[block]), int(offsets[block + 1] - offsets[block])
+        mixed = seed ^ (epoch * 0x9E3779B97F4A7C15 % 2**64) ^ (block * 0xD1B54A32D192ED03 % 2**64)
+        state = np.array([mixed], np.uint64)
+        place = int(_next_random(state) % np.uint64(block_size))
+        stride = int(_stride(state, block_size))
+        for k in range(block_size):
+            at = start + (place + k * stride) % block_size
+            user, item = int(block_users[at]), int(block_items[at])
+            mine = set(items_of[users_of == user].tolist())
+            for _ in range(16):
+                drawn = int(group_items[6 * block + int(_next_random(state) % np.uint64(6))])
+                if drawn not in mine:
+                    break
+            else:
+                continue
+            u, i, j = expected[0][user].copy(), expected[1][item].copy(), expected[1][drawn].copy()
+            score = u @ (i - j) + expected[2][item] - expected[2][drawn]
+            step = lr / (1 + np.exp(score))
+            expected[0][user] = keep * u + step * (i - j)
+            expected[1][item] = keep * i + step * u
+            expected[1][drawn] = keep * j - step * u
+            expected[2][item] = keep * expected[2][item] + step
+            expected[2][drawn] = keep * expected[2][drawn] - step
 
-    pairs = (block_users, block_items, np.zeros(size, np.int32), np.zeros(size, np.int32))
+    in_blocks = (block_users, block_items, firsts, lasts, _run_masks(user_items, firsts, lasts))
     _train_blocks(
-        tables[0], tables[1], bias, pairs, np.array([0, size], np.int64), np.zeros(1, np.int64),
-        (group_of, group_starts), (user_group_starts, items_of), (lr, l2, seed, epoch), np.zeros(1),
+        tables[0], tables[1], bias, in_blocks, offsets, np.array([0, 1], np.int64),
+        (group_items, group_starts), user_items, (lr, l2, seed, epoch), np.zeros(2),
     )  # fmt: skip
     for got, want in zip((*tables, bias), expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
