@@ -93,14 +93,43 @@ def _negative(
 
 
 @compiled()
-def _run_masks(user_items: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
-    """For each run user_items[firsts[k]:lasts[k]], the 64-bit word with bit (item % 64) set for each
-    of its items."""
-    masks = np.zeros(len(firsts), np.uint64)
-    for k in range(len(firsts)):
+def _group_runs(
+    user_starts: np.ndarray, items: np.ndarray, item_groups: np.ndarray, grid: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each user's positives (items[user_starts[u]:user_starts[u + 1]], ascending) reordered by item
+    group, then item; and where each user's run in each group starts, (users, grid + 1)."""
+    n_users = len(user_starts) - 1
+    run_starts = np.empty((n_users, grid + 1), np.int64)
+    grouped = np.empty(len(items), np.int32)
+    for user in range(n_users):
+        run_starts[user, 0] = user_starts[user]
+        run_starts[user, 1:] = 0
+        for place in range(user_starts[user], user_starts[user + 1]):
+            run_starts[user, item_groups[items[place]] + 1] += 1
+        for group in range(grid):
+            run_starts[user, group + 1] += run_starts[user, group]
+        cursor = run_starts[user, :grid].copy()
+        for place in range(user_starts[user], user_starts[user + 1]):
+            group = item_groups[items[place]]
+            grouped[cursor[group]] = items[place]
+            cursor[group] += 1
+    return grouped, run_starts
+
+
+@compiled()
+def _carried_runs(
+    users: np.ndarray, items: np.ndarray, item_groups: np.ndarray, run_starts: np.ndarray, grouped: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each positive (users[k], items[k]), where its user's run in the item's group starts and
+    ends in `grouped`, and that run's mask: bit (item % 64) set for each of the run's items."""
+    firsts, lasts = np.empty(len(users), np.int64), np.empty(len(users), np.int64)
+    masks = np.zeros(len(users), np.uint64)
+    for k in range(len(users)):
+        group = item_groups[items[k]]
+        firsts[k], lasts[k] = run_starts[users[k], group], run_starts[users[k], group + 1]
         for place in range(firsts[k], lasts[k]):
-            masks[k] |= np.uint64(1) << np.uint64(user_items[place] & 63)
-    return masks
+            masks[k] |= np.uint64(1) << np.uint64(grouped[place] & 63)
+    return firsts, lasts, masks
 
 
 @compiled(fastmath=True, inline=True)
@@ -274,21 +303,15 @@ class BPREpochs(RankingEpochs):
         # Shuffled within their blocks once, from the seed: each epoch's order walks them by a stride.
         _shuffle_blocks(in_blocks, self.offsets, int(config.seed), 0, self.grid * self.grid)
         sorted_users, sorted_items, _ = in_blocks
-        # Where each user's positives in each item group start in user_items: a negative drawn from a
-        # group is looked for among the user's few positives there alone, and each positive carries
-        # that run and its mask, so that a step reads no table to find them.
-        in_group = np.zeros((n_users, self.grid), np.int64)
-        np.add.at(in_group, (users, item_groups[items]), 1)
-        user_group_starts = np.zeros((n_users, self.grid + 1), np.int64)
-        user_group_starts[:, 1:] = np.cumsum(in_group, axis=1)
-        user_group_starts += found.by_user.starts[:-1, None]
+        # Each user's positives by item group, then item (a group's run sorted, as _has reads it): a
+        # negative drawn from a group is looked for among the user's few positives there alone, and
+        # each positive carries that run and its mask, so that a step reads no table to find them.
+        self.user_items, run_starts = _group_runs(found.by_user.starts, items, item_groups, self.grid)
+        firsts, lasts, masks = _carried_runs(
+            sorted_users, sorted_items, item_groups, run_starts, self.user_items
+        )
         position = np.int32 if len(items) < np.iinfo(np.int32).max else np.int64
-        sorted_groups = item_groups[sorted_items]
-        firsts = user_group_starts[sorted_users, sorted_groups].astype(position)
-        lasts = user_group_starts[sorted_users, sorted_groups + 1].astype(position)
-        # Each user's positives by group, then by item: a group's run is sorted, as _has reads it.
-        self.user_items = items[np.lexsort((items, item_groups[items], users))].astype(np.int32)
-        masks = _run_masks(self.user_items, firsts, lasts)
+        firsts, lasts = firsts.astype(position), lasts.astype(position)
         self.in_blocks = (sorted_users, sorted_items, firsts, lasts, masks)
         self.groups = (group_items, group_starts)
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from recsys.train.bpr import _has, _run_masks, _stride, _train_blocks
+from recsys.train.bpr import _carried_runs, _group_runs, _has, _stride, _train_blocks
 from recsys.train.compiled import _next_random
 
 
@@ -17,9 +17,9 @@ def _one_group(n_items: int) -> tuple[np.ndarray, np.ndarray]:
 def _one_user_block(positives: np.ndarray) -> tuple[np.ndarray, ...]:
     """User 0's positives (sorted) as one block of one item group: users, items, each one's run among
     the user's positives (all of them) and that run's mask."""
-    count = len(positives)
-    firsts, lasts = np.zeros(count, np.int32), np.full(count, count, np.int32)
-    return np.zeros(count, np.int32), positives.copy(), firsts, lasts, _run_masks(positives, firsts, lasts)
+    users, run_starts = np.zeros(len(positives), np.int32), np.array([[0, len(positives)]], np.int64)
+    firsts, lasts, masks = _carried_runs(users, positives, np.zeros(64, np.int64), run_starts, positives)
+    return users, positives.copy(), firsts.astype(np.int32), lasts.astype(np.int32), masks
 
 
 def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
@@ -120,19 +120,24 @@ def test_an_epoch_is_its_steps_one_at_a_time_in_the_drawn_order() -> None:
     group_starts = np.array([0, 6, 12], np.int64)
     cells = rng.choice(n_users * n_items, size=size, replace=False)
     users_of, items_of = cells // n_items, cells % n_items
-    by_user = np.lexsort((items_of, group_of[items_of], users_of))  # by user, group, then item
+    by_user = np.lexsort((items_of, users_of))
     users_of, items_of = users_of[by_user], items_of[by_user]
-    user_items = items_of.astype(np.int32)
-    run_start = {}  # where each (user, group)'s run starts in user_items, and ends
-    for place, key in enumerate(zip(users_of, group_of[items_of], strict=True)):
-        run_start.setdefault(key, [place, place])[1] = place + 1
+    user_starts = np.searchsorted(users_of, np.arange(n_users + 1))
+    user_items, run_starts = _group_runs(user_starts, items_of, group_of, 2)
+    for user in range(n_users):  # each user's positives by group, then item, and where each run starts
+        mine = items_of[users_of == user]
+        regrouped = sorted(mine, key=lambda item: (group_of[item], item))
+        assert list(user_items[user_starts[user] : user_starts[user + 1]]) == regrouped
+        assert run_starts[user, 1] - run_starts[user, 0] == np.sum(group_of[mine] == 0)
     # One user group: block b holds the positives of item group b, shuffled.
     shuffled = rng.permutation(size)
     order = shuffled[np.argsort(group_of[items_of[shuffled]], kind="stable")]
     block_users, block_items = users_of[order].astype(np.int32), items_of[order].astype(np.int32)
-    pairs = zip(block_users, block_items, strict=True)
-    runs = np.array([run_start[(user, group_of[item])] for user, item in pairs])
-    firsts, lasts = runs[:, 0].astype(np.int32), runs[:, 1].astype(np.int32)
+    firsts, lasts, masks = _carried_runs(block_users, block_items, group_of, run_starts, user_items)
+    for user, item, first, last in zip(block_users, block_items, firsts, lasts, strict=True):
+        assert set(user_items[first:last]) == set(
+            items_of[(users_of == user) & (group_of[items_of] == group_of[item])]
+        )
     offsets = np.array([0, np.sum(group_of[block_items] == 0), size], np.int64)
     tables = [rng.normal(0, 0.3, shape).astype(np.float32) for shape in ((n_users, width), (n_items, width))]
     bias = rng.normal(0, 0.3, n_items).astype(np.float32)
@@ -165,7 +170,7 @@ def test_an_epoch_is_its_steps_one_at_a_time_in_the_drawn_order() -> None:
             expected[2][item] = keep * expected[2][item] + step
             expected[2][drawn] = keep * expected[2][drawn] - step
 
-    in_blocks = (block_users, block_items, firsts, lasts, _run_masks(user_items, firsts, lasts))
+    in_blocks = (block_users, block_items, firsts.astype(np.int32), lasts.astype(np.int32), masks)
     _train_blocks(
         tables[0], tables[1], bias, in_blocks, offsets, np.array([0, 1], np.int64),
         (group_items, group_starts), user_items, (lr, l2, seed, epoch), np.zeros(2),
