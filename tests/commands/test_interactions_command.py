@@ -15,6 +15,7 @@ from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
 from recsys.config import config_for
 from recsys.data.ratings_file import load_ratings
+from recsys.train import bpr
 from recsys.workflows.experiment import train_and_evaluate
 
 TEST_NDCG = re.compile(r"test NDCG@10 \d\.\d{4}  precision@10 \d\.\d{4}  recall@10 \d\.\d{4}")
@@ -64,10 +65,13 @@ def test_an_interactions_file_trains_recommends_and_resumes(model: str, plays: P
     assert resumed.returncode == 0 and "is finished (3 epochs, test NDCG@10" in resumed.stdout
 
 
-@pytest.mark.parametrize("model", ["ials", "bpr"])
+@pytest.mark.parametrize(("model", "grid"), [("ials", None), ("bpr", None), ("bpr", 3)])
 def test_a_run_on_interactions_cut_short_resumes_to_the_same_model(
-    model: str, plays: Path, tmp_path: Path
+    model: str, grid: int | None, plays: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also BPR on a 3 x 3 grid of blocks, as data above about 150,000 positives trains."""
+    if grid is not None:
+        monkeypatch.setattr(bpr, "grid_size", lambda n_ratings: grid)
     dataset = load_ratings(plays)
     assert dataset.implicit and dataset.ratings["rating"].max() > 1  # repeats counted
     config = config_for(model, dataset=dataset.name, epochs=4)
