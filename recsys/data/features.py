@@ -138,8 +138,10 @@ class ColumnCoding:
 
 
 def _categories(value: object) -> list[str]:
-    """A value's categories, each once ("a|a" is "a")."""
-    return list(dict.fromkeys(name.strip() for name in str(value).split(MULTIPLE) if name.strip()))
+    """A value's categories, each once ("a|a" is "a"): the names between its '|', or the items of a
+    list (a Parquet file's or a DataFrame's list column, as a genres column often is)."""
+    names = value if isinstance(value, list | tuple | np.ndarray) else str(value).split(MULTIPLE)
+    return list(dict.fromkeys(str(name).strip() for name in names if str(name).strip()))
 
 
 def coding_digest(codings: Sequence[ColumnCoding]) -> str:

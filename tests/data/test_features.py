@@ -66,6 +66,22 @@ def test_columns_are_coded_as_numbers_or_categories() -> None:
     assert unseen.columns.tolist() == [2] and unseen.values.tolist() == [1.0]
 
 
+def test_a_list_column_names_several_categories_as_a_bar_does(tmp_path: Path) -> None:
+    """Genres as a list per row (a Parquet file's list column, or lists in a DataFrame) code as the
+    same names joined by '|' do, not as one category per distinct list."""
+    lists = pd.DataFrame({"item": [1, 2, 3], "genres": [["Drama", "Comedy"], ["Drama"], []]})
+    lists.to_parquet(tmp_path / "items.parquet")
+    table = read_feature_file(tmp_path / "items.parquet", "item")
+    joined = pd.DataFrame({"genres": ["Drama|Comedy", "Drama", ""]}, index=[1, 2, 3])
+    assert column_codings(table) == column_codings(joined)
+    (coding,) = column_codings(table)
+    assert coding.categories == ("Comedy", "Drama")
+    for given in (table, joined):
+        (block,) = side_blocks(given, (coding,), np.array([1, 2, 3]))
+        entries = sorted(zip(block.rows, block.columns, block.values, strict=True))
+        assert entries == [(0, 0, 0.5), (0, 1, 0.5), (1, 1, 1.0)]  # the empty list adds nothing
+
+
 def test_text_ids_in_one_table_meet_number_ids_in_the_other() -> None:
     table = pd.DataFrame({"job": ["a", "b"]}, index=pd.Index(["1", "2"]))
     (block,) = side_blocks(table, column_codings(table), np.array([2, 1]))
