@@ -251,6 +251,8 @@ class RunConfig:
         self._resolve_tuned()
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.name == "y_range" and hasattr(value, "__array__") and getattr(value, "ndim", None) == 1:
+                value = value.tolist()  # a 1-D array, np.array([1, 5]), is the pair its list is
             plain = (
                 tuple(_plain(end) for end in value)
                 if field.name == "y_range" and isinstance(value, tuple | list)

@@ -132,6 +132,15 @@ def test_numpy_numbers_are_taken_as_pythons() -> None:
         config_for("dotbias", epochs=np.bool_(True))
 
 
+def test_a_y_range_given_as_a_numpy_array_is_its_pair() -> None:
+    """np.array([0, 5.5]) is finite LOW < HIGH: it was refused with a message saying it was not."""
+    config = config_for("dotbias", y_range=np.array([0, 5.5]))
+    assert config.y_range == (0.0, 5.5) and all(type(end) is float for end in config.y_range)
+    assert RunConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(RecsysError, match="`y_range` needs finite LOW < HIGH"):
+        config_for("dotbias", y_range=np.array([[0, 5.5]]))
+
+
 def test_every_field_has_a_default_that_passes_its_own_checks() -> None:
     config = RunConfig()
     assert RunConfig.from_dict(config.to_dict()) == config

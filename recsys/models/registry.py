@@ -9,6 +9,8 @@ test, a notebook) registers itself with `register` or, for a while, `registered`
 from __future__ import annotations
 
 import inspect
+import math
+import numbers
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -235,7 +237,10 @@ def build_model(
     """Build the registered model `name`, initialised from `generator` with every initial weight
     times `init_scale` (a searched hyperparameter; a registered class needs no argument for it); an
     unknown name lists the valid ones. `members` > 1: an ensemble of that many such models, each
-    initialised in turn from `generator`."""
+    initialised in turn from `generator`. A size or scale no model can have is a ValueError naming it."""
+    _check_build(
+        n_users=n_users, n_items=n_items, n_factors=n_factors, members=members, init_scale=init_scale
+    )
     builder = _builder(model_entry(name).model_class())
     built = [
         builder(n_users, n_items, n_factors, y_range=y_range, generator=generator) for _ in range(members)
@@ -251,6 +256,22 @@ def build_model(
 
         scale_weights_(model, init_scale)
     return model
+
+
+def _check_build(*, init_scale: float, **sizes: int) -> None:
+    """build_model's sizes and scale, checked as RunConfig checks them: torch's own errors for a table
+    of -1 or "8" columns, or an ensemble of no members, name no argument (and 0 factors, or an
+    initial scale of 0, build a model that cannot learn)."""
+    for name, size in sizes.items():
+        least = 0 if name in ("n_users", "n_items") else 1
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < least:
+            raise ValueError(f"`{name}` must be a whole number of at least {least}, got {size!r}")
+    if (
+        isinstance(init_scale, bool)
+        or not isinstance(init_scale, numbers.Real)
+        or not 0 < init_scale < math.inf
+    ):
+        raise ValueError(f"`init_scale` must be positive and finite, got {init_scale!r}")
 
 
 def _builder(model_class: type[RatingModel]) -> Callable[..., RatingModel]:

@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from recsys.config import (
     SETTINGS,
     RunConfig,
+    check_device,
     check_threads,
     config_for,
     model_for,
@@ -123,7 +124,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             self, fitted.
         Raises:
             ValueError: X not two columns of ids (a missing or non-integer number id), lengths that
-                differ, no ratings, a rating that is NaN or infinite, or a parameter no run can use.
+                differ, no ratings, a rating that is missing, NaN, infinite or no number (text, a
+                date), or a parameter no run can use.
 
         The trainer scores a validation set after each epoch for monitoring only (nothing is chosen
         by it: the number of epochs is fixed), so fit gives it none: every rating given trains, and
@@ -137,6 +139,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 "rating models (train a ranking model with recsys.train_and_evaluate)"
             )
         _refuse_dates(X)
+        _refuse_non_ratings(y)
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
         users, items = (_ids_given(column, kind) for column, kind in _id_columns(X))
         ratings = np.asarray(y, dtype=np.float64)  # validate_data refused NaN and infinite ratings
@@ -153,6 +156,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             check_fits(self.config_, len(self.users_), len(self.items_))
             if self.threads is not None:
                 check_threads(self.threads)
+            check_device(self.config_.device)  # before training, and as a ValueError like the rest
         except RecsysError as error:  # scikit-learn reports bad parameters as ValueErrors
             raise ValueError(str(error)) from None
         encoded = np.stack([self.users_.encode(users), self.items_.encode(items)], axis=1)
@@ -285,6 +289,15 @@ def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
     the id "a"; one of spaces alone is missing); numbers and other objects as they are."""
     if values.dtype.kind not in "OU":
         return values
+    # A tuple, list, set, dict or array in one cell is several values (or none), not an id; pandas
+    # fails on a column of them inside its own code.
+    several = np.flatnonzero([isinstance(value, tuple | list | set | dict | np.ndarray) for value in values])
+    if several.size:
+        value = values[several[0]]
+        raise ValueError(
+            f"X: {kind} id {value!r} in row {int(several[0]) + 1} is a {type(value).__name__}; each id is "
+            "one integer or text"
+        )
     trimmed = np.array([value.strip() if isinstance(value, str) else value for value in values], dtype=object)
     # Compared one by one: `==` on an array holding pandas' NA (a "string" column's missing id) is NA,
     # which has no truth value; a missing id is then named by `_integers`.
@@ -295,10 +308,36 @@ def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
 
 
 def _refuse_dates(X: Any) -> None:
-    """Dates or durations are no ids (numpy finds no common type for them and numbers)."""
-    for name, dtype in getattr(X, "dtypes", pd.Series(dtype=object)).items():
+    """Dates or durations are no ids (numpy finds no common type for them and numbers). A Series has
+    one dtype, not a column of them: it is one column, which validate_data names as such."""
+    dtypes = getattr(X, "dtypes", None)
+    for name, dtype in (dtypes if isinstance(dtypes, pd.Series) else pd.Series(dtype=object)).items():
         if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
             raise ValueError(f"X: column {name!r} holds dates or durations ({dtype}), not ids")
+
+
+def _refuse_non_ratings(y: Any) -> None:
+    """Ratings are numbers: dates or durations (which numpy reads as counts of nanoseconds), text that
+    spells no number and a missing rating in an object column (None, which scikit-learn's NaN check
+    lets through as NaN) are errors naming y and the row."""
+    if y is None:  # validate_data says y is required
+        return
+    try:
+        values = np.asarray(y)
+    except ValueError:  # ragged: validate_data says what shape y must have
+        return
+    dtype = getattr(y, "dtype", values.dtype)
+    if values.dtype.kind in "mM" or pd.api.types.is_datetime64_any_dtype(dtype):
+        raise ValueError(f"y holds dates or durations ({dtype}), not ratings")
+    if values.dtype.kind not in "OUS":
+        return
+    for row, value in enumerate(values.ravel()):
+        if value is None or value is pd.NA or value is pd.NaT:
+            raise ValueError(f"y: missing rating (None or NA) in row {row + 1}")
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"y: rating {plain_value(value)!r} in row {row + 1} is not a number") from None
 
 
 def _ids_given(values: np.ndarray, kind: str) -> np.ndarray:

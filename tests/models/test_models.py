@@ -590,3 +590,24 @@ def test_lookup_gives_the_embeddings_rows_and_gradient(sparse: bool) -> None:
     assert ours.weight.grad is not None and theirs.weight.grad is not None
     assert ours.weight.grad.is_sparse == sparse
     torch.testing.assert_close(ours.weight.grad.to_dense(), theirs.weight.grad.to_dense())
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"n_factors": 0}, r"`n_factors` must be a whole number of at least 1, got 0"),
+        ({"n_factors": -1}, r"`n_factors` must be a whole number of at least 1, got -1"),
+        ({"n_factors": "8"}, r"`n_factors` must be a whole number of at least 1, got '8'"),
+        ({"n_users": 2.0}, r"`n_users` must be a whole number of at least 0, got 2.0"),
+        ({"members": 0}, r"`members` must be a whole number of at least 1, got 0"),
+        ({"init_scale": 0.0}, r"`init_scale` must be positive and finite, got 0.0"),
+    ],
+)
+def test_build_model_names_an_argument_no_model_can_have(arguments: dict, message: str) -> None:
+    """Once torch's errors from inside a table (a negative dimension, a str where a size goes) or an
+    IndexError for an ensemble of no members, and 0 factors built a model that could not learn."""
+    given = {"n_users": N_USERS, "n_items": N_ITEMS, "n_factors": N_FACTORS, **arguments}
+    init_scale, members = given.pop("init_scale", 1.0), given.pop("members", 1)
+    with pytest.raises(ValueError, match=message):
+        build_model("dotbias", **given, y_range=Y_RANGE, init_scale=init_scale, members=members)
+    assert build_model("dotbias", N_USERS, N_ITEMS, np.int64(2), Y_RANGE, members=np.int64(2)) is not None

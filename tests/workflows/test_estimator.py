@@ -329,7 +329,7 @@ def test_small_and_odd_inputs_fit(tiny: RatingsDataset) -> None:
         (np.array([[1, 2], [3, 4]]), [4.0, np.nan], "y contains NaN"),
         (np.array([[1, 2], [3, 4]]), [4.0, np.inf], "y contains infinity"),
         (np.empty((0, 2)), [], "0 sample"),
-        (np.array([[1, 2], [3, 4]]), ["good", "bad"], "could not convert"),
+        (np.array([[1, 2], [3, 4]]), ["good", "bad"], "y: rating .good. in row 1 is not a number"),
     ],
 )
 def test_bad_input_is_a_value_error(X: Any, y: Any, expected: str) -> None:
@@ -556,6 +556,55 @@ def test_dates_as_ids_are_refused_by_column() -> None:
     X = pd.DataFrame({"user": pd.date_range("2020-01-01", periods=10), "item": np.arange(10)})
     with pytest.raises(ValueError, match=r"X: column 'user' holds dates or durations \(datetime64"):
         RatingRegressor(epochs=1).fit(X, np.arange(10) % 5 + 1.0)
+
+
+def test_ratings_that_are_no_numbers_are_named_by_row() -> None:
+    """Text was numpy's "could not convert string to float: np.str_('a')"; None in a list of ratings
+    passed scikit-learn's NaN check as NaN and was reported as a bad `relevant`; dates trained as
+    nanoseconds."""
+    X = pd.DataFrame({"user": [1, 2, 3, 4], "item": [1, 2, 3, 4]})
+    cases = [
+        (np.array(["4", "3", "five", "2"]), r"y: rating 'five' in row 3 is not a number"),
+        ([4.0, 3.0, 2.0, None], r"y: missing rating \(None or NA\) in row 4"),
+        (pd.Series([4.0, "x", 2.0, 1.0], dtype=object), r"y: rating 'x' in row 2 is not a number"),
+        (pd.Series(pd.date_range("2020-01-01", periods=4)), r"y holds dates or durations \(datetime64"),
+        (pd.to_timedelta([1, 2, 3, 4], unit="s"), r"y holds dates or durations \(timedelta64"),
+    ]
+    for y, message in cases:
+        with pytest.raises(ValueError, match=message):
+            RatingRegressor(epochs=1, threads=1).fit(X, y)
+    spelled = RatingRegressor(epochs=1, threads=1).fit(X, np.array(["4", "3", "2.5", "1"]))
+    assert spelled.train_mean_ == pytest.approx(2.625)
+
+
+@pytest.mark.parametrize("cell", [(1, 2), [1], {"id": 1}])
+def test_an_id_of_several_values_is_named(cell: Any) -> None:
+    """A tuple in every row was a ValueError from inside pandas ("Buffer has wrong number of
+    dimensions"); in some rows, or a dict, it was taken as its text."""
+    X = pd.DataFrame({"user": [1, cell, 3, 4], "item": [1, 2, 3, 4]})
+    with pytest.raises(
+        ValueError, match=rf"X: user id .* in row 2 is a {type(cell).__name__}; each id is one"
+    ):
+        RatingRegressor(epochs=1, threads=1).fit(X, [1.0, 2.0, 3.0, 4.0])
+    fitted = RatingRegressor(epochs=1, threads=1).fit(X.assign(user=[1, 2, 3, 4]), [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match=r"X: item id .* in row 1 is a"):
+        fitted.predict(pd.DataFrame({"user": [1], "item": [cell]}))
+
+
+def test_a_series_as_x_is_one_column_not_an_attribute_error() -> None:
+    with pytest.raises(ValueError, match="Expected a 2-dimensional container"):
+        RatingRegressor(epochs=1, threads=1).fit(pd.Series([1, 2, 3, 4]), [1.0, 2.0, 3.0, 4.0])
+
+
+def test_a_cuda_device_on_a_machine_without_one_is_a_valueerror_before_training(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As every other parameter no run can use: it was the trainer's RecsysError, once the model was
+    built."""
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    X = pd.DataFrame({"user": [1, 2, 3, 4], "item": [1, 2, 3, 4]})
+    with pytest.raises(ValueError, match="`device` cuda: no CUDA device is available here"):
+        RatingRegressor(epochs=1, threads=1, device="cuda").fit(X, [1.0, 2.0, 3.0, 4.0])
 
 
 def test_an_unseen_user_with_a_feature_row_is_predicted_from_it() -> None:
