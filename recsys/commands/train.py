@@ -173,15 +173,16 @@ def config_from_args(
     training settings take the model's tuned defaults; the split, `default_split`: the dataset's)."""
     settings = config_file_values(args.config) if args.config is not None else {}
     engine = args.engine if args.engine not in (None, "auto") else settings.pop("engine", None)
-    if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        engine = "autograd"  # the compiled engine trains in one process
+    model = args.model or settings.get("model") or DEFAULTS.model
+    ranks = model in model_names() and model_entry(model).ranks
+    if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not ranks:
+        engine = "autograd"  # the compiled engine trains in one process (a ranking model says so itself)
     flags = {
         name: (tuple(value) if name == "y_range" and value else value)
         for name in CONFIG_FLAGS.values()
         if name not in ("model", "dataset", "engine", "device") and (value := getattr(args, name)) is not None
     }
     settings.pop("engine", None)
-    model = args.model or settings.pop("model", None) or DEFAULTS.model
     settings.pop("model", None)
     given = set(flags)
     # Typed as flags, they are checked whatever the split (RunConfig checks them where it uses them).

@@ -352,6 +352,16 @@ def test_auto_engine_is_autograd_under_torchrun(monkeypatch: pytest.MonkeyPatch)
     assert script.config_from_args(args, "tiny", "cpu").engine == "autograd"
 
 
+def test_a_ranking_model_keeps_its_engine_under_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So that it is told to run without torchrun (recsys.train.interactions), not to leave out
+    `engine` autograd, which it was never given: the auto engine once became autograd under
+    torchrun for every model."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for model in ("ials", "bpr"):
+        args = train_command.parse_args(["--model", model])
+        assert train_command.config_from_args(args, "tiny", "cpu").engine == "compiled"
+
+
 @pytest.mark.parametrize(
     ("flags", "on_gpu"),
     [
