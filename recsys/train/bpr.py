@@ -9,8 +9,9 @@ On threads without locks, and with the same result on any number of them, as the
 (recsys.train.compiled): the positives are cut into a grid of user groups x item groups, and a
 stratum's blocks, which share no user and no item, run at once. So that they keep sharing none, a
 positive's negative is drawn from its own item group (from every item where the data is small
-enough to be one block, as u1 is). Each block draws its order and its negatives from a generator
-keyed on the seed, the epoch and the block.
+enough to be one block, as u1 is), and so the item groups are BPR's own, each a cross-section of
+the catalogue (_dealt_groups). Each block draws its order and its negatives from a generator keyed
+on the seed, the epoch and the block.
 """
 
 from collections.abc import Sequence
