@@ -9,6 +9,7 @@ import contextlib
 import math
 import os
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -199,6 +200,33 @@ def check_data_flags(args: argparse.Namespace) -> None:
     ):
         if value is not None and args.ratings is None:
             raise RecsysError(f"{flag} describes a --ratings file; add --ratings PATH")
+
+
+def data_flags(args: argparse.Namespace) -> str:
+    """The data flags `args` were given, as a shell command line repeats them: a command that names
+    another to run next (tune.py's `train.py --config ...`) must name the same data, or it trains
+    ml-100k (or synthetic data) in place of the user's file."""
+    shown: list[str] = []
+    for flag, value in (
+        ("--dataset", args.dataset),
+        ("--data-dir", args.data_dir),
+        ("--ratings", args.ratings),
+        (
+            "--columns",
+            ",".join(f"{field}={name}" for field, name in args.columns.items()) if args.columns else None,
+        ),
+        ("--sep", "\\t" if args.sep == "\t" else args.sep),
+        ("--items", args.items),
+        ("--user-features", getattr(args, "user_features", None)),
+        ("--item-features", getattr(args, "item_features", None)),
+    ):
+        if value is not None:
+            shown += [flag, shlex.quote(str(value))]
+    if args.rating_scale is not None:  # one word: a negative LO would read as a flag
+        shown.append(f"--rating-scale={args.rating_scale[0]:g},{args.rating_scale[1]:g}")
+    if args.implicit:
+        shown.append("--implicit")
+    return " ".join(shown)
 
 
 def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":

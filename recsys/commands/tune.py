@@ -8,6 +8,7 @@ Writes, in the output folder: trials.csv (every setting tried, ranked by validat
 
 import argparse
 import math
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from recsys.commands.common import (
     Terminated,
     add_data_flags,
     check_data_flags,
+    data_flags,
     dataset_from_flags,
     run,
     test_summary,
@@ -154,9 +156,16 @@ def main(argv: list[str] | None = None) -> int:
     shown = " ".join(f"{name}={_shown(value)}" for name, value in result.best.items())
     print(f"best setting: {shown}  ({label} {result.table.at[0, result.score]:.4f})", file=sys.stdout)
     print(f"{test_summary(result.run, dataset.implicit)}  (read once, now)")
-    # best.json holds the settings alone (it may train other data): the split and seed are flags.
-    again = f"train.py --config {out / 'best.json'} --split {split}" + (
-        f" --seed {args.seed}" if args.seed else ""
+    # best.json holds the settings alone (it may train other data): the data, split and seed are flags.
+    again = " ".join(
+        part
+        for part in (
+            f"train.py --config {shlex.quote(str(out / 'best.json'))}",
+            data_flags(args),
+            f"--split {split}",
+            f"--seed {args.seed}" if args.seed else "",
+        )
+        if part
     )
     print(
         f"written: {out}/ (trials.csv, trials.png, best.json, run/); `{again}` trains the best setting again"

@@ -8,9 +8,11 @@ without a copy. A bad value is named by its line in the file.
 
 import codecs
 import csv
+import dataclasses
 import io
 import lzma
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,6 +66,9 @@ INFER_ROWS = 10_000
 POLARS_COMPRESSIONS = (None, "gzip", "zstd")
 # Names that mark a first line as a header: any column name a table of ratings or items may have.
 HEADER_WORDS = frozenset().union(*ALIASES.values(), ITEM_ID_ALIASES)
+# A value that is a time and not a rating: a whole number of 9 digits or more (seconds since 1970 from
+# 1973 on, or milliseconds), or a date written year first or last (2024-05-01, 01.05.2024 10:00).
+TIME_LIKE = re.compile(r"\d{9,}|(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4})([ T].*)?")
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,8 @@ class TextLayout:
     # The separator as the file spells it where it is more than one character (MovieLens' "::"): each
     # is read as `sep` (STAND_IN).
     joined: str | None = None
+    # Columns every sampled value of which looks like a time (TIME_LIKE), each with its first value.
+    times: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def sep_name(self) -> str:
@@ -230,7 +237,12 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
     zero_led = frozenset(
         name for j, name in enumerate(names) if any(_zero_led(row[j]) for row in rows if j < len(row))
     )
-    return TextLayout(compression, encoding, sep, header, names, skip, zero_led, joined)
+    times = {
+        name: _unquoted(rows[0][j])
+        for j, name in enumerate(names)
+        if rows and all(j < len(row) and TIME_LIKE.fullmatch(_unquoted(row[j])) for row in rows)
+    }
+    return TextLayout(compression, encoding, sep, header, names, skip, zero_led, joined, times)
 
 
 class _Sample(NamedTuple):
@@ -381,6 +393,7 @@ def _text_columns(
         return find_table_columns(layout.names, columns, source, implicit=implicit)
     if len(layout.names) in (3, 4):
         found = dict(zip(RATING_FIELDS, layout.names, strict=False))
+        _refuse_times_as_ratings(layout, found["rating"], source, implicit)
     elif len(layout.names) == 2:
         found = {"user": "1", "item": "2"}  # interactions, unless `implicit` is False
     else:
@@ -389,6 +402,19 @@ def _text_columns(
             "e.g. `columns` user=1,item=2,rating=3[,timestamp=4]"
         )
     return columns_to_read(found, layout.names, source, implicit=implicit)
+
+
+def _refuse_times_as_ratings(layout: TextLayout, column: str, source: str, implicit: bool | None) -> None:
+    """Refuse a headerless file whose column taken by position for the ratings holds times: an export
+    of events (user, item, time) would otherwise train on its times as ratings, or weights."""
+    if column not in layout.times:
+        return
+    what = "event weights" if implicit else "ratings"
+    raise DataError(
+        f"{source}: no header, so its third column would be read as {what}, but it holds times "
+        f"({layout.times[column]!r} on line {layout.skip + 1}); say which column is which, e.g. `columns` "
+        "user=1,item=2,timestamp=3 (interactions) or user=1,item=2,rating=3"
+    )
 
 
 def read_ratings_text(

@@ -384,7 +384,10 @@ def rating_scale(
         return float(low), float(high)
     low, high = float(values.min()), float(values.max())
     if low == high:
-        raise DataError(f"{source}: every rating is {low:g}; there is nothing to learn from one value")
+        raise DataError(  # an export of purchases or clicks often carries a constant 1 as its "rating"
+            f"{source}: every rating is {low:g}; there is nothing to learn from one value (if each row is "
+            "an event, such as a purchase, read them as interactions with `implicit`, for bpr and ials)"
+        )
     warn_of_a_stray_end(values, (low, high), source, where)
     return low, high
 

@@ -1,12 +1,13 @@
 """recsys-tune (scripts/tune.py) as a user runs it, and train.py --config reading what it wrote."""
 
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 from recsys.commands import train as train_command
 from recsys.commands import tune as tune_command
@@ -21,7 +22,8 @@ def test_tune_writes_its_trials_plot_best_setting_and_run(tmp_path: Path) -> Non
     assert sum("valid RMSE" in line for line in lines) == 4  # three trials, then the best
     assert sum("test RMSE" in line for line in lines) == 1 and "test RMSE" in lines[-2]  # once, at the end
     assert (
-        f"`train.py --config {out / 'best.json'} --split random` trains the best setting again" in lines[-1]
+        f"`train.py --config {out / 'best.json'} --dataset tiny --split random` trains the best setting again"
+        in lines[-1]
     )
     trials = pd.read_csv(out / "trials.csv")
     assert len(trials) == 3 and trials["valid_rmse"].is_monotonic_increasing
@@ -49,6 +51,28 @@ def test_tune_writes_its_trials_plot_best_setting_and_run(tmp_path: Path) -> Non
     )
     config = json.loads((overridden / "config.json").read_text())
     assert config["epochs"] == 1 and config["lr"] == best["lr"]  # the flag wins; the rest is the file's
+
+
+def test_the_command_that_trains_the_best_setting_again_names_the_same_data(tmp_path: Path) -> None:
+    """Regression: the line tune.py ends with left out --ratings and its companions, so the command it
+    gave trained ml-100k (or synthetic data) in place of the file tuned on."""
+    tiny = pd.read_csv(ROOT / "recsys/data/samples/tiny/ratings.csv")
+    ratings = tmp_path / "shop ratings.csv"
+    tiny.rename(columns={"userId": "buyer", "movieId": "article"}).to_csv(ratings, sep=";", index=False)
+    given = ["--ratings", str(ratings), "--columns", "user=buyer,item=article,rating=rating", "--sep", ";"]
+    args = [*given, "--rating-scale", "0.5,5", "--trials", "1", "--folds", "2", "--out", str(tmp_path / "s")]
+    ran = run_cli(tune_command.cli, "tune.py", args, tmp_path / "cache")
+    assert ran.returncode == 0, ran.stderr
+    again = shlex.split(ran.stdout.splitlines()[-1].split("`")[1])
+    assert again[0] == "train.py"
+    retrained = tmp_path / "retrained"
+    trained = run_cli(
+        train_command.cli, "train.py", [*again[1:], "--out", str(retrained)], tmp_path / "cache"
+    )
+    assert trained.returncode == 0, trained.stderr
+    record = json.loads((retrained / "data.json").read_text())
+    assert record["ratings"] == str(ratings.resolve()) and record["sep"] == ";"
+    assert record["rating_scale"] == [0.5, 5] and record["columns"]["user"] == "buyer"
 
 
 @pytest.mark.parametrize(

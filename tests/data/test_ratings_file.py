@@ -1194,3 +1194,35 @@ def test_a_quote_never_closed_is_named_by_its_line(tmp_path: Path, lines_before:
     content = text(before) + '1,"2,3,4\n' + text(after, header=None)
     with pytest.raises(DataError, match=rf"line {lines_before + 2} opens a quote .* never closed"):
         load_ratings(write(tmp_path / "ratings.csv", content))
+
+
+@pytest.mark.parametrize("third", ["1609682369", "1609682369000", "2021-01-03 13:59:29", "2021-01-03"])
+@pytest.mark.parametrize("implicit", [None, True])
+def test_times_in_the_third_column_of_a_headerless_file_are_not_read_as_ratings(
+    third: str, implicit: bool | None, tmp_path: Path
+) -> None:
+    # Regression: a headerless export of events (user, item, seconds since 1970) had its times read as
+    # ratings of a scale 1.6e9-1.61e9 (or as event weights), its repeats dropped rather than counted.
+    path = write(tmp_path / "plays.csv", f"u1,i1,{third}\nu2,i1,{third}\nu1,i2,{third}\n")
+    with pytest.raises(
+        DataError, match=r"plays.csv: .*third column.*times.*`columns` user=1,item=2,timestamp=3"
+    ):
+        load_ratings(path, implicit=implicit)
+    named = load_ratings(path, columns={"user": "1", "item": "2", "timestamp": "3"})
+    assert named.implicit and len(named.ratings) == 3
+
+
+def test_large_ratings_in_a_headerless_file_are_still_ratings(tmp_path: Path) -> None:
+    # Not every big number is a time: one row below 1e8 keeps the column as ratings.
+    path = write(tmp_path / "r.csv", "u1,i1,150000000\nu2,i1,5\nu1,i2,1000\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the scale rests on one far rating: warned of, not refused
+        assert load_ratings(path).ratings["rating"].tolist() == [150000000, 5, 1000]
+
+
+def test_one_rating_value_throughout_points_to_interactions(tmp_path: Path) -> None:
+    # A purchase export with a constant 1 as its rating: refused as ratings, read with `implicit`.
+    path = write(tmp_path / "bought.csv", "user,item,rating\nu1,i1,1\nu2,i1,1\nu2,i2,1\nu1,i1,1\n")
+    with pytest.raises(DataError, match=r"every rating is 1; .*as interactions with `implicit`"):
+        load_ratings(path)
+    assert load_ratings(path, implicit=True).ratings["rating"].tolist() == [1, 1, 2]
