@@ -145,3 +145,22 @@ def test_in_flags_names_a_setting_the_command_has_no_flag_for_as_train_pys(
     parser.parse_args([])
     message = "change `test_frac` (now 0.2) or `seed`"
     assert in_flags(message) == "change train.py's --test-frac (now 0.2) or --seed"
+
+
+def test_in_flags_names_a_setting_no_flag_sets_as_a_config_files_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """train.py has no --relevant: a message asking to lower `relevant` names the --config key."""
+    monkeypatch.setattr(common, "_FLAG_OF", {})
+    parser = CommandParser()
+    parser.add_argument("--config")
+    parser.parse_args([])
+    assert in_flags("lower `relevant`") == 'lower "relevant" in a --config file'
+    monkeypatch.setattr(common, "_FLAG_OF", {})
+    parser = CommandParser()
+    parser.add_argument("--relevant")  # compare.py's own flag
+    parser.parse_args([])
+    assert in_flags("lower `relevant`") == "lower --relevant"
+    monkeypatch.setattr(common, "_FLAG_OF", {})
+    parser = CommandParser()
+    parser.add_argument("--seed")
+    parser.parse_args([])
+    assert in_flags("lower `relevant`") == 'lower "relevant" in train.py\'s --config file'

@@ -40,7 +40,8 @@ def in_flags(message: str) -> str:
     """A library message in a shell user's words: each `setting` it names as the flag that sets it
     (RunConfig's from their Settings, the rest from the command's parser); others as they are. A
     RunConfig setting the running command has no flag for is named as train.py's flag, so that no
-    message asks for a flag the command would refuse (tune.py and compare.py have no --test-frac)."""
+    message asks for a flag the command would refuse (tune.py and compare.py have no --test-frac),
+    and one that no flag sets (`relevant`) as a key of a --config file."""
     from recsys.config import SETTINGS
 
     def flag(match: re.Match[str]) -> str:
@@ -49,6 +50,9 @@ def in_flags(message: str) -> str:
             if _FLAG_OF and setting.flag not in _FLAG_OF.values():
                 return f"train.py's {setting.flag}"
             return setting.flag
+        if setting is not None and match[1] not in _FLAG_OF:  # a setting no flag sets: a --config key
+            config = "a --config file" if not _FLAG_OF or "config" in _FLAG_OF else "train.py's --config file"
+            return f'"{match[1]}" in {config}'
         return _FLAG_OF.get(match[1], match[0])
 
     return re.sub(r"`([a-z][a-z0-9_]*)`", flag, message)

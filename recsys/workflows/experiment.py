@@ -111,6 +111,13 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
         )
     config = dataclasses.replace(config, dataset=dataset.name)
     config = fitted_config(config, dataset.rating_scale, len(data.train), implicit=dataset.implicit)
+    top = float(dataset.ratings["rating"].max())
+    if config.ranks and config.relevant is not None and top < config.relevant:  # whatever the split
+        raise RecsysError(
+            f"no rating of {dataset.name} reaches {config.relevant:g}, the relevance threshold of the top-N "
+            f"lists (its highest is {top:g}): a ranking model learns from the ratings at or above it and is "
+            "judged on them; lower `relevant`"
+        )
     if config.ranks and len(_judged(data, config)) == 0:  # every list metric would be NaN
         raise RecsysError(
             f"split {config.split} of {dataset.name} leaves no test user with a relevant item (a test "

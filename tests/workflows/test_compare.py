@@ -151,6 +151,6 @@ def test_a_model_the_split_refuses_stops_the_comparison_before_any_model_trains(
     low = dataclasses.replace(tiny, ratings=tiny.ratings.assign(rating=tiny.ratings["rating"].clip(upper=3)))
     trained: list[str] = []
     monkeypatch.setattr(compare, "train_and_evaluate", lambda _, config, **__: trained.append(config.model))
-    with pytest.raises(RecsysError, match="no test user with a relevant item"):
+    with pytest.raises(RecsysError, match="no rating of tiny reaches 4, the relevance threshold"):
         compare_models(low, "random", models=["dotbias", "ials"], epochs=1)
     assert trained == []

@@ -387,6 +387,16 @@ def test_a_ranking_run_whose_test_part_judges_nobody_is_refused_before_training(
     assert lowered.test["users"] > 0
 
 
+def test_a_ranking_run_on_data_no_rating_of_which_is_relevant_says_so_whatever_the_split() -> None:
+    """Ratings of 0.5-3 on a 0.5-5 scale: refused as the data's, not blamed on the split."""
+    ratings = load_dataset("tiny").ratings.assign(rating=lambda frame: frame["rating"].clip(upper=3.0))
+    dataset = dataclasses.replace(RatingsDataset.from_frame(ratings, name="low"), rating_scale=(0.5, 5.0))
+    expected = r"^no rating of low reaches 3.875, .*its highest is 3\).*lower `relevant`$"
+    for split in ("random", "time"):
+        with pytest.raises(RecsysError, match=expected):
+            train_and_evaluate(dataset, config_for("bpr", split=split, epochs=1), progress=False)
+
+
 @pytest.mark.parametrize("relevant", [float("nan"), float("inf"), float("-inf")])
 def test_compare_models_refuses_a_relevance_threshold_that_is_no_finite_rating(relevant: float) -> None:
     """NaN passed the scale check (it compares false) and left every ranking metric NaN."""
