@@ -13,6 +13,7 @@ import io
 import lzma
 import os
 import re
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -90,6 +91,8 @@ class TextLayout:
     joined: str | None = None
     # Columns every sampled value of which looks like a time (TIME_LIKE), each with its first value.
     times: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Columns every sampled value of which is a number.
+    numbers: frozenset[str] = frozenset()
 
     @property
     def sep_name(self) -> str:
@@ -242,7 +245,12 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         for j, name in enumerate(names)
         if rows and all(j < len(row) and TIME_LIKE.fullmatch(_unquoted(row[j])) for row in rows)
     }
-    return TextLayout(compression, encoding, sep, header, names, skip, zero_led, joined, times)
+    numbers = frozenset(
+        name
+        for j, name in enumerate(names)
+        if rows and all(j < len(row) and _is_number(row[j]) for row in rows)
+    )
+    return TextLayout(compression, encoding, sep, header, names, skip, zero_led, joined, times, numbers)
 
 
 class _Sample(NamedTuple):
@@ -390,7 +398,10 @@ def _text_columns(
     """Which column holds each field: given, found by name, or by position in a file without header;
     settled for ratings or interactions by `columns_to_read`."""
     if layout.header or columns:
-        return find_table_columns(layout.names, columns, source, implicit=implicit)
+        found = find_table_columns(layout.names, columns, source, implicit=implicit)
+        numbers = [name for name in layout.names if name in layout.numbers and name not in layout.times]
+        _warn_unread_numbers(found, numbers, source, stacklevel=4)
+        return found
     if len(layout.names) in (3, 4):
         found = dict(zip(RATING_FIELDS, layout.names, strict=False))
         _refuse_times_as_ratings(layout, found["rating"], source, implicit)
@@ -402,6 +413,22 @@ def _text_columns(
             "e.g. `columns` user=1,item=2,rating=3[,timestamp=4]"
         )
     return columns_to_read(found, layout.names, source, implicit=implicit)
+
+
+def _warn_unread_numbers(found: Mapping[str, str], numbers: list[str], source: str, stacklevel: int) -> None:
+    """Warn where a table read as interactions counts its events while a column of numbers that it
+    reads for nothing may be what each event weighs (a column called "value" or "amount"); `numbers`
+    are its columns of numbers other than times. Ids ("session_id") are passed over."""
+    if "rating" in found or "weight" in found:
+        return
+    unread = [name for name in numbers if name not in found.values() and not normalised(name).endswith("id")]
+    if unread:
+        warnings.warn(
+            f"{source}: read as interactions, each row one event; its column {unread[0]!r} holds numbers "
+            f"but is not read: if it is each event's weight, name it with `columns` weight={unread[0]} (or "
+            f"rating={unread[0]} if it holds ratings)",
+            stacklevel=stacklevel + 1,
+        )
 
 
 def _refuse_times_as_ratings(layout: TextLayout, column: str, source: str, implicit: bool | None) -> None:
@@ -668,6 +695,9 @@ def _read_parquet(
         raise DataError(f"{path}: cannot read it as Parquet ({_first_line(error)})") from None
     names = list(schema)
     found = find_table_columns(names, columns, str(path), implicit=implicit)
+    _warn_unread_numbers(
+        found, [name for name in names if schema[name].is_numeric()], str(path), stacklevel=3
+    )
     for field, column in found.items():
         if schema[column].is_nested():  # a list or struct per row: no id, rating or time
             raise DataError(

@@ -1226,3 +1226,29 @@ def test_one_rating_value_throughout_points_to_interactions(tmp_path: Path) -> N
     with pytest.raises(DataError, match=r"every rating is 1; .*as interactions with `implicit`"):
         load_ratings(path)
     assert load_ratings(path, implicit=True).ratings["rating"].tolist() == [1, 1, 2]
+
+
+def test_an_unread_column_of_numbers_beside_interactions_is_warned_of(tmp_path: Path) -> None:
+    """`value` is no common name for a weight: each row counted as one event, silently, had the
+    column held each event's weight. Ids, times and named weights are no cause for a warning."""
+    events = "u1,i1,3,17,1609682369\nu2,i1,1,18,1609682370\nu1,i2,2,19,1609682371\n"
+    path = write(tmp_path / "plays.csv", "user,item,value,session_id,ts\n" + events)
+    with pytest.warns(
+        UserWarning, match=r"plays.csv: .*column 'value' holds numbers .*`columns` weight=value"
+    ):
+        counted = load_ratings(path)
+    assert counted.ratings["rating"].tolist() == [1, 1, 1]
+    frame = pd.read_csv(path)
+    frame.to_parquet(tmp_path / "plays.parquet")
+    with pytest.warns(UserWarning, match=r"plays.parquet: .*column 'value' holds numbers"):
+        load_ratings(tmp_path / "plays.parquet")
+    quiet = {
+        "weighed.csv": "user,item,plays,session_id\nu1,i1,3,17\nu2,i1,1,18\n",
+        "rated.csv": "user,item,rating,price\nu1,i1,3,17\nu2,i1,1,18\nu2,i2,5,2\n",
+        "ids.csv": "user,item,session_id,when\nu1,i1,17,1609682369\nu2,i1,18,1609682370\n",
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name, text in quiet.items():
+            load_ratings(write(tmp_path / name, text))
+    assert load_ratings(path, columns={"weight": "value"}).ratings["rating"].tolist() == [3, 1, 2]
