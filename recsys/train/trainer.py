@@ -494,17 +494,29 @@ def _epochs_for(
 # A training rating this many times the ratings' typical size (their median magnitude, at least 1)
 # is named as the likelier cause of a diverged loss than the step size.
 EXTREME_RATING = 1e4
+# An initial scale this large, or a penalty whose step (lr x l2) shrinks a row by this much of itself
+# or more, is named beside the step size as a cause of a diverged loss (a step of 2 flips its sign).
+LARGE_INIT_SCALE, LARGE_PENALTY_STEP = 100.0, 1.0
 
 
 def _advice(config: RunConfig, train: RatingTensors) -> str:
-    """What to change when the loss diverged: the step size, unless the engine takes no steps or a
-    rating far out of line with the rest is there to explain it."""
+    """What to change when the loss diverged: the step size, unless the engine takes no steps, or a
+    rating far out of line with the rest, a penalty step of a whole row or a vast initial scale is
+    there to explain it."""
     magnitudes = train.y.abs()
     largest = float(magnitudes.max())
     # Out of line with the rest, or so large that its squared error is beyond float32's range.
     if largest > EXTREME_RATING * max(float(magnitudes.median()), 1.0) or largest**2 > FLOAT32_MAX:
         return f"look for extreme values in the data: its largest training rating is {largest:g}"
-    if config.engine == "autograd" or "lr" not in unread(model_entry(config.model).fit):
+    steps = config.engine == "autograd" or "lr" not in unread(model_entry(config.model).fit)
+    if steps and config.l2 > 1 and config.lr * config.l2 >= LARGE_PENALTY_STEP:  # not lr's doing alone
+        return (
+            f"lower `l2` (now {config.l2:g}) or `lr` (now {config.lr:g}): a step's penalty shrinks a row "
+            f"by lr x l2 = {config.lr * config.l2:g} of itself"
+        )
+    if config.init_scale >= LARGE_INIT_SCALE:
+        return f"lower `init_scale` (now {config.init_scale:g}): the initial factors start far too large"
+    if steps:
         return f"lower `lr` (now {config.lr})"
     return "look for extreme values in the data (ratings, weights or features): it takes no steps"
 

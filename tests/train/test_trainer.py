@@ -173,6 +173,23 @@ def test_huge_learning_rate_raises_training_diverged(tiny_encoded: EncodedSplit)
     assert "1000000.0" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("settings", "advice"),
+    [
+        ({"l2": 1e30}, r"lower `l2` \(now 1e\+30\) or `lr` \(now 0.035\): .* lr x l2 = 3.5e\+28"),
+        ({"init_scale": 1e30}, r"lower `init_scale` \(now 1e\+30\): the initial factors start far too large"),
+    ],
+)
+def test_a_diverged_loss_names_a_vast_penalty_or_initial_scale_before_the_step_size(
+    tiny_encoded: EncodedSplit, settings: dict[str, float], advice: str
+) -> None:
+    """Once "lower `lr`" whatever had made the loss diverge."""
+    config = config_for("dotbias", dataset="tiny", epochs=2, members=1, **settings)
+    assert config.engine == "compiled" and config.lr == pytest.approx(0.035)
+    with pytest.raises(TrainingDiverged, match=advice):
+        fit_on(tiny_encoded, config)
+
+
 def test_a_rating_far_out_of_line_is_named_as_the_cause_of_a_diverged_loss(
     tiny_encoded: EncodedSplit,
 ) -> None:
