@@ -586,6 +586,12 @@ def check_threads(threads: int) -> int:
 READS_USER_FEATURES_ONLY = ("svdpp",)
 
 
+def feature_sides_read(model: str) -> tuple[str, ...]:
+    """The sides ("user", "item") whose side-feature tables `model` reads: a dataset with only the
+    other side's (ml-latest-small's items', for svdpp) gives it none."""
+    return ("user",) if model in READS_USER_FEATURES_ONLY else ("user", "item")
+
+
 def reads_compiled_defaults(model: str, engine: str) -> bool:
     """Whether `model` on `engine` takes its registry entry's compiled defaults: on the compiled engine
     where it has them, and on the device engine where they are per-rating AdaGrad's (fit `ratings`)."""

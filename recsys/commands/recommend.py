@@ -125,14 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         item = checkpoint.items.parse(args.item, "item")
         print(pd.DataFrame([explain(checkpoint, user, item)]).to_string(index=False))
         return 0
-    # Only a new user of a model that reads features needs the run's feature files again.
-    folds_in = args.rate is not None or args.ratings_of is not None
+    # Only a new user of a model that reads features needs the run's feature files again: one folded
+    # in, or a cold start, which a row of the users' file places.
+    new_user = args.rate is not None or args.ratings_of is not None
+    new_user |= args.cold_start and user is not None and not knows_user(checkpoint, user)
     dataset = dataset_from_record(
         recorded_data(args.run_dir),
         checkpoint.config.dataset,
         args.data_dir,
         allow_download=not args.offline,
-        features=folds_in and reads_features(checkpoint.config.model, checkpoint.config.engine),
+        features=new_user and reads_features(checkpoint.config.model, checkpoint.config.engine),
     )
     if not trained_on(checkpoint, dataset):
         warnings.warn(

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from recsys.config import RunConfig, default_features, model_for, reads_features
+from recsys.config import RunConfig, default_features, feature_sides_read, model_for, reads_features
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit, span_text
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.features import FeatureRows, features_of, rows_for_new
@@ -335,10 +335,17 @@ def train_and_evaluate(
         model = model_for(config, len(data.users), len(data.items), generator)
         if model.uses_features:
             model.set_features(*data_features(config, dataset, data))
+            # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it nothing.
+            sides = feature_sides_read(config.model)
+            wanted = (
+                "a table of what its users are"
+                if sides == ("user",)
+                else "tables of what its users or items are"
+            )
             warn_if_no_side_features(
                 config,
-                dataset.user_features is not None or dataset.item_features is not None,
-                f"{dataset.name} has no side features (give it tables of what its users or items are)",
+                any(getattr(dataset, f"{side}_features") is not None for side in sides),
+                f"{dataset.name} has no {' or '.join(sides)} side features (give it {wanted})",
             )
         # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
         last_training = None

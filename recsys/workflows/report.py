@@ -5,7 +5,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ import pandas as pd
 # notebooks all draw the same way.
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from torch import nn
 
 from recsys.errors import RecsysError
 from recsys.evaluate.biases import learned_biases
@@ -483,7 +484,7 @@ def _write_report_files(
         md += ["", markdown_table(comparison.feature_groups), ""]
         md.append(
             "`cold_n`: RMSE of the test users with at least 5 training ratings, each folded in from its "
-            "first n (by time) and starting from its features, as the fold-in section below describes: "
+            "first n (by time) and starting from its features, as the fold-in section above describes: "
             "what the features give a user the model has barely seen."
         )
         md.append("")
@@ -588,6 +589,18 @@ def _write_report_files(
     (out / "report.md").write_text("\n".join(md) + "\n")
 
 
+def _listed(names: Sequence[str]) -> str:
+    """Model names as a sentence lists them: `a`, `b` and `c`."""
+    quoted = [f"`{name}`" for name in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def _codes_user_features(model: nn.Module) -> bool:
+    """Whether `model` was trained on users' side features (its digest of their coding is kept)."""
+    coding = getattr(rating_model(model), "user_feature_coding", None)
+    return coding is not None and len(coding) > 0
+
+
 def _relevance_words(comparison: Comparison) -> tuple[str, str]:
     """What makes a test item relevant, and the graded NDCG's gain, in the words of the data: ratings,
     or interactions' counts, at the comparison's threshold (None: the lowest test value stands for it)."""
@@ -663,11 +676,20 @@ def _ranking_section(
         featured = [
             name for name in comparison.fold_in if rating_model(comparison.models[name]).uses_features
         ]
-        if featured:
+        # Only a model that coded users' side features starts a new user from them (svdpp reads no
+        # items' table, and ml-latest-small has no users' one): the others start from the items rated.
+        described = [name for name in featured if _codes_user_features(comparison.models[name])]
+        rated_only = [name for name in featured if name not in described]
+        if described:
             md.append(
-                " " + ", ".join(f"`{name}`" for name in featured) + " reads what users are: each user starts "
-                "from its side features and the n items it rated, and the ridge corrects that start, so its "
-                "n = 0 is a cold start from the features alone."
+                f" {_listed(described)} {'reads' if len(described) == 1 else 'read'} what users are: each "
+                "user starts from its side features and the n items it rated, and the ridge corrects that "
+                "start, so n = 0 is a cold start from the features alone."
+            )
+        if rated_only:
+            md.append(
+                f" {_listed(rated_only)} {'has' if len(rated_only) == 1 else 'have'} no side features of "
+                "users here: each user starts from the n items it rated alone."
             )
         with_rmse = any(curve["rmse"].notna().any() for curve in comparison.fold_in.values())
         for column in ("rmse", "ndcg@10") if with_rmse else ("ndcg@10",):  # ranking models alone: no RMSE

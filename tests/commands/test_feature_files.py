@@ -14,6 +14,7 @@ from recsys.commands import tune as tune_command
 from recsys.config import config_for
 from recsys.data.catalog import load_dataset, with_feature_files
 from recsys.names import DATA_FILE
+from recsys.workflows.experiment import train_and_evaluate
 
 
 def _users_file(path: Path, bad_line: bool = False) -> Path:
@@ -180,3 +181,43 @@ def test_tune_says_a_users_file_is_unused_only_where_its_trials_read_no_side_fea
     ran = run_cli(tune_command.cli, "tune.py", args, tmp_path / "cache")
     assert ran.returncode == 0, ran.stderr
     assert ("--user-features is unused" in ran.stderr) == unused, ran.stderr
+
+
+def test_a_cold_start_of_a_new_user_with_a_row_in_the_users_file_is_placed_by_its_features(
+    tmp_path: Path,
+) -> None:
+    """recommend.py reads the run's feature files again for a cold start too: a new user the users'
+    file describes is ranked by the rating its features predict, not by item bias."""
+    users = _users_file(tmp_path / "users.csv")
+    users.write_text(users.read_text() + "999999,31,a\n", encoding="utf-8")  # no ratings: a new user
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    args = ["--dataset", "tiny", "--model", "bfm", "--members", "2", "--epochs", "4", "--no-progress"]
+    ran = run_cli(
+        train_command.cli, "train.py", [*args, "--user-features", str(users), "--out", str(out)], cache
+    )
+    assert ran.returncode == 0, ran.stderr
+    described = run_cli(
+        recommend_command.cli, "recommend.py", [str(out), "--user", "999999", "--cold-start"], cache
+    )
+    assert described.returncode == 0, described.stderr
+    assert "a cold start, placed by its side features" in described.stderr
+    assert described.stdout.split()[:3] == ["item", "title", "predicted"], described.stdout
+    unknown = run_cli(
+        recommend_command.cli, "recommend.py", [str(out), "--user", "888888", "--cold-start"], cache
+    )
+    assert unknown.returncode == 0 and "placed by" not in unknown.stderr, unknown.stderr
+    assert unknown.stdout.split()[:3] == ["item", "title", "item_bias"], unknown.stdout
+
+
+def test_svdpp_told_to_read_side_features_of_data_with_item_features_alone_says_it_has_none(
+    tmp_path: Path,
+) -> None:
+    """svdpp reads the users' table only: data with the items' alone (ml-latest-small's genres and tags)
+    gives it no side features, which is said rather than trained as `--features ""` silently."""
+    items = np.unique(load_dataset("tiny").ratings["item"])
+    (tmp_path / "items.csv").write_text("item,kind\n" + "".join(f"{item},{item % 3}\n" for item in items))
+    dataset = with_feature_files(load_dataset("tiny"), None, tmp_path / "items.csv")
+    with pytest.warns(UserWarning, match="svdpp: `features` names side, but tiny has no user side features"):
+        train_and_evaluate(
+            dataset, config_for("svdpp", dataset="tiny", epochs=1, features="side"), progress=False
+        )

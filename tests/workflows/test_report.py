@@ -1,5 +1,6 @@
 """recsys.workflows.report: the report folder written from a comparison."""
 
+import copy
 import dataclasses
 import json
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from recsys.workflows.compare import Comparison
 from recsys.workflows.report import write_report
@@ -37,7 +39,10 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
         "side",
         "side,implicit",
     ]
-    assert "`bfm` reads what users are" in text
+    # tiny has no users' table: neither bfm nor svdpp starts a new user from side features.
+    assert (
+        "`svdpp` and `bfm` have no side features of users here" in text and "reads what users are" not in text
+    )
     assert (
         "Explicit biases (`dotbias`, `svdpp`, `bpmf`, `bfm`)" in text
         and "Implied biases (`linear`, `embproj`)" in text
@@ -174,3 +179,19 @@ def test_a_list_level_with_the_chart_at_the_printed_places_is_not_called_above_i
 def test_no_bias_figure_when_no_model_has_biases_to_show(plays: Comparison, tmp_path: Path) -> None:
     text = write_report(plays, tmp_path).read_text()
     assert "(bias_distributions.png)" not in text and not (tmp_path / "bias_distributions.png").exists()
+
+
+def test_fold_in_says_which_models_start_new_users_from_their_side_features(
+    tiny_comparison: Comparison, tmp_path: Path
+) -> None:
+    """Only a model trained on users' side features starts a new user from them: svdpp by default
+    reads the items each user rated alone, and the feature-group table points up to the fold-in."""
+    bfm = copy.deepcopy(tiny_comparison.models["bfm"])
+    bfm.user_feature_coding = torch.ones(8, dtype=torch.uint8)  # as a run on a users' table keeps it
+    described = dataclasses.replace(tiny_comparison, models={**tiny_comparison.models, "bfm": bfm})
+    text = write_report(described, tmp_path).read_text()
+    fold_in = text.split("(fold-in)")[1].split("##")[0]
+    assert "`bfm` reads what users are: each user starts from its side features" in fold_in
+    assert "`svdpp` has no side features of users here: each user starts from the n items it rated" in fold_in
+    assert "as the fold-in section above describes" in text
+    assert text.index("(fold-in)") < text.index("## What each kind of information adds")
