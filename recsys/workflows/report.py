@@ -610,19 +610,23 @@ def _relevance_words(comparison: Comparison) -> tuple[str, str]:
     if threshold is None:
         relevant = "every test interaction" if implicit else "every test item"
         return relevant, f"1 + its {value} - the lowest test {value}"
+    # The least value the data holds at the threshold or above (a 4 on half stars, whose threshold is
+    # 3.875), whose gain the example gives: no rating of the threshold's own value may exist.
+    values = comparison.dataset.ratings["rating"]
+    first = float(values[values >= threshold].min()) if (values >= threshold).any() else threshold
     if implicit:
         relevant = (
             f"every test interaction (each has a count of at least {lowest:g})"
             if threshold <= lowest
             else f"a test interaction with a count of at least {threshold:g}"
         )
-        example = f"a count of {threshold:g} gains 1"
+        example = f"a count of {first:g} gains {1 + first - threshold:g}"
         top = f" and one of {highest:g} gains {1 + highest - threshold:g}"
     else:
         relevant = f"a test rating of at least {threshold:g}"
-        example = f"with {threshold:g} relevant a {threshold:g} gains 1"
+        example = f"with {threshold:g} relevant a {first:g} gains {1 + first - threshold:g}"
         top = f" and a {highest:g} gains {1 + highest - threshold:g}"
-    return relevant, f"1 + its {value} - {threshold:g}, so {example}" + (top if highest > threshold else "")
+    return relevant, f"1 + its {value} - {threshold:g}, so {example}" + (top if highest > first else "")
 
 
 def _ranking_section(

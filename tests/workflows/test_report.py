@@ -121,6 +121,9 @@ def test_relevance_and_graded_gain_are_said_as_the_threshold_and_data_are(
     assert "with 4 relevant a 4 gains 1 and a 5 gains 2" in _top_n(stars, tmp_path / "4")
     top = _top_n(dataclasses.replace(stars, threshold=5.0), tmp_path / "5")
     assert "with 5 relevant a 5 gains 1" in top and "a 4 gains" not in top
+    # A threshold between the data's steps (3.875 on half stars): the example is the least rating above it.
+    top = _top_n(dataclasses.replace(stars, threshold=3.5), tmp_path / "3.5")
+    assert "with 3.5 relevant a 4 gains 1.5 and a 5 gains 2.5" in top and "a 3.5 gains" not in top
     top = _top_n(plays, tmp_path / "plays")
     assert "rating" not in top and "rated" not in top
     assert "relevant means every test interaction" in top and "1 + its count" in top
