@@ -181,10 +181,11 @@ def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
         else:
             numbers = pd.to_numeric(column, errors="coerce").notna()
             if not labelled and numbers.mean() >= MOSTLY_NUMBERS:
-                odd = column[~numbers].iloc[0]
+                odd, count = column[~numbers].iloc[0], int((~numbers).sum())
                 warnings.warn(
-                    f"feature {name!r} is read as categories, one per value: {(~numbers).sum():,} of its "
-                    f"{len(column):,} values are not numbers (such as {odd!r})",
+                    f"feature {name!r} is read as categories, one per value: {count:,} of its "
+                    f"{len(column):,} values {'is not a number' if count == 1 else 'are not numbers'} "
+                    f"(such as {odd!r})",
                     stacklevel=2,
                 )
             found = sorted({name for value in column for name in _categories(value)})
