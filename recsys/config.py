@@ -620,8 +620,5 @@ def unread_feature_sides(config: RunConfig, given: Sequence[str]) -> tuple[str, 
         return f"{config.model} reads no side features", list(given)
     if "side" not in feature_groups(config.features):
         return f"`features` {config.features!r} names no side features", list(given)
-    if config.model in READS_USER_FEATURES_ONLY:
-        return f"{config.model} reads the users' side features only", [
-            side for side in given if side == "item"
-        ]
-    return "", []
+    unread = [side for side in given if side not in feature_sides_read(config.model)]
+    return (f"{config.model} reads the users' side features only" if unread else ""), unread

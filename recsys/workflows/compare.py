@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from recsys.config import RunConfig, config_for, feature_sides_read, reads_features
+from recsys.config import RunConfig, config_for, reads_features
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors
 from recsys.data.synthetic import PlantedTruth
@@ -41,6 +41,7 @@ from recsys.train.compiled import load_kernels
 from recsys.workflows.experiment import (
     RunResult,
     check_relevant,
+    has_side_features,
     new_user_starts,
     prepare,
     train_and_evaluate,
@@ -216,8 +217,7 @@ def _feature_group_rows(
     used): test RMSE, and the RMSE of test users folded in from their first COLD_START ratings, each
     starting from its features (what each kind of information adds, and to a new user)."""
     rows = []
-    sides = feature_sides_read(trained.config.model)  # svdpp's: the users' table alone
-    has_side = any(getattr(dataset, f"{side}_features") is not None for side in sides)
+    has_side = has_side_features(dataset, trained.config.model)
     for features in FEATURE_SETS:
         if "side" in feature_groups(features) and not has_side:
             continue  # the ids' run again, under another name

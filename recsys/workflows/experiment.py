@@ -212,6 +212,11 @@ def data_features(
     )  # fmt: skip
 
 
+def has_side_features(dataset: RatingsDataset, model: str) -> bool:
+    """Whether `dataset` has a side-feature table `model` reads (svdpp: the users' alone)."""
+    return any(getattr(dataset, f"{side}_features") is not None for side in feature_sides_read(model))
+
+
 def warn_if_no_side_features(config: RunConfig, given: bool, missing: str) -> None:
     """`features`, set apart from the model's default, names side features, and none were `given`
     (`missing` says so): the run trains without them. The default names every group data can give,
@@ -337,15 +342,11 @@ def train_and_evaluate(
             model.set_features(*data_features(config, dataset, data))
             # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it nothing.
             sides = feature_sides_read(config.model)
-            wanted = (
-                "a table of what its users are"
-                if sides == ("user",)
-                else "tables of what its users or items are"
-            )
             warn_if_no_side_features(
                 config,
-                any(getattr(dataset, f"{side}_features") is not None for side in sides),
-                f"{dataset.name} has no {' or '.join(sides)} side features (give it {wanted})",
+                has_side_features(dataset, config.model),
+                f"{dataset.name} has no {' or '.join(sides)} side features (give it a table of what its "
+                f"{' or '.join(f'{side}s' for side in sides)} are)",
             )
         # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
         last_training = None
