@@ -188,7 +188,8 @@ class RunConfig:
         "",
         "bfm, svdpp: what users (and for bfm items) are described by beside their ids, a comma list "
         "of: side (the data's or --user-features/--item-features tables), implicit (the items each "
-        "user rated, the users who rated each item); empty: the ids alone",
+        "user rated, the users who rated each item), time (bfm: the week of each rating); empty: the "
+        "ids alone",
         "--features",
         by_model=True,
     )
@@ -403,6 +404,10 @@ class RunConfig:
                     f"`features` has no effect on {self.model}{where}; leave it out (bfm on `engine` "
                     "compiled and svdpp read it)"
                 )
+        elif "time" in feature_groups(self.features) and self.model not in READS_TIME:
+            raise RecsysError(
+                f"`features` time: {self.model} has no term for a rating's time; bfm reads it (drop time)"
+            )
         elif self.members > 1 and self.features != "implicit" and not self.samples:
             raise RecsysError(
                 f"`members` {self.members}: an ensemble's members read `features` implicit only"
@@ -584,6 +589,13 @@ def check_threads(threads: int) -> int:
 
 # The models whose features are the users' alone (their engine trains user by user).
 READS_USER_FEATURES_ONLY = ("svdpp",)
+# The models with a term for each rating's time (the `time` feature group).
+READS_TIME = ("bfm",)
+
+
+def reads_time(config: RunConfig) -> bool:
+    """Whether `config`'s run reads each rating's time: its data then carries it (x's third column)."""
+    return "time" in feature_groups(config.features) and reads_features(config.model, config.engine)
 
 
 def feature_sides_read(model: str) -> tuple[str, ...]:

@@ -6,9 +6,9 @@ DATASETS = (*MOVIELENS_VARIANTS, "tiny", "synthetic")
 PREDEFINED_FOLDS = ("u1", "u2", "u3", "u4", "u5", "ua", "ub")
 SPLIT_KINDS = ("random", "user", "user-last", "time", *PREDEFINED_FOLDS)
 # The feature groups a factorisation machine may use beside the ids (RunConfig.features): side
-# features (recsys.data.features) and implicit feedback (the items each user rated, the users who
-# rated each item: SVD++'s idea, from training ratings only).
-FEATURE_GROUPS = ("side", "implicit")
+# features (recsys.data.features), implicit feedback (the items each user rated, the users who
+# rated each item: SVD++'s idea, from training ratings only) and the week of each rating (bfm only).
+FEATURE_GROUPS = ("side", "implicit", "time")
 
 
 def feature_groups(features: str) -> tuple[str, ...]:

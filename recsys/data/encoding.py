@@ -142,7 +142,8 @@ def _dense_range(ids: np.ndarray) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class RatingTensors:
-    """Encoded ratings as compact tensors: x is (n, 2) [user, item] int64, y is (n,) float32.
+    """Encoded ratings as compact tensors: x is (n, 2) [user, item] int64, y is (n,) float32. For a
+    model that reads the ratings' times (bfm's time group) x is (n, 3) [user, item, time in seconds].
 
     The shapes are checked here because the compiled kernels index y by x's rows unchecked: a y shorter
     than x would be read past its end. A (n, 1) y, fastai's usual target shape, is flattened.
@@ -152,9 +153,10 @@ class RatingTensors:
     y: Tensor
 
     def __post_init__(self) -> None:
-        if self.x.ndim != 2 or self.x.shape[1] != 2:
+        if self.x.ndim != 2 or self.x.shape[1] not in (2, 3):
             raise ValueError(
-                f"x must be a (n, 2) tensor of [user, item] indices, got shape {tuple(self.x.shape)}"
+                "x must be a (n, 2) tensor of [user, item] indices (or (n, 3) [user, item, time]), got "
+                f"shape {tuple(self.x.shape)}"
             )
         if self.y.ndim == 2 and self.y.shape[1] == 1:
             object.__setattr__(self, "y", self.y.reshape(-1))
@@ -183,28 +185,30 @@ class EncodedSplit:
     train_times: np.ndarray | None = None  # each training rating's timestamp: a user's first ratings
 
 
-def encode_ratings(ratings: pd.DataFrame, users: IdMap, items: IdMap) -> RatingTensors:
-    """Encode a ratings table whose ids are all known."""
-    x = np.stack(
-        [
-            users.encode(ratings["user"].to_numpy(), "user"),
-            items.encode(ratings["item"].to_numpy(), "item"),
-        ],
-        axis=1,
-    )
-    return RatingTensors(torch.from_numpy(x).long(), torch.tensor(ratings["rating"].to_numpy(np.float32)))
+def encode_ratings(
+    ratings: pd.DataFrame, users: IdMap, items: IdMap, with_times: bool = False
+) -> RatingTensors:
+    """Encode a ratings table whose ids are all known; `with_times`: x's third column its timestamps."""
+    columns = [
+        users.encode(ratings["user"].to_numpy(), "user"),
+        items.encode(ratings["item"].to_numpy(), "item"),
+    ]
+    if with_times:
+        columns.append(ratings["timestamp"].to_numpy(np.int64))
+    x = np.stack(columns, axis=1).astype(np.int64)
+    return RatingTensors(torch.from_numpy(x), torch.tensor(ratings["rating"].to_numpy(np.float32)))
 
 
-def encode_split(split: Split) -> EncodedSplit:
-    """Fit id maps on `split.train` and encode both parts."""
+def encode_split(split: Split, with_times: bool = False) -> EncodedSplit:
+    """Fit id maps on `split.train` and encode both parts (`with_times`: as `encode_ratings`)."""
     users = IdMap.fit(split.train["user"].to_numpy())
     items = IdMap.fit(split.train["item"].to_numpy())
     known = users.known(split.test["user"].to_numpy()) & items.known(split.test["item"].to_numpy())
     return EncodedSplit(
         users=users,
         items=items,
-        train=encode_ratings(split.train, users, items),
-        test=encode_ratings(split.test[known], users, items),
+        train=encode_ratings(split.train, users, items, with_times),
+        test=encode_ratings(split.test[known], users, items, with_times),
         unknown_test_ratings=split.test["rating"].to_numpy(np.float32)[~known],
         train_mean=float(split.train["rating"].mean()),
         train_times=split.train["timestamp"].to_numpy() if "timestamp" in split.train else None,

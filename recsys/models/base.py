@@ -172,6 +172,10 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         """The feature rows of every user and item, their ids first, for a model that `uses_features`."""
         raise TypeError(f"{type(self).__name__} uses no features")
 
+    def set_times(self, times: Tensor) -> None:
+        """Add a term for each rating's time from the training ratings' `times`, for a model with one."""
+        raise TypeError(f"{type(self).__name__} has no term for a rating's time")
+
     def draws_side_by_side(self) -> int:
         """How many draws its bilinear form lays side by side, each scaled by 1/count (a sampled
         model's kept draws; 1 for any other): fold-in penalises each draw's part as one model's."""

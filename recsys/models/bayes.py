@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from recsys.data.features import SIDES, FeatureRows
+from recsys.errors import RecsysError
 from recsys.models.base import BilinearForm, Explanation, LearnedBiases, SampledModel, YRange, to_numpy
 from recsys.models.feature_coding import (
     CODING_BUFFERS,
@@ -29,6 +30,7 @@ from recsys.models.layers import (
     lookup,
     mean_squared_norm,
     split_pairs,
+    split_timed,
     take_saved_shapes,
 )
 
@@ -36,6 +38,10 @@ from recsys.models.layers import (
 _GATHERED_ENTRIES = 1 << 22
 # The first sweeps' draws are discarded, as the chain has not yet forgotten its start.
 BURN_IN_SHARE = 0.2
+# The time group's bins: a rating's week, counted from the training part's first rating.
+WEEK_SECONDS = 7 * 24 * 3600
+# More weeks than this (two centuries) are times in other units than seconds (milliseconds).
+MAX_WEEKS = 10_000
 
 
 def _kept(table: Tensor, draw: Tensor, slot: int, slots: int) -> Tensor:
@@ -174,13 +180,21 @@ class BayesianFM(BayesianMF):
     likewise. The id tables hold each id's summed draws, so it predicts as BayesianMF does; the
     non-id features' draws, and the ids' mean, are kept beside them, so that a user or item known by
     its features alone gets a prediction (`feature_scores`): its own id is one never seen, expected
-    at the ids' mean as the prior expects it."""
+    at the ids' mean as the prior expects it.
+
+    With the time group (`set_times`) each rating's week w adds w_w + v_w . (P_u + Q_i): the model
+    then reads (batch, 3) [user, item, time in seconds]; a pair without a time is predicted at the
+    training part's last week (now, for a recommendation), and a time outside the training part's at
+    its nearest week."""
 
     uses_features: ClassVar[bool] = True
     user_feature_factors: Tensor
     user_feature_bias: Tensor
     item_feature_factors: Tensor
     item_feature_bias: Tensor
+    time_origin: Tensor
+    week_factors: Tensor
+    week_bias: Tensor
 
     def __init__(
         self,
@@ -197,11 +211,100 @@ class BayesianFM(BayesianMF):
         for side in SIDES:  # the ids' mean and the non-id features' draws: factors side by side, mean bias
             self.register_buffer(f"{side}_feature_factors", torch.zeros(0, 0))
             self.register_buffer(f"{side}_feature_bias", torch.zeros(0))
+        # The time group: the first training rating's time, and each week's kept draws (none without).
+        self.register_buffer("time_origin", torch.tensor(0, dtype=torch.int64))
+        self.register_buffer("week_factors", torch.zeros(0, 0))
+        self.register_buffer("week_bias", torch.zeros(0))
 
     def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
         """The feature rows of every user and item, their ids first (recsys.data.features)."""
         self.features = (users, items)
         set_codings(self, users, items)
+
+    def set_times(self, times: Tensor) -> None:
+        """Add the time group: a bin per week from the first of the training ratings' `times` (seconds)
+        to the last."""
+        first, last = int(times.min()), int(times.max())
+        weeks = (last - first) // WEEK_SECONDS + 1
+        if weeks > MAX_WEEKS:
+            raise RecsysError(
+                f"the ratings' times span {weeks:,} weeks: the time group reads them as seconds since 1970 "
+                "(are they milliseconds?); convert them, or leave time out of `features`"
+            )
+        self.time_origin = torch.tensor(first, dtype=torch.int64)
+        self.week_factors, self.week_bias = torch.zeros(weeks, 0), torch.zeros(weeks)
+
+    @property
+    def n_weeks(self) -> int:
+        """The time group's bins (0 without it)."""
+        return len(self.week_bias)
+
+    def weeks_of(self, times: Tensor) -> Tensor:
+        """The week bin of each time (seconds), those outside the training part's at the nearest."""
+        weeks = torch.div(
+            times.long() - self.time_origin.to(times.device), WEEK_SECONDS, rounding_mode="floor"
+        )
+        return weeks.clamp(0, self.n_weeks - 1)
+
+    def set_week_draw(self, slot: int, slots: int, draw: Tensor) -> None:
+        """Keep a draw of every week's [factors, bias] as slot `slot` of `slots`, as `set_draw` the ids'."""
+        with torch.no_grad():
+            self.week_factors = _kept(self.week_factors, draw.float(), slot, slots)
+            if slot == 0:
+                self.week_bias.zero_()
+            _average_bias(self.week_bias, draw, slot)
+
+    def _timed(self) -> bool:
+        """Whether the model has the time group's draws to predict with."""
+        return self.n_weeks > 0 and self.week_factors.shape[1] == self.user_factors.weight.shape[1]
+
+    def _week_terms(self, users: Tensor, items: Tensor, weeks: Tensor) -> Tensor:
+        """w_w + the kept draws' mean of v_w . (P_u + Q_i), a chunk of rows at a time (`_factor_scores`)."""
+        chunk = max(1, _GATHERED_ENTRIES // self.user_factors.weight.shape[1])
+        scores = [self.factor_scale.new_zeros(0)]
+        for j in range(0, len(users), chunk):
+            part = slice(j, j + chunk)
+            summed = lookup(self.user_factors, users[part]) + lookup(self.item_factors, items[part])
+            scores.append((summed * self.week_factors[weeks[part]]).sum(-1))
+        return torch.cat(scores) * self.factor_scale + self.week_bias[weeks]
+
+    def forward(self, x: Tensor) -> Tensor:
+        users, items, times = split_timed(x)
+        user_bias, item_bias = self._biases(users, items)
+        score = self.global_bias + user_bias + item_bias + self._factor_scores(users, items)
+        if self._timed():  # a pair without a time at the last week
+            weeks = torch.full_like(users, self.n_weeks - 1) if times is None else self.weeks_of(times)
+            score = score + self._week_terms(users, items, weeks)
+        return self.squash(score)
+
+    def _present_shifts(self) -> tuple[Tensor, Tensor] | None:
+        """The last week's term split into what it adds to each user's and each item's score: w +
+        v . P_u to the users', v . Q_i to the items' (None without the time group)."""
+        if not self._timed():
+            return None
+        now = self.week_factors[-1] * self.factor_scale
+        return self.user_factors.weight @ now + self.week_bias[-1], self.item_factors.weight @ now
+
+    def bilinear_form(self) -> BilinearForm | None:
+        """BayesianMF's, with the last week's term (a recommendation is for now) in the biases."""
+        form = super().bilinear_form()
+        shifts = self._present_shifts()
+        if form is None or shifts is None or form.user_bias is None:
+            return form
+        return form._replace(
+            user_bias=(form.user_bias + shifts[0]).detach(), item_bias=(form.item_bias + shifts[1]).detach()
+        )
+
+    def explain(self, users: Tensor, items: Tensor) -> Explanation | None:
+        """BayesianMF's terms, and the last week's (`week`) with the time group."""
+        found = super().explain(users, items)
+        if found is None or not self._timed():
+            return found
+        with torch.no_grad():
+            weeks = torch.full_like(users, self.n_weeks - 1)
+            week = self._week_terms(users, items, weeks)
+            score = found.score + week
+            return Explanation({**found.terms, "week": week}, score, self.squash(score))
 
     def set_feature_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor) -> None:
         """Keep, of a draw of every feature's [factors, bias], the rows a user or item never seen is
@@ -224,8 +327,12 @@ class BayesianFM(BayesianMF):
             if factors.shape[1] != width:  # no draws of its features kept (trained by autograd): none
                 return factors.new_zeros(users.n_rows, width), bias.new_zeros(users.n_rows)
             # An unseen id's expected row, then its features' sums.
-            vectors = factors[0] + new_rows_sums(self, users, factors[1:])
-            return vectors * self.factor_scale, bias[0] + new_rows_sums(self, users, bias[1:])
+            vectors = (factors[0] + new_rows_sums(self, users, factors[1:])) * self.factor_scale
+            bias = bias[0] + new_rows_sums(self, users, bias[1:])
+            if self._timed():  # the last week's term, as `bilinear_form` adds it
+                now = self.week_factors[-1]
+                bias = bias + vectors @ now + self.week_bias[-1]
+            return vectors, bias
 
     def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
         """Predictions, (users, items), of each of `users` known by its non-id features alone (as
@@ -233,6 +340,9 @@ class BayesianFM(BayesianMF):
         with torch.no_grad():
             vectors, bias = self.feature_vectors(users)
             item_bias = self.item_bias.weight[items, 0] + self.global_bias
+            shifts = self._present_shifts()
+            if shifts is not None:
+                item_bias = item_bias + shifts[1][items]
             score = bias[:, None] + item_bias[None, :] + vectors @ self.item_factors.weight[items].T
             return self.squash(score)
 
@@ -240,5 +350,6 @@ class BayesianFM(BayesianMF):
         if self.features is not None:  # resuming onto the data's features: they must be coded alike
             check_saved_codings(self, state_dict, prefix)
         draws = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("factors", "bias"))
-        take_saved_shapes(self, state_dict, prefix, draws + CODING_BUFFERS)
+        weeks = ("week_factors", "week_bias")
+        take_saved_shapes(self, state_dict, prefix, draws + weeks + CODING_BUFFERS)
         super()._load_from_state_dict(state_dict, prefix, *args)

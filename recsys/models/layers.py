@@ -88,6 +88,15 @@ def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:
     return x[:, 0], x[:, 1]
 
 
+def split_timed(x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Split a (batch, 2) [user, item] or (batch, 3) [user, item, time] tensor into its columns (the
+    times None where there are none)."""
+    if isinstance(x, Tensor) and x.dim() == 2 and x.shape[1] == 3:
+        users, items = split_pairs(x[:, :2])
+        return users, items, x[:, 2]
+    return (*split_pairs(x), None)
+
+
 def check_pair_range(x: Tensor, n_users: int, n_items: int, what: str = "") -> None:
     """A ValueError unless every [user, item] pair of `x` indexes a row of tables this size: code
     that reads rows by raw index (the compiled kernels) would read past them instead of failing.

@@ -8,7 +8,9 @@ A user's vector is the sum of its features' vectors weighted by their values, P_
     rating_ui ~ N(mean + B_u + B_i + P_u . Q_i, 1 / alpha).
 
 Only pairs across the two blocks interact: a pair of one user's own features adds the same to every
-rating of that user, which its bias already can. Each feature group (the ids, each side feature, the
+rating of that user, which its bias already can. The time group, where the model has it, is a third
+block of one feature per rating, its week w: it adds w_w + v_w . (P_u + Q_i), so to a user feature
+the rating's other side is Q_i + v_w, not Q_i alone. Each feature group (the ids, each side feature, the
 rated items) has its own prior per coordinate, N(mu_gc, 1 / lambda_gc), with a Normal-Gamma
 hyperprior, and alpha a Gamma(1, 1) prior, as in Rendle's Bayesian FM (libFM's MCMC, myFM).
 
@@ -59,24 +61,41 @@ def _compose(starts: np.ndarray, columns: np.ndarray, values: np.ndarray, table:
     return composed
 
 
+@compiled(fastmath=True, inline=True)
+def _other_side(
+    coordinate: int, other: np.ndarray, j: np.int64, weeks: tuple[np.ndarray, np.ndarray], t: int
+) -> float:
+    """What a row's `coordinate` is multiplied by in the score of its block's rating t (by_row
+    order): the other side's row j's (1 for the bias, the last coordinate), plus the rating's week's
+    with the time group (weeks: the weeks' rows and each rating's week in by_row order, read in turn
+    rather than at random; both empty without it)."""
+    if coordinate == other.shape[1] - 1:
+        return 1.0
+    h = other[j, coordinate]
+    week_rows, week_of = weeks
+    if len(week_of):
+        h += week_rows[week_of[t], coordinate]
+    return h
+
+
 @compiled(parallel=True, fastmath=True)
 def _row_sums(
     coordinate: int,
     other: np.ndarray,
+    weeks: tuple[np.ndarray, np.ndarray],
     by_row: tuple[np.ndarray, ...],
     residuals: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For each row: sum h e and sum h^2 over its ratings, h being the other side's `coordinate` (1
-    for the bias, the last) and e the rating's residual. by_row: (where each row's ratings start,
-    their other side's indices, their places among the residuals)."""
+    """For each row: sum h e and sum h^2 over its ratings, h being what its `coordinate` multiplies
+    (`_other_side`) and e the rating's residual. by_row: (where each row's ratings start, their
+    other side's indices, their places among the residuals)."""
     starts, others, rating_of = by_row
     n = len(starts) - 1
     sums, squares = np.zeros(n), np.zeros(n)
-    bias = coordinate == other.shape[1] - 1
     for row in numba.prange(n):
         total, square = 0.0, 0.0
         for t in range(starts[row], starts[row + 1]):
-            h = 1.0 if bias else other[others[t], coordinate]
+            h = _other_side(coordinate, other, others[t], weeks, t)
             total += h * residuals[rating_of[t]]
             square += h * h
         sums[row], squares[row] = total, square
@@ -126,33 +145,84 @@ def _update_residuals(
     coordinate: int,
     change: np.ndarray,
     other: np.ndarray,
+    weeks: tuple[np.ndarray, np.ndarray],
     by_row: tuple[np.ndarray, ...],
     residuals: np.ndarray,
 ) -> None:
-    """Take each row's change of `coordinate` out of its ratings' residuals (by_row as _row_sums')."""
+    """Take each row's change of `coordinate` out of its ratings' residuals (as _row_sums' arguments)."""
     starts, others, rating_of = by_row
-    bias = coordinate == other.shape[1] - 1
     for row in numba.prange(len(starts) - 1):
         if change[row] == 0.0:
             continue
         for t in range(starts[row], starts[row + 1]):
-            h = 1.0 if bias else other[others[t], coordinate]
+            h = _other_side(coordinate, other, others[t], weeks, t)
             residuals[rating_of[t]] -= change[row] * h
 
 
 @compiled(parallel=True, fastmath=True)
+def _sample_weeks(
+    coordinate: int,
+    weeks: tuple[np.ndarray, np.ndarray],
+    by_week: tuple[np.ndarray, np.ndarray],
+    pairs: tuple[np.ndarray, np.ndarray],
+    composed: tuple[np.ndarray, np.ndarray],
+    prior: tuple[float, float],
+    alpha: float,
+    residuals: np.ndarray,
+    noise: np.ndarray,
+) -> None:
+    """Draw every week's `coordinate` from its conditional and take its change out of the week's
+    ratings' residuals (by_week: where each week's ratings start, their places among the residuals;
+    what the coordinate multiplies in a rating's score is P_u + Q_i's, 1 for the bias). Weeks share
+    no rating, so they are drawn at once."""
+    week_rows = weeks[0]
+    starts, ratings = by_week
+    users, items = pairs
+    user_rows, item_rows = composed
+    prior_mean, prior_precision = prior
+    bias = coordinate == week_rows.shape[1] - 1
+    for week in numba.prange(len(starts) - 1):
+        old = week_rows[week, coordinate]
+        weight, target = 0.0, 0.0
+        for t in range(starts[week], starts[week + 1]):
+            r = ratings[t]
+            h = 1.0 if bias else user_rows[users[r], coordinate] + item_rows[items[r], coordinate]
+            weight += h * h
+            target += h * (residuals[r] + old * h)
+        precision = prior_precision + alpha * weight
+        new = (prior_precision * prior_mean + alpha * target) / precision + noise[week] / math.sqrt(precision)
+        week_rows[week, coordinate] = new
+        step = new - old
+        for t in range(starts[week], starts[week + 1]):
+            r = ratings[t]
+            h = 1.0 if bias else user_rows[users[r], coordinate] + item_rows[items[r], coordinate]
+            residuals[r] -= step * h
+
+
+@compiled(parallel=True, fastmath=True)
 def _pair_scores(
-    user_rows: np.ndarray, item_rows: np.ndarray, users: np.ndarray, items: np.ndarray
+    user_rows: np.ndarray,
+    item_rows: np.ndarray,
+    weeks: tuple[np.ndarray, np.ndarray],
+    users: np.ndarray,
+    items: np.ndarray,
 ) -> np.ndarray:
-    """B_u + B_i + P_u . Q_i for each pair, from rows [factors, bias] (gathering the rows whole in
-    numpy copied them all, a fifth of a sweep)."""
+    """B_u + B_i + P_u . Q_i for each pair, from rows [factors, bias], and with the time group its
+    week's w + v . (P_u + Q_i) (weeks: the weeks' rows and each pair's week, or both empty).
+    Gathering the rows whole in numpy copied them all, a fifth of a sweep."""
     k = user_rows.shape[1] - 1
+    week_rows, week_of = weeks
     scores = np.empty(len(users))
     for j in numba.prange(len(users)):
         user, item = users[j], items[j]
         score = user_rows[user, k] + item_rows[item, k]
         for c in range(k):
             score += user_rows[user, c] * item_rows[item, c]
+        if len(week_of):
+            week = week_of[j]
+            score += week_rows[week, k]
+            for c in range(k):
+                score += week_rows[week, c] * (user_rows[user, c] + item_rows[item, c])
         scores[j] = score
     return scores
 
@@ -179,6 +249,13 @@ def _group_priors(
     precision = 2 * random.standard_gamma(shapes) / spread  # twice a Gamma(df / 2): a chi-square(df)
     noise = random.standard_normal(totals.shape)
     return mean + noise / np.sqrt((counts + PRIOR_GAMMA) * precision), precision
+
+
+def _weeks(model: BayesianFM, ratings: RatingTensors) -> np.ndarray:
+    """Each rating's week bin in the model's time group: its time is x's third column."""
+    if ratings.x.shape[1] != 3:
+        raise ValueError("the time group reads each rating's time: x must be (n, 3) [user, item, time]")
+    return model.weeks_of(ratings.x[:, 2].cpu()).numpy()
 
 
 class FMGibbsEpochs:
@@ -215,6 +292,16 @@ class FMGibbsEpochs:
             grouped_by_row(items, users, order, features[1].n_rows),
         ]
         self.pairs = (users.numpy(), items.numpy())
+        # The time group: each training and validation rating's week, and the training ratings by week.
+        self.week_of = self.valid_weeks = np.zeros(0, np.int64)
+        self.weeks_in_rows = [self.week_of, self.week_of]
+        if model.n_weeks:
+            self.week_of, self.valid_weeks = (_weeks(model, part) for part in (train, valid))
+            self.by_week = (
+                np.concatenate([[0], np.cumsum(np.bincount(self.week_of, minlength=model.n_weeks))]),
+                np.argsort(self.week_of, kind="stable"),
+            )
+            self.weeks_in_rows = [self.week_of[by_row[2]] for by_row in self.by_row]
         self._start(generator)
 
     def _start(self, generator: torch.Generator) -> None:
@@ -231,6 +318,15 @@ class FMGibbsEpochs:
             if size > 0:  # a block whose rows have no features keeps its zero start
                 table *= START_SCALE / size
             self.tables.append(table)
+        # The weeks' rows, as the blocks' (none without the time group).
+        self.week_table = np.zeros((self.model.n_weeks, self.n_factors + 1))
+        if len(self.week_table):
+            drawn = torch.randn(
+                len(self.week_table), self.n_factors, generator=generator, dtype=torch.float64
+            )
+            self.week_table[:, : self.n_factors] = (
+                drawn.numpy() * START_SCALE / float(drawn.square().mean().sqrt())
+            )
         self.alpha = ALPHA_START
 
     def next_chain(self, generator: torch.Generator) -> "FMGibbsEpochs":
@@ -245,23 +341,48 @@ class FMGibbsEpochs:
         """The chain's current draw and noise precision (the kept draws' mean is the model's)."""
         return {
             "tables": [torch.from_numpy(table.copy()) for table in self.tables],
+            "week_table": torch.from_numpy(self.week_table.copy()),
             "alpha": self.alpha,
             **self.valid.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.tables = [table.numpy().copy() for table in state["tables"]]
+        self.week_table = state["week_table"].numpy().copy()
         self.alpha = float(state["alpha"])
         self.valid.load_state_dict(state)
 
-    @staticmethod
-    def _scores(composed: list[np.ndarray], users: np.ndarray, items: np.ndarray) -> np.ndarray:
-        """The draw's scores (less the global mean) for the pairs (users[j], items[j])."""
-        return _pair_scores(composed[0], composed[1], users, items)
+    def _scores(
+        self, composed: list[np.ndarray], users: np.ndarray, items: np.ndarray, week_of: np.ndarray
+    ) -> np.ndarray:
+        """The draw's scores (less the global mean) for the pairs (users[j], items[j]) in weeks week_of[j]."""
+        return _pair_scores(composed[0], composed[1], (self.week_table, week_of), users, items)
 
     def evaluate(self) -> dict[str, float]:
         """RMSE and MAE on the validation ratings of the mean of the draws kept so far."""
         return self.valid.evaluate()
+
+    def _sample_weeks(
+        self, composed: list[np.ndarray], residuals: np.ndarray, random: np.random.Generator
+    ) -> None:
+        """Draw the weeks' rows, a coordinate at a time, under their group's prior (one group)."""
+        table = self.week_table
+        prior_mean, prior_precision = _group_priors(table, np.zeros(len(table), np.int64), 1, random)
+        noise = random.standard_normal(table.shape[::-1])
+        for c in range(table.shape[1]):
+            prior = (float(prior_mean[0, c]), float(prior_precision[0, c]))
+            weeks = (table, self.week_of)
+            _sample_weeks(
+                c,
+                weeks,
+                self.by_week,
+                self.pairs,
+                (composed[0], composed[1]),
+                prior,
+                self.alpha,
+                residuals,
+                noise[c],
+            )
 
     def run_epoch(self, epoch: int, generator: torch.Generator) -> float:
         """Sweep `epoch` (from 1); the mean squared error of its draw on the training ratings."""
@@ -269,7 +390,8 @@ class FMGibbsEpochs:
             _compose(block.starts, block.columns, block.values, table)
             for block, table in zip(self.features, self.tables, strict=True)
         ]
-        residuals = self.targets - self._scores(composed, *self.pairs)
+        residuals = self.targets - self._scores(composed, *self.pairs, self.week_of)
+        in_rows = self.weeks_in_rows
         # The sweep's draws from numpy's generator, seeded from the run's (torch's draws, a call per
         # chi-square, took a fifth of a sweep): the same seed gives the same chain.
         random = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
@@ -279,12 +401,14 @@ class FMGibbsEpochs:
             prior = _group_priors(table, block.groups, len(block.group_names), random)
             noise = random.standard_normal(table.shape[::-1])
             for c in range(table.shape[1]):
-                sums, squares = _row_sums(c, other, by_row, residuals)
+                sums, squares = _row_sums(c, other, (self.week_table, in_rows[side]), by_row, residuals)
                 change = _sample_features(
                     c, table, self.by_feature[side], block.groups, prior, self.alpha, sums, squares, noise[c]
                 )
                 composed[side][:, c] += change
-                _update_residuals(c, change, other, by_row, residuals)
+                _update_residuals(c, change, other, (self.week_table, in_rows[side]), by_row, residuals)
+        if len(self.week_table):
+            self._sample_weeks(composed, residuals, random)
         squared = float(np.sum(residuals**2))
         # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
         df = round(2 * ALPHA_SHAPE) + len(self.targets)
@@ -301,5 +425,8 @@ class FMGibbsEpochs:
                 for block, table in zip(self.features, self.tables, strict=True)
             ]
             self.model.set_feature_draw(*kept, *unseen)
-            self.valid.add(kept[0], self._scores(composed, self.valid.users, self.valid.items))
+            if len(self.week_table):
+                self.model.set_week_draw(*kept, torch.from_numpy(self.week_table))
+            scores = self._scores(composed, self.valid.users, self.valid.items, self.valid_weeks)
+            self.valid.add(kept[0], scores)
         return squared / len(self.targets)

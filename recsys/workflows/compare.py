@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from recsys.config import RunConfig, config_for, reads_features
+from recsys.config import READS_TIME, RunConfig, config_for, reads_features
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors
 from recsys.data.synthetic import PlantedTruth
@@ -204,21 +204,23 @@ def compare_models(
     )
 
 
-# The feature groups a model that uses them is scored with in turn: the ids alone, then each group;
-# and the ratings its new users are folded in from (0: its features alone).
+# The feature groups a model that uses them is scored with in turn: the ids alone, then each group
+# (time for a model with a term for it); and the ratings its new users are folded in from (0: its
+# features alone).
 FEATURE_SETS = ("", "implicit", "side", "side,implicit")
+TIMED_FEATURE_SETS = (*FEATURE_SETS, "side,implicit,time")
 COLD_START = (0, 1, 3, 5)
 
 
 def _feature_group_rows(
     dataset: RatingsDataset, name: str, trained: RunResult, threshold: float | None, progress: bool
 ) -> list[dict[str, Any]]:
-    """`trained`'s model trained again with each of FEATURE_SETS (its own run standing for the set it
+    """`trained`'s model trained again with each of its FEATURE_SETS (its own run standing for the set it
     used): test RMSE, and the RMSE of test users folded in from their first COLD_START ratings, each
     starting from its features (what each kind of information adds, and to a new user)."""
     rows = []
     has_side = has_side_features(dataset, trained.config.model)
-    for features in FEATURE_SETS:
+    for features in TIMED_FEATURE_SETS if trained.config.model in READS_TIME else FEATURE_SETS:
         if "side" in feature_groups(features) and not has_side:
             continue  # the ids' run again, under another name
         same = sorted(feature_groups(features)) == sorted(feature_groups(trained.config.features))

@@ -18,7 +18,14 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from recsys.config import RunConfig, default_features, feature_sides_read, model_for, reads_features
+from recsys.config import (
+    RunConfig,
+    default_features,
+    feature_sides_read,
+    model_for,
+    reads_features,
+    reads_time,
+)
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit, span_text
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.features import FeatureRows, features_of, rows_for_new
@@ -103,7 +110,7 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
         raise RecsysError(
             f"split {config.split} of {dataset.name} leaves no training ratings{_split_hint(config)}"
         )
-    data = encode_split(split)
+    data = encode_split(split, with_times=reads_time(config))
     if len(data.test) == 0:
         raise RecsysError(
             f"split {config.split} of {dataset.name} leaves no test rating whose user and item are both "
@@ -207,7 +214,7 @@ def data_features(
     """The feature rows of `data`'s users and items that `config.features` names: the implicit
     feedback from its training ratings only."""
     return features_of(
-        feature_groups(config.features), data.users.raw_ids, data.items.raw_ids, data.train.x.numpy(),
+        feature_groups(config.features), data.users.raw_ids, data.items.raw_ids, data.train.x[:, :2].numpy(),
         dataset.user_features, dataset.item_features,
     )  # fmt: skip
 
@@ -220,12 +227,17 @@ def has_side_features(dataset: RatingsDataset, model: str) -> bool:
 def warn_if_no_side_features(config: RunConfig, given: bool, missing: str) -> None:
     """`features`, set apart from the model's default, names side features, and none were `given`
     (`missing` says so): the run trains without them. The default names every group data can give,
-    and reads side features silently where the data has them."""
+    and reads side features silently where the data has them (with time or without: the estimator,
+    whose pairs have no times, leaves it out of the default)."""
+
+    def untimed(features: str | None) -> set[str]:
+        return set(feature_groups(features or "")) - {"time"}
+
     if (
         not given
         and reads_features(config.model, config.engine)
         and "side" in feature_groups(config.features)
-        and config.features != default_features(config.model, config.engine)
+        and untimed(config.features) != untimed(default_features(config.model, config.engine))
     ):
         warnings.warn(
             f"{config.model}: `features` names side, but {missing}; training without them", stacklevel=3
@@ -340,6 +352,8 @@ def train_and_evaluate(
         model = model_for(config, len(data.users), len(data.items), generator)
         if model.uses_features:
             model.set_features(*data_features(config, dataset, data))
+            if reads_time(config):
+                model.set_times(data.train.x[:, 2])
             # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it nothing.
             sides = feature_sides_read(config.model)
             warn_if_no_side_features(

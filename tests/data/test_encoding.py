@@ -188,7 +188,7 @@ def test_rating_tensors_refuse_shapes_the_kernels_would_misread() -> None:
     assert column.y.shape == (3,) and len(column) == 3
     with pytest.raises(ValueError, match="x has 3 rows but y has 2 ratings"):
         RatingTensors(x, torch.tensor([4.0, 3.0]))
-    with pytest.raises(ValueError, match=r"x must be a \(n, 2\) tensor.*\(3, 3\)"):
-        RatingTensors(torch.zeros(3, 3, dtype=torch.long), torch.ones(3))
+    with pytest.raises(ValueError, match=r"x must be a \(n, 2\) tensor.*\(3, 4\)"):
+        RatingTensors(torch.zeros(3, 4, dtype=torch.long), torch.ones(3))
     with pytest.raises(ValueError, match=r"y must be a \(n,\) tensor.*\(3, 2\)"):
         RatingTensors(x, torch.ones(3, 2))

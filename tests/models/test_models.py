@@ -275,6 +275,8 @@ def test_indices_that_are_no_integer_tensor_raise_a_type_error(name: str, x: obj
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("shape", [(5,), (5, 3), (5, 1), (2, 2, 2)])
 def test_wrong_input_shape_raises_value_error(name: str, shape: tuple[int, ...]) -> None:
+    if name == "bfm" and shape == (5, 3):
+        pytest.skip("bfm reads (batch, 3) [user, item, time]: tests/train/test_fm_gibbs.py")
     model = make(name)
     x = torch.zeros(shape, dtype=torch.long)
     with pytest.raises(ValueError, match=r"\(batch, 2\)"):

@@ -29,6 +29,9 @@ from recsys.train.fm_gibbs import (
 )
 from recsys.workflows.experiment import train_and_evaluate
 
+# The time group's arguments of the sampler's kernels where there is none: no weeks' rows, no weeks.
+NO_WEEKS = (np.zeros((0, 1)), np.zeros(0, np.int64))
+
 
 def test_a_coordinates_draws_are_their_conditional_means_one_feature_after_another() -> None:
     """With zero noise each feature's coordinate becomes the mean of its Gaussian conditional given
@@ -73,11 +76,11 @@ def test_a_coordinates_draws_are_their_conditional_means_one_feature_after_anoth
     starts = np.concatenate([[0], starts])
     others, rating_of = pairs[:, 1], np.arange(len(pairs))
     residuals = residuals_of(table)
-    sums, squares = _row_sums(coordinate, other, (starts, others, rating_of), residuals)
+    sums, squares = _row_sums(coordinate, other, NO_WEEKS, (starts, others, rating_of), residuals)
     change = _sample_features(coordinate, table, _by_feature(rows), rows.groups, prior, alpha, sums, squares,
                               np.zeros(rows.n_features))  # fmt: skip
     np.testing.assert_allclose(table, expected, rtol=1e-9, atol=1e-12)
-    _update_residuals(coordinate, change, other, (starts, others, rating_of), residuals)
+    _update_residuals(coordinate, change, other, NO_WEEKS, (starts, others, rating_of), residuals)
     np.testing.assert_allclose(residuals, residuals_of(table), atol=1e-12)
 
 

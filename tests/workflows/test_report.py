@@ -38,6 +38,7 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
         "implicit",
         "side",
         "side,implicit",
+        "side,implicit,time",
     ]
     # tiny has no users' table: neither bfm nor svdpp starts a new user from side features.
     assert (
