@@ -3,8 +3,9 @@ myFM's on ML-100K, feature group by feature group, both given the same feature r
 
 Each contender sees the ids, then the implicit feedback of the training part (the items each user
 rated, the users who rated each item, weighted 1 / sqrt(count)), the side features (MovieLens'
-demographics, genres and years), or both: the rows recsys.data.features builds, handed to myFM as its
-relational blocks, a hyperprior per group for both. myFM with Rendle's rank and sweeps for
+demographics, genres and years), both, or both and the week of each rating: the rows
+recsys.data.features builds, handed to myFM as its relational blocks (the week as a one-hot column
+of its own, bfm's bins), a hyperprior per group for both. myFM with Rendle's rank and sweeps for
 ML-100K, recsys at its defaults (the same rank and sweeps, as chains), scored on the test ratings
 whose ids training has seen.
 """
@@ -19,10 +20,11 @@ import scipy.sparse as sp
 from recsys.config import config_for
 from recsys.data.features import FeatureRows
 from recsys.data.movielens import load_movielens
+from recsys.models.bayes import WEEK_SECONDS
 from recsys.workflows.experiment import data_features, prepare, train_and_evaluate
 
-# The feature groups each contender is scored with: "" the ids alone.
-FEATURE_SETS = ("", "implicit", "side", "side,implicit")
+# The feature groups each contender is scored with: "" the ids alone; time the week of each rating.
+FEATURE_SETS = ("", "implicit", "side", "side,implicit", "side,implicit,time")
 CONTENDERS = ("recsys-bfm", "myfm")
 # myFM's ordered probit over the five stars, with every group: the issue's last myFM row.
 ORDINAL = "myfm-ordinal"
@@ -49,6 +51,18 @@ def side_jobs() -> list[dict[str, Any]]:
 
 def _block(rows: FeatureRows) -> sp.csr_matrix:
     return sp.csr_matrix((rows.values, rows.columns, rows.starts), shape=(rows.n_rows, rows.n_features))
+
+
+def _weeks(x: np.ndarray, train_x: np.ndarray) -> sp.csr_matrix:
+    """Each rating's week one-hot, in bfm's bins (from the training part's first rating, WEEK_SECONDS
+    each, a time outside them at the nearest): x's third column is its time where the run reads time;
+    no column without."""
+    if x.shape[1] < 3:
+        return sp.csr_matrix((len(x), 0))
+    first, last = int(train_x[:, 2].min()), int(train_x[:, 2].max())
+    n_weeks = (last - first) // WEEK_SECONDS + 1
+    weeks = np.clip((x[:, 2] - first) // WEEK_SECONDS, 0, n_weeks - 1)
+    return sp.csr_matrix((np.ones(len(x)), (np.arange(len(x)), weeks)), shape=(len(x), n_weeks))
 
 
 def _group_sizes(rows: FeatureRows) -> list[int]:
@@ -85,17 +99,19 @@ def bench_side_information(folder: Path, contender: str, features: str, fold: st
 
         train_x, test_x = data.train.x.numpy(), data.test.x.numpy()
         y = data.train.y.numpy().astype(np.float64)
+        train_weeks, test_weeks = _weeks(train_x, train_x), _weeks(test_x, train_x)
         fit = {"n_iter": SWEEPS, "group_shapes": _group_sizes(users) + _group_sizes(items)}
-        empty = sp.csr_matrix((len(train_x), 0))
+        if train_weeks.shape[1]:  # X's columns come before the relational blocks'
+            fit["group_shapes"] = [train_weeks.shape[1], *fit["group_shapes"]]
         if contender == ORDINAL:
             model = myfm.MyFMOrderedProbit(rank=RANK, random_seed=SEED)
-            model.fit(empty, np.round(y).astype(np.int32) - 1, X_rel=relations(train_x), **fit)
-            chances = model.predict_proba(sp.csr_matrix((len(test_x), 0)), relations(test_x))
+            model.fit(train_weeks, np.round(y).astype(np.int32) - 1, X_rel=relations(train_x), **fit)
+            chances = model.predict_proba(test_weeks, relations(test_x))
             predictions = chances @ np.arange(1, chances.shape[1] + 1)
         else:
             model = myfm.MyFMRegressor(rank=RANK, random_seed=SEED)
-            model.fit(empty, y, X_rel=relations(train_x), **fit)
-            predictions = model.predict(sp.csr_matrix((len(test_x), 0)), relations(test_x))
+            model.fit(train_weeks, y, X_rel=relations(train_x), **fit)
+            predictions = model.predict(test_weeks, relations(test_x))
     rmse = float(np.sqrt(np.mean((predictions - data.test.y.numpy()) ** 2)))
     return {**marks, "rmse": rmse, "seconds": clocks.seconds, "cpu_seconds": clocks.cpu_seconds}
 

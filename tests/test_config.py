@@ -226,6 +226,7 @@ def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it()
         ("svdpp", {"features": "side,side"}, "each once without spaces"),
         ("bfm", {"features": " side"}, "each once without spaces"),
         ("bfm", {"features": "side,"}, "each once without spaces"),
+        ("svdpp", {"features": "implicit,time"}, "`features` time: svdpp has no term for a rating's time"),
     ],
 )
 def test_features_are_refused_where_no_model_reads_them(model: str, settings: dict, message: str) -> None:

@@ -27,6 +27,7 @@ from recsys.errors import RecsysError
 from recsys.evaluate.ranking import evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
 from recsys.models import model_entry
+from recsys.names import feature_groups
 from recsys.train.trainer import TrainingDiverged, fit
 from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, fitted_config, prepare, train_and_evaluate
@@ -170,12 +171,14 @@ def tune(
 
 def _estimator(base: RunConfig, threads: int | None, dataset: RatingsDataset) -> RatingRegressor:
     """The estimator a rating model is searched with (`base`'s model, engine, seed and feature
-    groups), given the dataset's side features where the run reads them."""
+    groups but time: its pairs have no times), given the dataset's side features where the run reads
+    them."""
     tables = {"user": dataset.user_features, "item": dataset.item_features}
     _, unread = unread_feature_sides(base, [side for side, table in tables.items() if table is not None])
     read = {f"{side}_features": None if side in unread else table for side, table in tables.items()}
+    features = ",".join(group for group in feature_groups(base.features) if group != "time")
     return RatingRegressor(
-        base.model, engine=base.engine, seed=base.seed, threads=threads, features=base.features, **read
+        base.model, engine=base.engine, seed=base.seed, threads=threads, features=features, **read
     )
 
 

@@ -12,6 +12,7 @@ import torch
 from conftest import assert_same_state, cut_short, planted_side_features
 
 from recsys.config import config_for
+from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import RatingTensors
 from recsys.data.features import features_of, rows_for_new
 from recsys.errors import RecsysError
@@ -23,8 +24,10 @@ from recsys.train.fm_gibbs import (
     _by_feature,
     _compose,
     _group_priors,
+    _pair_scores,
     _row_sums,
     _sample_features,
+    _sample_weeks,
     _update_residuals,
 )
 from recsys.workflows.experiment import train_and_evaluate
@@ -197,3 +200,112 @@ def test_a_groups_prior_is_drawn_from_its_normal_gamma_posterior() -> None:
     assert mus.mean() == pytest.approx(v.sum() / (n + 1), abs=0.01)
     # Var(mu) = E[1 / ((n + 1) lambda)] = rate / ((n + 1) (shape - 1)) for a Gamma(shape, rate) lambda.
     assert mus.var() == pytest.approx(rate / ((n + 1) * (shape - 1)), rel=0.05)
+
+
+def test_the_time_groups_kernels_add_each_ratings_week_to_its_other_side() -> None:
+    """With the time group a user's coordinate multiplies Q_i + v_w in a rating's score, not Q_i
+    alone; a week's coordinate (drawn with zero noise) becomes the mean of its Gaussian conditional,
+    its h being P_u + Q_i; and a pair's score adds w_w + v_w . (P_u + Q_i): each against the dense
+    formula."""
+    rng = np.random.default_rng(1)
+    pairs = np.array([[0, 0], [0, 2], [1, 1], [1, 2], [2, 0], [2, 1], [2, 2]])
+    week_of = np.array([0, 1, 1, 2, 0, 2, 1])
+    users, items = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))  # composed [factors, bias]
+    weeks = rng.normal(size=(3, 4))
+    residuals = rng.normal(size=len(pairs))
+    coordinate = 1
+    starts = np.array([0, 2, 4, 7])  # the pairs are in user order
+    by_row = (starts, pairs[:, 1], np.arange(len(pairs)))
+    sums, squares = _row_sums(coordinate, items, (weeks, week_of), by_row, residuals)
+    h = items[pairs[:, 1], coordinate] + weeks[week_of, coordinate]
+    np.testing.assert_allclose(sums, np.bincount(pairs[:, 0], h * residuals), rtol=1e-12)
+    np.testing.assert_allclose(squares, np.bincount(pairs[:, 0], h * h), rtol=1e-12)
+    # The bias coordinate (the last) multiplies 1, week or none.
+    sums, squares = _row_sums(3, items, (weeks, week_of), by_row, residuals)
+    np.testing.assert_allclose(squares, [2, 2, 3])
+
+    prior, alpha = (0.3, 1.5), 2.0
+    by_week = (np.array([0, 2, 5, 7]), np.argsort(week_of, kind="stable"))
+    expected_weeks, expected_residuals = weeks.copy(), residuals.copy()
+    h = users[pairs[:, 0], coordinate] + items[pairs[:, 1], coordinate]
+    for week in range(3):
+        mine = week_of == week
+        partial = expected_residuals[mine] + h[mine] * weeks[week, coordinate]
+        precision = prior[1] + alpha * h[mine] @ h[mine]
+        expected_weeks[week, coordinate] = (prior[1] * prior[0] + alpha * h[mine] @ partial) / precision
+        expected_residuals[mine] -= (expected_weeks[week, coordinate] - weeks[week, coordinate]) * h[mine]
+    _sample_weeks(coordinate, (weeks, week_of), by_week, (pairs[:, 0], pairs[:, 1]), (users, items), prior,
+                  alpha, residuals, np.zeros(3))  # fmt: skip
+    np.testing.assert_allclose(weeks, expected_weeks, rtol=1e-12)
+    np.testing.assert_allclose(residuals, expected_residuals, rtol=1e-12)
+
+    scores = _pair_scores(users, items, (weeks, week_of), pairs[:, 0], pairs[:, 1])
+    u, i, w = users[pairs[:, 0]], items[pairs[:, 1]], weeks[week_of]
+    dense = u[:, 3] + i[:, 3] + w[:, 3] + (u[:, :3] * i[:, :3]).sum(1) + (w[:, :3] * (u + i)[:, :3]).sum(1)
+    np.testing.assert_allclose(scores, dense, rtol=1e-12)
+
+
+def planted_weeks(seed: int = 0) -> RatingsDataset:
+    """Ratings over six weeks that rise by a planted 0.4 stars a week (from 2 to 4 on average), each
+    user's spread over the weeks, on top of a user and an item bias."""
+    rng = np.random.default_rng(seed)
+    n_users, n_items, week = 200, 50, 7 * 24 * 3600
+    rows = [(u, i) for u in range(n_users) for i in rng.choice(n_items, 12, replace=False)]
+    users, items = np.array(rows).T
+    weeks = rng.integers(0, 6, len(rows))
+    user_bias, item_bias = rng.normal(0, 0.3, n_users), rng.normal(0, 0.3, n_items)
+    ratings = 2 + 0.4 * weeks + user_bias[users] + item_bias[items] + rng.normal(0, 0.3, len(rows))
+    times = 1_000_000_000 + weeks * week + rng.integers(0, week, len(rows))
+    frame = pd.DataFrame({"user": users, "item": items, "rating": ratings.clip(1, 5), "timestamp": times})
+    return RatingsDataset.from_frame(frame, rating_scale=(1.0, 5.0), name="weeks")
+
+
+def test_a_planted_week_effect_is_recovered_and_a_pair_without_a_time_is_predicted_now() -> None:
+    dataset = planted_weeks()
+    runs = {
+        features: train_and_evaluate(
+            dataset, config_for("bfm", features=features, epochs=40, members=2, n_factors=2), progress=False
+        )
+        for features in ("", "time")
+    }
+    assert runs["time"].test["rmse"] < runs[""].test["rmse"] - 0.2
+    model = runs["time"].model
+    assert model.n_weeks == 6
+    steps = np.diff(model.week_bias.numpy())
+    np.testing.assert_allclose(steps, 0.4, atol=0.1)
+    # The same pairs at each week: the predictions follow the planted rise; without a time, the last week.
+    pairs = runs["time"].data.test.x[:50, :2]
+    first = int(model.time_origin)
+    at = [model(torch.cat([pairs, torch.full((50, 1), first + w * 7 * 24 * 3600)], 1)) for w in range(6)]
+    assert float((at[5] - at[0]).mean()) == pytest.approx(2.0, abs=0.3)
+    torch.testing.assert_close(model(pairs), at[5])
+    # A time past training's last week is predicted at it.
+    torch.testing.assert_close(
+        model(torch.cat([pairs, torch.full((50, 1), first + 99 * 7 * 24 * 3600)], 1)), at[5]
+    )
+    # Full ranking and explanations see the last week's term as forward does.
+    form = model.bilinear_form()
+    assert form is not None
+    users, items = pairs[:, 0], pairs[:, 1]
+    torch.testing.assert_close(model.squash(form.scores(users)[torch.arange(50), items]), at[5])
+    explained = model.explain(users, items)
+    assert explained is not None and "week" in explained.terms
+    torch.testing.assert_close(sum(explained.terms.values()), explained.score)
+    torch.testing.assert_close(explained.prediction, at[5])
+
+
+def test_a_run_with_the_time_group_resumes_to_the_same_model(tmp_path: Path) -> None:
+    dataset = planted_weeks(1)
+    config = config_for("bfm", features="time", epochs=8, members=2, n_factors=2)
+    whole = train_and_evaluate(dataset, config, progress=False)
+    checkpoint = cut_short(dataset, config, tmp_path, 5)
+    resumed = train_and_evaluate(dataset, config, run_dir=tmp_path, progress=False, resume=checkpoint)
+    assert [h.train_loss for h in whole.history] == [h.train_loss for h in resumed.history]
+    assert_same_state(whole.model, resumed.model)
+    assert resumed.model.n_weeks == 6
+
+
+def test_times_spanning_centuries_of_weeks_are_refused_as_not_seconds() -> None:
+    model = BayesianFM(3, 3, 2)
+    with pytest.raises(RecsysError, match=r"span 16,535 weeks.*are they milliseconds"):
+        model.set_times(torch.tensor([1_000_000_000_000, 1_010_000_000_000]))
