@@ -100,9 +100,9 @@ def bench_side_information(folder: Path, contender: str, features: str, fold: st
         train_x, test_x = data.train.x.numpy(), data.test.x.numpy()
         y = data.train.y.numpy().astype(np.float64)
         train_weeks, test_weeks = _weeks(train_x, train_x), _weeks(test_x, train_x)
-        fit = {"n_iter": SWEEPS, "group_shapes": _group_sizes(users) + _group_sizes(items)}
-        if train_weeks.shape[1]:  # X's columns come before the relational blocks'
-            fit["group_shapes"] = [train_weeks.shape[1], *fit["group_shapes"]]
+        # X's columns (the weeks, where read) come before the relational blocks'.
+        weeks = [train_weeks.shape[1]] if train_weeks.shape[1] else []
+        fit = {"n_iter": SWEEPS, "group_shapes": weeks + _group_sizes(users) + _group_sizes(items)}
         if contender == ORDINAL:
             model = myfm.MyFMOrderedProbit(rank=RANK, random_seed=SEED)
             model.fit(train_weeks, np.round(y).astype(np.int32) - 1, X_rel=relations(train_x), **fit)
