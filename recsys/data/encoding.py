@@ -5,6 +5,7 @@ models' tables. Test ratings whose user or item never appears in training cannot
 `encode_split` sets them aside and counts them, and evaluation applies the chosen policy.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -171,6 +172,10 @@ class RatingTensors:
     def to(self, device: torch.device | str) -> "RatingTensors":
         return RatingTensors(self.x.to(device), self.y.to(device))
 
+    def pairs(self) -> "RatingTensors":
+        """The same ratings as [user, item] pairs, without their times."""
+        return self if self.x.shape[1] == 2 else RatingTensors(self.x[:, :2], self.y)
+
 
 @dataclass(frozen=True)
 class EncodedSplit:
@@ -183,6 +188,11 @@ class EncodedSplit:
     unknown_test_ratings: np.ndarray  # ratings of test rows whose user or item is unseen
     train_mean: float
     train_times: np.ndarray | None = None  # each training rating's timestamp: a user's first ratings
+
+    def pairs(self) -> "EncodedSplit":
+        """The split with its ratings as [user, item] pairs, for what reads no times (another model
+        than the one that read them, a baseline)."""
+        return dataclasses.replace(self, train=self.train.pairs(), test=self.test.pairs())
 
 
 def encode_ratings(

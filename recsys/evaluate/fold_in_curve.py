@@ -54,8 +54,9 @@ def fold_in_curve(
     """RMSE and NDCG@10 of folded-in users per number of ratings known, and of the trained model
     ("trained" row), on the test users with at least max(ratings_known) training ratings. `starts`
     (raw user ids, the inner items each has rated) places a model's new users before fold-in corrects
-    them (recsys.workflows.experiment.new_user_starts: by their features)."""
-    model = rating_model(model)
+    them (recsys.workflows.experiment.new_user_starts: by their features). A folded-in user has no
+    times, so the pairs are scored without them, the trained model's too (bfm's time group: now)."""
+    model, data = rating_model(model), data.pairs()
     n_users, n_items = len(data.users), len(data.items)
     counts = torch.bincount(data.train.x[:, 0], minlength=n_users)
     test_users = torch.unique(data.test.x[:, 0])

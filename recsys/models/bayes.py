@@ -183,9 +183,8 @@ class BayesianFM(BayesianMF):
     at the ids' mean as the prior expects it.
 
     With the time group (`set_times`) each rating's week w adds w_w + v_w . (P_u + Q_i): the model
-    then reads (batch, 3) [user, item, time in seconds]; a pair without a time is predicted at the
-    training part's last week (now, for a recommendation), and a time outside the training part's at
-    its nearest week."""
+    then reads (batch, 3) [user, item, time in seconds]. A pair without a time, or with one outside
+    the training part's weeks, is at a week never seen: the weeks' mean, as the prior expects it."""
 
     uses_features: ClassVar[bool] = True
     user_feature_factors: Tensor
@@ -240,11 +239,20 @@ class BayesianFM(BayesianMF):
         return len(self.week_bias)
 
     def weeks_of(self, times: Tensor) -> Tensor:
-        """The week bin of each time (seconds), those outside the training part's at the nearest."""
+        """The week bin of each time (seconds); n_weeks, a week never seen, for a time outside the
+        training part's weeks."""
         weeks = torch.div(
             times.long() - self.time_origin.to(times.device), WEEK_SECONDS, rounding_mode="floor"
         )
-        return weeks.clamp(0, self.n_weeks - 1)
+        return torch.where((weeks >= 0) & (weeks < self.n_weeks), weeks, self.n_weeks)
+
+    def _week_rows(self) -> tuple[Tensor, Tensor]:
+        """The weeks' kept draws and mean biases, and after them (row n_weeks) a week never seen: their
+        mean, as the group's prior expects it."""
+        factors, bias = self.week_factors, self.week_bias
+        return torch.cat([factors, factors.mean(0, keepdim=True)]), torch.cat(
+            [bias, bias.mean(0, keepdim=True)]
+        )
 
     def set_week_draw(self, slot: int, slots: int, draw: Tensor) -> None:
         """Keep a draw of every week's [factors, bias] as slot `slot` of `slots`, as `set_draw` the ids'."""
@@ -259,36 +267,40 @@ class BayesianFM(BayesianMF):
         return self.n_weeks > 0 and self.week_factors.shape[1] == self.user_factors.weight.shape[1]
 
     def _week_terms(self, users: Tensor, items: Tensor, weeks: Tensor) -> Tensor:
-        """w_w + the kept draws' mean of v_w . (P_u + Q_i), a chunk of rows at a time (`_factor_scores`)."""
+        """w_w + the kept draws' mean of v_w . (P_u + Q_i), a chunk of rows at a time (`_factor_scores`);
+        week n_weeks is one never seen (`_week_rows`)."""
+        factors, bias = self._week_rows()
         chunk = max(1, _GATHERED_ENTRIES // self.user_factors.weight.shape[1])
         scores = [self.factor_scale.new_zeros(0)]
         for j in range(0, len(users), chunk):
             part = slice(j, j + chunk)
             summed = lookup(self.user_factors, users[part]) + lookup(self.item_factors, items[part])
-            scores.append((summed * self.week_factors[weeks[part]]).sum(-1))
-        return torch.cat(scores) * self.factor_scale + self.week_bias[weeks]
+            scores.append((summed * factors[weeks[part]]).sum(-1))
+        return torch.cat(scores) * self.factor_scale + bias[weeks]
 
     def forward(self, x: Tensor) -> Tensor:
         users, items, times = split_timed(x)
         user_bias, item_bias = self._biases(users, items)
         score = self.global_bias + user_bias + item_bias + self._factor_scores(users, items)
-        if self._timed():  # a pair without a time at the last week
-            weeks = torch.full_like(users, self.n_weeks - 1) if times is None else self.weeks_of(times)
+        if self._timed():  # a pair without a time at a week never seen
+            weeks = torch.full_like(users, self.n_weeks) if times is None else self.weeks_of(times)
             score = score + self._week_terms(users, items, weeks)
         return self.squash(score)
 
-    def _present_shifts(self) -> tuple[Tensor, Tensor] | None:
-        """The last week's term split into what it adds to each user's and each item's score: w +
-        v . P_u to the users', v . Q_i to the items' (None without the time group)."""
+    def _untimed_shifts(self) -> tuple[Tensor, Tensor] | None:
+        """The term of a week never seen (a pair without a time) split into what it adds to each
+        user's and each item's score: w + v . P_u to the users', v . Q_i to the items' (None without
+        the time group)."""
         if not self._timed():
             return None
-        now = self.week_factors[-1] * self.factor_scale
-        return self.user_factors.weight @ now + self.week_bias[-1], self.item_factors.weight @ now
+        factors, bias = self._week_rows()
+        unseen = factors[-1] * self.factor_scale
+        return self.user_factors.weight @ unseen + bias[-1], self.item_factors.weight @ unseen
 
     def bilinear_form(self) -> BilinearForm | None:
-        """BayesianMF's, with the last week's term (a recommendation is for now) in the biases."""
+        """BayesianMF's, with a week never seen's term (a pair has no time) in the biases."""
         form = super().bilinear_form()
-        shifts = self._present_shifts()
+        shifts = self._untimed_shifts()
         if form is None or shifts is None or form.user_bias is None:
             return form
         return form._replace(
@@ -296,13 +308,12 @@ class BayesianFM(BayesianMF):
         )
 
     def explain(self, users: Tensor, items: Tensor) -> Explanation | None:
-        """BayesianMF's terms, and the last week's (`week`) with the time group."""
+        """BayesianMF's terms, and a week never seen's (`week`) with the time group."""
         found = super().explain(users, items)
         if found is None or not self._timed():
             return found
         with torch.no_grad():
-            weeks = torch.full_like(users, self.n_weeks - 1)
-            week = self._week_terms(users, items, weeks)
+            week = self._week_terms(users, items, torch.full_like(users, self.n_weeks))
             score = found.score + week
             return Explanation({**found.terms, "week": week}, score, self.squash(score))
 
@@ -329,9 +340,9 @@ class BayesianFM(BayesianMF):
             # An unseen id's expected row, then its features' sums.
             vectors = (factors[0] + new_rows_sums(self, users, factors[1:])) * self.factor_scale
             bias = bias[0] + new_rows_sums(self, users, bias[1:])
-            if self._timed():  # the last week's term, as `bilinear_form` adds it
-                now = self.week_factors[-1]
-                bias = bias + vectors @ now + self.week_bias[-1]
+            if self._timed():  # a week never seen's term, as `bilinear_form` adds it
+                week_factors, week_bias = self._week_rows()
+                bias = bias + vectors @ week_factors[-1] + week_bias[-1]
             return vectors, bias
 
     def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
@@ -340,7 +351,7 @@ class BayesianFM(BayesianMF):
         with torch.no_grad():
             vectors, bias = self.feature_vectors(users)
             item_bias = self.item_bias.weight[items, 0] + self.global_bias
-            shifts = self._present_shifts()
+            shifts = self._untimed_shifts()
             if shifts is not None:
                 item_bias = item_bias + shifts[1][items]
             score = bias[:, None] + item_bias[None, :] + vectors @ self.item_factors.weight[items].T

@@ -355,8 +355,13 @@ class FMGibbsEpochs:
     def _scores(
         self, composed: list[np.ndarray], users: np.ndarray, items: np.ndarray, week_of: np.ndarray
     ) -> np.ndarray:
-        """The draw's scores (less the global mean) for the pairs (users[j], items[j]) in weeks week_of[j]."""
-        return _pair_scores(composed[0], composed[1], (self.week_table, week_of), users, items)
+        """The draw's scores (less the global mean) for the pairs (users[j], items[j]) in weeks
+        week_of[j]; week n_weeks is one never seen (a validation rating outside the training part's
+        weeks), at the weeks' mean as the model predicts it."""
+        week_table = self.week_table
+        if len(week_table):
+            week_table = np.vstack([week_table, week_table.mean(axis=0)])
+        return _pair_scores(composed[0], composed[1], (week_table, week_of), users, items)
 
     def evaluate(self) -> dict[str, float]:
         """RMSE and MAE on the validation ratings of the mean of the draws kept so far."""

@@ -150,7 +150,7 @@ def compare_models(
     for config in configs:
         name = config.model
         result = train_and_evaluate(dataset, config, progress=progress)
-        data = result.data
+        data = result.data.pairs()  # every model and baseline is scored on it: bfm's times are its own
         trained[name], results[name] = result.model, result
         # A ranking model's scores are no ratings: no RMSE, MAE or learning curve in RMSE.
         ranks = result.config.ranks

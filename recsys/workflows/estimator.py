@@ -5,7 +5,6 @@ all of (X, y) with the shared trainer, so the estimator's figures are those of `
 same settings; scikit-learn's splitters do the holding out.
 """
 
-import dataclasses
 import inspect
 import math
 import warnings
@@ -159,15 +158,10 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             if self.threads is not None:
                 check_threads(self.threads)
             check_device(self.config_.device)  # before training, and as a ValueError like the rest
-            if reads_time(self.config_):  # X has no times: bfm's default groups without them
-                if getattr(self, "features") is not None:  # noqa: B009
-                    raise RecsysError(
-                        "`features` time: X holds [user, item] pairs without their times; drop time"
-                    )
-                untimed = ",".join(
-                    group for group in feature_groups(self.config_.features) if group != "time"
+            if reads_time(self.config_):
+                raise RecsysError(
+                    "`features` time: X holds [user, item] pairs without their times; drop time"
                 )
-                self.config_ = dataclasses.replace(self.config_, features=untimed)
         except RecsysError as error:  # scikit-learn reports bad parameters as ValueErrors
             raise ValueError(str(error)) from None
         encoded = np.stack([self.users_.encode(users), self.items_.encode(items)], axis=1)

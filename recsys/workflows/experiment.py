@@ -227,17 +227,12 @@ def has_side_features(dataset: RatingsDataset, model: str) -> bool:
 def warn_if_no_side_features(config: RunConfig, given: bool, missing: str) -> None:
     """`features`, set apart from the model's default, names side features, and none were `given`
     (`missing` says so): the run trains without them. The default names every group data can give,
-    and reads side features silently where the data has them (with time or without: the estimator,
-    whose pairs have no times, leaves it out of the default)."""
-
-    def untimed(features: str | None) -> set[str]:
-        return set(feature_groups(features or "")) - {"time"}
-
+    and reads side features silently where the data has them."""
     if (
         not given
         and reads_features(config.model, config.engine)
         and "side" in feature_groups(config.features)
-        and untimed(config.features) != untimed(default_features(config.model, config.engine))
+        and config.features != default_features(config.model, config.engine)
     ):
         warnings.warn(
             f"{config.model}: `features` names side, but {missing}; training without them", stacklevel=3

@@ -100,6 +100,18 @@ def test_norm_bias_frame_reports_each_run_as_it_starts(tiny_comparison: Comparis
     assert list(zip(frame["norm"], frame["dtype"], strict=True)) == runs
 
 
+def test_a_comparison_of_bfm_with_times_shares_pairs_with_every_other_reader(
+    tiny: RatingsDataset,
+) -> None:
+    """bfm's run reads each rating's time (x's third column); the split the comparison shares with
+    the baselines, the lists, the fold-in curves and the norm study is pairs, as they read."""
+    comparison = compare.compare_models(tiny, "random", models=["bfm"], epochs=2, features="implicit,time")
+    assert comparison.models["bfm"].n_weeks > 0  # it read the times
+    assert comparison.data.train.x.shape[1] == comparison.data.test.x.shape[1] == 2
+    frame = norm_bias_frame(comparison.data.train, epochs=1)
+    assert len(frame) == 6 and np.isfinite(frame.select_dtypes("number").to_numpy()).all()
+
+
 def test_every_model_and_ranking_baseline_is_judged_on_the_same_lists(tiny_comparison: Comparison) -> None:
     ranking = tiny_comparison.ranking
     trained = [name for name in tiny_comparison.models if name not in BASELINES]

@@ -256,6 +256,11 @@ def test_side_tables_are_checked_as_feature_files_are_and_unused_ones_are_said(s
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         RatingRegressor("bfm", **quick).fit(X_train, y_train)
+    # X's pairs carry no times: bfm's time group is refused, not trained on nothing.
+    with pytest.raises(
+        ValueError, match=r"`features` time: X holds \[user, item\] pairs without their times"
+    ):
+        RatingRegressor("bfm", features="implicit,time", **quick).fit(X_train, y_train)
 
 
 def test_the_compiled_engine_gives_the_same_model_on_any_number_of_threads(split: Split) -> None:
