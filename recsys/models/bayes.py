@@ -182,9 +182,9 @@ class BayesianFM(BayesianMF):
     its features alone gets a prediction (`feature_scores`): its own id is one never seen, expected
     at the ids' mean as the prior expects it.
 
-    With the time group (`set_times`) each rating's week w adds w_w + v_w . (P_u + Q_i): the model
-    then reads (batch, 3) [user, item, time in seconds]. A pair without a time, or with one outside
-    the training part's weeks, is at a week never seen: the weeks' mean, as the prior expects it."""
+    With the time group (`set_times`) each rating's week w adds a bias w_w: the model then reads
+    (batch, 3) [user, item, time in seconds]. A pair without a time, or with one outside the
+    training part's weeks, is at a week never seen: the weeks' mean, as the prior expects it."""
 
     uses_features: ClassVar[bool] = True
     user_feature_factors: Tensor
@@ -192,7 +192,6 @@ class BayesianFM(BayesianMF):
     item_feature_factors: Tensor
     item_feature_bias: Tensor
     time_origin: Tensor
-    week_factors: Tensor
     week_bias: Tensor
 
     def __init__(
@@ -210,9 +209,9 @@ class BayesianFM(BayesianMF):
         for side in SIDES:  # the ids' mean and the non-id features' draws: factors side by side, mean bias
             self.register_buffer(f"{side}_feature_factors", torch.zeros(0, 0))
             self.register_buffer(f"{side}_feature_bias", torch.zeros(0))
-        # The time group: the first training rating's time, and each week's kept draws (none without).
+        # The time group: the first training rating's time, and each week's bias, the kept draws'
+        # mean (none without the group).
         self.register_buffer("time_origin", torch.tensor(0, dtype=torch.int64))
-        self.register_buffer("week_factors", torch.zeros(0, 0))
         self.register_buffer("week_bias", torch.zeros(0))
 
     def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
@@ -231,7 +230,7 @@ class BayesianFM(BayesianMF):
                 "(are they milliseconds?); convert them, or leave time out of `features`"
             )
         self.time_origin = torch.tensor(first, dtype=torch.int64)
-        self.week_factors, self.week_bias = torch.zeros(weeks, 0), torch.zeros(weeks)
+        self.week_bias = torch.zeros(weeks)
 
     @property
     def n_weeks(self) -> int:
@@ -246,76 +245,43 @@ class BayesianFM(BayesianMF):
         )
         return torch.where((weeks >= 0) & (weeks < self.n_weeks), weeks, self.n_weeks)
 
-    def _week_rows(self) -> tuple[Tensor, Tensor]:
-        """The weeks' kept draws and mean biases, and after them (row n_weeks) a week never seen: their
-        mean, as the group's prior expects it."""
-        factors, bias = self.week_factors, self.week_bias
-        return torch.cat([factors, factors.mean(0, keepdim=True)]), torch.cat(
-            [bias, bias.mean(0, keepdim=True)]
-        )
+    def _week_biases(self) -> Tensor:
+        """The weeks' biases and after them (n_weeks) a week never seen's: their mean, as the group's
+        prior expects it."""
+        return torch.cat([self.week_bias, self.week_bias.mean(0, keepdim=True)])
 
     def set_week_draw(self, slot: int, slots: int, draw: Tensor) -> None:
-        """Keep a draw of every week's [factors, bias] as slot `slot` of `slots`, as `set_draw` the ids'."""
+        """Keep a draw of the weeks' biases as slot `slot` of `slots`: their mean over draws 0..slot."""
         with torch.no_grad():
-            self.week_factors = _kept(self.week_factors, draw.float(), slot, slots)
             if slot == 0:
                 self.week_bias.zero_()
-            _average_bias(self.week_bias, draw, slot)
-
-    def _timed(self) -> bool:
-        """Whether the model has the time group's draws to predict with."""
-        return self.n_weeks > 0 and self.week_factors.shape[1] == self.user_factors.weight.shape[1]
-
-    def _week_terms(self, users: Tensor, items: Tensor, weeks: Tensor) -> Tensor:
-        """w_w + the kept draws' mean of v_w . (P_u + Q_i), a chunk of rows at a time (`_factor_scores`);
-        week n_weeks is one never seen (`_week_rows`)."""
-        factors, bias = self._week_rows()
-        chunk = max(1, _GATHERED_ENTRIES // self.user_factors.weight.shape[1])
-        scores = [self.factor_scale.new_zeros(0)]
-        for j in range(0, len(users), chunk):
-            part = slice(j, j + chunk)
-            summed = lookup(self.user_factors, users[part]) + lookup(self.item_factors, items[part])
-            scores.append((summed * factors[weeks[part]]).sum(-1))
-        return torch.cat(scores) * self.factor_scale + bias[weeks]
+            self.week_bias += (draw.to(self.week_bias) - self.week_bias) / (slot + 1)
 
     def forward(self, x: Tensor) -> Tensor:
         users, items, times = split_timed(x)
         user_bias, item_bias = self._biases(users, items)
         score = self.global_bias + user_bias + item_bias + self._factor_scores(users, items)
-        if self._timed():  # a pair without a time at a week never seen
+        if self.n_weeks:  # a pair without a time at a week never seen
             weeks = torch.full_like(users, self.n_weeks) if times is None else self.weeks_of(times)
-            score = score + self._week_terms(users, items, weeks)
+            score = score + self._week_biases()[weeks]
         return self.squash(score)
 
-    def _untimed_shifts(self) -> tuple[Tensor, Tensor] | None:
-        """The term of a week never seen (a pair without a time) split into what it adds to each
-        user's and each item's score: w + v . P_u to the users', v . Q_i to the items' (None without
-        the time group)."""
-        if not self._timed():
-            return None
-        factors, bias = self._week_rows()
-        unseen = factors[-1] * self.factor_scale
-        return self.user_factors.weight @ unseen + bias[-1], self.item_factors.weight @ unseen
-
     def bilinear_form(self) -> BilinearForm | None:
-        """BayesianMF's, with a week never seen's term (a pair has no time) in the biases."""
+        """BayesianMF's, with a week never seen's bias (a pair has no time) in the users' biases, as
+        `feature_vectors` gives a new user's."""
         form = super().bilinear_form()
-        shifts = self._untimed_shifts()
-        if form is None or shifts is None or form.user_bias is None:
+        if form is None or form.user_bias is None or not self.n_weeks:
             return form
-        return form._replace(
-            user_bias=(form.user_bias + shifts[0]).detach(), item_bias=(form.item_bias + shifts[1]).detach()
-        )
+        return form._replace(user_bias=form.user_bias + self._week_biases()[-1])
 
     def explain(self, users: Tensor, items: Tensor) -> Explanation | None:
-        """BayesianMF's terms, and a week never seen's (`week`) with the time group."""
+        """BayesianMF's terms, and a week never seen's bias (`week`) with the time group."""
         found = super().explain(users, items)
-        if found is None or not self._timed():
+        if found is None or not self.n_weeks:
             return found
-        with torch.no_grad():
-            week = self._week_terms(users, items, torch.full_like(users, self.n_weeks))
-            score = found.score + week
-            return Explanation({**found.terms, "week": week}, score, self.squash(score))
+        week = self._week_biases()[-1].expand_as(found.score)
+        score = found.score + week
+        return Explanation({**found.terms, "week": week}, score, self.squash(score))
 
     def set_feature_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor) -> None:
         """Keep, of a draw of every feature's [factors, bias], the rows a user or item never seen is
@@ -340,9 +306,8 @@ class BayesianFM(BayesianMF):
             # An unseen id's expected row, then its features' sums.
             vectors = (factors[0] + new_rows_sums(self, users, factors[1:])) * self.factor_scale
             bias = bias[0] + new_rows_sums(self, users, bias[1:])
-            if self._timed():  # a week never seen's term, as `bilinear_form` adds it
-                week_factors, week_bias = self._week_rows()
-                bias = bias + vectors @ week_factors[-1] + week_bias[-1]
+            if self.n_weeks:  # a week never seen's bias, as `bilinear_form` adds it
+                bias = bias + self._week_biases()[-1]
             return vectors, bias
 
     def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
@@ -351,9 +316,6 @@ class BayesianFM(BayesianMF):
         with torch.no_grad():
             vectors, bias = self.feature_vectors(users)
             item_bias = self.item_bias.weight[items, 0] + self.global_bias
-            shifts = self._untimed_shifts()
-            if shifts is not None:
-                item_bias = item_bias + shifts[1][items]
             score = bias[:, None] + item_bias[None, :] + vectors @ self.item_factors.weight[items].T
             return self.squash(score)
 
@@ -361,6 +323,5 @@ class BayesianFM(BayesianMF):
         if self.features is not None:  # resuming onto the data's features: they must be coded alike
             check_saved_codings(self, state_dict, prefix)
         draws = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("factors", "bias"))
-        weeks = ("week_factors", "week_bias")
-        take_saved_shapes(self, state_dict, prefix, draws + weeks + CODING_BUFFERS)
+        take_saved_shapes(self, state_dict, prefix, (*draws, "week_bias", *CODING_BUFFERS))
         super()._load_from_state_dict(state_dict, prefix, *args)

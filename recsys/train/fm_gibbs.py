@@ -8,11 +8,11 @@ A user's vector is the sum of its features' vectors weighted by their values, P_
     rating_ui ~ N(mean + B_u + B_i + P_u . Q_i, 1 / alpha).
 
 Only pairs across the two blocks interact: a pair of one user's own features adds the same to every
-rating of that user, which its bias already can. The time group, where the model has it, is a third
-block of one feature per rating, its week w: it adds w_w + v_w . (P_u + Q_i), so to a user feature
-the rating's other side is Q_i + v_w, not Q_i alone. Each feature group (the ids, each side feature, the
+rating of that user, which its bias already can. Each feature group (the ids, each side feature, the
 rated items) has its own prior per coordinate, N(mu_gc, 1 / lambda_gc), with a Normal-Gamma
-hyperprior, and alpha a Gamma(1, 1) prior, as in Rendle's Bayesian FM (libFM's MCMC, myFM).
+hyperprior, and alpha a Gamma(1, 1) prior, as in Rendle's Bayesian FM (libFM's MCMC, myFM). The
+time group, where the model has it, adds a bias per week, w_w for a rating in week w, drawn after
+the two blocks under a prior of its own.
 
 A sweep samples one coordinate of every feature at a time, each from its Gaussian conditional, with
 the relational trick (Rendle, "Scaling factorization machines to relational data", 2013): with the
@@ -61,41 +61,24 @@ def _compose(starts: np.ndarray, columns: np.ndarray, values: np.ndarray, table:
     return composed
 
 
-@compiled(fastmath=True, inline=True)
-def _other_side(
-    coordinate: int, other: np.ndarray, j: np.int64, weeks: tuple[np.ndarray, np.ndarray], t: int
-) -> float:
-    """What a row's `coordinate` is multiplied by in the score of its block's rating t (by_row
-    order): the other side's row j's (1 for the bias, the last coordinate), plus the rating's week's
-    with the time group (weeks: the weeks' rows and each rating's week in by_row order, read in turn
-    rather than at random; both empty without it)."""
-    if coordinate == other.shape[1] - 1:
-        return 1.0
-    h = other[j, coordinate]
-    week_rows, week_of = weeks
-    if len(week_of):
-        h += week_rows[week_of[t], coordinate]
-    return h
-
-
 @compiled(parallel=True, fastmath=True)
 def _row_sums(
     coordinate: int,
     other: np.ndarray,
-    weeks: tuple[np.ndarray, np.ndarray],
     by_row: tuple[np.ndarray, ...],
     residuals: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For each row: sum h e and sum h^2 over its ratings, h being what its `coordinate` multiplies
-    (`_other_side`) and e the rating's residual. by_row: (where each row's ratings start, their
-    other side's indices, their places among the residuals)."""
+    """For each row: sum h e and sum h^2 over its ratings, h being the other side's `coordinate` (1
+    for the bias, the last) and e the rating's residual. by_row: (where each row's ratings start,
+    their other side's indices, their places among the residuals)."""
     starts, others, rating_of = by_row
     n = len(starts) - 1
     sums, squares = np.zeros(n), np.zeros(n)
+    bias = coordinate == other.shape[1] - 1
     for row in numba.prange(n):
         total, square = 0.0, 0.0
         for t in range(starts[row], starts[row + 1]):
-            h = _other_side(coordinate, other, others[t], weeks, t)
+            h = 1.0 if bias else other[others[t], coordinate]
             total += h * residuals[rating_of[t]]
             square += h * h
         sums[row], squares[row] = total, square
@@ -145,58 +128,44 @@ def _update_residuals(
     coordinate: int,
     change: np.ndarray,
     other: np.ndarray,
-    weeks: tuple[np.ndarray, np.ndarray],
     by_row: tuple[np.ndarray, ...],
     residuals: np.ndarray,
 ) -> None:
-    """Take each row's change of `coordinate` out of its ratings' residuals (as _row_sums' arguments)."""
+    """Take each row's change of `coordinate` out of its ratings' residuals (by_row as _row_sums')."""
     starts, others, rating_of = by_row
+    bias = coordinate == other.shape[1] - 1
     for row in numba.prange(len(starts) - 1):
         if change[row] == 0.0:
             continue
         for t in range(starts[row], starts[row + 1]):
-            h = _other_side(coordinate, other, others[t], weeks, t)
+            h = 1.0 if bias else other[others[t], coordinate]
             residuals[rating_of[t]] -= change[row] * h
 
 
 @compiled(parallel=True, fastmath=True)
-def _sample_weeks(
-    coordinate: int,
-    weeks: tuple[np.ndarray, np.ndarray],
+def _sample_week_biases(
+    week_bias: np.ndarray,
     by_week: tuple[np.ndarray, np.ndarray],
-    pairs: tuple[np.ndarray, np.ndarray],
-    composed: tuple[np.ndarray, np.ndarray],
     prior: tuple[float, float],
     alpha: float,
     residuals: np.ndarray,
     noise: np.ndarray,
 ) -> None:
-    """Draw every week's `coordinate` from its conditional and take its change out of the week's
-    ratings' residuals (by_week: where each week's ratings start, their places among the residuals;
-    what the coordinate multiplies in a rating's score is P_u + Q_i's, 1 for the bias). Weeks share
-    no rating, so they are drawn at once."""
-    week_rows = weeks[0]
+    """Draw every week's bias from its Gaussian conditional and take its change out of the week's
+    ratings' residuals (by_week: where each week's ratings start, their places among the residuals).
+    Weeks share no rating, so they are drawn at once."""
     starts, ratings = by_week
-    users, items = pairs
-    user_rows, item_rows = composed
     prior_mean, prior_precision = prior
-    bias = coordinate == week_rows.shape[1] - 1
     for week in numba.prange(len(starts) - 1):
-        old = week_rows[week, coordinate]
-        weight, target = 0.0, 0.0
+        old = week_bias[week]
+        target = 0.0
         for t in range(starts[week], starts[week + 1]):
-            r = ratings[t]
-            h = 1.0 if bias else user_rows[users[r], coordinate] + item_rows[items[r], coordinate]
-            weight += h * h
-            target += h * (residuals[r] + old * h)
-        precision = prior_precision + alpha * weight
+            target += residuals[ratings[t]] + old
+        precision = prior_precision + alpha * (starts[week + 1] - starts[week])
         new = (prior_precision * prior_mean + alpha * target) / precision + noise[week] / math.sqrt(precision)
-        week_rows[week, coordinate] = new
-        step = new - old
+        week_bias[week] = new
         for t in range(starts[week], starts[week + 1]):
-            r = ratings[t]
-            h = 1.0 if bias else user_rows[users[r], coordinate] + item_rows[items[r], coordinate]
-            residuals[r] -= step * h
+            residuals[ratings[t]] -= new - old
 
 
 @compiled(parallel=True, fastmath=True)
@@ -208,10 +177,10 @@ def _pair_scores(
     items: np.ndarray,
 ) -> np.ndarray:
     """B_u + B_i + P_u . Q_i for each pair, from rows [factors, bias], and with the time group its
-    week's w + v . (P_u + Q_i) (weeks: the weeks' rows and each pair's week, or both empty).
-    Gathering the rows whole in numpy copied them all, a fifth of a sweep."""
+    week's bias (weeks: the weeks' biases and each pair's week, or both empty). Gathering the rows
+    whole in numpy copied them all, a fifth of a sweep."""
     k = user_rows.shape[1] - 1
-    week_rows, week_of = weeks
+    week_bias, week_of = weeks
     scores = np.empty(len(users))
     for j in numba.prange(len(users)):
         user, item = users[j], items[j]
@@ -219,10 +188,7 @@ def _pair_scores(
         for c in range(k):
             score += user_rows[user, c] * item_rows[item, c]
         if len(week_of):
-            week = week_of[j]
-            score += week_rows[week, k]
-            for c in range(k):
-                score += week_rows[week, c] * (user_rows[user, c] + item_rows[item, c])
+            score += week_bias[week_of[j]]
         scores[j] = score
     return scores
 
@@ -294,14 +260,12 @@ class FMGibbsEpochs:
         self.pairs = (users.numpy(), items.numpy())
         # The time group: each training and validation rating's week, and the training ratings by week.
         self.week_of = self.valid_weeks = np.zeros(0, np.int64)
-        self.weeks_in_rows = [self.week_of, self.week_of]
         if model.n_weeks:
             self.week_of, self.valid_weeks = (_weeks(model, part) for part in (train, valid))
             self.by_week = (
                 np.concatenate([[0], np.cumsum(np.bincount(self.week_of, minlength=model.n_weeks))]),
                 np.argsort(self.week_of, kind="stable"),
             )
-            self.weeks_in_rows = [self.week_of[by_row[2]] for by_row in self.by_row]
         self._start(generator)
 
     def _start(self, generator: torch.Generator) -> None:
@@ -318,15 +282,7 @@ class FMGibbsEpochs:
             if size > 0:  # a block whose rows have no features keeps its zero start
                 table *= START_SCALE / size
             self.tables.append(table)
-        # The weeks' rows, as the blocks' (none without the time group).
-        self.week_table = np.zeros((self.model.n_weeks, self.n_factors + 1))
-        if len(self.week_table):
-            drawn = torch.randn(
-                len(self.week_table), self.n_factors, generator=generator, dtype=torch.float64
-            )
-            self.week_table[:, : self.n_factors] = (
-                drawn.numpy() * START_SCALE / float(drawn.square().mean().sqrt())
-            )
+        self.week_bias = np.zeros(self.model.n_weeks)  # zero, as the blocks' biases start
         self.alpha = ALPHA_START
 
     def next_chain(self, generator: torch.Generator) -> "FMGibbsEpochs":
@@ -341,14 +297,14 @@ class FMGibbsEpochs:
         """The chain's current draw and noise precision (the kept draws' mean is the model's)."""
         return {
             "tables": [torch.from_numpy(table.copy()) for table in self.tables],
-            "week_table": torch.from_numpy(self.week_table.copy()),
+            "week_bias": torch.from_numpy(self.week_bias.copy()),
             "alpha": self.alpha,
             **self.valid.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.tables = [table.numpy().copy() for table in state["tables"]]
-        self.week_table = state["week_table"].numpy().copy()
+        self.week_bias = state["week_bias"].numpy().copy()
         self.alpha = float(state["alpha"])
         self.valid.load_state_dict(state)
 
@@ -358,36 +314,22 @@ class FMGibbsEpochs:
         """The draw's scores (less the global mean) for the pairs (users[j], items[j]) in weeks
         week_of[j]; week n_weeks is one never seen (a validation rating outside the training part's
         weeks), at the weeks' mean as the model predicts it."""
-        week_table = self.week_table
-        if len(week_table):
-            week_table = np.vstack([week_table, week_table.mean(axis=0)])
-        return _pair_scores(composed[0], composed[1], (week_table, week_of), users, items)
+        week_bias = (
+            np.append(self.week_bias, self.week_bias.mean()) if len(self.week_bias) else self.week_bias
+        )
+        return _pair_scores(composed[0], composed[1], (week_bias, week_of), users, items)
 
     def evaluate(self) -> dict[str, float]:
         """RMSE and MAE on the validation ratings of the mean of the draws kept so far."""
         return self.valid.evaluate()
 
-    def _sample_weeks(
-        self, composed: list[np.ndarray], residuals: np.ndarray, random: np.random.Generator
-    ) -> None:
-        """Draw the weeks' rows, a coordinate at a time, under their group's prior (one group)."""
-        table = self.week_table
-        prior_mean, prior_precision = _group_priors(table, np.zeros(len(table), np.int64), 1, random)
-        noise = random.standard_normal(table.shape[::-1])
-        for c in range(table.shape[1]):
-            prior = (float(prior_mean[0, c]), float(prior_precision[0, c]))
-            weeks = (table, self.week_of)
-            _sample_weeks(
-                c,
-                weeks,
-                self.by_week,
-                self.pairs,
-                (composed[0], composed[1]),
-                prior,
-                self.alpha,
-                residuals,
-                noise[c],
-            )
+    def _sample_week_biases(self, residuals: np.ndarray, random: np.random.Generator) -> None:
+        """Draw the weeks' biases under their group's prior (one group)."""
+        bias = self.week_bias
+        prior_mean, prior_precision = _group_priors(bias[:, None], np.zeros(len(bias), np.int64), 1, random)
+        noise = random.standard_normal(len(bias))
+        prior = (float(prior_mean[0, 0]), float(prior_precision[0, 0]))
+        _sample_week_biases(bias, self.by_week, prior, self.alpha, residuals, noise)
 
     def run_epoch(self, epoch: int, generator: torch.Generator) -> float:
         """Sweep `epoch` (from 1); the mean squared error of its draw on the training ratings."""
@@ -396,7 +338,6 @@ class FMGibbsEpochs:
             for block, table in zip(self.features, self.tables, strict=True)
         ]
         residuals = self.targets - self._scores(composed, *self.pairs, self.week_of)
-        in_rows = self.weeks_in_rows
         # The sweep's draws from numpy's generator, seeded from the run's (torch's draws, a call per
         # chi-square, took a fifth of a sweep): the same seed gives the same chain.
         random = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
@@ -406,14 +347,14 @@ class FMGibbsEpochs:
             prior = _group_priors(table, block.groups, len(block.group_names), random)
             noise = random.standard_normal(table.shape[::-1])
             for c in range(table.shape[1]):
-                sums, squares = _row_sums(c, other, (self.week_table, in_rows[side]), by_row, residuals)
+                sums, squares = _row_sums(c, other, by_row, residuals)
                 change = _sample_features(
                     c, table, self.by_feature[side], block.groups, prior, self.alpha, sums, squares, noise[c]
                 )
                 composed[side][:, c] += change
-                _update_residuals(c, change, other, (self.week_table, in_rows[side]), by_row, residuals)
-        if len(self.week_table):
-            self._sample_weeks(composed, residuals, random)
+                _update_residuals(c, change, other, by_row, residuals)
+        if len(self.week_bias):
+            self._sample_week_biases(residuals, random)
         squared = float(np.sum(residuals**2))
         # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
         df = round(2 * ALPHA_SHAPE) + len(self.targets)
@@ -430,8 +371,8 @@ class FMGibbsEpochs:
                 for block, table in zip(self.features, self.tables, strict=True)
             ]
             self.model.set_feature_draw(*kept, *unseen)
-            if len(self.week_table):
-                self.model.set_week_draw(*kept, torch.from_numpy(self.week_table))
+            if len(self.week_bias):
+                self.model.set_week_draw(*kept, torch.from_numpy(self.week_bias))
             scores = self._scores(composed, self.valid.users, self.valid.items, self.valid_weeks)
             self.valid.add(kept[0], scores)
         return squared / len(self.targets)

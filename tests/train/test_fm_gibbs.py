@@ -27,13 +27,10 @@ from recsys.train.fm_gibbs import (
     _pair_scores,
     _row_sums,
     _sample_features,
-    _sample_weeks,
+    _sample_week_biases,
     _update_residuals,
 )
 from recsys.workflows.experiment import train_and_evaluate
-
-# The time group's arguments of the sampler's kernels where there is none: no weeks' rows, no weeks.
-NO_WEEKS = (np.zeros((0, 1)), np.zeros(0, np.int64))
 
 
 def test_a_coordinates_draws_are_their_conditional_means_one_feature_after_another() -> None:
@@ -79,11 +76,11 @@ def test_a_coordinates_draws_are_their_conditional_means_one_feature_after_anoth
     starts = np.concatenate([[0], starts])
     others, rating_of = pairs[:, 1], np.arange(len(pairs))
     residuals = residuals_of(table)
-    sums, squares = _row_sums(coordinate, other, NO_WEEKS, (starts, others, rating_of), residuals)
+    sums, squares = _row_sums(coordinate, other, (starts, others, rating_of), residuals)
     change = _sample_features(coordinate, table, _by_feature(rows), rows.groups, prior, alpha, sums, squares,
                               np.zeros(rows.n_features))  # fmt: skip
     np.testing.assert_allclose(table, expected, rtol=1e-9, atol=1e-12)
-    _update_residuals(coordinate, change, other, NO_WEEKS, (starts, others, rating_of), residuals)
+    _update_residuals(coordinate, change, other, (starts, others, rating_of), residuals)
     np.testing.assert_allclose(residuals, residuals_of(table), atol=1e-12)
 
 
@@ -202,47 +199,34 @@ def test_a_groups_prior_is_drawn_from_its_normal_gamma_posterior() -> None:
     assert mus.var() == pytest.approx(rate / ((n + 1) * (shape - 1)), rel=0.05)
 
 
-def test_the_time_groups_kernels_add_each_ratings_week_to_its_other_side() -> None:
-    """With the time group a user's coordinate multiplies Q_i + v_w in a rating's score, not Q_i
-    alone; a week's coordinate (drawn with zero noise) becomes the mean of its Gaussian conditional,
-    its h being P_u + Q_i; and a pair's score adds w_w + v_w . (P_u + Q_i): each against the dense
-    formula."""
+def test_a_weeks_bias_is_drawn_from_its_conditional_and_scores_the_weeks_ratings() -> None:
+    """With zero noise each week's bias becomes the mean of its Gaussian conditional given the
+    residuals of its ratings, which then lose its change; a pair's score adds its week's bias."""
     rng = np.random.default_rng(1)
     pairs = np.array([[0, 0], [0, 2], [1, 1], [1, 2], [2, 0], [2, 1], [2, 2]])
     week_of = np.array([0, 1, 1, 2, 0, 2, 1])
     users, items = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))  # composed [factors, bias]
-    weeks = rng.normal(size=(3, 4))
-    residuals = rng.normal(size=len(pairs))
-    coordinate = 1
-    starts = np.array([0, 2, 4, 7])  # the pairs are in user order
-    by_row = (starts, pairs[:, 1], np.arange(len(pairs)))
-    sums, squares = _row_sums(coordinate, items, (weeks, week_of), by_row, residuals)
-    h = items[pairs[:, 1], coordinate] + weeks[week_of, coordinate]
-    np.testing.assert_allclose(sums, np.bincount(pairs[:, 0], h * residuals), rtol=1e-12)
-    np.testing.assert_allclose(squares, np.bincount(pairs[:, 0], h * h), rtol=1e-12)
-    # The bias coordinate (the last) multiplies 1, week or none.
-    sums, squares = _row_sums(3, items, (weeks, week_of), by_row, residuals)
-    np.testing.assert_allclose(squares, [2, 2, 3])
-
+    week_bias, residuals = rng.normal(size=4), rng.normal(size=len(pairs))  # a fourth week has none
     prior, alpha = (0.3, 1.5), 2.0
-    by_week = (np.array([0, 2, 5, 7]), np.argsort(week_of, kind="stable"))
-    expected_weeks, expected_residuals = weeks.copy(), residuals.copy()
-    h = users[pairs[:, 0], coordinate] + items[pairs[:, 1], coordinate]
-    for week in range(3):
+    expected_bias, expected_residuals = week_bias.copy(), residuals.copy()
+    for week in range(4):
         mine = week_of == week
-        partial = expected_residuals[mine] + h[mine] * weeks[week, coordinate]
-        precision = prior[1] + alpha * h[mine] @ h[mine]
-        expected_weeks[week, coordinate] = (prior[1] * prior[0] + alpha * h[mine] @ partial) / precision
-        expected_residuals[mine] -= (expected_weeks[week, coordinate] - weeks[week, coordinate]) * h[mine]
-    _sample_weeks(coordinate, (weeks, week_of), by_week, (pairs[:, 0], pairs[:, 1]), (users, items), prior,
-                  alpha, residuals, np.zeros(3))  # fmt: skip
-    np.testing.assert_allclose(weeks, expected_weeks, rtol=1e-12)
+        partial = expected_residuals[mine] + week_bias[week]
+        expected_bias[week] = (prior[1] * prior[0] + alpha * partial.sum()) / (prior[1] + alpha * mine.sum())
+        expected_residuals[mine] -= expected_bias[week] - week_bias[week]
+    by_week = (np.array([0, 2, 5, 7, 7]), np.argsort(week_of, kind="stable"))
+    _sample_week_biases(week_bias, by_week, prior, alpha, residuals, np.zeros(4))
+    np.testing.assert_allclose(week_bias, expected_bias, rtol=1e-12)
     np.testing.assert_allclose(residuals, expected_residuals, rtol=1e-12)
+    assert week_bias[3] == pytest.approx(prior[0])  # a week without ratings: its prior's mean
 
-    scores = _pair_scores(users, items, (weeks, week_of), pairs[:, 0], pairs[:, 1])
-    u, i, w = users[pairs[:, 0]], items[pairs[:, 1]], weeks[week_of]
-    dense = u[:, 3] + i[:, 3] + w[:, 3] + (u[:, :3] * i[:, :3]).sum(1) + (w[:, :3] * (u + i)[:, :3]).sum(1)
+    scores = _pair_scores(users, items, (week_bias, week_of), pairs[:, 0], pairs[:, 1])
+    u, i = users[pairs[:, 0]], items[pairs[:, 1]]
+    dense = u[:, 3] + i[:, 3] + week_bias[week_of] + (u[:, :3] * i[:, :3]).sum(1)
     np.testing.assert_allclose(scores, dense, rtol=1e-12)
+    no_weeks = (np.zeros(0), np.zeros(0, np.int64))
+    np.testing.assert_allclose(_pair_scores(users, items, no_weeks, pairs[:, 0], pairs[:, 1]),
+                               dense - week_bias[week_of], rtol=1e-12)  # fmt: skip
 
 
 def planted_weeks(seed: int = 0) -> RatingsDataset:
