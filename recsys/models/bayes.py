@@ -42,6 +42,9 @@ BURN_IN_SHARE = 0.2
 WEEK_SECONDS = 7 * 24 * 3600
 # More weeks than this (two centuries) are times in other units than seconds (milliseconds).
 MAX_WEEKS = 10_000
+# A time beyond this many seconds from 1970 (the year 5138) is one in smaller units: a few weeks of
+# milliseconds since 1970 span fewer than MAX_WEEKS weeks, but each lies beyond it.
+MAX_SECONDS = 10**11
 
 
 def _kept(table: Tensor, draw: Tensor, slot: int, slots: int) -> Tensor:
@@ -228,6 +231,13 @@ class BayesianFM(BayesianMF):
             raise RecsysError(
                 f"the ratings' times span {weeks:,} weeks: the time group reads them as seconds since 1970 "
                 "(are they milliseconds?); convert them, or leave time out of `features`"
+            )
+        farthest = max(abs(first), abs(last))
+        if farthest > MAX_SECONDS:
+            raise RecsysError(
+                f"the ratings' times reach {farthest:,}, over 3,000 years from 1970 as the time group reads "
+                "them (seconds since 1970): are they milliseconds? convert them, or leave time out of "
+                "`features`"
             )
         self.time_origin = torch.tensor(first, dtype=torch.int64)
         self.week_bias = torch.zeros(weeks)

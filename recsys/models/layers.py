@@ -94,6 +94,11 @@ def split_timed(x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
     if isinstance(x, Tensor) and x.dim() == 2 and x.shape[1] == 3:
         users, items = split_pairs(x[:, :2])
         return users, items, x[:, 2]
+    if isinstance(x, Tensor) and x.dtype in INDEX_DTYPES and (x.dim() != 2 or x.shape[1] != 2):
+        raise ValueError(
+            "expected a (batch, 2) tensor of [user, item] indices or a (batch, 3) one of [user, item, "
+            f"time], got {tuple(x.shape)}"
+        )
     return (*split_pairs(x), None)
 
 

@@ -36,6 +36,7 @@ from recsys.evaluate.ranking import evaluate_ranking, ranking_task, relevance_th
 from recsys.evaluate.scorers import model_scorer
 from recsys.files import write_json
 from recsys.models.base import RatingModel
+from recsys.models.bayes import WEEK_SECONDS
 from recsys.models.fold_in import FoldedUsers, fold_in
 from recsys.names import (
     CHECKPOINT_FILE,
@@ -349,6 +350,7 @@ def train_and_evaluate(
             model.set_features(*data_features(config, dataset, data))
             if reads_time(config):
                 model.set_times(data.train.x[:, 2])
+                _warn_if_one_week(data.train.x[:, 2], dataset)
             # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it nothing.
             sides = feature_sides_read(config.model)
             warn_if_no_side_features(
@@ -412,6 +414,17 @@ def _test_scores(model: nn.Module, data: EncodedSplit, config: RunConfig) -> dic
         return evaluate_test(model, data, config.unknown)
     task = ranking_task(data.train, data.test, len(data.users), len(data.items), config.relevant)
     return evaluate_ranking(model_scorer(model, len(data.items)), task)
+
+
+def _warn_if_one_week(times: Tensor, dataset: RatingsDataset) -> None:
+    """Warn when the training ratings' `times` make the time group a single week: its term is then the
+    same for every rating, which the biases already are."""
+    if int(times.max()) - int(times.min()) < WEEK_SECONDS:
+        warnings.warn(
+            f"`features` time: every training rating of {dataset.name} falls in one week (data without "
+            "timestamps numbers its rows as seconds), so the time group adds nothing; drop time",
+            stacklevel=3,
+        )
 
 
 def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit, dataset: RatingsDataset) -> None:

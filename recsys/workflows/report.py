@@ -481,6 +481,11 @@ def _write_report_files(
             "alone and with each feature group added: `implicit`, the items each user rated and the users "
             "who rated each item (training ratings only); `side`, the users' and items' side features."
         )
+        if comparison.feature_groups["features"].str.contains("time").any():
+            md[-1] += (
+                " `time` (bfm), a bias per week of the ratings: its rmse reads each test rating's week, "
+                "its `cold_n` pairs without a time (at a week never seen)."
+            )
         md += ["", markdown_table(comparison.feature_groups), ""]
         md.append(
             "`cold_n`: RMSE of the test users with at least 5 training ratings, each folded in from its "

@@ -159,3 +159,15 @@ def test_a_search_stopped_by_ctrl_c_reports_the_best_setting_so_far(
     )
     assert "valid RMSE 0.9100" in last
     assert not out.exists()
+
+
+def test_a_search_of_bfm_with_time_says_its_trials_read_no_times(tmp_path: Path) -> None:
+    """The trials' folds are pairs without times, so they search bfm without its time group; the best
+    setting's run reads it: the two scores come from different models, and the output says so."""
+    out = tmp_path / "search"
+    args = ["--dataset", "tiny", "--model", "bfm", "--features", "implicit,time", "--trials", "1"]
+    ran = run_cli(tune_command.cli, "tune.py", [*args, "--folds", "2", "--out", str(out)], tmp_path / "c")
+    assert ran.returncode == 0, ran.stderr
+    assert "the trials read features implicit, without time" in ran.stdout.splitlines()[1]
+    assert json.loads((out / "best.json").read_text())["features"] == "implicit,time"
+    assert json.loads((out / "run" / "config.json").read_text())["features"] == "implicit,time"
