@@ -208,21 +208,22 @@ def compare_models(
 # (time for a model with a term for it); and the ratings its new users are folded in from (0: its
 # features alone).
 FEATURE_SETS = ("", "implicit", "side", "side,implicit")
-TIMED_FEATURE_SETS = (*FEATURE_SETS, "side,implicit,time")
 COLD_START = (0, 1, 3, 5)
 
 
 def _feature_group_rows(
     dataset: RatingsDataset, name: str, trained: RunResult, threshold: float | None, progress: bool
 ) -> list[dict[str, Any]]:
-    """`trained`'s model trained again with each of its FEATURE_SETS (its own run standing for the set it
-    used): test RMSE, and the RMSE of test users folded in from their first COLD_START ratings, each
-    starting from its features (what each kind of information adds, and to a new user)."""
+    """`trained`'s model trained again with each of FEATURE_SETS the data gives, and time where it
+    reads it (its own run standing for the set it used): test RMSE, and the RMSE of test users folded
+    in from their first COLD_START ratings, each starting from its features (what each kind of
+    information adds, and to a new user)."""
     rows = []
     has_side = has_side_features(dataset, trained.config.model)
-    for features in TIMED_FEATURE_SETS if trained.config.model in READS_TIME else FEATURE_SETS:
-        if "side" in feature_groups(features) and not has_side:
-            continue  # the ids' run again, under another name
+    sets = [features for features in FEATURE_SETS if has_side or "side" not in feature_groups(features)]
+    if trained.config.model in READS_TIME:  # the last set (every other group the data gives) and time
+        sets.append(",".join([*feature_groups(sets[-1]), "time"]))
+    for features in sets:  # without side features, a set naming them is the ids' run again
         same = sorted(feature_groups(features)) == sorted(feature_groups(trained.config.features))
         run = (
             trained

@@ -107,6 +107,13 @@ def test_a_comparison_of_bfm_with_times_shares_pairs_with_every_other_reader(
     the baselines, the lists, the fold-in curves and the norm study is pairs, as they read."""
     comparison = compare.compare_models(tiny, "random", models=["bfm"], epochs=2, features="implicit,time")
     assert comparison.models["bfm"].n_weeks > 0  # it read the times
+    assert comparison.feature_groups is not None
+    assert comparison.feature_groups["features"].tolist()[-1] == "side,implicit,time"
+    # Data without side features: the time row joins what the data gives.
+    bare = dataclasses.replace(tiny, user_features=None, item_features=None)
+    plain = compare.compare_models(bare, "random", models=["bfm"], epochs=2, features="implicit")
+    assert plain.feature_groups is not None
+    assert plain.feature_groups["features"].tolist() == ["ids", "implicit", "implicit,time"]
     assert comparison.data.train.x.shape[1] == comparison.data.test.x.shape[1] == 2
     frame = norm_bias_frame(comparison.data.train, epochs=1)
     assert len(frame) == 6 and np.isfinite(frame.select_dtypes("number").to_numpy()).all()
