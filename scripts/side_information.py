@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+import torch
 
 from recsys.config import config_for
 from recsys.data.features import FeatureRows
 from recsys.data.movielens import load_movielens
-from recsys.models.bayes import WEEK_SECONDS
+from recsys.models.bayes import weeks_since
 from recsys.workflows.experiment import data_features, prepare, train_and_evaluate
 
 # The feature groups each contender is scored with: "" the ids alone; time the week of each rating.
@@ -54,14 +55,14 @@ def _block(rows: FeatureRows) -> sp.csr_matrix:
 
 
 def _weeks(x: np.ndarray, train_x: np.ndarray) -> sp.csr_matrix:
-    """Each rating's week one-hot, in bfm's bins (from the training part's first rating, WEEK_SECONDS
-    each, a time outside them at the nearest): x's third column is its time where the run reads time;
-    no column without."""
+    """Each rating's week one-hot, in bfm's bins (`weeks_since` the training part's first rating; a
+    time outside them at the nearest): x's third column is its time where the run reads time; no
+    column without."""
     if x.shape[1] < 3:
         return sp.csr_matrix((len(x), 0))
-    first, last = int(train_x[:, 2].min()), int(train_x[:, 2].max())
-    n_weeks = (last - first) // WEEK_SECONDS + 1
-    weeks = np.clip((x[:, 2] - first) // WEEK_SECONDS, 0, n_weeks - 1)
+    first = int(train_x[:, 2].min())
+    n_weeks = int(weeks_since(torch.from_numpy(train_x[:, 2]), first).max()) + 1
+    weeks = weeks_since(torch.from_numpy(x[:, 2]), first).clamp(0, n_weeks - 1).numpy()
     return sp.csr_matrix((np.ones(len(x)), (np.arange(len(x)), weeks)), shape=(len(x), n_weeks))
 
 

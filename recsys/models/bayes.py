@@ -40,11 +40,13 @@ _GATHERED_ENTRIES = 1 << 22
 BURN_IN_SHARE = 0.2
 # The time group's bins: a rating's week, counted from the training part's first rating.
 WEEK_SECONDS = 7 * 24 * 3600
-# More weeks than this (two centuries) are times in other units than seconds (milliseconds).
-MAX_WEEKS = 10_000
-# A time beyond this many seconds from 1970 (the year 5138) is one in smaller units: a few weeks of
-# milliseconds since 1970 span fewer than MAX_WEEKS weeks, but each lies beyond it.
+# A time beyond this many seconds from 1970 (the year 5138) is one in smaller units (milliseconds).
 MAX_SECONDS = 10**11
+
+
+def weeks_since(times: Tensor, origin: int | Tensor) -> Tensor:
+    """Each time's week (seconds), counted from `origin`'s: the time group's bins."""
+    return torch.div(times.long() - origin, WEEK_SECONDS, rounding_mode="floor")
 
 
 def _kept(table: Tensor, draw: Tensor, slot: int, slots: int) -> Tensor:
@@ -113,10 +115,13 @@ class BayesianMF(SampledModel):
         score = self.global_bias + user_bias.squeeze(-1) + item_bias.squeeze(-1) + factors
         return score, [user_vectors, item_vectors, user_bias, item_bias]
 
-    def forward(self, x: Tensor) -> Tensor:
-        users, items = split_pairs(x)
+    def _score(self, users: Tensor, items: Tensor) -> Tensor:
+        """The unclipped score: global + user_bias + item_bias + factors."""
         user_bias, item_bias = self._biases(users, items)
-        return self.squash(self.global_bias + user_bias + item_bias + self._factor_scores(users, items))
+        return self.global_bias + user_bias + item_bias + self._factor_scores(users, items)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.squash(self._score(*split_pairs(x)))
 
     def forward_with_penalty(self, x: Tensor) -> tuple[Tensor, Tensor]:
         score, rows = self.terms(*split_pairs(x))
@@ -226,12 +231,6 @@ class BayesianFM(BayesianMF):
         """Add the time group: a bin per week from the first of the training ratings' `times` (seconds)
         to the last."""
         first, last = int(times.min()), int(times.max())
-        weeks = (last - first) // WEEK_SECONDS + 1
-        if weeks > MAX_WEEKS:
-            raise RecsysError(
-                f"the ratings' times span {weeks:,} weeks: the time group reads them as seconds since 1970 "
-                "(are they milliseconds?); convert them, or leave time out of `features`"
-            )
         farthest = max(abs(first), abs(last))
         if farthest > MAX_SECONDS:
             raise RecsysError(
@@ -240,7 +239,7 @@ class BayesianFM(BayesianMF):
                 "`features`"
             )
         self.time_origin = torch.tensor(first, dtype=torch.int64)
-        self.week_bias = torch.zeros(weeks)
+        self.week_bias = torch.zeros(int(weeks_since(torch.tensor(last), first)) + 1)
 
     @property
     def n_weeks(self) -> int:
@@ -250,9 +249,7 @@ class BayesianFM(BayesianMF):
     def weeks_of(self, times: Tensor) -> Tensor:
         """The week bin of each time (seconds); n_weeks, a week never seen, for a time outside the
         training part's weeks."""
-        weeks = torch.div(
-            times.long() - self.time_origin.to(times.device), WEEK_SECONDS, rounding_mode="floor"
-        )
+        weeks = weeks_since(times, self.time_origin.to(times.device))
         return torch.where((weeks >= 0) & (weeks < self.n_weeks), weeks, self.n_weeks)
 
     def _week_biases(self) -> Tensor:
@@ -269,8 +266,7 @@ class BayesianFM(BayesianMF):
 
     def forward(self, x: Tensor) -> Tensor:
         users, items, times = split_timed(x)
-        user_bias, item_bias = self._biases(users, items)
-        score = self.global_bias + user_bias + item_bias + self._factor_scores(users, items)
+        score = self._score(users, items)
         if self.n_weeks:  # a pair without a time at a week never seen
             weeks = torch.full_like(users, self.n_weeks) if times is None else self.weeks_of(times)
             score = score + self._week_biases()[weeks]

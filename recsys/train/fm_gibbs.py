@@ -262,10 +262,8 @@ class FMGibbsEpochs:
         self.week_of = self.valid_weeks = np.zeros(0, np.int64)
         if model.n_weeks:
             self.week_of, self.valid_weeks = (_weeks(model, part) for part in (train, valid))
-            self.by_week = (
-                np.concatenate([[0], np.cumsum(np.bincount(self.week_of, minlength=model.n_weeks))]),
-                np.argsort(self.week_of, kind="stable"),
-            )
+            starts, ratings, _ = grouped_by_row(torch.from_numpy(self.week_of), order, order, model.n_weeks)
+            self.by_week = (starts, ratings)
         self._start(generator)
 
     def _start(self, generator: torch.Generator) -> None:

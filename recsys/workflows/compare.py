@@ -220,10 +220,11 @@ def _feature_group_rows(
     information adds, and to a new user)."""
     rows = []
     has_side = has_side_features(dataset, trained.config.model)
+    # Without side features, a set naming them would be the ids' run again under another name.
     sets = [features for features in FEATURE_SETS if has_side or "side" not in feature_groups(features)]
     if trained.config.model in READS_TIME:  # the last set (every other group the data gives) and time
         sets.append(",".join([*feature_groups(sets[-1]), "time"]))
-    for features in sets:  # without side features, a set naming them is the ids' run again
+    for features in sets:
         same = sorted(feature_groups(features)) == sorted(feature_groups(trained.config.features))
         run = (
             trained

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,7 @@ from recsys.evaluate.ranking import evaluate_ranking, ranking_task, relevance_th
 from recsys.evaluate.scorers import model_scorer
 from recsys.files import write_json
 from recsys.models.base import RatingModel
-from recsys.models.bayes import WEEK_SECONDS
+from recsys.models.bayes import BayesianFM
 from recsys.models.fold_in import FoldedUsers, fold_in
 from recsys.names import (
     CHECKPOINT_FILE,
@@ -215,7 +215,7 @@ def data_features(
     """The feature rows of `data`'s users and items that `config.features` names: the implicit
     feedback from its training ratings only."""
     return features_of(
-        feature_groups(config.features), data.users.raw_ids, data.items.raw_ids, data.train.x[:, :2].numpy(),
+        feature_groups(config.features), data.users.raw_ids, data.items.raw_ids, data.train.pairs().x.numpy(),
         dataset.user_features, dataset.item_features,
     )  # fmt: skip
 
@@ -350,7 +350,7 @@ def train_and_evaluate(
             model.set_features(*data_features(config, dataset, data))
             if reads_time(config):
                 model.set_times(data.train.x[:, 2])
-                _warn_if_one_week(data.train.x[:, 2], dataset)
+                _warn_if_one_week(cast(BayesianFM, model), dataset)
             # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it nothing.
             sides = feature_sides_read(config.model)
             warn_if_no_side_features(
@@ -416,10 +416,10 @@ def _test_scores(model: nn.Module, data: EncodedSplit, config: RunConfig) -> dic
     return evaluate_ranking(model_scorer(model, len(data.items)), task)
 
 
-def _warn_if_one_week(times: Tensor, dataset: RatingsDataset) -> None:
-    """Warn when the training ratings' `times` make the time group a single week: its term is then the
+def _warn_if_one_week(model: BayesianFM, dataset: RatingsDataset) -> None:
+    """Warn when the training ratings make `model`'s time group a single week: its term is then the
     same for every rating, which the biases already are."""
-    if int(times.max()) - int(times.min()) < WEEK_SECONDS:
+    if model.n_weeks == 1:
         warnings.warn(
             f"`features` time: every training rating of {dataset.name} falls in one week (data without "
             "timestamps numbers its rows as seconds), so the time group adds nothing; drop time",
