@@ -417,8 +417,7 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
         return benchmark.bench_convergence(spec["shape"], Path(spec["tensors"]), spec["engine"])
     if task == "device-engine":
         engine = spec["engine"] + (" with Triton kernels" if spec["kernels"] else "")
-        if spec["kernels"]:
-            os.environ[KERNELS_SWITCH] = "1"  # this worker process's alone
+        os.environ[KERNELS_SWITCH] = "1" if spec["kernels"] else "0"  # this worker process's alone
         if spec.get("part") == "u1":
             assert folder is not None
             result = benchmark.bench_recsys(folder, engine=spec["engine"], device=spec["device"])

@@ -11,7 +11,7 @@ ratings sorted by user; only the gradients are stale (Hogwild's races, made dete
 on a GPU the adds are atomic, in no set order, so two runs, or a run and its resume, differ in the
 last bits). The ratings stay on the device; each epoch draws its order there and sorts all its
 steps at once. A step is the same kernels whatever the batch size (for `dot` and `dotbias` on a GPU,
-where `KERNELS_SWITCH` asks, two Triton kernels of recsys.train.device_kernels and a few torch
+unless `KERNELS_SWITCH` says no, three Triton kernels of recsys.train.device_kernels and a few torch
 operations), and on a GPU a member's epoch of steps is captured once as a CUDA graph and replayed,
 one launch an epoch, so the GPU spends its time on the rows, not on Python. On the CPU it runs too,
 in torch operations (the tests' path; they run the kernels under Triton's interpreter), never by
@@ -47,9 +47,8 @@ MIN_BATCH = 4096
 MIN_BAG_BATCH = 1024
 MAX_BATCH = 65_536
 STEPS_PER_EPOCH = 64
-# The Triton kernels step `dot` and `dotbias` on a GPU only where this variable is 1: they are checked
-# under Triton's interpreter but not yet timed on a GPU, so torch's operations, which were, stay the
-# default until a benchmark says otherwise (docs/findings.md, "The device engine on an H200").
+# The Triton kernels step `dot` and `dotbias` on a GPU unless this variable is 0 (which the benchmark
+# sets to time torch's operations beside them: docs/findings.md, "The device engine on an H200").
 KERNELS_SWITCH = "RECSYS_TRITON_KERNELS"
 # Epochs a member's seed leaves room for before two seeds could meet: its orders' seed is
 # member_seed * EPOCH_SEEDS + epoch.
@@ -71,21 +70,25 @@ class RowRuns:
 
     def earlier(self, squares: Tensor) -> Tensor:
         """For each entry (a row of `squares`, a column per table), the sum of the squares of the entries
-        before it in the step with its row (0 for a row's first): a segmented exclusive prefix sum, in
-        float64 so that the differences of long running sums keep their digits. The columns are laid
-        end to end for one scan over a vector, the kind a GPU does fast (scans over a matrix's rows or
-        columns took most of an epoch on an H200); a run never crosses a column, so what the scan
-        carries from one column to the next cancels in the differences."""
-        sorted_squares = (squares if self.order is None else squares[self.order]).double()
-        entries, tables = sorted_squares.shape
-        end_to_end = sorted_squares.t().reshape(-1)
-        before = (torch.cumsum(end_to_end, dim=0) - end_to_end).view(tables, entries)
-        found = (before - before[:, self.run_start]).t().to(squares.dtype)
+        before it in the step with its row (0 for a row's first)."""
+        found = self.sorted_earlier(squares)
         if self.order is None:
             return found
         earlier = torch.empty_like(found)
         earlier[self.order] = found
         return earlier
+
+    def sorted_earlier(self, squares: Tensor) -> Tensor:
+        """`earlier` in sorted order: a segmented exclusive prefix sum, in float64 so that the
+        differences of long running sums keep their digits. The columns are laid end to end for one
+        scan over a vector, the kind a GPU does fast (scans over a matrix's rows or columns took most
+        of an epoch on an H200); a run never crosses a column, so what the scan carries from one column
+        to the next cancels in the differences."""
+        sorted_squares = (squares if self.order is None else squares[self.order]).double()
+        entries, tables = sorted_squares.shape
+        end_to_end = sorted_squares.t().reshape(-1)
+        before = (torch.cumsum(end_to_end, dim=0) - end_to_end).view(tables, entries)
+        return (before - before[:, self.run_start]).t().to(squares.dtype).contiguous()
 
 
 @dataclass(frozen=True)
@@ -118,11 +121,13 @@ class Batches:
         cls, users: Tensor, items: Tensor, values: Tensor, order: Tensor, size: int, tables: tuple[int, int]
     ) -> "Batches":
         """The ratings in `order`, cut into steps of `size`; `tables`: the users' and items' rows."""
-        step_start = torch.arange(len(order), device=order.device) // size * size
-        user_order, user_keys = _sorted_within_steps(step_start, users[order], tables[0])
+        places = torch.arange(len(order), device=order.device)
+        step_start = places // size * size
+        steps = -(-len(order) // size)
+        user_order, user_keys = _sorted_within_steps(places // size, steps, users[order], tables[0])
         by_user = order[user_order]
         users, items, values = users[by_user], items[by_user], values[by_user]
-        item_order, item_keys = _sorted_within_steps(step_start, items, tables[1])
+        item_order, item_keys = _sorted_within_steps(places // size, steps, items, tables[1])
         return cls(
             users,
             items,
@@ -152,10 +157,13 @@ class Batches:
                 getattr(self, field.name).copy_(getattr(other, field.name))
 
 
-def _sorted_within_steps(step_start: Tensor, rows: Tensor, table_rows: int) -> tuple[Tensor, Tensor]:
+def _sorted_within_steps(step: Tensor, steps: int, rows: Tensor, table_rows: int) -> tuple[Tensor, Tensor]:
     """The places that sort each step's `rows` (of a table of `table_rows`), stably, keeping the steps
     where they are, and the sorted keys (step and row in one number, rising through the epoch)."""
-    keys, order = torch.sort(step_start * table_rows + rows, stable=True)
+    keys = step * table_rows + rows
+    if steps * table_rows <= 2**31:  # a radix sort's passes go by the key's bits
+        keys = keys.int()
+    keys, order = torch.sort(keys, stable=True)
     return order, keys
 
 
@@ -183,13 +191,14 @@ class DeviceTables:
         kernels: bool | None = None,
     ) -> None:
         """`kernels`: step by the Triton kernels of recsys.train.device_kernels (None: where the tables
-        are on a GPU, Triton is installed and $RECSYS_TRITON_KERNELS is 1; SVD++'s bags are torch's)."""
+        are on a GPU, have no SVD++ bags, Triton is installed and $RECSYS_TRITON_KERNELS is not 0)."""
         self.tables = tables
         self.user_ratings = user_ratings
         if kernels is None:
             kernels = (
                 tables.user_factors.is_cuda
-                and os.environ.get(KERNELS_SWITCH) == "1"
+                and tables.implicit is None
+                and os.environ.get(KERNELS_SWITCH) != "0"
                 and find_spec("triton") is not None
             )
         if kernels and tables.implicit is not None:
@@ -305,12 +314,11 @@ class DeviceTables:
             ("item", step.items, step.item_runs, item_gradients, item_squares, item_factors, item_bias),
         )
         for place, (side, rows, runs, gradients, squares, table, bias) in enumerate(sides):
-            earlier = runs.earlier(squares).contiguous()
-            sums = self.sums[side]
-            self.kernels.apply(
-                place, rows, gradients, bias_gradients, sums, earlier, table, bias, learning_rate
-            )
-            sums.index_add_(0, rows, squares)  # after the side's updates, which read the sums before
+            earlier = runs.sorted_earlier(squares)
+            args = (rows, gradients, bias_gradients, self.sums[side], earlier, table, bias, learning_rate)
+            self.kernels.apply(place, runs.order, *args)
+            # After the side's updates, which read the sums before.
+            self.kernels.add_squares(runs.order, rows, squares, earlier, self.sums[side])
         return squared_error
 
     def _rows_step(
@@ -341,7 +349,7 @@ class DeviceTables:
 
 def _runs(rows: Tensor, table_rows: int) -> RowRuns:
     """The runs of one step's `rows` (of a table of `table_rows`) in the order given."""
-    order, keys = _sorted_within_steps(torch.zeros_like(rows), rows, table_rows)
+    order, keys = _sorted_within_steps(torch.zeros_like(rows), 1, rows, table_rows)
     return RowRuns(order, _run_starts(keys))
 
 

@@ -1,11 +1,11 @@
-"""The device engine's step for `dot` and `dotbias` as two Triton kernels, for a GPU.
+"""The device engine's step for `dot` and `dotbias` as Triton kernels, for a GPU.
 
 The same step as `DeviceTables.step` in torch operations, which read and write each rating's rows
 about thirty times over in a hundred-odd kernels (docs/findings.md, "The device engine on an
 H200"). Here one kernel gathers each rating's rows, scores it and writes its rows' gradients and
 their squares; torch finds each update's AdaGrad sum as the compiled engine would have it (the
 segmented sums over the step's repeated rows); a second kernel steps each side's rows by atomic
-adds; and torch adds the squares to the sums last, so no update reads a sum this step has changed.
+adds; and a third adds the squares to the sums last, so no update reads a sum this step has changed.
 Imported only where it runs: on a GPU, or on the CPU under Triton's interpreter
 (`TRITON_INTERPRET=1`, set before this module is imported), as the tests run it.
 """
@@ -16,6 +16,11 @@ from torch import Tensor
 
 # Ratings per program: a program holds about this many factors of each side at once.
 FACTORS_PER_PROGRAM = 4096
+# Ratings per program of the update: the more, the fewer atomic adds on a busy row, but the larger the
+# same-row product; the least a block product takes was the fastest of 16 to 128 on an H200
+# (docs/findings.md, "The device engine on an H200").
+RATINGS_PER_APPLY = 16
+SQUARES_PER_PROGRAM = 1024
 
 
 @triton.jit
@@ -89,6 +94,7 @@ def _gradients(
 
 @triton.jit
 def _apply(
+    order,
     rows,
     gradients,
     bias_gradients,
@@ -101,34 +107,87 @@ def _apply(
     width,
     SIDE: tl.constexpr,
     BIASED: tl.constexpr,
+    ORDERED: tl.constexpr,
     COLUMNS: tl.constexpr,
     BLOCK_RATINGS: tl.constexpr,
     BLOCK_FACTORS: tl.constexpr,
 ) -> None:
-    """One side's AdaGrad steps: each rating's row update by its gradient over the root of the row's
-    sum as the compiled engine would have it by then (the sum before the step plus `earlier`)."""
-    ratings = tl.program_id(0) * BLOCK_RATINGS + tl.arange(0, BLOCK_RATINGS)
-    live = ratings < n
+    """One side's AdaGrad steps, over the step's ratings sorted by row (through `order` where
+    ORDERED): each rating's row update by its gradient over the root of the row's sum as the compiled
+    engine would have it by then (the sum before the step plus `earlier`, in sorted order). A
+    program first adds up the updates of each row it holds (a product with the block's same-row
+    matrix, of 0s and 1s, on the tensor cores in three passes of TF32 that keep float32's digits), so
+    a popular row takes one atomic add a program instead of one a rating."""
+    places = tl.program_id(0) * BLOCK_RATINGS + tl.arange(0, BLOCK_RATINGS)
+    live = places < n
     factors = tl.arange(0, BLOCK_FACTORS)
     cells = live[:, None] & (factors[None, :] < width)
-    row = tl.load(rows + ratings, mask=live, other=0)
+    entries = tl.load(order + places, mask=live, other=0).to(tl.int64) if ORDERED else places.to(tl.int64)
+    row = tl.load(rows + entries, mask=live, other=-1)
     lr = tl.load(learning_rate)
     total = tl.load(sums + row * COLUMNS, mask=live, other=1.0)
-    total += tl.load(earlier + ratings * COLUMNS, mask=live, other=0.0)
+    total += tl.load(earlier + places * COLUMNS, mask=live, other=0.0)
     step = lr / tl.sqrt(total)
-    update = tl.load(gradients + ratings[:, None] * width + factors[None, :], mask=cells, other=0.0)
-    tl.atomic_add(table + row[:, None] * width + factors[None, :], -step[:, None] * update, mask=cells)
+    gradient = tl.load(gradients + entries[:, None] * width + factors[None, :], mask=cells, other=0.0)
+    same = (row[:, None] == row[None, :]) & live[:, None] & live[None, :]
+    # A row's first place in the block writes the block's sum of its updates.
+    before = tl.arange(0, BLOCK_RATINGS)[None, :] < tl.arange(0, BLOCK_RATINGS)[:, None]
+    first = live & (tl.sum((same & before).to(tl.int32), axis=1) == 0)
+    summed = tl.dot(same.to(tl.float32), -step[:, None] * gradient, input_precision="tf32x3")
+    tl.atomic_add(table + row[:, None] * width + factors[None, :], summed, mask=cells & first[:, None])
     if BIASED:
         bias_total = tl.load(sums + row * COLUMNS + 1, mask=live, other=1.0)
-        bias_total += tl.load(earlier + ratings * COLUMNS + 1, mask=live, other=0.0)
-        bias_update = tl.load(bias_gradients + ratings * 2 + SIDE, mask=live, other=0.0)
-        tl.atomic_add(bias + row, -lr / tl.sqrt(bias_total) * bias_update, mask=live)
+        bias_total += tl.load(earlier + places * COLUMNS + 1, mask=live, other=0.0)
+        bias_gradient = tl.load(bias_gradients + entries * 2 + SIDE, mask=live, other=0.0)
+        bias_update = -lr / tl.sqrt(bias_total) * bias_gradient
+        bias_summed = tl.sum(tl.where(same, bias_update[None, :], 0.0), axis=1)
+        tl.atomic_add(bias + row, bias_summed, mask=first)
+
+
+@triton.jit
+def _add_squares(
+    order,
+    rows,
+    squares,
+    earlier,
+    sums,
+    n,
+    ORDERED: tl.constexpr,
+    COLUMNS: tl.constexpr,
+    BLOCK_RATINGS: tl.constexpr,
+) -> None:
+    """Each row's squares of the step join its sums, once its updates are made: at the last place of
+    the row's run (in sorted order) its earlier squares plus its own, a plain write, as no other
+    place holds that row's last."""
+    places = tl.program_id(0) * BLOCK_RATINGS + tl.arange(0, BLOCK_RATINGS)
+    live = places < n
+    has_next = places + 1 < n
+    if ORDERED:
+        entries = tl.load(order + places, mask=live, other=0).to(tl.int64)
+        next_entries = tl.load(order + places + 1, mask=has_next, other=0).to(tl.int64)
+    else:
+        entries = places.to(tl.int64)
+        next_entries = entries + 1
+    row = tl.load(rows + entries, mask=live, other=0)
+    next_row = tl.load(rows + next_entries, mask=has_next, other=-1)
+    last = live & (next_row != row)
+    for column in tl.static_range(COLUMNS):
+        found = tl.load(earlier + places * COLUMNS + column, mask=last, other=0.0)
+        found += tl.load(squares + entries * COLUMNS + column, mask=last, other=0.0)
+        total = tl.load(sums + row * COLUMNS + column, mask=last, other=0.0)
+        tl.store(sums + row * COLUMNS + column, total + found, mask=last)
 
 
 def block_shape(width: int) -> tuple[int, int]:
     """(ratings, factors) per program for rows of `width` factors."""
     factors = triton.next_power_of_2(width)
     return max(1, FACTORS_PER_PROGRAM // factors), factors
+
+
+def apply_block_shape(width: int) -> tuple[int, int]:
+    """(ratings, factors) per program of `_apply`: RATINGS_PER_APPLY ratings, and both at least the
+    16 that a product of blocks (`tl.dot`) needs."""
+    return RATINGS_PER_APPLY, max(16, triton.next_power_of_2(width))
 
 
 def gradients(
@@ -173,6 +232,7 @@ def gradients(
 
 def apply(
     side: int,
+    order: Tensor | None,
     rows: Tensor,
     gradients: Tensor,
     bias_gradients: Tensor,
@@ -182,10 +242,14 @@ def apply(
     bias: Tensor | None,
     learning_rate: Tensor,
 ) -> None:
-    """Launch `_apply` for one side (0 users, 1 items) of the step."""
+    """Launch `_apply` for one side (0 users, 1 items) of the step, then `_add_squares`; `order` sorts
+    the side's ratings by row (None: they are), `earlier` is in that sorted order."""
     n, width = len(rows), table.shape[1]
-    ratings, factors = block_shape(width)
+    ratings, factors = apply_block_shape(width)
+    columns = sums.shape[1]
+    ordered = order is not None
     _apply[(triton.cdiv(n, ratings),)](
+        order if ordered else rows,
         rows,
         gradients,
         bias_gradients,
@@ -198,7 +262,25 @@ def apply(
         width,
         SIDE=side,
         BIASED=bias is not None,
-        COLUMNS=sums.shape[1],
+        ORDERED=ordered,
+        COLUMNS=columns,
         BLOCK_RATINGS=ratings,
         BLOCK_FACTORS=factors,
+    )
+
+
+def add_squares(order: Tensor | None, rows: Tensor, squares: Tensor, earlier: Tensor, sums: Tensor) -> None:
+    """Launch `_add_squares`: the step's `squares` (and `earlier`, in sorted order) join `sums`."""
+    n = len(rows)
+    ordered = order is not None
+    _add_squares[(triton.cdiv(n, SQUARES_PER_PROGRAM),)](
+        order if ordered else rows,
+        rows,
+        squares,
+        earlier,
+        sums,
+        n,
+        ORDERED=ordered,
+        COLUMNS=sums.shape[1],
+        BLOCK_RATINGS=SQUARES_PER_PROGRAM,
     )

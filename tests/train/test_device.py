@@ -226,7 +226,8 @@ def test_the_triton_kernels_compile_for_a_hopper_gpu(squash: bool, biased: bool)
     def source(kernel: "triton.JITFunction", constants: dict[str, object]) -> ASTSource:
         names = kernel.arg_names
         scalars = {"n": "i32", "width": "i32", "low": "fp32", "span": "fp32", "twice_weight": "fp32"}
-        kinds = {**scalars, "decay": "fp32", "users": "*i64", "items": "*i64", "rows": "*i64"}
+        indices = {name: "*i64" for name in ("users", "items", "rows", "order")}
+        kinds = {**scalars, "decay": "fp32", **indices}
         signature = {name: "constexpr" if name in constants else kinds.get(name, "*fp32") for name in names}
         return ASTSource(
             kernel, signature, {(names.index(name),): value for name, value in constants.items()}
@@ -236,9 +237,17 @@ def test_the_triton_kernels_compile_for_a_hopper_gpu(squash: bool, biased: bool)
     hopper = GPUTarget("cuda", 90, 32)
     gradients = {"SQUASH": squash, "BIASED": biased, "COLUMNS": columns, **blocks}
     assert triton.compile(source(device_kernels._gradients, gradients), target=hopper).asm["cubin"]
-    for side in (0, 1):
-        apply = {"SIDE": side, "BIASED": biased, "COLUMNS": columns, **blocks}
+    for side, ordered in ((0, False), (1, True)):
+        ratings, factors = device_kernels.apply_block_shape(50)
+        shape = {"BLOCK_RATINGS": ratings, "BLOCK_FACTORS": factors}
+        apply = {"SIDE": side, "BIASED": biased, "ORDERED": ordered, "COLUMNS": columns, **shape}
         assert triton.compile(source(device_kernels._apply, apply), target=hopper).asm["cubin"]
+        squares = {
+            "ORDERED": ordered,
+            "COLUMNS": columns,
+            "BLOCK_RATINGS": device_kernels.SQUARES_PER_PROGRAM,
+        }
+        assert triton.compile(source(device_kernels._add_squares, squares), target=hopper).asm["cubin"]
 
 
 def test_the_kernels_step_only_on_a_gpu_and_never_svdpp() -> None:
