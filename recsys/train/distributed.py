@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+from torch import Tensor, nn
 from torch import distributed as dist
 
 from recsys.errors import RecsysError
@@ -46,3 +47,50 @@ def refuse_processes(instead: str = "under torchrun use `engine` autograd") -> N
     `instead`."""
     if distributed_rank()[1] > 1:
         raise RecsysError(f"`engine` compiled trains in one process; {instead}")
+
+
+def broadcast_parameters(model: nn.Module) -> None:
+    """Every rank starts from rank 0's parameters (as DistributedDataParallel does at its start)."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            dist.broadcast(parameter, 0)
+
+
+def average_gradients(model: nn.Module, world_size: int) -> None:
+    """Average each parameter's gradient over the ranks, in place: dense ones by all-reduce, sparse
+    ones (an embedding's rows) gathered as dense index and value tensors. gloo's own sparse
+    all-reduce, which DistributedDataParallel takes for sparse gradients, corrupted a rank's heap
+    now and then (docs/distributed.md), so runs with sparse gradients sync here instead."""
+    sparse = {
+        id(module.weight) for module in model.modules() if isinstance(module, nn.Embedding) and module.sparse
+    }
+    for parameter in model.parameters():
+        if parameter.grad is None:  # unused on this rank: no rows, or zeros, as the others' kind
+            empty = torch.zeros_like(parameter)
+            parameter.grad = empty.to_sparse(1) if id(parameter) in sparse else empty
+        if parameter.grad.is_sparse:
+            parameter.grad = _gathered_mean(parameter.grad, world_size)
+        else:
+            dist.all_reduce(parameter.grad)
+            parameter.grad /= world_size
+
+
+def _gathered_mean(gradient: Tensor, world_size: int) -> Tensor:
+    """The mean over the ranks of a sparse gradient over a table's rows, each rank's rows padded to
+    the most any rank has, since a gather takes tensors of one size."""
+    local = gradient.coalesce()
+    rows, values = local.indices()[0], local.values()
+    counts = [torch.zeros(1, dtype=torch.int64, device=rows.device) for _ in range(world_size)]
+    dist.all_gather(counts, torch.tensor([len(rows)], device=rows.device))
+    found = [int(count) for count in counts]
+    padded_rows = rows.new_zeros(max(found))
+    padded_rows[: len(rows)] = rows
+    padded_values = values.new_zeros((max(found), *values.shape[1:]))
+    padded_values[: len(values)] = values
+    gathered_rows = [torch.empty_like(padded_rows) for _ in range(world_size)]
+    gathered_values = [torch.empty_like(padded_values) for _ in range(world_size)]
+    dist.all_gather(gathered_rows, padded_rows)
+    dist.all_gather(gathered_values, padded_values)
+    all_rows = torch.cat([part[:count] for part, count in zip(gathered_rows, found, strict=True)])
+    all_values = torch.cat([part[:count] for part, count in zip(gathered_values, found, strict=True)])
+    return torch.sparse_coo_tensor(all_rows[None], all_values / world_size, gradient.shape).coalesce()

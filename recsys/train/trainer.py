@@ -46,7 +46,12 @@ from recsys.evaluate.metrics import evaluate, mae, rmse
 from recsys.models import RatingModel, SampledModel, model_entry, rating_model
 from recsys.models.layers import check_pair_range
 from recsys.train.allocator import keep_freed_memory
-from recsys.train.distributed import distributed_rank, refuse_processes
+from recsys.train.distributed import (
+    average_gradients,
+    broadcast_parameters,
+    distributed_rank,
+    refuse_processes,
+)
 from recsys.train.engine import Engine
 from recsys.train.optim import LazyAdam
 from recsys.train.per_rating import epoch_learning_rate, member_seed, seeded_generator
@@ -142,7 +147,7 @@ class _AutogradEpochs:
 
     def __init__(self, model: nn.Module, train: RatingTensors, config: RunConfig) -> None:
         self.rank, self.world_size = distributed_rank()
-        # DistributedDataParallel all-reduces sparse gradients through gloo only (nccl has none).
+        # Sparse gradients are averaged by average_gradients, checked under gloo only.
         if self.world_size > 1 and config.sparse and (backend := dist.get_backend()) != "gloo":
             raise RecsysError(f"`sparse` under torchrun needs the gloo backend (CPU), not {backend}")
         if config.sparse and not rating_model(model).sparse_gradients:
@@ -156,7 +161,14 @@ class _AutogradEpochs:
             make_schedule(optimizer, config, config.epochs * self.n_batches) for optimizer in self.optimizers
         ]
         objective: nn.Module = _Objective(model, penalised=config.l2 > 0)
-        self.objective = DistributedDataParallel(objective) if self.world_size > 1 else objective
+        # Sparse gradients are averaged after each backward by average_gradients, not by
+        # DistributedDataParallel (whose sparse all-reduce through gloo crashed now and then).
+        self.averages = self.world_size > 1 and config.sparse
+        if self.averages:
+            broadcast_parameters(model)
+        self.objective = (
+            DistributedDataParallel(objective) if self.world_size > 1 and not self.averages else objective
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -194,6 +206,8 @@ class _AutogradEpochs:
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if self.averages:
+                average_gradients(self.model, self.world_size)
             for optimizer, schedule in zip(self.optimizers, self.schedules, strict=True):
                 optimizer.step()
                 schedule.step()
