@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import ROOT
 from torch import distributed as dist
 
-from recsys.train.distributed import distributed_rank, distributed_session
+from recsys.train.distributed import average_gradients, distributed_rank, distributed_session
 
 ARGS = ["scripts/train.py", "--dataset", "tiny", "--bs", "256", "--epochs", "3", "--no-progress"]
 # Summation order differs (each rank averages its half, then the halves are averaged), nothing else.
@@ -63,3 +64,37 @@ def test_a_plain_start_is_rank_0_alone_without_a_process_group(
         assert (rank, device) == (0, "cpu")
         assert not dist.is_initialized()
     assert distributed_rank() == (0, 1)
+
+
+def _average_on_rank(rank: int, init_file: str, found: "dict[int, dict[str, torch.Tensor]]") -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        model = torch.nn.Sequential(torch.nn.Embedding(5, 2, sparse=True), torch.nn.Linear(2, 1))
+        table, layer = model[0], model[1]
+        rows = [torch.tensor([1, 3, 1]), torch.tensor([3])][rank]  # rank 0 meets row 1 twice
+        table.weight.grad = torch.sparse_coo_tensor(
+            rows[None], torch.full((len(rows), 2), rank + 1.0), (5, 2)
+        )
+        layer.weight.grad = torch.full((1, 2), 2.0 * rank)  # rank 1's bias has no gradient: None
+        layer.bias.grad = torch.ones(1) if rank == 0 else None
+        average_gradients(model, 2)
+        found[rank] = {
+            "table": table.weight.grad.to_dense(),
+            "weight": layer.weight.grad.clone(),
+            "bias": layer.bias.grad.clone(),
+        }
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow  # two spawned processes with torch
+def test_average_gradients_gathers_each_ranks_rows(tmp_path: Path) -> None:
+    found = torch.multiprocessing.Manager().dict()
+    torch.multiprocessing.spawn(_average_on_rank, args=(str(tmp_path / "init"), found), nprocs=2)
+    expected_table = torch.zeros(5, 2)
+    expected_table[1] = 2 * 1.0 / 2  # rank 0's two rows of 1
+    expected_table[3] = (1.0 + 2.0) / 2
+    for rank in (0, 1):
+        torch.testing.assert_close(found[rank]["table"], expected_table)
+        torch.testing.assert_close(found[rank]["weight"], torch.ones(1, 2))
+        torch.testing.assert_close(found[rank]["bias"], torch.full((1,), 0.5))
