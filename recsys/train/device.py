@@ -191,12 +191,14 @@ class DeviceTables:
         kernels: bool | None = None,
     ) -> None:
         """`kernels`: step by the Triton kernels of recsys.train.device_kernels (None: where the tables
-        are on a GPU, have no SVD++ bags, Triton is installed and $RECSYS_TRITON_KERNELS is not 0)."""
+        are float32 on a GPU, have no SVD++ bags, Triton is installed and $RECSYS_TRITON_KERNELS is
+        not 0; the kernels' products are float32's)."""
         self.tables = tables
         self.user_ratings = user_ratings
         if kernels is None:
             kernels = (
                 tables.user_factors.is_cuda
+                and tables.user_factors.dtype == torch.float32
                 and tables.implicit is None
                 and os.environ.get(KERNELS_SWITCH) != "0"
                 and find_spec("triton") is not None

@@ -242,8 +242,8 @@ def apply(
     bias: Tensor | None,
     learning_rate: Tensor,
 ) -> None:
-    """Launch `_apply` for one side (0 users, 1 items) of the step, then `_add_squares`; `order` sorts
-    the side's ratings by row (None: they are), `earlier` is in that sorted order."""
+    """Launch `_apply` for one side (0 users, 1 items) of the step; `order` sorts the side's ratings
+    by row (None: they are), `earlier` is in that sorted order."""
     n, width = len(rows), table.shape[1]
     ratings, factors = apply_block_shape(width)
     columns = sums.shape[1]
