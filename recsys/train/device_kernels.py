@@ -20,6 +20,10 @@ FACTORS_PER_PROGRAM = 4096
 # same-row product; the least a block product takes was the fastest of 16 to 128 on an H200
 # (docs/findings.md, "The device engine on an H200").
 RATINGS_PER_APPLY = 16
+# Factors per program of the update, at most: its same-row product stages 128 bytes a factor in shared
+# memory, 32 KiB at 256 factors but 256 KiB at 2,048, more than a Hopper GPU gives a program (227 KiB,
+# so rows of over 1,024 factors failed to launch); a wider row's factors take programs side by side.
+APPLY_FACTORS = 256
 SQUARES_PER_PROGRAM = 1024
 
 
@@ -120,7 +124,8 @@ def _apply(
     a popular row takes one atomic add a program instead of one a rating."""
     places = tl.program_id(0) * BLOCK_RATINGS + tl.arange(0, BLOCK_RATINGS)
     live = places < n
-    factors = tl.arange(0, BLOCK_FACTORS)
+    # This program's share of the factors (the first also steps the biases).
+    factors = tl.program_id(1) * BLOCK_FACTORS + tl.arange(0, BLOCK_FACTORS)
     cells = live[:, None] & (factors[None, :] < width)
     entries = tl.load(order + places, mask=live, other=0).to(tl.int64) if ORDERED else places.to(tl.int64)
     row = tl.load(rows + entries, mask=live, other=-1)
@@ -135,13 +140,14 @@ def _apply(
     first = live & (tl.sum((same & before).to(tl.int32), axis=1) == 0)
     summed = tl.dot(same.to(tl.float32), -step[:, None] * gradient, input_precision="tf32x3")
     tl.atomic_add(table + row[:, None] * width + factors[None, :], summed, mask=cells & first[:, None])
-    if BIASED:
-        bias_total = tl.load(sums + row * COLUMNS + 1, mask=live, other=1.0)
-        bias_total += tl.load(earlier + places * COLUMNS + 1, mask=live, other=0.0)
-        bias_gradient = tl.load(bias_gradients + entries * 2 + SIDE, mask=live, other=0.0)
-        bias_update = -lr / tl.sqrt(bias_total) * bias_gradient
-        bias_summed = tl.sum(tl.where(same, bias_update[None, :], 0.0), axis=1)
-        tl.atomic_add(bias + row, bias_summed, mask=first)
+    if BIASED:  # noqa: SIM102 (a constexpr test, kept apart from the run-time one)
+        if tl.program_id(1) == 0:
+            bias_total = tl.load(sums + row * COLUMNS + 1, mask=live, other=1.0)
+            bias_total += tl.load(earlier + places * COLUMNS + 1, mask=live, other=0.0)
+            bias_gradient = tl.load(bias_gradients + entries * 2 + SIDE, mask=live, other=0.0)
+            bias_update = -lr / tl.sqrt(bias_total) * bias_gradient
+            bias_summed = tl.sum(tl.where(same, bias_update[None, :], 0.0), axis=1)
+            tl.atomic_add(bias + row, bias_summed, mask=first)
 
 
 @triton.jit
@@ -186,8 +192,9 @@ def block_shape(width: int) -> tuple[int, int]:
 
 def apply_block_shape(width: int) -> tuple[int, int]:
     """(ratings, factors) per program of `_apply`: RATINGS_PER_APPLY ratings, and both at least the
-    16 that a product of blocks (`tl.dot`) needs."""
-    return RATINGS_PER_APPLY, max(16, triton.next_power_of_2(width))
+    16 that a product of blocks (`tl.dot`) needs; at most APPLY_FACTORS factors (a wider row's
+    factors are shared out among programs)."""
+    return RATINGS_PER_APPLY, max(16, min(APPLY_FACTORS, triton.next_power_of_2(width)))
 
 
 def gradients(
@@ -248,7 +255,7 @@ def apply(
     ratings, factors = apply_block_shape(width)
     columns = sums.shape[1]
     ordered = order is not None
-    _apply[(triton.cdiv(n, ratings),)](
+    _apply[(triton.cdiv(n, ratings), triton.cdiv(width, factors))](
         order if ordered else rows,
         rows,
         gradients,

@@ -196,13 +196,22 @@ class _AutogradEpochs:
         )
         for batch in bar:
             index = order[batch * config.batch_size : (batch + 1) * config.batch_size]
+            batch_ratings = len(index)
             if self.world_size > 1:
                 index = index.tensor_split(self.world_size)[self.rank]
             ratings += len(index)
             x, y = train.x.index_select(0, index), train.y.index_select(0, index)  # faster than x[index]
             prediction, penalty = self.objective(x)
-            mse = torch.mean((prediction - y) ** 2)
-            loss = mse / self.error_weight + config.l2 * penalty
+            # The ranks' gradients and losses are averaged: each weighs its slice's means (of the
+            # errors, and of the penalty's rows) by its share of the batch, so that the average is the
+            # whole batch's mean however the batch splits (1 in one process). A rank whose slice is
+            # empty (a last batch smaller than the ranks) adds nothing: its mean would be 0 / 0, NaN.
+            share = len(index) * self.world_size / batch_ratings
+            if len(index) == 0:
+                mse = loss = prediction.sum()  # 0, through the model, so every gradient is still found
+            else:
+                mse = share * torch.mean((prediction - y) ** 2)
+                loss = mse / self.error_weight + share * config.l2 * penalty
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             loss.backward()

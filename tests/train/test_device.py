@@ -176,9 +176,10 @@ KERNELS_AGAINST_TORCH = textwrap.dedent("""
     import torch
     from recsys.models import build_model
     from recsys.train.device import Batches, DeviceTables
-    for name, y_range in (("dotbias", (0.0, 5.5)), ("dot", None)):
-        models = [build_model(name, 30, 20, 6, y_range, torch.Generator().manual_seed(1), 30.0, 1)]
-        models.append(build_model(name, 30, 20, 6, y_range, torch.Generator().manual_seed(2), 30.0, 1))
+    # 300 factors: more than one program of the update holds (APPLY_FACTORS), each its share.
+    for name, y_range, width in (("dotbias", (0.0, 5.5), 6), ("dot", None, 6), ("dotbias", (0.0, 5.5), 300)):
+        models = [build_model(name, 30, 20, width, y_range, torch.Generator().manual_seed(1), 30.0, 1)]
+        models.append(build_model(name, 30, 20, width, y_range, torch.Generator().manual_seed(2), 30.0, 1))
         models[1].load_state_dict(models[0].state_dict())
         stepped = [
             DeviceTables(model.factorisation(), y_range, kernels=kernels)
@@ -237,11 +238,15 @@ def test_the_triton_kernels_compile_for_a_hopper_gpu(squash: bool, biased: bool)
     hopper = GPUTarget("cuda", 90, 32)
     gradients = {"SQUASH": squash, "BIASED": biased, "COLUMNS": columns, **blocks}
     assert triton.compile(source(device_kernels._gradients, gradients), target=hopper).asm["cubin"]
-    for side, ordered in ((0, False), (1, True)):
-        ratings, factors = device_kernels.apply_block_shape(50)
+    # 2,000 factors: a program of the update holding them all needed 256 KiB of shared memory, more
+    # than a Hopper GPU gives one (227 KiB), which only a launch finds out.
+    for side, ordered, width in ((0, False, 50), (1, True, 50), (1, True, 2000)):
+        ratings, factors = device_kernels.apply_block_shape(width)
         shape = {"BLOCK_RATINGS": ratings, "BLOCK_FACTORS": factors}
         apply = {"SIDE": side, "BIASED": biased, "ORDERED": ordered, "COLUMNS": columns, **shape}
-        assert triton.compile(source(device_kernels._apply, apply), target=hopper).asm["cubin"]
+        compiled = triton.compile(source(device_kernels._apply, apply), target=hopper)
+        assert compiled.asm["cubin"]
+        assert compiled.metadata.shared <= 227 * 1024
         squares = {
             "ORDERED": ordered,
             "COLUMNS": columns,
