@@ -188,8 +188,8 @@ class RunConfig:
         "",
         "bfm, svdpp: what users (and for bfm items) are described by beside their ids, a comma list "
         "of: side (the data's or --user-features/--item-features tables), implicit (the items each "
-        "user rated, the users who rated each item), time (bfm: a bias per week of the ratings); empty: the "
-        "ids alone",
+        "user rated, the users who rated each item), time (bfm: a bias per user and day of the "
+        "ratings); empty: the ids alone",
         "--features",
         by_model=True,
     )

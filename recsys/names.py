@@ -7,7 +7,7 @@ PREDEFINED_FOLDS = ("u1", "u2", "u3", "u4", "u5", "ua", "ub")
 SPLIT_KINDS = ("random", "user", "user-last", "time", *PREDEFINED_FOLDS)
 # The feature groups a factorisation machine may use beside the ids (RunConfig.features): side
 # features (recsys.data.features), implicit feedback (the items each user rated, the users who
-# rated each item: SVD++'s idea, from training ratings only) and the week of each rating (bfm only).
+# rated each item: SVD++'s idea, from training ratings only) and the user and day of each rating (bfm only).
 FEATURE_GROUPS = ("side", "implicit", "time")
 
 

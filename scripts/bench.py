@@ -574,7 +574,7 @@ TITLES = {
     "both with rank 10 and 512 Gibbs sweeps (recsys' as its default sixteen chains of 32) and the same "
     "feature rows (recsys.data.features: implicit, "
     "the items each user rated in u1.base and the users who rated each item, weights 1/sqrt(count); side, "
-    "MovieLens' age group, gender, occupation, zip region, genres and year; time, the week of each "
+    "MovieLens' age group, gender, occupation, zip region, genres and year; time, the user and day of each "
     "rating), a hyperprior per feature "
     "group; `myfm-ordinal` myFM's ordered probit over the five stars. RMSE on the test ratings whose ids "
     "u1.base has; `seconds`, `cpu_seconds`: preparing the data, the fit and the scoring, one process",

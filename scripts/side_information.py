@@ -3,9 +3,9 @@ myFM's on ML-100K, feature group by feature group, both given the same feature r
 
 Each contender sees the ids, then the implicit feedback of the training part (the items each user
 rated, the users who rated each item, weighted 1 / sqrt(count)), the side features (MovieLens'
-demographics, genres and years), both, or both and the week of each rating: the rows
-recsys.data.features builds, handed to myFM as its relational blocks (the week as a one-hot column
-of its own, bfm's bins), a hyperprior per group for both. myFM with Rendle's rank and sweeps for
+demographics, genres and years), both, or both and the user and day of each rating: the rows
+recsys.data.features builds, handed to myFM as its relational blocks (the user-day as a one-hot
+column of its own, bfm's bins), a hyperprior per group for both. myFM with Rendle's rank and sweeps for
 ML-100K, recsys at its defaults (the same rank and sweeps, as chains), scored on the test ratings
 whose ids training has seen.
 """
@@ -16,15 +16,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-import torch
 
 from recsys.config import config_for
 from recsys.data.features import FeatureRows
 from recsys.data.movielens import load_movielens
-from recsys.models.bayes import weeks_since
+from recsys.models.bayes import DAY_SECONDS
 from recsys.workflows.experiment import data_features, prepare, train_and_evaluate
 
-# The feature groups each contender is scored with: "" the ids alone; time the week of each rating.
+# The feature groups each contender is scored with: "" the ids alone; time the user-day of each rating.
 FEATURE_SETS = ("", "implicit", "side", "side,implicit", "side,implicit,time")
 CONTENDERS = ("recsys-bfm", "myfm")
 # myFM's ordered probit over the five stars, with every group: the issue's last myFM row.
@@ -54,16 +53,21 @@ def _block(rows: FeatureRows) -> sp.csr_matrix:
     return sp.csr_matrix((rows.values, rows.columns, rows.starts), shape=(rows.n_rows, rows.n_features))
 
 
-def _weeks(x: np.ndarray, train_x: np.ndarray) -> sp.csr_matrix:
-    """Each rating's week one-hot, in bfm's bins (`weeks_since` the training part's first rating; a
-    time outside them at the nearest): x's third column is its time where the run reads time; no
-    column without."""
+def _user_days(x: np.ndarray, train_x: np.ndarray) -> sp.csr_matrix:
+    """Each rating's user-day one-hot, in bfm's bins (a user and a UTC day on which the training part
+    has a rating of that user; a row of zeros for any other): x's third column is its time where the
+    run reads time; no column without."""
     if x.shape[1] < 3:
         return sp.csr_matrix((len(x), 0))
-    first = int(train_x[:, 2].min())
-    n_weeks = int(weeks_since(torch.from_numpy(train_x[:, 2]), first).max()) + 1
-    weeks = weeks_since(torch.from_numpy(x[:, 2]), first).clamp(0, n_weeks - 1).numpy()
-    return sp.csr_matrix((np.ones(len(x)), (np.arange(len(x)), weeks)), shape=(len(x), n_weeks))
+
+    def keys(rows: np.ndarray) -> np.ndarray:
+        return rows[:, 0].astype(np.int64) * 10**7 + rows[:, 2] // DAY_SECONDS
+
+    bins = np.unique(keys(train_x))
+    wanted = keys(x)
+    place = np.minimum(np.searchsorted(bins, wanted), len(bins) - 1)
+    seen = np.flatnonzero(bins[place] == wanted)
+    return sp.csr_matrix((np.ones(len(seen)), (seen, place[seen])), shape=(len(x), len(bins)))
 
 
 def _group_sizes(rows: FeatureRows) -> list[int]:
@@ -100,19 +104,19 @@ def bench_side_information(folder: Path, contender: str, features: str, fold: st
 
         train_x, test_x = data.train.x.numpy(), data.test.x.numpy()
         y = data.train.y.numpy().astype(np.float64)
-        train_weeks, test_weeks = _weeks(train_x, train_x), _weeks(test_x, train_x)
-        # X's columns (the weeks, where read) come before the relational blocks'.
-        weeks = [train_weeks.shape[1]] if train_weeks.shape[1] else []
-        fit = {"n_iter": SWEEPS, "group_shapes": weeks + _group_sizes(users) + _group_sizes(items)}
+        train_days, test_days = _user_days(train_x, train_x), _user_days(test_x, train_x)
+        # X's columns (the user-days, where read) come before the relational blocks'.
+        days = [train_days.shape[1]] if train_days.shape[1] else []
+        fit = {"n_iter": SWEEPS, "group_shapes": days + _group_sizes(users) + _group_sizes(items)}
         if contender == ORDINAL:
             model = myfm.MyFMOrderedProbit(rank=RANK, random_seed=SEED)
-            model.fit(train_weeks, np.round(y).astype(np.int32) - 1, X_rel=relations(train_x), **fit)
-            chances = model.predict_proba(test_weeks, relations(test_x))
+            model.fit(train_days, np.round(y).astype(np.int32) - 1, X_rel=relations(train_x), **fit)
+            chances = model.predict_proba(test_days, relations(test_x))
             predictions = chances @ np.arange(1, chances.shape[1] + 1)
         else:
             model = myfm.MyFMRegressor(rank=RANK, random_seed=SEED)
-            model.fit(train_weeks, y, X_rel=relations(train_x), **fit)
-            predictions = model.predict(test_weeks, relations(test_x))
+            model.fit(train_days, y, X_rel=relations(train_x), **fit)
+            predictions = model.predict(test_days, relations(test_x))
     rmse = float(np.sqrt(np.mean((predictions - data.test.y.numpy()) ** 2)))
     return {**marks, "rmse": rmse, "seconds": clocks.seconds, "cpu_seconds": clocks.cpu_seconds}
 

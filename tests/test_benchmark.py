@@ -1071,3 +1071,25 @@ def test_bench_retune_without_the_learning_to_rank_task_is_one_line(tmp_path: Pa
         "error: --retune searches the learning-to-rank task's peers: add learning-to-rank to --tasks"
     ]
     assert not (tmp_path / "bench").exists()
+
+
+def test_myfms_user_day_column_is_bfms_bins() -> None:
+    """The side-information task hands myFM bfm's time bins: a one-hot column per user and UTC day
+    of the training part, and a row of zeros for a rating on a user-day training lacks."""
+    import side_information
+
+    day = 24 * 3600
+    midnight = 1_000_000_000 - 1_000_000_000 % day
+    train = np.array(
+        [[0, 5, midnight + 10], [0, 6, midnight + day - 1], [1, 5, midnight + 3], [0, 7, midnight + day]]
+    )
+    test = np.array([[0, 9, midnight + 500], [1, 9, midnight + day + 1], [2, 9, midnight]])
+    columns = side_information._user_days(test, train).toarray()
+    assert side_information._user_days(train, train).toarray().tolist() == [
+        [1, 0, 0],  # user 0's first day
+        [1, 0, 0],
+        [0, 0, 1],  # user 1's
+        [0, 1, 0],  # user 0's second day
+    ]
+    assert columns.tolist() == [[1, 0, 0], [0, 0, 0], [0, 0, 0]]  # a day, or a user, training lacks
+    assert side_information._user_days(test[:, :2], train[:, :2]).shape == (3, 0)  # no times: no column

@@ -54,8 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--features",
         default=None,
         help="bfm, svdpp: the feature groups every trial reads, a comma list of side, implicit, time (or "
-        "empty); bfm's time, a bias per week of the ratings, is read by the best setting's run only (the "
-        "trials' folds hold pairs without times) [default: the model's: svdpp implicit, bfm side,implicit]",
+        "empty); bfm's time, a bias per user and day of the ratings, is read by the best setting's run "
+        "only (the trials' folds hold pairs without times) [default: the model's: svdpp implicit, bfm "
+        "side,implicit]",
     )
     parser.add_argument("--trials", type=int, default=30, help="settings to try [default: 30]")
     parser.add_argument(

@@ -172,8 +172,9 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         """The feature rows of every user and item, their ids first, for a model that `uses_features`."""
         raise TypeError(f"{type(self).__name__} uses no features")
 
-    def set_times(self, times: Tensor) -> None:
-        """Add a term for each rating's time from the training ratings' `times`, for a model with one."""
+    def set_times(self, users: Tensor, times: Tensor) -> None:
+        """Add a term for each rating's time from the training ratings' `users` and `times`, for a model
+        with one."""
         raise TypeError(f"{type(self).__name__} has no term for a rating's time")
 
     def draws_side_by_side(self) -> int:

@@ -38,15 +38,16 @@ from recsys.models.layers import (
 _GATHERED_ENTRIES = 1 << 22
 # The first sweeps' draws are discarded, as the chain has not yet forgotten its start.
 BURN_IN_SHARE = 0.2
-# The time group's bins: a rating's week, counted from the training part's first rating.
-WEEK_SECONDS = 7 * 24 * 3600
+# The time group's bins: a rating's user and day (UTC), the days counted from the training part's
+# first (a bin per week, for every user, did less on validation: docs/findings.md).
+DAY_SECONDS = 24 * 3600
 # A time beyond this many seconds from 1970 (the year 5138) is one in smaller units (milliseconds).
 MAX_SECONDS = 10**11
 
 
-def weeks_since(times: Tensor, origin: int | Tensor) -> Tensor:
-    """Each time's week (seconds), counted from `origin`'s: the time group's bins."""
-    return torch.div(times.long() - origin, WEEK_SECONDS, rounding_mode="floor")
+def days_since(times: Tensor, origin: int | Tensor) -> Tensor:
+    """Each time's day (seconds), counted from `origin`'s."""
+    return torch.div(times.long() - origin, DAY_SECONDS, rounding_mode="floor")
 
 
 def _kept(table: Tensor, draw: Tensor, slot: int, slots: int) -> Tensor:
@@ -190,9 +191,10 @@ class BayesianFM(BayesianMF):
     its features alone gets a prediction (`feature_scores`): its own id is one never seen, expected
     at the ids' mean as the prior expects it.
 
-    With the time group (`set_times`) each rating's week w adds a bias w_w: the model then reads
-    (batch, 3) [user, item, time in seconds]. A pair without a time, or with one outside the
-    training part's weeks, is at a week never seen: the weeks' mean, as the prior expects it."""
+    With the time group (`set_times`) the day d on which user u rated adds a bias w_ud, as Koren's
+    timeSVD++ has a user's bias drift from day to day: the model then reads (batch, 3) [user, item,
+    time in seconds]. A pair without a time, or on a day the user did not rate in the training part,
+    is at a user-day never seen: the user-days' mean, as the prior expects it."""
 
     uses_features: ClassVar[bool] = True
     user_feature_factors: Tensor
@@ -200,7 +202,9 @@ class BayesianFM(BayesianMF):
     item_feature_factors: Tensor
     item_feature_bias: Tensor
     time_origin: Tensor
-    week_bias: Tensor
+    time_days: Tensor
+    user_days: Tensor
+    time_bias: Tensor
 
     def __init__(
         self,
@@ -217,19 +221,22 @@ class BayesianFM(BayesianMF):
         for side in SIDES:  # the ids' mean and the non-id features' draws: factors side by side, mean bias
             self.register_buffer(f"{side}_feature_factors", torch.zeros(0, 0))
             self.register_buffer(f"{side}_feature_bias", torch.zeros(0))
-        # The time group: the first training rating's time, and each week's bias, the kept draws'
-        # mean (none without the group).
+        # The time group: the first training rating's time, the days from it to the last, the training
+        # part's user-days (user * days + day, ascending) and each one's bias, the kept draws' mean
+        # (none without the group).
         self.register_buffer("time_origin", torch.tensor(0, dtype=torch.int64))
-        self.register_buffer("week_bias", torch.zeros(0))
+        self.register_buffer("time_days", torch.tensor(0, dtype=torch.int64))
+        self.register_buffer("user_days", torch.zeros(0, dtype=torch.int64))
+        self.register_buffer("time_bias", torch.zeros(0))
 
     def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
         """The feature rows of every user and item, their ids first (recsys.data.features)."""
         self.features = (users, items)
         set_codings(self, users, items)
 
-    def set_times(self, times: Tensor) -> None:
-        """Add the time group: a bin per week from the first of the training ratings' `times` (seconds)
-        to the last."""
+    def set_times(self, users: Tensor, times: Tensor) -> None:
+        """Add the time group: a bin for each day on which a user rated, from the training ratings'
+        `users` and `times` (seconds)."""
         first, last = int(times.min()), int(times.max())
         farthest = max(abs(first), abs(last))
         if farthest > MAX_SECONDS:
@@ -238,56 +245,65 @@ class BayesianFM(BayesianMF):
                 "them (seconds since 1970): are they milliseconds? convert them, or leave time out of "
                 "`features`"
             )
-        self.time_origin = torch.tensor(first, dtype=torch.int64)
-        self.week_bias = torch.zeros(int(weeks_since(torch.tensor(last), first)) + 1)
+        origin = first - first % DAY_SECONDS  # the first day's start: days are calendar days (UTC)
+        self.time_origin = torch.tensor(origin, dtype=torch.int64)
+        self.time_days = days_since(torch.tensor(last), origin) + 1
+        self.user_days = torch.unique(users.long() * self.time_days + days_since(times, origin))
+        self.time_bias = torch.zeros(len(self.user_days))
 
     @property
-    def n_weeks(self) -> int:
-        """The time group's bins (0 without it)."""
-        return len(self.week_bias)
+    def n_time_bins(self) -> int:
+        """The time group's bins, a user-day each (0 without the group)."""
+        return len(self.time_bias)
 
-    def weeks_of(self, times: Tensor) -> Tensor:
-        """The week bin of each time (seconds); n_weeks, a week never seen, for a time outside the
-        training part's weeks."""
-        weeks = weeks_since(times, self.time_origin.to(times.device))
-        return torch.where((weeks >= 0) & (weeks < self.n_weeks), weeks, self.n_weeks)
+    def time_bins_of(self, users: Tensor, times: Tensor) -> Tensor:
+        """The user-day bin of each pair (users' rows, times in seconds); n_time_bins, a user-day never
+        seen, where the training part has no rating of that user on that day."""
+        keys, days = self.user_days.to(times.device), self.time_days.to(times.device)
+        day = days_since(times, self.time_origin.to(times.device))
+        wanted = users.long() * days + day
+        place = torch.searchsorted(keys, wanted).clamp(max=max(len(keys) - 1, 0))
+        seen = (day >= 0) & (day < days) & (keys[place] == wanted)
+        return torch.where(seen, place, self.n_time_bins)
 
-    def _week_biases(self) -> Tensor:
-        """The weeks' biases and after them (n_weeks) a week never seen's: their mean, as the group's
-        prior expects it."""
-        return torch.cat([self.week_bias, self.week_bias.mean(0, keepdim=True)])
+    def _time_biases(self) -> Tensor:
+        """The user-days' biases and after them (n_time_bins) a user-day never seen's: their mean, as
+        the group's prior expects it."""
+        return torch.cat([self.time_bias, self.time_bias.mean(0, keepdim=True)])
 
-    def set_week_draw(self, slot: int, slots: int, draw: Tensor) -> None:
-        """Keep a draw of the weeks' biases as slot `slot` of `slots`: their mean over draws 0..slot."""
+    def set_time_draw(self, slot: int, slots: int, draw: Tensor) -> None:
+        """Keep a draw of the user-days' biases as slot `slot` of `slots`: their mean over draws
+        0..slot."""
         with torch.no_grad():
             if slot == 0:
-                self.week_bias.zero_()
-            self.week_bias += (draw.to(self.week_bias) - self.week_bias) / (slot + 1)
+                self.time_bias.zero_()
+            self.time_bias += (draw.to(self.time_bias) - self.time_bias) / (slot + 1)
 
     def forward(self, x: Tensor) -> Tensor:
         users, items, times = split_timed(x)
         score = self._score(users, items)
-        if self.n_weeks:  # a pair without a time at a week never seen
-            weeks = torch.full_like(users, self.n_weeks) if times is None else self.weeks_of(times)
-            score = score + self._week_biases()[weeks]
+        if self.n_time_bins:  # a pair without a time at a user-day never seen
+            unseen = torch.full_like(users, self.n_time_bins)
+            bins = unseen if times is None else self.time_bins_of(users, times)
+            score = score + self._time_biases()[bins]
         return self.squash(score)
 
     def bilinear_form(self) -> BilinearForm | None:
-        """BayesianMF's, with a week never seen's bias (a pair has no time) in the users' biases, as
-        `feature_vectors` gives a new user's."""
+        """BayesianMF's, with a user-day never seen's bias (a pair has no time) in the users' biases,
+        as `feature_vectors` gives a new user's."""
         form = super().bilinear_form()
-        if form is None or form.user_bias is None or not self.n_weeks:
+        if form is None or form.user_bias is None or not self.n_time_bins:
             return form
-        return form._replace(user_bias=form.user_bias + self._week_biases()[-1])
+        return form._replace(user_bias=form.user_bias + self._time_biases()[-1])
 
     def explain(self, users: Tensor, items: Tensor) -> Explanation | None:
-        """BayesianMF's terms, and a week never seen's bias (`week`) with the time group."""
+        """BayesianMF's terms, and a user-day never seen's bias (`day`) with the time group."""
         found = super().explain(users, items)
-        if found is None or not self.n_weeks:
+        if found is None or not self.n_time_bins:
             return found
-        week = self._week_biases()[-1].expand_as(found.score)
-        score = found.score + week
-        return Explanation({**found.terms, "week": week}, score, self.squash(score))
+        day = self._time_biases()[-1].expand_as(found.score)
+        score = found.score + day
+        return Explanation({**found.terms, "day": day}, score, self.squash(score))
 
     def set_feature_draw(self, slot: int, slots: int, user_draw: Tensor, item_draw: Tensor) -> None:
         """Keep, of a draw of every feature's [factors, bias], the rows a user or item never seen is
@@ -312,8 +328,8 @@ class BayesianFM(BayesianMF):
             # An unseen id's expected row, then its features' sums.
             vectors = (factors[0] + new_rows_sums(self, users, factors[1:])) * self.factor_scale
             bias = bias[0] + new_rows_sums(self, users, bias[1:])
-            if self.n_weeks:  # a week never seen's bias, as `bilinear_form` adds it
-                bias = bias + self._week_biases()[-1]
+            if self.n_time_bins:  # a user-day never seen's bias, as `bilinear_form` adds it
+                bias = bias + self._time_biases()[-1]
             return vectors, bias
 
     def feature_scores(self, users: FeatureRows, items: Tensor) -> Tensor:
@@ -329,5 +345,5 @@ class BayesianFM(BayesianMF):
         if self.features is not None:  # resuming onto the data's features: they must be coded alike
             check_saved_codings(self, state_dict, prefix)
         draws = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("factors", "bias"))
-        take_saved_shapes(self, state_dict, prefix, (*draws, "week_bias", *CODING_BUFFERS))
+        take_saved_shapes(self, state_dict, prefix, (*draws, "user_days", "time_bias", *CODING_BUFFERS))
         super()._load_from_state_dict(state_dict, prefix, *args)

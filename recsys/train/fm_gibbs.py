@@ -11,8 +11,8 @@ Only pairs across the two blocks interact: a pair of one user's own features add
 rating of that user, which its bias already can. Each feature group (the ids, each side feature, the
 rated items) has its own prior per coordinate, N(mu_gc, 1 / lambda_gc), with a Normal-Gamma
 hyperprior, and alpha a Gamma(1, 1) prior, as in Rendle's Bayesian FM (libFM's MCMC, myFM). The
-time group, where the model has it, adds a bias per week, w_w for a rating in week w, drawn after
-the two blocks under a prior of its own.
+time group, where the model has it, adds a bias per user-day, w_ud for user u's ratings on day d,
+drawn after the two blocks under a prior of its own.
 
 A sweep samples one coordinate of every feature at a time, each from its Gaussian conditional, with
 the relational trick (Rendle, "Scaling factorization machines to relational data", 2013): with the
@@ -143,28 +143,28 @@ def _update_residuals(
 
 
 @compiled(parallel=True, fastmath=True)
-def _sample_week_biases(
-    week_bias: np.ndarray,
-    by_week: tuple[np.ndarray, np.ndarray],
+def _sample_bin_biases(
+    bin_bias: np.ndarray,
+    by_bin: tuple[np.ndarray, np.ndarray],
     prior: tuple[float, float],
     alpha: float,
     residuals: np.ndarray,
     noise: np.ndarray,
 ) -> None:
-    """Draw every week's bias from its Gaussian conditional and take its change out of the week's
-    ratings' residuals (by_week: where each week's ratings start, their places among the residuals).
-    Weeks share no rating, so they are drawn at once."""
-    starts, ratings = by_week
+    """Draw every time bin's bias from its Gaussian conditional and take its change out of the bin's
+    ratings' residuals (by_bin: where each bin's ratings start, their places among the residuals).
+    Bins share no rating, so they are drawn at once."""
+    starts, ratings = by_bin
     prior_mean, prior_precision = prior
-    for week in numba.prange(len(starts) - 1):
-        old = week_bias[week]
+    for at in numba.prange(len(starts) - 1):
+        old = bin_bias[at]
         target = 0.0
-        for t in range(starts[week], starts[week + 1]):
+        for t in range(starts[at], starts[at + 1]):
             target += residuals[ratings[t]] + old
-        precision = prior_precision + alpha * (starts[week + 1] - starts[week])
-        new = (prior_precision * prior_mean + alpha * target) / precision + noise[week] / math.sqrt(precision)
-        week_bias[week] = new
-        for t in range(starts[week], starts[week + 1]):
+        precision = prior_precision + alpha * (starts[at + 1] - starts[at])
+        new = (prior_precision * prior_mean + alpha * target) / precision + noise[at] / math.sqrt(precision)
+        bin_bias[at] = new
+        for t in range(starts[at], starts[at + 1]):
             residuals[ratings[t]] -= new - old
 
 
@@ -172,23 +172,23 @@ def _sample_week_biases(
 def _pair_scores(
     user_rows: np.ndarray,
     item_rows: np.ndarray,
-    weeks: tuple[np.ndarray, np.ndarray],
+    bins: tuple[np.ndarray, np.ndarray],
     users: np.ndarray,
     items: np.ndarray,
 ) -> np.ndarray:
     """B_u + B_i + P_u . Q_i for each pair, from rows [factors, bias], and with the time group its
-    week's bias (weeks: the weeks' biases and each pair's week, or both empty). Gathering the rows
+    bin's bias (bins: the bins' biases and each pair's bin, or both empty). Gathering the rows
     whole in numpy copied them all, a fifth of a sweep."""
     k = user_rows.shape[1] - 1
-    week_bias, week_of = weeks
+    bin_bias, bin_of = bins
     scores = np.empty(len(users))
     for j in numba.prange(len(users)):
         user, item = users[j], items[j]
         score = user_rows[user, k] + item_rows[item, k]
         for c in range(k):
             score += user_rows[user, c] * item_rows[item, c]
-        if len(week_of):
-            score += week_bias[week_of[j]]
+        if len(bin_of):
+            score += bin_bias[bin_of[j]]
         scores[j] = score
     return scores
 
@@ -217,11 +217,12 @@ def _group_priors(
     return mean + noise / np.sqrt((counts + PRIOR_GAMMA) * precision), precision
 
 
-def _weeks(model: BayesianFM, ratings: RatingTensors) -> np.ndarray:
-    """Each rating's week bin in the model's time group: its time is x's third column."""
+def _time_bins(model: BayesianFM, ratings: RatingTensors) -> np.ndarray:
+    """Each rating's bin in the model's time group: its time is x's third column."""
     if ratings.x.shape[1] != 3:
         raise ValueError("the time group reads each rating's time: x must be (n, 3) [user, item, time]")
-    return model.weeks_of(ratings.x[:, 2].cpu()).numpy()
+    x = ratings.x.cpu()
+    return model.time_bins_of(x[:, 0], x[:, 2]).numpy()
 
 
 class FMGibbsEpochs:
@@ -258,12 +259,13 @@ class FMGibbsEpochs:
             grouped_by_row(items, users, order, features[1].n_rows),
         ]
         self.pairs = (users.numpy(), items.numpy())
-        # The time group: each training and validation rating's week, and the training ratings by week.
-        self.week_of = self.valid_weeks = np.zeros(0, np.int64)
-        if model.n_weeks:
-            self.week_of, self.valid_weeks = (_weeks(model, part) for part in (train, valid))
-            starts, ratings, _ = grouped_by_row(torch.from_numpy(self.week_of), order, order, model.n_weeks)
-            self.by_week = (starts, ratings)
+        # The time group: each training and validation rating's bin, and the training ratings by bin.
+        self.bin_of = self.valid_bins = np.zeros(0, np.int64)
+        if model.n_time_bins:
+            self.bin_of, self.valid_bins = (_time_bins(model, part) for part in (train, valid))
+            bins = torch.from_numpy(self.bin_of)
+            starts, ratings, _ = grouped_by_row(bins, order, order, model.n_time_bins)
+            self.by_bin = (starts, ratings)
         self._start(generator)
 
     def _start(self, generator: torch.Generator) -> None:
@@ -280,7 +282,7 @@ class FMGibbsEpochs:
             if size > 0:  # a block whose rows have no features keeps its zero start
                 table *= START_SCALE / size
             self.tables.append(table)
-        self.week_bias = np.zeros(self.model.n_weeks)  # zero, as the blocks' biases start
+        self.time_bias = np.zeros(self.model.n_time_bins)  # zero, as the blocks' biases start
         self.alpha = ALPHA_START
 
     def next_chain(self, generator: torch.Generator) -> "FMGibbsEpochs":
@@ -295,39 +297,37 @@ class FMGibbsEpochs:
         """The chain's current draw and noise precision (the kept draws' mean is the model's)."""
         return {
             "tables": [torch.from_numpy(table.copy()) for table in self.tables],
-            "week_bias": torch.from_numpy(self.week_bias.copy()),
+            "time_bias": torch.from_numpy(self.time_bias.copy()),
             "alpha": self.alpha,
             **self.valid.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.tables = [table.numpy().copy() for table in state["tables"]]
-        self.week_bias = state["week_bias"].numpy().copy()
+        self.time_bias = state["time_bias"].numpy().copy()
         self.alpha = float(state["alpha"])
         self.valid.load_state_dict(state)
 
     def _scores(
-        self, composed: list[np.ndarray], users: np.ndarray, items: np.ndarray, week_of: np.ndarray
+        self, composed: list[np.ndarray], users: np.ndarray, items: np.ndarray, bin_of: np.ndarray
     ) -> np.ndarray:
-        """The draw's scores (less the global mean) for the pairs (users[j], items[j]) in weeks
-        week_of[j]; week n_weeks is one never seen (a validation rating outside the training part's
-        weeks), at the weeks' mean as the model predicts it."""
-        week_bias = (
-            np.append(self.week_bias, self.week_bias.mean()) if len(self.week_bias) else self.week_bias
-        )
-        return _pair_scores(composed[0], composed[1], (week_bias, week_of), users, items)
+        """The draw's scores (less the global mean) for the pairs (users[j], items[j]) in time bins
+        bin_of[j]; bin n_time_bins is one never seen (a validation rating on a user-day the training
+        part lacks), at the bins' mean as the model predicts it."""
+        bias = np.append(self.time_bias, self.time_bias.mean()) if len(self.time_bias) else self.time_bias
+        return _pair_scores(composed[0], composed[1], (bias, bin_of), users, items)
 
     def evaluate(self) -> dict[str, float]:
         """RMSE and MAE on the validation ratings of the mean of the draws kept so far."""
         return self.valid.evaluate()
 
-    def _sample_week_biases(self, residuals: np.ndarray, random: np.random.Generator) -> None:
-        """Draw the weeks' biases under their group's prior (one group)."""
-        bias = self.week_bias
+    def _sample_time_biases(self, residuals: np.ndarray, random: np.random.Generator) -> None:
+        """Draw the time bins' biases under their group's prior (one group)."""
+        bias = self.time_bias
         prior_mean, prior_precision = _group_priors(bias[:, None], np.zeros(len(bias), np.int64), 1, random)
         noise = random.standard_normal(len(bias))
         prior = (float(prior_mean[0, 0]), float(prior_precision[0, 0]))
-        _sample_week_biases(bias, self.by_week, prior, self.alpha, residuals, noise)
+        _sample_bin_biases(bias, self.by_bin, prior, self.alpha, residuals, noise)
 
     def run_epoch(self, epoch: int, generator: torch.Generator) -> float:
         """Sweep `epoch` (from 1); the mean squared error of its draw on the training ratings."""
@@ -335,7 +335,7 @@ class FMGibbsEpochs:
             _compose(block.starts, block.columns, block.values, table)
             for block, table in zip(self.features, self.tables, strict=True)
         ]
-        residuals = self.targets - self._scores(composed, *self.pairs, self.week_of)
+        residuals = self.targets - self._scores(composed, *self.pairs, self.bin_of)
         # The sweep's draws from numpy's generator, seeded from the run's (torch's draws, a call per
         # chi-square, took a fifth of a sweep): the same seed gives the same chain.
         random = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
@@ -351,8 +351,8 @@ class FMGibbsEpochs:
                 )
                 composed[side][:, c] += change
                 _update_residuals(c, change, other, by_row, residuals)
-        if len(self.week_bias):
-            self._sample_week_biases(residuals, random)
+        if len(self.time_bias):
+            self._sample_time_biases(residuals, random)
         squared = float(np.sum(residuals**2))
         # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
         df = round(2 * ALPHA_SHAPE) + len(self.targets)
@@ -369,8 +369,8 @@ class FMGibbsEpochs:
                 for block, table in zip(self.features, self.tables, strict=True)
             ]
             self.model.set_feature_draw(*kept, *unseen)
-            if len(self.week_bias):
-                self.model.set_week_draw(*kept, torch.from_numpy(self.week_bias))
-            scores = self._scores(composed, self.valid.users, self.valid.items, self.valid_weeks)
+            if len(self.time_bias):
+                self.model.set_time_draw(*kept, torch.from_numpy(self.time_bias))
+            scores = self._scores(composed, self.valid.users, self.valid.items, self.valid_bins)
             self.valid.add(kept[0], scores)
         return squared / len(self.targets)

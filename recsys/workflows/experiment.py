@@ -349,8 +349,8 @@ def train_and_evaluate(
         if model.uses_features:
             model.set_features(*data_features(config, dataset, data))
             if reads_time(config):
-                model.set_times(data.train.x[:, 2])
-                _warn_if_one_week(cast(BayesianFM, model), dataset)
+                model.set_times(data.train.x[:, 0], data.train.x[:, 2])
+                _warn_if_one_day_each(cast(BayesianFM, model), dataset, len(data.users))
             # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it nothing.
             sides = feature_sides_read(config.model)
             warn_if_no_side_features(
@@ -416,12 +416,12 @@ def _test_scores(model: nn.Module, data: EncodedSplit, config: RunConfig) -> dic
     return evaluate_ranking(model_scorer(model, len(data.items)), task)
 
 
-def _warn_if_one_week(model: BayesianFM, dataset: RatingsDataset) -> None:
-    """Warn when the training ratings make `model`'s time group a single week: its term is then the
-    same for every rating, which the biases already are."""
-    if model.n_weeks == 1:
+def _warn_if_one_day_each(model: BayesianFM, dataset: RatingsDataset, n_users: int) -> None:
+    """Warn when every user of the training ratings rated on one day alone: `model`'s time group then
+    has a bin per user, which the users' biases already are."""
+    if model.n_time_bins <= n_users:
         warnings.warn(
-            f"`features` time: every training rating of {dataset.name} falls in one week (data without "
+            f"`features` time: each user of {dataset.name} rated on one day alone (data without "
             "timestamps numbers its rows as seconds), so the time group adds nothing; drop time",
             stacklevel=3,
         )

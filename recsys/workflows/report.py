@@ -483,8 +483,8 @@ def _write_report_files(
         )
         if comparison.feature_groups["features"].str.contains("time").any():
             md[-1] += (
-                " `time` (bfm), a bias per week of the ratings: its rmse reads each test rating's week, "
-                "its `cold_n` pairs without a time (at a week never seen)."
+                " `time` (bfm), a bias per user and day of the ratings: its rmse reads each test rating's "
+                "day, its `cold_n` pairs without a time (at a user-day never seen)."
             )
         md += ["", markdown_table(comparison.feature_groups), ""]
         md.append(

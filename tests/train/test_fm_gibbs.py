@@ -26,8 +26,8 @@ from recsys.train.fm_gibbs import (
     _group_priors,
     _pair_scores,
     _row_sums,
+    _sample_bin_biases,
     _sample_features,
-    _sample_week_biases,
     _update_residuals,
 )
 from recsys.workflows.experiment import train_and_evaluate
@@ -199,110 +199,124 @@ def test_a_groups_prior_is_drawn_from_its_normal_gamma_posterior() -> None:
     assert mus.var() == pytest.approx(rate / ((n + 1) * (shape - 1)), rel=0.05)
 
 
-def test_a_weeks_bias_is_drawn_from_its_conditional_and_scores_the_weeks_ratings() -> None:
-    """With zero noise each week's bias becomes the mean of its Gaussian conditional given the
-    residuals of its ratings, which then lose its change; a pair's score adds its week's bias."""
+def test_a_time_bins_bias_is_drawn_from_its_conditional_and_scores_the_bins_ratings() -> None:
+    """With zero noise each time bin's bias becomes the mean of its Gaussian conditional given the
+    residuals of its ratings, which then lose its change; a pair's score adds its bin's bias."""
     rng = np.random.default_rng(1)
     pairs = np.array([[0, 0], [0, 2], [1, 1], [1, 2], [2, 0], [2, 1], [2, 2]])
-    week_of = np.array([0, 1, 1, 2, 0, 2, 1])
+    bin_of = np.array([0, 1, 1, 2, 0, 2, 1])
     users, items = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))  # composed [factors, bias]
-    week_bias, residuals = rng.normal(size=4), rng.normal(size=len(pairs))  # a fourth week has none
+    bin_bias, residuals = rng.normal(size=4), rng.normal(size=len(pairs))  # a fourth bin has none
     prior, alpha = (0.3, 1.5), 2.0
-    expected_bias, expected_residuals = week_bias.copy(), residuals.copy()
-    for week in range(4):
-        mine = week_of == week
-        partial = expected_residuals[mine] + week_bias[week]
-        expected_bias[week] = (prior[1] * prior[0] + alpha * partial.sum()) / (prior[1] + alpha * mine.sum())
-        expected_residuals[mine] -= expected_bias[week] - week_bias[week]
-    by_week = (np.array([0, 2, 5, 7, 7]), np.argsort(week_of, kind="stable"))
-    _sample_week_biases(week_bias, by_week, prior, alpha, residuals, np.zeros(4))
-    np.testing.assert_allclose(week_bias, expected_bias, rtol=1e-12)
+    expected_bias, expected_residuals = bin_bias.copy(), residuals.copy()
+    for at in range(4):
+        mine = bin_of == at
+        partial = expected_residuals[mine] + bin_bias[at]
+        expected_bias[at] = (prior[1] * prior[0] + alpha * partial.sum()) / (prior[1] + alpha * mine.sum())
+        expected_residuals[mine] -= expected_bias[at] - bin_bias[at]
+    by_bin = (np.array([0, 2, 5, 7, 7]), np.argsort(bin_of, kind="stable"))
+    _sample_bin_biases(bin_bias, by_bin, prior, alpha, residuals, np.zeros(4))
+    np.testing.assert_allclose(bin_bias, expected_bias, rtol=1e-12)
     np.testing.assert_allclose(residuals, expected_residuals, rtol=1e-12)
-    assert week_bias[3] == pytest.approx(prior[0])  # a week without ratings: its prior's mean
+    assert bin_bias[3] == pytest.approx(prior[0])  # a bin without ratings: its prior's mean
 
-    scores = _pair_scores(users, items, (week_bias, week_of), pairs[:, 0], pairs[:, 1])
+    scores = _pair_scores(users, items, (bin_bias, bin_of), pairs[:, 0], pairs[:, 1])
     u, i = users[pairs[:, 0]], items[pairs[:, 1]]
-    dense = u[:, 3] + i[:, 3] + week_bias[week_of] + (u[:, :3] * i[:, :3]).sum(1)
+    dense = u[:, 3] + i[:, 3] + bin_bias[bin_of] + (u[:, :3] * i[:, :3]).sum(1)
     np.testing.assert_allclose(scores, dense, rtol=1e-12)
-    no_weeks = (np.zeros(0), np.zeros(0, np.int64))
-    np.testing.assert_allclose(_pair_scores(users, items, no_weeks, pairs[:, 0], pairs[:, 1]),
-                               dense - week_bias[week_of], rtol=1e-12)  # fmt: skip
+    no_bins = (np.zeros(0), np.zeros(0, np.int64))
+    np.testing.assert_allclose(_pair_scores(users, items, no_bins, pairs[:, 0], pairs[:, 1]),
+                               dense - bin_bias[bin_of], rtol=1e-12)  # fmt: skip
 
 
-def planted_weeks(seed: int = 0) -> RatingsDataset:
-    """Ratings over six weeks that rise by a planted 0.4 stars a week (from 2 to 4 on average), each
-    user's spread over the weeks, on top of a user and an item bias."""
+DAY = 24 * 3600
+
+
+def planted_days(seed: int = 0) -> tuple[RatingsDataset, np.ndarray]:
+    """Each user's 12 ratings on 3 days of a month, 4 a day, each user-day moving its ratings by a
+    planted offset (sd 0.6 stars), on top of a user and an item bias; and the offsets, (user, day)."""
     rng = np.random.default_rng(seed)
-    n_users, n_items, week = 200, 50, 7 * 24 * 3600
+    n_users, n_items = 200, 50
     rows = [(u, i) for u in range(n_users) for i in rng.choice(n_items, 12, replace=False)]
     users, items = np.array(rows).T
-    weeks = rng.integers(0, 6, len(rows))
+    days = np.stack([rng.choice(30, 3, replace=False) for _ in range(n_users)])
+    day = days[users, np.arange(len(rows)) % 3]
+    offsets = rng.normal(0, 0.6, (n_users, 30))
     user_bias, item_bias = rng.normal(0, 0.3, n_users), rng.normal(0, 0.3, n_items)
-    ratings = 2 + 0.4 * weeks + user_bias[users] + item_bias[items] + rng.normal(0, 0.3, len(rows))
-    times = 1_000_000_000 + weeks * week + rng.integers(0, week, len(rows))
+    ratings = 3 + offsets[users, day] + user_bias[users] + item_bias[items] + rng.normal(0, 0.3, len(rows))
+    times = 1_000_000_000 + day * DAY + rng.integers(0, DAY // 2, len(rows))
     frame = pd.DataFrame({"user": users, "item": items, "rating": ratings.clip(1, 5), "timestamp": times})
-    return RatingsDataset.from_frame(frame, rating_scale=(1.0, 5.0), name="weeks")
+    return RatingsDataset.from_frame(frame, rating_scale=(1.0, 5.0), name="days"), offsets
 
 
-def test_a_planted_week_effect_is_recovered_and_a_pair_without_a_time_is_at_the_weeks_mean() -> None:
-    dataset = planted_weeks()
+def test_a_planted_user_day_effect_is_recovered_and_a_pair_without_a_time_is_at_the_bins_mean() -> None:
+    dataset, offsets = planted_days()
     runs = {
         features: train_and_evaluate(
             dataset, config_for("bfm", features=features, epochs=40, members=2, n_factors=2), progress=False
         )
         for features in ("", "time")
     }
-    assert runs["time"].test["rmse"] < runs[""].test["rmse"] - 0.2
+    assert runs["time"].test["rmse"] < runs[""].test["rmse"] - 0.1
     model = runs["time"].model
-    assert model.n_weeks == 6
-    steps = np.diff(model.week_bias.numpy())
-    np.testing.assert_allclose(steps, 0.4, atol=0.1)
-    # The same pairs at each week: the predictions follow the planted rise.
-    pairs = runs["time"].data.test.x[:50, :2]
-    first, week = int(model.time_origin), 7 * 24 * 3600
-    at = [model(torch.cat([pairs, torch.full((50, 1), first + w * week)], 1)) for w in range(6)]
-    assert float((at[5] - at[0]).mean()) == pytest.approx(2.0, abs=0.3)
-    # Without a time, or at one outside training's weeks, a week never seen: the weeks' mean.
-    untimed = model(pairs)
-    inside = torch.stack(at).amax(0) < 5
-    torch.testing.assert_close(untimed[inside], torch.stack(at).mean(0)[inside], rtol=1e-4, atol=1e-4)
-    for outside in (first - week, first + 99 * week):
-        torch.testing.assert_close(model(torch.cat([pairs, torch.full((50, 1), outside)], 1)), untimed)
+    assert model.n_time_bins == 600  # three days of each of 200 users
+    # A user's pairs moved from one of its days to another follow the planted offsets' difference.
+    data = runs["time"].data
+    test = data.test.x
+    first = int(model.time_origin)
+    assert first == 1_000_000_000 - 1_000_000_000 % DAY  # the planted first day's start (UTC)
+    user_of_row = torch.from_numpy(data.users.raw_ids[test[:, 0].numpy()].astype(np.int64))
+    days = (test[:, 2] - first) // DAY
+    moved = (days + 1) % 30  # a day the user may not have rated: then a user-day never seen
+    at, elsewhere = model(test), model(torch.stack([test[:, 0], test[:, 1], first + moved * DAY], 1))
+    seen = model.time_bins_of(test[:, 0], first + moved * DAY) < model.n_time_bins
+    planted = offsets[user_of_row, days] - offsets[user_of_row, moved]
+    learned = (at - elsewhere)[seen].detach().numpy()
+    assert seen.sum() > 20
+    assert np.corrcoef(learned, planted[seen.numpy()])[0, 1] > 0.8
+    # Without a time, or at a user-day never seen, the bins' mean.
+    untimed = model(test[:, :2])
+    torch.testing.assert_close(elsewhere[~seen], untimed[~seen])
+    outside = torch.stack([test[:, 0], test[:, 1], torch.full_like(test[:, 0], first - DAY)], 1)
+    torch.testing.assert_close(model(outside), untimed)
     # Full ranking and explanations score a pair as forward does without a time.
     form = model.bilinear_form()
     assert form is not None
-    users, items = pairs[:, 0], pairs[:, 1]
-    torch.testing.assert_close(model.squash(form.scores(users)[torch.arange(50), items]), untimed)
+    users, items = test[:, 0], test[:, 1]
+    torch.testing.assert_close(model.squash(form.scores(users)[torch.arange(len(users)), items]), untimed)
     explained = model.explain(users, items)
-    assert explained is not None and "week" in explained.terms
+    assert explained is not None and "day" in explained.terms
     torch.testing.assert_close(sum(explained.terms.values()), explained.score)
     torch.testing.assert_close(explained.prediction, untimed)
 
 
 def test_a_run_with_the_time_group_resumes_to_the_same_model(tmp_path: Path) -> None:
-    dataset = planted_weeks(1)
+    dataset, _ = planted_days(1)
     config = config_for("bfm", features="time", epochs=8, members=2, n_factors=2)
     whole = train_and_evaluate(dataset, config, progress=False)
     checkpoint = cut_short(dataset, config, tmp_path, 5)
     resumed = train_and_evaluate(dataset, config, run_dir=tmp_path, progress=False, resume=checkpoint)
     assert [h.train_loss for h in whole.history] == [h.train_loss for h in resumed.history]
     assert_same_state(whole.model, resumed.model)
-    assert resumed.model.n_weeks == 6
+    assert resumed.model.n_time_bins == 600
 
 
-def test_times_spanning_centuries_of_weeks_are_refused_as_not_seconds() -> None:
+def test_times_spanning_centuries_of_days_are_refused_as_not_seconds() -> None:
     model = BayesianFM(3, 3, 2)
     with pytest.raises(RecsysError, match=r"times reach 1,010,000,000,000.*are they milliseconds"):
-        model.set_times(torch.tensor([1_000_000_000_000, 1_010_000_000_000]))
-    assert model.n_weeks == 0  # nothing set
+        model.set_times(torch.tensor([0, 1]), torch.tensor([1_000_000_000_000, 1_010_000_000_000]))
+    assert model.n_time_bins == 0  # nothing set
 
 
-def test_milliseconds_spanning_a_few_weeks_are_refused_as_not_seconds() -> None:
-    """A month of milliseconds since 1970 spans a few thousand weeks, as seconds could, but every time
+def test_milliseconds_spanning_a_month_are_refused_as_not_seconds() -> None:
+    """A month of milliseconds since 1970 spans thirty thousand days, as seconds could, but every time
     lies thousands of years from 1970."""
     model = BayesianFM(3, 3, 2)
     month = 30 * 24 * 3600 * 1000
     with pytest.raises(RecsysError, match=r"times reach 1,602,592,000,000.*are they milliseconds"):
-        model.set_times(torch.tensor([1_600_000_000_000, 1_600_000_000_000 + month]))
-    model.set_times(torch.tensor([-1_000_000_000, 1_600_000_000]))  # seconds before and after 1970
-    assert model.n_weeks == 4299
+        model.set_times(torch.tensor([0, 1]), torch.tensor([1_600_000_000_000, 1_600_000_000_000 + month]))
+    model.set_times(
+        torch.tensor([0, 0]), torch.tensor([-1_000_000_000, 1_600_000_000])
+    )  # before and after 1970
+    assert model.n_time_bins == 2
+    assert int(model.time_days) == 30_094  # the first (UTC) day to the last, both counted

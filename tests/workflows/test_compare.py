@@ -106,7 +106,7 @@ def test_a_comparison_of_bfm_with_times_shares_pairs_with_every_other_reader(
     """bfm's run reads each rating's time (x's third column); the split the comparison shares with
     the baselines, the lists, the fold-in curves and the norm study is pairs, as they read."""
     comparison = compare.compare_models(tiny, "random", models=["bfm"], epochs=2, features="implicit,time")
-    assert comparison.models["bfm"].n_weeks > 0  # it read the times
+    assert comparison.models["bfm"].n_time_bins > 0  # it read the times
     assert comparison.feature_groups is not None
     assert comparison.feature_groups["features"].tolist()[-1] == "side,implicit,time"
     # Data without side features: the time row joins what the data gives.

@@ -95,19 +95,19 @@ def test_a_model_worse_than_the_mean_is_warned_about(tiny: RatingsDataset) -> No
         train_and_evaluate(tiny, config_for("dotbias", dataset="tiny"), progress=False)
 
 
-def test_a_time_group_of_one_week_is_warned_about() -> None:
-    """Ratings without timestamps are numbered by row, as seconds: a few thousand of them are one week,
-    whose term is every rating's alike."""
+def test_a_time_group_of_one_day_per_user_is_warned_about() -> None:
+    """Ratings without timestamps are numbered by row, as seconds: a few thousand of them are one day,
+    so each user's bin is the user's own, which the user's bias already is."""
     rng = np.random.default_rng(0)
     users, items = np.arange(600) % 30, np.arange(600) // 30  # each pair once
     ratings = ratings_frame(users, items, rng.integers(1, 6, 600).astype(float), np.arange(600))
     dataset = RatingsDataset.from_frame(ratings, rating_scale=(1.0, 5.0), name="rows")
     config = config_for("bfm", features="implicit,time", epochs=2, members=1)
-    with pytest.warns(UserWarning, match="every training rating of rows falls in one week"):
+    with pytest.warns(UserWarning, match="each user of rows rated on one day alone"):
         train_and_evaluate(dataset, config, progress=False)
-    ratings["timestamp"] *= 3600  # an hour apart: 600 ratings over 4 weeks
+    ratings["timestamp"] *= 3600  # an hour apart: 600 ratings over 25 days, a user's a day apart
     with warnings.catch_warnings():
-        warnings.filterwarnings("error", message=".*one week")
+        warnings.filterwarnings("error", message=".*one day alone")
         train_and_evaluate(RatingsDataset.from_frame(ratings, name="hours"), config, progress=False)
 
 

@@ -40,7 +40,7 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
         "side,implicit",
         "side,implicit,time",
     ]
-    assert "`time` (bfm), a bias per week of the ratings: its rmse reads each test rating's week" in section
+    assert "`time` (bfm), a bias per user and day of the ratings: its rmse reads each test" in section
     # tiny has no users' table: neither bfm nor svdpp starts a new user from side features.
     assert (
         "`svdpp` and `bfm` have no side features of users here" in text and "reads what users are" not in text
