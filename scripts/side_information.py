@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+import torch
 
 from recsys.config import config_for
 from recsys.data.features import FeatureRows
 from recsys.data.movielens import load_movielens
-from recsys.models.bayes import DAY_SECONDS
+from recsys.models.bayes import BayesianFM
 from recsys.workflows.experiment import data_features, prepare, train_and_evaluate
 
 # The feature groups each contender is scored with: "" the ids alone; time the user-day of each rating.
@@ -54,20 +55,16 @@ def _block(rows: FeatureRows) -> sp.csr_matrix:
 
 
 def _user_days(x: np.ndarray, train_x: np.ndarray) -> sp.csr_matrix:
-    """Each rating's user-day one-hot, in bfm's bins (a user and a UTC day on which the training part
-    has a rating of that user; a row of zeros for any other): x's third column is its time where the
-    run reads time; no column without."""
+    """Each rating's user-day one-hot, in bfm's bins (`BayesianFM.time_bins_of`: a user and a UTC day on
+    which the training part has a rating of that user; a row of zeros for any other): x's third
+    column is its time where the run reads time; no column without."""
     if x.shape[1] < 3:
         return sp.csr_matrix((len(x), 0))
-
-    def keys(rows: np.ndarray) -> np.ndarray:
-        return rows[:, 0].astype(np.int64) * 10**7 + rows[:, 2] // DAY_SECONDS
-
-    bins = np.unique(keys(train_x))
-    wanted = keys(x)
-    place = np.minimum(np.searchsorted(bins, wanted), len(bins) - 1)
-    seen = np.flatnonzero(bins[place] == wanted)
-    return sp.csr_matrix((np.ones(len(seen)), (seen, place[seen])), shape=(len(x), len(bins)))
+    binned = BayesianFM(int(max(train_x[:, 0].max(), x[:, 0].max())) + 1, 1, 1)
+    binned.set_times(torch.from_numpy(train_x[:, 0]), torch.from_numpy(train_x[:, 2]))
+    bins = binned.time_bins_of(torch.from_numpy(x[:, 0]), torch.from_numpy(x[:, 2])).numpy()
+    seen = np.flatnonzero(bins < binned.n_time_bins)
+    return sp.csr_matrix((np.ones(len(seen)), (seen, bins[seen])), shape=(len(x), binned.n_time_bins))
 
 
 def _group_sizes(rows: FeatureRows) -> list[int]:

@@ -248,7 +248,7 @@ class BayesianFM(BayesianMF):
         origin = first - first % DAY_SECONDS  # the first day's start: days are calendar days (UTC)
         self.time_origin = torch.tensor(origin, dtype=torch.int64)
         self.time_days = days_since(torch.tensor(last), origin) + 1
-        self.user_days = torch.unique(users.long() * self.time_days + days_since(times, origin))
+        self.user_days = torch.unique(self._user_day_keys(users, times)[0])
         self.time_bias = torch.zeros(len(self.user_days))
 
     @property
@@ -259,12 +259,17 @@ class BayesianFM(BayesianMF):
     def time_bins_of(self, users: Tensor, times: Tensor) -> Tensor:
         """The user-day bin of each pair (users' rows, times in seconds); n_time_bins, a user-day never
         seen, where the training part has no rating of that user on that day."""
-        keys, days = self.user_days.to(times.device), self.time_days.to(times.device)
-        day = days_since(times, self.time_origin.to(times.device))
-        wanted = users.long() * days + day
+        keys = self.user_days.to(times.device)
+        wanted, inside = self._user_day_keys(users, times)
         place = torch.searchsorted(keys, wanted).clamp(max=max(len(keys) - 1, 0))
-        seen = (day >= 0) & (day < days) & (keys[place] == wanted)
-        return torch.where(seen, place, self.n_time_bins)
+        return torch.where(inside & (keys[place] == wanted), place, self.n_time_bins)
+
+    def _user_day_keys(self, users: Tensor, times: Tensor) -> tuple[Tensor, Tensor]:
+        """Each pair's user-day as one number (user * days + day, rising as `user_days` does), and
+        whether its day falls inside the training part's."""
+        days = self.time_days.to(times.device)
+        day = days_since(times, self.time_origin.to(times.device))
+        return users.long() * days + day, (day >= 0) & (day < days)
 
     def _time_biases(self) -> Tensor:
         """The user-days' biases and after them (n_time_bins) a user-day never seen's: their mean, as

@@ -121,13 +121,13 @@ class Batches:
         cls, users: Tensor, items: Tensor, values: Tensor, order: Tensor, size: int, tables: tuple[int, int]
     ) -> "Batches":
         """The ratings in `order`, cut into steps of `size`; `tables`: the users' and items' rows."""
-        places = torch.arange(len(order), device=order.device)
-        step_start = places // size * size
+        step = torch.arange(len(order), device=order.device) // size
+        step_start = step * size
         steps = -(-len(order) // size)
-        user_order, user_keys = _sorted_within_steps(places // size, steps, users[order], tables[0])
+        user_order, user_keys = _sorted_within_steps(step, steps, users[order], tables[0])
         by_user = order[user_order]
         users, items, values = users[by_user], items[by_user], values[by_user]
-        item_order, item_keys = _sorted_within_steps(places // size, steps, items, tables[1])
+        item_order, item_keys = _sorted_within_steps(step, steps, items, tables[1])
         return cls(
             users,
             items,

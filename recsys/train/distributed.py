@@ -61,18 +61,24 @@ def average_gradients(model: nn.Module, world_size: int) -> None:
     ones (an embedding's rows) gathered as dense index and value tensors. gloo's own sparse
     all-reduce, which DistributedDataParallel takes for sparse gradients, corrupted a rank's heap
     now and then (docs/distributed.md), so runs with sparse gradients sync here instead."""
-    sparse = {
-        id(module.weight) for module in model.modules() if isinstance(module, nn.Embedding) and module.sparse
-    }
     for parameter in model.parameters():
         if parameter.grad is None:  # unused on this rank: no rows, or zeros, as the others' kind
             empty = torch.zeros_like(parameter)
-            parameter.grad = empty.to_sparse(1) if id(parameter) in sparse else empty
+            parameter.grad = empty.to_sparse(1) if _sparse_table(model, parameter) else empty
         if parameter.grad.is_sparse:
             parameter.grad = _gathered_mean(parameter.grad, world_size)
         else:
             dist.all_reduce(parameter.grad)
             parameter.grad /= world_size
+
+
+def _sparse_table(model: nn.Module, parameter: nn.Parameter) -> bool:
+    """Whether `parameter` is an embedding table of `model` with sparse gradients."""
+    return any(
+        module.weight is parameter
+        for module in model.modules()
+        if isinstance(module, nn.Embedding) and module.sparse
+    )
 
 
 def _gathered_mean(gradient: Tensor, world_size: int) -> Tensor:

@@ -167,7 +167,7 @@ class _AutogradEpochs:
         if self.averages:
             broadcast_parameters(model)
         self.objective = (
-            DistributedDataParallel(objective) if self.world_size > 1 and not self.averages else objective
+            objective if self.world_size == 1 or self.averages else DistributedDataParallel(objective)
         )
 
     def state_dict(self) -> dict[str, Any]:
