@@ -193,6 +193,14 @@ class RunConfig:
         "--features",
         by_model=True,
     )
+    ordinal: bool = _setting(
+        False,
+        "bfm: the ratings as the steps of an ordered probit (a latent score between sampled cutpoints) "
+        "rather than normal values; predicts the expected rating. Ratings must lie on a scale of whole steps",
+        "--ordinal",
+        engines=COMPILED,
+        unread_by=("ratings", "gibbs", "bpr", "als"),
+    )
     # Set from the data: the relevance threshold of the top-N lists (recsys.evaluate.ranking), 1 for
     # interactions (every one counts).
     relevant: float | None = _setting(

@@ -207,11 +207,11 @@ def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it()
         assert not setting.estimator or name in estimator, name
     assert AUTOGRAD_ONLY == ("batch_size", "wd", "optimizer", "sparse", "schedule")
     # What each of the compiled engine's fits does not read (`features`: what each model reads).
-    assert unread("ratings") == ("alpha",)
-    assert unread("gibbs") == ("lr", "l2", "alpha")
+    assert unread("ratings") == ("alpha", "ordinal")
+    assert unread("gibbs") == ("lr", "l2", "alpha", "ordinal")
     assert unread("fm") == ("lr", "l2", "alpha")
-    assert unread("bpr") == ("members", "y_range", "alpha")
-    assert unread("als") == ("members", "y_range", "lr")
+    assert unread("bpr") == ("members", "y_range", "alpha", "ordinal")
+    assert unread("als") == ("members", "y_range", "lr", "ordinal")
 
 
 @pytest.mark.parametrize(
@@ -248,7 +248,7 @@ def test_a_resumed_run_refuses_every_flag_that_would_change_a_setting(tmp_path: 
     changed = {"model": "dotbias", "dataset": "tiny", "split": "u2", "test_frac": "0.3", "test_n": "3",
                "unknown": "mean", "n_factors": "3", "members": "2", "y_range": ["1", "9"],
                "init_scale": "2", "epochs": "99", "lr": "0.5", "batch_size": "7", "l2": "0.7",
-               "alpha": "3", "features": "side", "wd": "0.2",
+               "alpha": "3", "features": "side", "ordinal": None, "wd": "0.2",
                "optimizer": "sgd", "sparse": None, "schedule": "constant", "seed": "9", "device": "cuda",
                "engine": "compiled"}  # fmt: skip
     for name, setting in SETTINGS.items():

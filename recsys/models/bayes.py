@@ -33,6 +33,7 @@ from recsys.models.layers import (
     split_timed,
     take_saved_shapes,
 )
+from recsys.models.squash import ordinal_expectation, ordinal_expectation_inverse
 
 # Rows x columns of factor rows gathered at once when predicting (16 MB of float32 a table).
 _GATHERED_ENTRIES = 1 << 22
@@ -205,6 +206,8 @@ class BayesianFM(BayesianMF):
     time_days: Tensor
     user_days: Tensor
     time_bias: Tensor
+    cutpoints: Tensor
+    rating_steps: Tensor
 
     def __init__(
         self,
@@ -228,6 +231,10 @@ class BayesianFM(BayesianMF):
         self.register_buffer("time_days", torch.tensor(0, dtype=torch.int64))
         self.register_buffer("user_days", torch.zeros(0, dtype=torch.int64))
         self.register_buffer("time_bias", torch.zeros(0))
+        # The ordered probit (`set_ordinal`): the kept draws' mean cutpoints, and the scale's lowest
+        # rating and step (none without it).
+        self.register_buffer("cutpoints", torch.zeros(0))
+        self.register_buffer("rating_steps", torch.zeros(0))
 
     def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
         """The feature rows of every user and item, their ids first (recsys.data.features)."""
@@ -250,6 +257,32 @@ class BayesianFM(BayesianMF):
         self.time_days = days_since(torch.tensor(last), origin) + 1
         self.user_days = torch.unique(self._user_day_keys(users, times)[0])
         self.time_bias = torch.zeros(len(self.user_days))
+
+    def set_ordinal(self, lowest: float, step: float, n_steps: int) -> None:
+        """Predict as an ordered probit over `n_steps` ratings lowest, lowest + step, ...: the expected
+        rating given the score and the cutpoints (`set_cutpoint_draw`), in place of the score itself."""
+        self.rating_steps = torch.tensor([lowest, step])
+        self.cutpoints = torch.zeros(n_steps - 1)
+
+    def set_cutpoint_draw(self, slot: int, slots: int, draw: Tensor) -> None:
+        """Keep a draw of the cutpoints as slot `slot` of `slots`: their mean over draws 0..slot."""
+        with torch.no_grad():
+            if slot == 0:
+                self.cutpoints.zero_()
+            self.cutpoints += (draw.to(self.cutpoints) - self.cutpoints) / (slot + 1)
+
+    def squash(self, score: Tensor) -> Tensor:
+        """An ordered probit's expected rating where the model is one, else BayesianMF's clip."""
+        if len(self.rating_steps):
+            lowest, step = (float(value) for value in self.rating_steps)
+            score = ordinal_expectation(score, self.cutpoints, lowest, step)
+        return super().squash(score)
+
+    def unsquash(self, rating: Tensor) -> Tensor:
+        if not len(self.rating_steps):
+            return super().unsquash(rating)
+        lowest, step = (float(value) for value in self.rating_steps)
+        return ordinal_expectation_inverse(rating, self.cutpoints, lowest, step)
 
     @property
     def n_time_bins(self) -> int:
@@ -350,5 +383,10 @@ class BayesianFM(BayesianMF):
         if self.features is not None:  # resuming onto the data's features: they must be coded alike
             check_saved_codings(self, state_dict, prefix)
         draws = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("factors", "bias"))
-        take_saved_shapes(self, state_dict, prefix, (*draws, "user_days", "time_bias", *CODING_BUFFERS))
+        take_saved_shapes(
+            self,
+            state_dict,
+            prefix,
+            (*draws, "user_days", "time_bias", "cutpoints", "rating_steps", *CODING_BUFFERS),
+        )
         super()._load_from_state_dict(state_dict, prefix, *args)

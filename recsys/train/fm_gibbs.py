@@ -35,6 +35,13 @@ from recsys.data.features import FeatureRows, features_of
 from recsys.models.bayes import BayesianFM
 from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, START_SCALE, KeptMean, grouped_by_row
 from recsys.train.jit import compiled
+from recsys.train.ordinal import (
+    cutpoints_of,
+    draw_cutpoint_parameters,
+    draw_latent,
+    first_cutpoint_parameters,
+    rating_steps,
+)
 
 # The hyperprior on each group's prior: mu ~ N(0, 1 / (PRIOR_GAMMA lambda)), lambda ~ Gamma(shape
 # PRIOR_SHAPE / 2, rate PRIOR_RATE / 2) (libFM's and myFM's choices).
@@ -239,15 +246,23 @@ class FMGibbsEpochs:
         y_range: tuple[float, float] | None,
         generator: torch.Generator,
         chains: int = 1,
+        ordinal: bool = False,
     ) -> None:
-        """`generator` draws the chain's start; `chains`: how many chains (`next_chain`) the run pools."""
+        """`generator` draws the chain's start; `chains`: how many chains (`next_chain`) the run pools;
+        `ordinal`: the ratings as steps of an ordered probit (recsys.train.ordinal), whose latent values
+        the sweeps then fit in place of the ratings."""
         self.model, self.sweeps, self.n_factors = model, sweeps, n_factors
-        self.chain, self.chains = 0, chains
+        self.chain, self.chains, self.ordinal = 0, chains, ordinal
         users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
         values = train.y.cpu().double()
         self.mean = float(values.mean())
+        if ordinal:  # the cutpoints place the scores: no global mean
+            self.steps, lowest, step = rating_steps(values.numpy())
+            if not len(model.rating_steps):  # a resumed model keeps its kept draws' cutpoints
+                model.set_ordinal(lowest, step, int(self.steps.max()) + 1)
+            self.mean = 0.0
         self.targets = (values - self.mean).numpy()
-        self.valid = KeptMean(valid, self.mean, y_range)
+        self.valid = KeptMean(valid, self.mean, y_range, model.squash if ordinal else None)
         user_ids, item_ids = (np.arange(len(table)) for table in model.id_vectors() or ())
         no_pairs = np.zeros((0, 2), np.int64)
         features = model.features or features_of((), user_ids, item_ids, no_pairs, None, None)  # ids alone
@@ -283,7 +298,8 @@ class FMGibbsEpochs:
                 table *= START_SCALE / size
             self.tables.append(table)
         self.time_bias = np.zeros(self.model.n_time_bins)  # zero, as the blocks' biases start
-        self.alpha = ALPHA_START
+        self.alpha = 1.0 if self.ordinal else ALPHA_START  # the probit's latent noise is N(0, 1)
+        self.cutpoint_parameters = np.zeros(0)  # drawn at the first sweep, from its scores
 
     def next_chain(self, generator: torch.Generator) -> "FMGibbsEpochs":
         """The run's next chain, from its own start drawn from `generator`: the data's rows and the
@@ -299,6 +315,7 @@ class FMGibbsEpochs:
             "tables": [torch.from_numpy(table.copy()) for table in self.tables],
             "time_bias": torch.from_numpy(self.time_bias.copy()),
             "alpha": self.alpha,
+            "cutpoint_parameters": torch.from_numpy(self.cutpoint_parameters.copy()),
             **self.valid.state_dict(),
         }
 
@@ -306,6 +323,7 @@ class FMGibbsEpochs:
         self.tables = [table.numpy().copy() for table in state["tables"]]
         self.time_bias = state["time_bias"].numpy().copy()
         self.alpha = float(state["alpha"])
+        self.cutpoint_parameters = state["cutpoint_parameters"].numpy().copy()
         self.valid.load_state_dict(state)
 
     def _scores(
@@ -329,16 +347,31 @@ class FMGibbsEpochs:
         prior = (float(prior_mean[0, 0]), float(prior_precision[0, 0]))
         _sample_bin_biases(bias, self.by_bin, prior, self.alpha, residuals, noise)
 
+    def _draw_latent_ratings(self, scores: np.ndarray, random: np.random.Generator) -> None:
+        """The ordered probit's draws: its cutpoints given the scores, then the latent values (the
+        sweep's targets) given both."""
+        if not len(self.cutpoint_parameters):
+            n_steps = len(self.model.cutpoints) + 1
+            self.cutpoint_parameters = first_cutpoint_parameters(scores, self.steps, n_steps)
+        self.cutpoint_parameters = draw_cutpoint_parameters(
+            self.cutpoint_parameters, scores, self.steps, random
+        )
+        self.targets = draw_latent(scores, self.steps, cutpoints_of(self.cutpoint_parameters), random)
+
     def run_epoch(self, epoch: int, generator: torch.Generator) -> float:
-        """Sweep `epoch` (from 1); the mean squared error of its draw on the training ratings."""
+        """Sweep `epoch` (from 1); the mean squared error of its draw on the training ratings (on their
+        latent values where `ordinal`)."""
         composed = [
             _compose(block.starts, block.columns, block.values, table)
             for block, table in zip(self.features, self.tables, strict=True)
         ]
-        residuals = self.targets - self._scores(composed, *self.pairs, self.bin_of)
         # The sweep's draws from numpy's generator, seeded from the run's (torch's draws, a call per
         # chi-square, took a fifth of a sweep): the same seed gives the same chain.
         random = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
+        scores = self._scores(composed, *self.pairs, self.bin_of)
+        if self.ordinal:
+            self._draw_latent_ratings(scores, random)
+        residuals = self.targets - scores
         for side in (0, 1):
             block, table, other = self.features[side], self.tables[side], composed[1 - side]
             by_row = self.by_row[side]
@@ -354,9 +387,10 @@ class FMGibbsEpochs:
         if len(self.time_bias):
             self._sample_time_biases(residuals, random)
         squared = float(np.sum(residuals**2))
-        # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
-        df = round(2 * ALPHA_SHAPE) + len(self.targets)
-        self.alpha = 2 * random.standard_gamma(df / 2) / (2 * ALPHA_RATE + squared)
+        if not self.ordinal:
+            # alpha | rest ~ Gamma(shape + N/2, rate + SSE/2): chi-square(2 shape + N) / (2 rate + SSE).
+            df = round(2 * ALPHA_SHAPE) + len(self.targets)
+            self.alpha = 2 * random.standard_gamma(df / 2) / (2 * ALPHA_RATE + squared)
         kept = self.model.kept_slot(epoch, self.sweeps, self.chain, self.chains)
         if kept is not None:
             self.model.set_draw(
@@ -371,6 +405,8 @@ class FMGibbsEpochs:
             self.model.set_feature_draw(*kept, *unseen)
             if len(self.time_bias):
                 self.model.set_time_draw(*kept, torch.from_numpy(self.time_bias))
+            if self.ordinal:
+                self.model.set_cutpoint_draw(*kept, torch.from_numpy(cutpoints_of(self.cutpoint_parameters)))
             scores = self._scores(composed, self.valid.users, self.valid.items, self.valid_bins)
             self.valid.add(kept[0], scores)
         return squared / len(self.targets)

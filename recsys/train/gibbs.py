@@ -13,6 +13,7 @@ draws on any number of threads and a checkpoint resumes exactly.
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -122,10 +123,18 @@ class KeptMean:
     """The mean of the kept draws' predictions of the validation ratings, from their running sum: the
     posterior mean's score each sweep without a pass through the model's ever wider tables."""
 
-    def __init__(self, valid: RatingTensors, mean: float, y_range: tuple[float, float] | None) -> None:
+    def __init__(
+        self,
+        valid: RatingTensors,
+        mean: float,
+        y_range: tuple[float, float] | None,
+        squash: Callable[[Tensor], Tensor] | None = None,
+    ) -> None:
+        """`squash`: the model's map from the mean score to a rating, where it is not the clip to
+        `y_range` (an ordered probit's, read when evaluating, as its cutpoints' mean then stands)."""
         self.users, self.items = valid.x[:, 0].cpu().numpy(), valid.x[:, 1].cpu().numpy()
         self.values = valid.y.cpu().double().numpy()
-        self.mean, self.y_range = mean, y_range
+        self.mean, self.y_range, self.squash = mean, y_range, squash
         self.sum, self.count = np.zeros(len(self.values)), 0
 
     def add(self, slot: int, scores: np.ndarray) -> None:
@@ -140,7 +149,9 @@ class KeptMean:
         if len(self.values) == 0:
             return {"rmse": math.nan, "mae": math.nan}
         predictions = self.mean + self.sum / self.count
-        if self.y_range is not None:
+        if self.squash is not None:
+            predictions = self.squash(torch.from_numpy(predictions)).double().numpy()
+        elif self.y_range is not None:
             predictions = np.clip(predictions, *self.y_range)
         errors = predictions - self.values
         return {"rmse": float(np.sqrt(np.mean(errors**2))), "mae": float(np.mean(np.abs(errors)))}

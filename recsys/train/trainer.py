@@ -334,7 +334,7 @@ class _SampledEpochs:
             start = torch.Generator().manual_seed(config.seed)
             first = FMGibbsEpochs(
                 cast(BayesianFM, model), train, valid, config.epochs, config.n_factors, model.y_range, start,
-                config.members,
+                config.members, config.ordinal,
             )  # fmt: skip
         else:
             first = GibbsEpochs(

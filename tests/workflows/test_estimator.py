@@ -192,8 +192,8 @@ def test_every_hyperparameter_changes_the_predictions(split: Split) -> None:
     X_train, y_train, X_test, _ = split
     base = RatingRegressor(engine="autograd", **QUICK)
     # (members: an ensemble is the compiled engine's; device: this machine may have no GPU; the
-    # features and their tables are bfm's, below)
-    features = {"features", "user_features", "item_features"}
+    # features, their tables and the ordered probit are bfm's, below)
+    features = {"features", "user_features", "item_features", "ordinal"}
     assert set(CHANGED) == set(base.get_params()) - {"unknown", "threads", "members", "device", *features}
     baseline = base.fit(X_train, y_train).predict(X_test)
     assert np.array_equal(clone(base).fit(X_train, y_train).predict(X_test), baseline)  # autograd repeats
@@ -203,8 +203,8 @@ def test_every_hyperparameter_changes_the_predictions(split: Split) -> None:
 
 
 def test_bfm_reads_the_side_tables_it_is_given(split: Split) -> None:
-    """Each group changes bfm's predictions, and a side table is read: a feature that splits the users
-    in two moves them."""
+    """Each group and the ordered probit change bfm's predictions, and a side table is read: a feature
+    that splits the users in two moves them."""
     X_train, y_train, X_test, _ = split
     users = np.unique(X_train.iloc[:, 0])
     table = pd.DataFrame({"half": np.where(users % 2 == 0, "even", "odd")}, index=users)
@@ -214,9 +214,12 @@ def test_bfm_reads_the_side_tables_it_is_given(split: Split) -> None:
         "implicit": ("implicit", None),
         "no table": ("side", None),
         "side": ("side", table),
+        "ordinal": ("", None),
     }
     predictions = {
-        name: RatingRegressor("bfm", features=features, user_features=side, **quick)
+        name: RatingRegressor(
+            "bfm", features=features, user_features=side, ordinal=name == "ordinal", **quick
+        )
         .fit(X_train, y_train)
         .predict(X_test)
         for name, (features, side) in runs.items()
@@ -225,6 +228,8 @@ def test_bfm_reads_the_side_tables_it_is_given(split: Split) -> None:
     assert not np.allclose(predictions["implicit"], ids, rtol=1e-4, atol=0)
     assert np.array_equal(predictions["no table"], ids)  # no tables: nothing beside the ids
     assert not np.allclose(predictions["side"], ids, rtol=1e-4, atol=0)
+    assert not np.allclose(predictions["ordinal"], ids, rtol=1e-4, atol=0)
+    assert y_train.min() < predictions["ordinal"].min() and predictions["ordinal"].max() < y_train.max()
 
 
 def test_side_tables_are_checked_as_feature_files_are_and_unused_ones_are_said(split: Split) -> None:
