@@ -571,13 +571,14 @@ TITLES = {
     "the positives (each fit holds two, by user and by item), `dense_mb` the user x item matrix none "
     "builds; `numba_layer` as above",
     "side-information": "Side information on ML-100K u1: recsys' bfm beside myFM 0.4.0's Bayesian FM, "
-    "both with rank 10 and 512 Gibbs sweeps (recsys' as its default sixteen chains of 32) and the same "
+    "both with rank 10 and 512 Gibbs sweeps (recsys' as its default eight chains of 64) and the same "
     "feature rows (recsys.data.features: implicit, "
     "the items each user rated in u1.base and the users who rated each item, weights 1/sqrt(count); side, "
     "MovieLens' age group, gender, occupation, zip region, genres and year; time, the user and day of each "
-    "rating), a hyperprior per feature "
-    "group; `myfm-ordinal` myFM's ordered probit over the five stars. RMSE on the test ratings whose ids "
-    "u1.base has; `seconds`, `cpu_seconds`: preparing the data, the fit and the scoring, one process",
+    "rating), a hyperprior per feature group; `myfm-ordinal` myFM's ordered probit over the five stars, "
+    "`recsys-bfm-ordinal` bfm's (`ordinal`); myFM's regression clipped to the stars, as bfm's is. RMSE on "
+    "the test ratings whose ids u1.base has; `seconds`, `cpu_seconds`: preparing the data, the fit and the "
+    "scoring, one process",
     "side-information-folds": "Side information over ML-100K's folds u1..u5, every feature group: the "
     "mean of each measure over the folds, `rmse_sd` the RMSEs' sample standard deviation (ddof=1)",
     "errors": "Failed measurements",

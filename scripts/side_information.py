@@ -27,22 +27,25 @@ from recsys.workflows.experiment import data_features, prepare, train_and_evalua
 # The feature groups each contender is scored with: "" the ids alone; time the user-day of each rating.
 FEATURE_SETS = ("", "implicit", "side", "side,implicit", "side,implicit,time")
 CONTENDERS = ("recsys-bfm", "myfm")
-# myFM's ordered probit over the five stars, with every group: the issue's last myFM row.
-ORDINAL = "myfm-ordinal"
+# The ordered probits over the five stars, myFM's and bfm's (`ordinal`), with every group on u1.
+ORDINALS = ("myfm-ordinal", "recsys-bfm-ordinal")
 RANK, SWEEPS, SEED = 10, 512, 0
 FOLDS = ("u1", "u2", "u3", "u4", "u5")
 
 
 def side_jobs() -> list[dict[str, Any]]:
-    """Every contender at every feature set on u1, myFM's ordered probit with every group, then recsys
-    and myFM with every group on each fold, the contenders taking turns."""
+    """Every contender at every feature set on u1, the ordered probits with every group, then recsys and
+    myFM with every group on each fold, the contenders taking turns."""
     task = "side-information"
     jobs = [
         {"task": task, "contender": contender, "features": features, "fold": "u1"}
         for features in FEATURE_SETS
         for contender in CONTENDERS
     ]
-    jobs.append({"task": task, "contender": ORDINAL, "features": FEATURE_SETS[-1], "fold": "u1"})
+    jobs += [
+        {"task": task, "contender": contender, "features": FEATURE_SETS[-1], "fold": "u1"}
+        for contender in ORDINALS
+    ]
     return jobs + [
         {"task": task, "contender": contender, "features": FEATURE_SETS[-1], "fold": fold}
         for fold in FOLDS[1:]
@@ -76,11 +79,11 @@ def bench_side_information(folder: Path, contender: str, features: str, fold: st
     from benchmark import measured  # the harness's clocks, beside this file
 
     dataset = load_movielens("ml-100k", folder, allow_download=False, progress=False)
-    config = config_for("bfm", features=features, split=fold, seed=SEED)
+    config = config_for("bfm", features=features, split=fold, seed=SEED, ordinal=contender == ORDINALS[1])
     if (config.n_factors, config.epochs * config.members) != (RANK, SWEEPS):
         raise SystemExit(f"bfm's defaults are no longer rank {RANK} and {SWEEPS} sweeps: set myFM's alike")
     marks = {"features": features or "ids", "fold": fold}
-    if contender == "recsys-bfm":
+    if contender.startswith("recsys-bfm"):
         with measured() as clocks:
             result = train_and_evaluate(dataset, config, progress=False)
         return {
@@ -105,7 +108,7 @@ def bench_side_information(folder: Path, contender: str, features: str, fold: st
         # X's columns (the user-days, where read) come before the relational blocks'.
         days = [train_days.shape[1]] if train_days.shape[1] else []
         fit = {"n_iter": SWEEPS, "group_shapes": days + _group_sizes(users) + _group_sizes(items)}
-        if contender == ORDINAL:
+        if contender == ORDINALS[0]:
             model = myfm.MyFMOrderedProbit(rank=RANK, random_seed=SEED)
             model.fit(train_days, np.round(y).astype(np.int32) - 1, X_rel=relations(train_x), **fit)
             chances = model.predict_proba(test_days, relations(test_x))
@@ -113,7 +116,8 @@ def bench_side_information(folder: Path, contender: str, features: str, fold: st
         else:
             model = myfm.MyFMRegressor(rank=RANK, random_seed=SEED)
             model.fit(train_days, y, X_rel=relations(train_x), **fit)
-            predictions = model.predict(test_days, relations(test_x))
+            # Clipped to the stars, as bfm's predictions are (the probit's expectation lies inside them).
+            predictions = np.clip(model.predict(test_days, relations(test_x)), *dataset.rating_scale)
     rmse = float(np.sqrt(np.mean((predictions - data.test.y.numpy()) ** 2)))
     return {**marks, "rmse": rmse, "seconds": clocks.seconds, "cpu_seconds": clocks.cpu_seconds}
 
@@ -124,7 +128,7 @@ def fold_tables(rows: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
     from benchmark import fold_table
 
     found = {"side-information": pd.DataFrame([row for row in rows if row["fold"] == "u1"])}
-    every = [row for row in rows if row["features"] == FEATURE_SETS[-1] and row["contender"] != ORDINAL]
+    every = [row for row in rows if row["features"] == FEATURE_SETS[-1] and row["contender"] not in ORDINALS]
     if len({row["fold"] for row in every}) > 1:
         found["side-information-folds"] = fold_table(every)
     return found

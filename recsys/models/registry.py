@@ -394,10 +394,10 @@ register(
     "bfm",
     "recsys.models.bayes:BayesianFM",
     defaults={"batch_size": 2048, "lr": 2e-2, "epochs": 5},  # as bpmf's: a clipped biased dot product
-    # Rendle's rank and sweeps for ML-100K (myFM's too), the sweeps as sixteen chains of 32 (validation
+    # Rendle's rank and sweeps for ML-100K (myFM's too), the sweeps as eight chains of 64 (validation
     # inside u1.base, docs/findings.md); the feature groups every dataset can give but time, which
     # serves only ratings whose time falls inside the training part's (docs/findings.md).
-    compiled_defaults={"epochs": 32, "members": 16, "n_factors": 10, "features": "side,implicit"},
+    compiled_defaults={"epochs": 64, "members": 8, "n_factors": 10, "features": "side,implicit"},
     fit="fm",
     search_spaces={
         "compiled": {"epochs": [16, 32, 64, 128], "members": [4, 8, 16, 32], "n_factors": [5, 8, 10, 16, 32]}
