@@ -401,12 +401,12 @@ def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]
         script.parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "None" not in text and "(default:" not in text
-    compiled = "dot 19, dotbias 12, linear 10, embproj 10, svdpp 10, bpmf 38, bfm 32, bpr 200, ials 20"
+    compiled = "dot 19, dotbias 12, linear 10, embproj 10, svdpp 10, bpmf 38, bfm 64, bpr 200, ials 20"
     assert f"[default: {compiled}; with --engine autograd: dot 11, dotbias 9, svdpp 5, bpmf 5, bfm 5]" in text
     assert "dotbias 512, linear 512, embproj 512, svdpp 2048" in text  # the autograd batch sizes
     # bpmf's sampler reads no lr: only its autograd default is listed.
     assert (
-        "dotbias 2, linear 1, embproj 1, svdpp 1, bpmf 4, bfm 16; with --engine autograd: dotbias 1, bpmf 1, "
+        "dotbias 2, linear 1, embproj 1, svdpp 1, bpmf 4, bfm 8; with --engine autograd: dotbias 1, bpmf 1, "
         "bfm 1]" in text
     )
     assert (

@@ -89,8 +89,7 @@ def test_a_solvers_rank_squared_matrices_are_counted(model: str, monkeypatch: py
 def test_a_samplers_chains_are_counted_as_draws_pooled_in_one_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """bfm's members are chains whose draws one model pools: its tables count once, each chain's
     current draw beside them (counted as sixteen models, ML-10M's shape needed 27.7 GiB)."""
-    config = config_for("bfm")
-    assert config.members == 16
+    config = config_for("bfm", members=16, epochs=32)
     monkeypatch.setattr(memory, "available_memory", lambda: 8 * 2**30)
     check_fits(config, 69_878, 10_677)
     assert bound_bytes(config, 69_878, 10_677) >= training_bytes(config, 69_878, 10_677)
