@@ -22,6 +22,9 @@ from recsys.train.jit import compiled
 CUTPOINT_PRIOR, PROPOSAL_DEGREES = 1.0, 5.0
 # A scale of more steps than this is no ordinal scale but a continuous one.
 MAX_STEPS = 100
+# The ratings' log-likelihood is summed in this many parts side by side: a fixed number, so that the
+# sum, and so the chain, is the same on any number of threads.
+_PARTS = 64
 _SQRT2, _SQRT2PI = math.sqrt(2.0), math.sqrt(2.0 * math.pi)
 
 
@@ -95,7 +98,7 @@ def _posterior(
     parameters: np.ndarray, scores: np.ndarray, steps: np.ndarray
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """The log-posterior of the cutpoint parameters (to a constant), its gradient and its Hessian."""
-    log, gradient, hessian = _cutpoint_terms(scores, steps, cutpoints_of(parameters), numba.get_num_threads())
+    log, gradient, hessian = _cutpoint_terms(scores, steps, cutpoints_of(parameters), _PARTS)
     k = len(parameters)
     grows = np.exp(parameters)
     jacobian = np.tril(np.broadcast_to(grows, (k, k))).copy()  # d c_i / d a_j

@@ -159,9 +159,10 @@ def test_a_user_known_by_nothing_is_predicted_as_the_average_user() -> None:
     assert float(vectors.abs().max()) > 0
 
 
-def test_the_draws_are_the_same_on_one_thread_or_two() -> None:
+@pytest.mark.parametrize("ordinal", [False, True])
+def test_the_draws_are_the_same_on_one_thread_or_two(ordinal: bool) -> None:
     dataset = planted_side_features(1)
-    config = config_for("bfm", epochs=12, n_factors=3, split="random")
+    config = config_for("bfm", epochs=12, n_factors=3, split="random", ordinal=ordinal)
     before = numba.get_num_threads()
     try:
         one = train_and_evaluate(dataset, config, progress=False, threads=1)

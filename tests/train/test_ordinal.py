@@ -5,6 +5,7 @@ resume, and ratings off a scale of steps refused."""
 import math
 from pathlib import Path
 
+import numba
 import numpy as np
 import pandas as pd
 import pytest
@@ -51,6 +52,21 @@ def test_the_cutpoint_posteriors_gradient_and_hessian_are_its_derivatives() -> N
         assert (up[0] - down[0]) / (2 * h) == pytest.approx(gradient[j], rel=1e-5, abs=1e-4)
         np.testing.assert_allclose((up[1] - down[1]) / (2 * h), hessian[j], rtol=1e-4, atol=1e-3)
     assert np.all(np.linalg.eigvalsh(hessian) < 0)  # log-concave: one mode
+
+
+def test_the_cutpoint_posterior_is_the_same_sum_on_one_thread_or_two() -> None:
+    scores, steps = probit_steps(100_003)
+    at = np.array([-1.7, -0.2, 0.4, 0.1])
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = _posterior(at, scores, steps)
+        numba.set_num_threads(2)
+        two = _posterior(at, scores, steps)
+    finally:
+        numba.set_num_threads(before)
+    assert one[0] == two[0]
+    assert np.array_equal(one[1], two[1]) and np.array_equal(one[2], two[2])
 
 
 def test_planted_cutpoints_are_the_mode_and_the_draws_stay_about_them() -> None:
