@@ -1093,3 +1093,34 @@ def test_myfms_user_day_column_is_bfms_bins() -> None:
     ]
     assert columns.tolist() == [[1, 0, 0], [0, 0, 0], [0, 0, 0]]  # a day, or a user, training lacks
     assert side_information._user_days(test[:, :2], train[:, :2]).shape == (3, 0)  # no times: no column
+
+
+def test_the_side_information_folds_table_holds_the_contenders_run_beyond_u1() -> None:
+    """bfm's ordered probit runs on every fold and gets a folds row; myFM's, on u1 alone, gets none."""
+    import side_information
+
+    jobs = side_information.side_jobs()
+    folds_of = {
+        name: {job["fold"] for job in jobs if job["contender"] == name}
+        for name in ("recsys-bfm-ordinal", "myfm-ordinal", "myfm")
+    }
+    assert folds_of["recsys-bfm-ordinal"] == folds_of["myfm"] == set(side_information.FOLDS)
+    assert folds_of["myfm-ordinal"] == {"u1"}
+    every = side_information.FEATURE_SETS[-1]
+    rows = [
+        {
+            "contender": job["contender"],
+            "features": job["features"],
+            "fold": job["fold"],
+            "rmse": 0.9,
+            "seconds": 1.0,
+        }
+        for job in jobs
+    ]
+    tables = side_information.fold_tables(rows)
+    assert len(tables["side-information"]) == sum(job["fold"] == "u1" for job in jobs)
+    folds = tables["side-information-folds"]
+    assert sorted(folds["contender"]) == ["myfm", "recsys-bfm", "recsys-bfm-ordinal"]
+    assert set(folds["folds"]) == {5} and every == "side,implicit,time"
+    only_u1 = side_information.fold_tables([row for row in rows if row["fold"] == "u1"])
+    assert "side-information-folds" not in only_u1
