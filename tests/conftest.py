@@ -297,3 +297,23 @@ def planted_side_features(seed: int = 0) -> RatingsDataset:
         user_features=pd.DataFrame({"group": group}, index=pd.Index(np.arange(n_users), name="user")),
         item_features=pd.DataFrame({"kind": kind}, index=pd.Index(np.arange(n_items), name="item")),
     )
+
+
+DAY = 24 * 3600
+
+
+def planted_days(seed: int = 0) -> tuple[RatingsDataset, np.ndarray]:
+    """Each user's 12 ratings on 3 days of a month, 4 a day, each user-day moving its ratings by a
+    planted offset (sd 0.6 stars), on top of a user and an item bias; and the offsets, (user, day)."""
+    rng = np.random.default_rng(seed)
+    n_users, n_items = 200, 50
+    rows = [(u, i) for u in range(n_users) for i in rng.choice(n_items, 12, replace=False)]
+    users, items = np.array(rows).T
+    days = np.stack([rng.choice(30, 3, replace=False) for _ in range(n_users)])
+    day = days[users, np.arange(len(rows)) % 3]
+    offsets = rng.normal(0, 0.6, (n_users, 30))
+    user_bias, item_bias = rng.normal(0, 0.3, n_users), rng.normal(0, 0.3, n_items)
+    ratings = 3 + offsets[users, day] + user_bias[users] + item_bias[items] + rng.normal(0, 0.3, len(rows))
+    times = 1_000_000_000 + day * DAY + rng.integers(0, DAY // 2, len(rows))
+    frame = pd.DataFrame({"user": users, "item": items, "rating": ratings.clip(1, 5), "timestamp": times})
+    return RatingsDataset.from_frame(frame, rating_scale=(1.0, 5.0), name="days"), offsets

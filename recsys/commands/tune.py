@@ -28,7 +28,7 @@ from recsys.commands.common import (
 from recsys.config import ENGINES, RunConfig, check_threads, config_for, default_threads
 from recsys.errors import RecsysError
 from recsys.models.registry import model_entry, model_names
-from recsys.names import SPLIT_KINDS, feature_groups
+from recsys.names import SPLIT_KINDS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,9 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--features",
         default=None,
         help="bfm, svdpp: the feature groups every trial reads, a comma list of side, implicit, time (or "
-        "empty); bfm's time, a bias per user and day of the ratings, is read by the best setting's run "
-        "only (the trials' folds hold pairs without times) [default: the model's: svdpp implicit, bfm "
-        "side,implicit]",
+        "empty; bfm's time: a bias per user and day of the ratings) [default: the model's: svdpp implicit, "
+        "bfm side,implicit]",
     )
     parser.add_argument("--trials", type=int, default=30, help="settings to try [default: 30]")
     parser.add_argument(
@@ -129,13 +128,6 @@ def main(argv: list[str] | None = None) -> int:
             f"tuning {args.model} on the training part of {dataset.name} split {split}: {planned} "
             f"settings, {args.folds}-fold cross-validation inside it; the test part is read once, at the end"
         )
-        groups = feature_groups(_tuned_config(args).features)
-        if "time" in groups:  # the estimator's pairs have no times (recsys.workflows.tune._estimator)
-            searched = ",".join(group for group in groups if group != "time") or "none (the ids alone)"
-            print(
-                f"the trials read features {searched}, without time: their folds hold pairs without times; "
-                "the best setting's run reads time too, so its test RMSE is not the trials' valid RMSE"
-            )
         start = time.perf_counter()
         try:
             result = tune(

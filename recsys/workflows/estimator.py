@@ -1,14 +1,15 @@
 """recsys' models as a scikit-learn estimator, for cross_validate, GridSearchCV and Pipelines.
 
-X holds raw (user, item) ids, two columns of integers or strings; y the ratings. The model trains on
-all of (X, y) with the shared trainer, so the estimator's figures are those of `train.py` with the
-same settings; scikit-learn's splitters do the holding out.
+X holds raw (user, item) ids, two columns of integers or strings (and a third, the rating's time,
+for `bfm` with `features` time); y the ratings. The model trains on all of (X, y) with the shared
+trainer, so the estimator's figures are those of `train.py` with the same settings; scikit-learn's
+splitters do the holding out.
 """
 
 import inspect
 import math
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,7 @@ from recsys.data.features import check_coverage, check_feature_table, features_o
 from recsys.data.ratings_table import INTEGER_TEXT, row_of_frame, warn_of_a_stray_end, whole_numbers
 from recsys.errors import RecsysError
 from recsys.evaluate.metrics import fallback_rating, predict
+from recsys.models.bayes import BayesianFM
 from recsys.models.registry import model_entry, model_names
 from recsys.names import feature_groups
 from recsys.train.memory import check_fits
@@ -78,14 +80,16 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
     may use, and torch's threads are left as they are); pass 1 when a search runs fits in parallel
     (`n_jobs`), and for results that repeat bit for bit on the autograd engine. `user_features`,
     `item_features`: side-feature tables indexed by raw id (recsys.data.features), for a model that
-    reads them (`bfm`, with `features` naming the groups it uses).
+    reads them (`bfm`, with `features` naming the groups it uses). With `features` time, X has a third
+    column, each rating's time: seconds since 1970, or dates.
 
     `score` is R^2 (scikit-learn's rule for regressors); pass `scoring="neg_root_mean_squared_error"`
     to a search or `cross_validate` to rank by RMSE.
 
     Fitted: `model_` (the trained nn.Module, on the CPU), `users_` and `items_` (IdMaps from raw ids
     to the model's rows), `train_mean_`, `config_` (the RunConfig trained with, y_range resolved; its
-    dataset, split and unknown fields are unused), `n_features_in_` (2), `feature_names_in_` (for a
+    dataset, split and unknown fields are unused), `n_features_in_` (2, or 3 with the times),
+    `feature_names_in_` (for a
     DataFrame X with string column names). Text ids are read without the spaces around them, as a
     ratings file's are.
     """
@@ -139,10 +143,11 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 f"model {self.model!r} ranks items and predicts no rating; RatingRegressor trains the "
                 "rating models (train a ranking model with recsys.train_and_evaluate)"
             )
-        _refuse_dates(X)
+        timed = reads_time(self._config())
+        X = _refuse_dates(X, timed)
         _refuse_non_ratings(y)
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
-        users, items = (_ids_given(column, kind) for column, kind in _id_columns(X))
+        users, items = (_ids_given(column, kind) for column, kind in _id_columns(X, timed))
         ratings = np.asarray(y, dtype=np.float64)  # validate_data refused NaN and infinite ratings
         self.users_, self.items_ = IdMap.fit(users), IdMap.fit(items)
         low, high = float(ratings.min()), float(ratings.max())
@@ -151,21 +156,16 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         if low < high:  # a typing slip (a 1e6 among stars) would set the scale: warned, as a file's is
             warn_of_a_stray_end(ratings, scale, "y", row_of_frame, setting="y_range")
         try:
-            overrides = {name: getattr(self, name) for name in CONFIG_PARAMETERS if name != "engine"}
-            config = config_for(self.model, engine=getattr(self, "engine"), **overrides)  # noqa: B009
-            self.config_ = fitted_config(config, scale, len(ratings))
+            self.config_ = fitted_config(self._config(), scale, len(ratings))
             check_fits(self.config_, len(self.users_), len(self.items_))
             if self.threads is not None:
                 check_threads(self.threads)
             check_device(self.config_.device)  # before training, and as a ValueError like the rest
-            if reads_time(self.config_):
-                raise RecsysError(
-                    "`features` time: X holds [user, item] pairs without their times; drop time"
-                )
         except RecsysError as error:  # scikit-learn reports bad parameters as ValueErrors
             raise ValueError(str(error)) from None
         encoded = np.stack([self.users_.encode(users), self.items_.encode(items)], axis=1)
-        train = RatingTensors(torch.from_numpy(encoded), torch.from_numpy(ratings.astype(np.float32)))
+        pairs = np.column_stack([encoded, _times(X)]) if timed else encoded
+        train = RatingTensors(torch.from_numpy(pairs), torch.from_numpy(ratings.astype(np.float32)))
         no_validation = RatingTensors(train.x[:0], train.y[:0])
         config = self.config_
         generator = torch.Generator().manual_seed(config.seed)
@@ -176,12 +176,25 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             self.model_.set_features(
                 *features_of(feature_groups(config.features), *raw_ids, encoded, *tables)
             )
+        if timed:
+            try:
+                cast(BayesianFM, self.model_).set_times(train.x[:, 0], train.x[:, 2])
+            except RecsysError as error:
+                raise ValueError(f"X: {error}") from None
         with torch_threads(self.threads):
             fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
         self.model_.cpu()
         self.train_mean_ = float(ratings.mean())
         warn_if_worse_than_mean(self.model_, train, self.train_mean_, self.model)
         return self
+
+    def _config(self) -> RunConfig:
+        """The run's settings from the parameters (a ValueError for ones no run can use)."""
+        try:
+            overrides = {name: getattr(self, name) for name in CONFIG_PARAMETERS if name != "engine"}
+            return config_for(self.model, engine=getattr(self, "engine"), **overrides)  # noqa: B009
+        except RecsysError as error:  # scikit-learn reports bad parameters as ValueErrors
+            raise ValueError(str(error)) from None
 
     def _feature_tables(self, config: RunConfig) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
         """`user_features` and `item_features`, checked as feature files are (a ValueError), with a
@@ -207,7 +220,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         """Predicted ratings of (user, item) pairs.
 
         Args:
-            X: raw ids as fit takes them, with the same columns.
+            X: raw ids as fit takes them, with the same columns (the times too, where fit read them).
         Returns:
             (n,) float64 ratings. A user fit never saw whose row `user_features` has, for a model that
             reads them, gets the rating its features predict (a cold start, as fold-in places a new
@@ -218,9 +231,10 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self, "model_")
         self._check_unknown()
-        _refuse_dates(X)
+        timed = reads_time(self.config_)
+        X = _refuse_dates(X, timed)
         X = validate_data(self, X, dtype=None, ensure_all_finite=False, reset=False)
-        (user_column, _), (item_column, _) = columns = _id_columns(X)
+        (user_column, _), (item_column, _) = columns = _id_columns(X, timed)
         (users, user_known), (items, item_known) = (
             _lookup(id_map, column, kind)
             for id_map, (column, kind) in zip((self.users_, self.items_), columns, strict=True)
@@ -234,6 +248,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         predictions = np.full(len(known), fallback_rating(self.model_, self.train_mean_), dtype=np.float64)
         if known.any():
             inner = np.stack([self.users_.encode(users[known]), self.items_.encode(items[known])], axis=1)
+            if timed:  # each pair on its day: a user-day fit never saw is at the user-days' mean
+                inner = np.column_stack([inner, _times(X)[known]])
             with torch_threads(self.threads):
                 predictions[known] = predict(self.model_, torch.from_numpy(inner)).numpy()
         cold = described & item_known
@@ -281,12 +297,29 @@ def plain_value(raw: Any) -> Any:
     return raw.item() if isinstance(raw, np.generic) else raw
 
 
-def _id_columns(X: np.ndarray) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
+def _id_columns(X: np.ndarray, timed: bool = False) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
     """The user and the item column of a validated X, each with its kind (text ids trimmed); X of
-    another width is an error."""
-    if X.shape[1] != 2:
-        raise ValueError(f"X must have two columns, the user and the item ids; got {X.shape[1]} feature(s)")
+    another width (two columns, or three with the times where `timed`) is an error."""
+    if X.shape[1] != 2 + timed:
+        wanted = "three columns, the user and the item ids and each rating's time (`features` has time)"
+        raise ValueError(
+            f"X must have {wanted if timed else 'two columns, the user and the item ids'}; got "
+            f"{X.shape[1]} feature(s)"
+        )
     return (_trimmed(X[:, 0], "user"), "user"), (_trimmed(X[:, 1], "item"), "item")
+
+
+def _times(X: np.ndarray) -> np.ndarray:
+    """A validated X's third column, each rating's time in whole seconds since 1970; one that is no
+    finite number is an error naming its row."""
+    seconds = pd.to_numeric(pd.Series(X[:, 2]), errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(seconds))
+    if bad.size:
+        raise ValueError(
+            f"X: time {plain_value(X[bad[0], 2])!r} in row {int(bad[0]) + 1} is no number of seconds since "
+            "1970 (or date)"
+        )
+    return np.floor(seconds).astype(np.int64)
 
 
 def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
@@ -312,13 +345,22 @@ def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
     return trimmed
 
 
-def _refuse_dates(X: Any) -> None:
-    """Dates or durations are no ids (numpy finds no common type for them and numbers). A Series has
-    one dtype, not a column of them: it is one column, which validate_data names as such."""
+def _refuse_dates(X: Any, timed: bool) -> Any:
+    """X with the dates of its third column as seconds since 1970 where `timed` (the ratings' times);
+    other dates or durations are no ids (numpy finds no common type for them and numbers). A Series
+    has one dtype, not a column of them: it is one column, which validate_data names as such."""
     dtypes = getattr(X, "dtypes", None)
-    for name, dtype in (dtypes if isinstance(dtypes, pd.Series) else pd.Series(dtype=object)).items():
-        if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+    for place, (name, dtype) in enumerate(
+        (dtypes if isinstance(dtypes, pd.Series) else pd.Series(dtype=object)).items()
+    ):
+        if timed and place == 2 and pd.api.types.is_datetime64_any_dtype(dtype):
+            X = X.copy()
+            X[name] = (pd.to_datetime(X[name], utc=True) - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(
+                seconds=1
+            )
+        elif pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
             raise ValueError(f"X: column {name!r} holds dates or durations ({dtype}), not ids")
+    return X
 
 
 def _refuse_non_ratings(y: Any) -> None:

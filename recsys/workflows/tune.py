@@ -19,7 +19,15 @@ import torch
 from scipy.stats import loguniform, randint
 from sklearn.model_selection import KFold, ParameterSampler, cross_validate
 
-from recsys.config import PER_RATING, RunConfig, config_for, model_for, reads_features, unread_feature_sides
+from recsys.config import (
+    PER_RATING,
+    RunConfig,
+    config_for,
+    model_for,
+    reads_features,
+    reads_time,
+    unread_feature_sides,
+)
 from recsys.data.dataset import RatingsDataset, default_y_range
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.splits import make_split
@@ -27,7 +35,6 @@ from recsys.errors import RecsysError
 from recsys.evaluate.ranking import evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
 from recsys.models import model_entry
-from recsys.names import feature_groups
 from recsys.train.trainer import TrainingDiverged, fit
 from recsys.workflows.estimator import RatingRegressor, plain_value
 from recsys.workflows.experiment import RunResult, fitted_config, prepare, train_and_evaluate
@@ -139,7 +146,9 @@ def tune(
             f"`folds` {folds}: the training part of split {split} holds {len(train):,} ratings, too few "
             f"to cut into {folds} folds"
         )
-    X, y = train[["user", "item"]], train["rating"].to_numpy(dtype=np.float64)
+    # With the time group the estimator reads each rating's time as X's third column.
+    X = train[["user", "item", "timestamp"] if reads_time(base) else ["user", "item"]]
+    y = train["rating"].to_numpy(dtype=np.float64)
     scale = (float(y.min()), float(y.max()))
     cv = KFold(folds, shuffle=True, random_state=seed)
     if base.ranks:
@@ -171,14 +180,12 @@ def tune(
 
 def _estimator(base: RunConfig, threads: int | None, dataset: RatingsDataset) -> RatingRegressor:
     """The estimator a rating model is searched with (`base`'s model, engine, seed and feature
-    groups but time: its pairs have no times), given the dataset's side features where the run reads
-    them."""
+    groups), given the dataset's side features where the run reads them."""
     tables = {"user": dataset.user_features, "item": dataset.item_features}
     _, unread = unread_feature_sides(base, [side for side, table in tables.items() if table is not None])
     read = {f"{side}_features": None if side in unread else table for side, table in tables.items()}
-    features = ",".join(group for group in feature_groups(base.features) if group != "time")
     return RatingRegressor(
-        base.model, engine=base.engine, seed=base.seed, threads=threads, features=features, **read
+        base.model, engine=base.engine, seed=base.seed, threads=threads, features=base.features, **read
     )
 
 

@@ -11,6 +11,8 @@ from conftest import ROOT, run_cli
 
 from recsys.commands import train as train_command
 from recsys.commands import tune as tune_command
+from recsys.data.catalog import load_dataset
+from recsys.workflows.tune import tune
 
 
 def test_tune_writes_its_trials_plot_best_setting_and_run(tmp_path: Path) -> None:
@@ -161,13 +163,16 @@ def test_a_search_stopped_by_ctrl_c_reports_the_best_setting_so_far(
     assert not out.exists()
 
 
-def test_a_search_of_bfm_with_time_says_its_trials_read_no_times(tmp_path: Path) -> None:
-    """The trials' folds are pairs without times, so they search bfm without its time group; the best
-    setting's run reads it: the two scores come from different models, and the output says so."""
+def test_a_search_of_bfm_with_time_reads_the_times_in_its_trials(tmp_path: Path) -> None:
+    """The trials' folds carry each rating's time, so they search the model the best setting's run
+    trains: with the time group."""
     out = tmp_path / "search"
     args = ["--dataset", "tiny", "--model", "bfm", "--features", "implicit,time", "--trials", "1"]
     ran = run_cli(tune_command.cli, "tune.py", [*args, "--folds", "2", "--out", str(out)], tmp_path / "c")
     assert ran.returncode == 0, ran.stderr
-    assert "the trials read features implicit, without time" in ran.stdout.splitlines()[1]
+    assert "without time" not in ran.stdout
     assert json.loads((out / "best.json").read_text())["features"] == "implicit,time"
     assert json.loads((out / "run" / "config.json").read_text())["features"] == "implicit,time"
+    trials = pd.read_csv(out / "trials.csv")
+    untimed = tune(load_dataset("tiny"), "bfm", folds=2, trials=1, features="implicit")
+    assert trials["valid_rmse"][0] != untimed.table["valid_rmse"][0]  # the times were read

@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import assert_same_state, cut_short, planted_side_features
+from conftest import DAY, assert_same_state, cut_short, planted_days, planted_side_features
 
 from recsys.config import config_for
-from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import RatingTensors
 from recsys.data.features import features_of, rows_for_new
 from recsys.errors import RecsysError
@@ -228,26 +227,6 @@ def test_a_time_bins_bias_is_drawn_from_its_conditional_and_scores_the_bins_rati
     no_bins = (np.zeros(0), np.zeros(0, np.int64))
     np.testing.assert_allclose(_pair_scores(users, items, no_bins, pairs[:, 0], pairs[:, 1]),
                                dense - bin_bias[bin_of], rtol=1e-12)  # fmt: skip
-
-
-DAY = 24 * 3600
-
-
-def planted_days(seed: int = 0) -> tuple[RatingsDataset, np.ndarray]:
-    """Each user's 12 ratings on 3 days of a month, 4 a day, each user-day moving its ratings by a
-    planted offset (sd 0.6 stars), on top of a user and an item bias; and the offsets, (user, day)."""
-    rng = np.random.default_rng(seed)
-    n_users, n_items = 200, 50
-    rows = [(u, i) for u in range(n_users) for i in rng.choice(n_items, 12, replace=False)]
-    users, items = np.array(rows).T
-    days = np.stack([rng.choice(30, 3, replace=False) for _ in range(n_users)])
-    day = days[users, np.arange(len(rows)) % 3]
-    offsets = rng.normal(0, 0.6, (n_users, 30))
-    user_bias, item_bias = rng.normal(0, 0.3, n_users), rng.normal(0, 0.3, n_items)
-    ratings = 3 + offsets[users, day] + user_bias[users] + item_bias[items] + rng.normal(0, 0.3, len(rows))
-    times = 1_000_000_000 + day * DAY + rng.integers(0, DAY // 2, len(rows))
-    frame = pd.DataFrame({"user": users, "item": items, "rating": ratings.clip(1, 5), "timestamp": times})
-    return RatingsDataset.from_frame(frame, rating_scale=(1.0, 5.0), name="days"), offsets
 
 
 def test_a_planted_user_day_effect_is_recovered_and_a_pair_without_a_time_is_at_the_bins_mean() -> None:

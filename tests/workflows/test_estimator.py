@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import planted_side_features
+import torch
+from conftest import planted_days, planted_side_features
 from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
 from sklearn.exceptions import DataConversionWarning
@@ -261,11 +262,49 @@ def test_side_tables_are_checked_as_feature_files_are_and_unused_ones_are_said(s
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         RatingRegressor("bfm", **quick).fit(X_train, y_train)
-    # X's pairs carry no times: bfm's time group is refused, not trained on nothing.
-    with pytest.raises(
-        ValueError, match=r"`features` time: X holds \[user, item\] pairs without their times"
-    ):
+    # bfm's time group reads each rating's time as X's third column: pairs alone are refused.
+    with pytest.raises(ValueError, match=r"X must have three columns, .* each rating's time .* got 2"):
         RatingRegressor("bfm", features="implicit,time", **quick).fit(X_train, y_train)
+
+
+def test_bfm_reads_each_ratings_time_from_a_third_column() -> None:
+    """The planted user-day offsets are learned from X's times (seconds or dates); predict reads the
+    times too, and a day fit never saw is the user-days' mean."""
+    dataset, _ = planted_days()
+    frame = dataset.ratings.sample(frac=1.0, random_state=0)
+    train, test = frame.iloc[:2000], frame.iloc[2000:]
+    quick = {"epochs": 40, "members": 2, "n_factors": 2, "threads": 1}
+    columns = ["user", "item", "timestamp"]
+    timed = RatingRegressor("bfm", features="time", **quick).fit(train[columns], train["rating"])
+    untimed = RatingRegressor("bfm", features="", **quick).fit(train[["user", "item"]], train["rating"])
+    assert timed.n_features_in_ == 3 and timed.model_.n_time_bins > 0
+    error = {
+        "timed": np.sqrt(np.mean((timed.predict(test[columns]) - test["rating"]) ** 2)),
+        "untimed": np.sqrt(np.mean((untimed.predict(test[["user", "item"]]) - test["rating"]) ** 2)),
+    }
+    assert error["timed"] < error["untimed"] - 0.1
+    # Dates in place of seconds are the same times.
+    dated = train[columns].assign(timestamp=pd.to_datetime(train["timestamp"], unit="s"))
+    as_dates = RatingRegressor("bfm", features="time", **quick).fit(dated, train["rating"])
+    test_dated = test[columns].assign(timestamp=pd.to_datetime(test["timestamp"], unit="s"))
+    assert np.array_equal(as_dates.predict(test_dated), timed.predict(test[columns]))
+    # A day before any in fit: the user-days' mean, as a pair without a time in the model.
+    before = test[columns].assign(timestamp=0)
+    inner = torch.from_numpy(
+        np.stack(
+            [timed.users_.encode(test["user"].to_numpy()), timed.items_.encode(test["item"].to_numpy())], 1
+        )
+    )
+    with torch.no_grad():
+        np.testing.assert_allclose(timed.predict(before), timed.model_(inner).double().numpy(), rtol=1e-6)
+    bad = test[columns].astype({"timestamp": object})
+    bad.iloc[3, 2] = "soon"
+    with pytest.raises(ValueError, match=r"X: time 'soon' in row 4 is no number of seconds since 1970"):
+        timed.predict(bad)
+    with pytest.raises(ValueError, match=r"X: .*milliseconds"):
+        RatingRegressor("bfm", features="time", **quick).fit(
+            train[columns].assign(timestamp=train["timestamp"] * 1000), train["rating"]
+        )
 
 
 def test_the_compiled_engine_gives_the_same_model_on_any_number_of_threads(split: Split) -> None:
