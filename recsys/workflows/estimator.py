@@ -144,7 +144,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 "rating models (train a ranking model with recsys.train_and_evaluate)"
             )
         timed = reads_time(self._config())
-        X = _refuse_dates(X, timed)
+        X = _dates_checked(X, timed)
         _refuse_non_ratings(y)
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
         users, items = (_ids_given(column, kind) for column, kind in _id_columns(X, timed))
@@ -232,7 +232,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "model_")
         self._check_unknown()
         timed = reads_time(self.config_)
-        X = _refuse_dates(X, timed)
+        X = _dates_checked(X, timed)
         X = validate_data(self, X, dtype=None, ensure_all_finite=False, reset=False)
         (user_column, _), (item_column, _) = columns = _id_columns(X, timed)
         (users, user_known), (items, item_known) = (
@@ -345,7 +345,7 @@ def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
     return trimmed
 
 
-def _refuse_dates(X: Any, timed: bool) -> Any:
+def _dates_checked(X: Any, timed: bool) -> Any:
     """X with the dates of its third column as seconds since 1970 where `timed` (the ratings' times);
     other dates or durations are no ids (numpy finds no common type for them and numbers). A Series
     has one dtype, not a column of them: it is one column, which validate_data names as such."""
