@@ -281,8 +281,9 @@ class RunConfig:
             check_test_n(self.test_n)
         if not _is_whole(self.seed) or not 0 <= self.seed < SEED_LIMIT:
             raise RecsysError(f"`seed` must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
-        if not isinstance(self.sparse, bool):
-            raise RecsysError(f"`sparse` is true or false, got {self.sparse!r}")
+        for name in ("sparse", "ordinal"):
+            if not isinstance(flag := getattr(self, name), bool):
+                raise RecsysError(f"`{name}` is true or false, got {flag!r}")
         for name in ("lr", "init_scale", "alpha"):
             if not _is_number(positive := getattr(self, name)) or not 0 < positive < math.inf:
                 raise RecsysError(f"`{name}` must be positive and finite, got {positive!r}")

@@ -53,6 +53,7 @@ from recsys.workflows.experiment import train_and_evaluate
         ("seed", -1, "`seed` must be a whole number from 0 to 2**32 - 1"),
         ("seed", 2**64, "`seed` must be a whole number from 0 to 2**32 - 1"),
         ("sparse", "no", "`sparse` is true or false"),
+        ("ordinal", "false", "`ordinal` is true or false, got 'false'"),  # a config file's text
         ("device", "tpu", "`device` must be cpu or cuda"),
     ],
 )

@@ -22,6 +22,10 @@ from recsys.train.jit import compiled
 CUTPOINT_PRIOR, PROPOSAL_DEGREES = 1.0, 5.0
 # A scale of more steps than this is no ordinal scale but a continuous one.
 MAX_STEPS = 100
+# How far (in steps) a rating may lie from its step's value and be read as on it: float32's rounding
+# of decimal steps (0.1, 0.2) moves a rating a millionth of a step or so; a rating off the scale by
+# a hundredth of a step makes a scale of over MAX_STEPS steps, refused either way.
+ON_GRID = 1e-2
 # The ratings' log-likelihood is summed in this many parts side by side: a fixed number, so that the
 # sum, and so the chain, is the same on any number of threads.
 _PARTS = 64
@@ -36,13 +40,21 @@ def rating_steps(values: np.ndarray) -> tuple[np.ndarray, float, float]:
     if len(levels) < 2:
         raise RecsysError(f"`ordinal` needs ratings of two values or more; every rating is {levels[0]:g}")
     lowest, step = float(levels[0]), float(np.diff(levels).min())
+    # The ratings are float32 (0.1 is 0.10000000149): the smallest gap is off a true step by their
+    # rounding, so the step is taken over the whole span where that is a whole number of gaps, and a
+    # rating within ON_GRID of a step of its place is on it.
+    span = float(levels[-1]) - lowest
+    if abs(span / step - round(span / step)) <= ON_GRID:
+        step = span / round(span / step)
     places = (values - lowest) / step
     steps = np.round(places)
-    off = np.flatnonzero(np.abs(places - steps) > 1e-6)
+    off = np.flatnonzero(np.abs(places - steps) > ON_GRID)
     if len(off):
+        closest = int(np.argmin(np.diff(levels)))
         raise RecsysError(
             f"`ordinal` reads ratings on a scale of whole steps: rating {values[off[0]]:g} is not {lowest:g} "
-            f"plus a multiple of {step:g} (the smallest gap between the ratings); leave `ordinal` out"
+            f"plus a multiple of {step:g} (the smallest gap between the ratings, {levels[closest]:g} to "
+            f"{levels[closest + 1]:g}); leave `ordinal` out"
         )
     if steps.max() >= MAX_STEPS:
         raise RecsysError(
@@ -114,15 +126,36 @@ def _posterior(
     )
 
 
+def _positive(precision: np.ndarray) -> np.ndarray:
+    """`precision` where it is positive definite, else it plus the least multiple of the identity
+    (doubled from a thousandth of its largest diagonal entry) that makes it so: in the parameters a
+    the posterior is not everywhere log-concave, and far from its mode (the scores moved since the
+    last sweep) Newton's step could go downhill and the proposal's precision fail its Cholesky."""
+    if not np.isfinite(precision).all():
+        raise FloatingPointError(f"the cutpoints' posterior has no finite curvature: {precision.tolist()}")
+    shift = 0.0
+    eye = np.eye(len(precision))
+    for _ in range(200):  # the shift doubles: past the largest entry the matrix is positive definite
+        try:
+            np.linalg.cholesky(precision + shift * eye)
+            return precision + shift * eye
+        except np.linalg.LinAlgError:
+            shift = max(2 * shift, 1e-3 * max(1.0, float(np.abs(np.diag(precision)).max())))
+    raise FloatingPointError(
+        f"no shift made the cutpoints' precision positive definite: {precision.tolist()}"
+    )
+
+
 def _mode(
     parameters: np.ndarray, scores: np.ndarray, steps: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """The posterior's mode, by Newton's method with step halving from `parameters`; the precision
-    (the negative Hessian) there, and the log-posterior at `parameters` itself."""
+    """The posterior's mode, by Newton's method (damped where the Hessian is not negative definite)
+    with step halving from `parameters`; the precision (the negative Hessian, made positive definite)
+    there, and the log-posterior at `parameters` itself."""
     value, gradient, hessian = _posterior(parameters, scores, steps)
     start_value = value
     for _ in range(100):
-        direction = np.linalg.solve(-hessian, gradient)
+        direction = np.linalg.solve(_positive(-hessian), gradient)
         if gradient @ direction < 1e-6:  # the rise Newton's step promises, in log-likelihood: none left
             break
         size = 1.0
@@ -133,9 +166,9 @@ def _mode(
                 break
             size /= 2
             if size < 1e-3:  # no rise along the step: the mode, to the sums' rounding
-                return parameters, -hessian, start_value
+                return parameters, _positive(-hessian), start_value
         parameters, (value, gradient, hessian) = tried, found
-    return parameters, -hessian, start_value
+    return parameters, _positive(-hessian), start_value
 
 
 def first_cutpoint_parameters(scores: np.ndarray, steps: np.ndarray, n_steps: int) -> np.ndarray:

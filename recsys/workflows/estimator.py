@@ -36,6 +36,7 @@ from recsys.models.bayes import BayesianFM
 from recsys.models.registry import model_entry, model_names
 from recsys.names import feature_groups
 from recsys.train.memory import check_fits
+from recsys.train.ordinal import rating_steps
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import fit
 from recsys.workflows.experiment import (
@@ -161,6 +162,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             if self.threads is not None:
                 check_threads(self.threads)
             check_device(self.config_.device)  # before training, and as a ValueError like the rest
+            if self.config_.ordinal:  # y off a scale of steps: refused here, as the sampler reads y
+                rating_steps(ratings.astype(np.float32).astype(np.float64))
         except RecsysError as error:  # scikit-learn reports bad parameters as ValueErrors
             raise ValueError(str(error)) from None
         encoded = np.stack([self.users_.encode(users), self.items_.encode(items)], axis=1)

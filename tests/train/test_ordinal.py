@@ -19,6 +19,7 @@ from recsys.models.bayes import BayesianFM
 from recsys.models.fold_in import fold_in
 from recsys.models.squash import ordinal_expectation, ordinal_expectation_inverse
 from recsys.train.ordinal import (
+    _mode,
     _posterior,
     cutpoints_of,
     draw_cutpoint_parameters,
@@ -84,6 +85,23 @@ def test_planted_cutpoints_are_the_mode_and_the_draws_stay_about_them() -> None:
     np.testing.assert_allclose(np.mean(draws, axis=0), PLANTED, atol=0.05)
     spread = np.std(draws, axis=0)
     assert np.all(spread > 0.002) and np.all(spread < 0.05)  # 50,000 ratings pin them to about 0.01
+
+
+def test_a_start_far_from_the_mode_still_gives_a_proposal() -> None:
+    # Half stars, their ends nearly empty: cutpoints from one sweep's narrow scores, then scores far
+    # wider (as a chain's early sweeps spread them). There the posterior in the parameters is not
+    # log-concave: Newton's step went downhill, and the proposal's Cholesky failed.
+    steps = np.repeat(np.arange(9), [1, 1, 4, 32, 135, 522, 221, 33, 11])
+    rng = np.random.default_rng(1)
+    scores = rng.normal(0, 0.2, len(steps))
+    parameters = first_cutpoint_parameters(scores, steps, 9)
+    wide = scores * 15 + 0.5 * np.sort(rng.normal(0, 3.0, len(steps)))
+    assert np.linalg.eigvalsh(_posterior(parameters, wide, steps)[2]).max() > 0
+    mode, precision, _ = _mode(parameters, wide, steps)
+    assert np.abs(_posterior(mode, wide, steps)[1]).max() < 1e-3  # the mode itself
+    assert np.linalg.eigvalsh(precision).min() > 0
+    drawn = draw_cutpoint_parameters(parameters, wide, steps, np.random.default_rng(1))
+    assert np.all(np.isfinite(drawn))
 
 
 def test_latent_draws_fall_in_their_steps_with_the_truncated_normals_moments() -> None:
@@ -178,6 +196,13 @@ def test_half_stars_are_steps_and_ratings_off_a_scale_of_steps_are_refused() -> 
     assert (lowest, step) == (0.5, 0.5) and steps.tolist() == [0, 1, 8, 9, 5]
     with pytest.raises(RecsysError, match=r"`ordinal`.*rating 3.2 is not 1 plus a multiple of 0.5"):
         rating_steps(np.array([1.0, 2.0, 2.5, 3.2]))
+    # Decimal steps, read as float32 as the data holds ratings: 0.1 is 0.10000000149.
+    for lowest, step, n in ((0.0, 0.1, 11), (0.01, 0.01, 99), (0.3, 0.3, 30), (-1.0, 0.2, 11)):
+        ratings = (lowest + step * np.arange(n)).astype(np.float32).astype(np.float64)
+        steps, _, found = rating_steps(ratings)
+        assert steps.tolist() == list(range(n)) and found == pytest.approx(step, rel=1e-6)
+    with pytest.raises(RecsysError, match=r"rating 3 is not 1 plus a multiple of 0.3 .*3.7 to 4\)"):
+        rating_steps(np.array([1.0, 3.0, 3.7, 4.0]))
     with pytest.raises(RecsysError, match=r"`ordinal` needs ratings of two values"):
         rating_steps(np.array([4.0, 4.0]))
     with pytest.raises(RecsysError, match=r"at most 100 steps: the ratings from 0 by 0.001 make 1001"):

@@ -233,6 +233,14 @@ def test_bfm_reads_the_side_tables_it_is_given(split: Split) -> None:
     assert y_train.min() < predictions["ordinal"].min() and predictions["ordinal"].max() < y_train.max()
 
 
+def test_ordinal_ratings_off_a_scale_of_steps_are_a_value_error(split: Split) -> None:
+    X_train, y_train, _, _ = split
+    off = np.asarray(y_train, dtype=np.float64).copy()
+    off[:: max(1, len(off) // 10)] += 0.3
+    with pytest.raises(ValueError, match=r"`ordinal` reads ratings on a scale of whole steps"):
+        RatingRegressor("bfm", ordinal=True, epochs=2, n_factors=3, threads=1).fit(X_train, off)
+
+
 def test_side_tables_are_checked_as_feature_files_are_and_unused_ones_are_said(split: Split) -> None:
     X_train, y_train, _, _ = split
     users = np.unique(X_train.iloc[:, 0])
