@@ -163,6 +163,7 @@ def test_a_search_stopped_by_ctrl_c_reports_the_best_setting_so_far(
     assert not out.exists()
 
 
+@pytest.mark.slow  # two searches of bfm's default sweeps
 def test_a_search_of_bfm_with_time_reads_the_times_in_its_trials(tmp_path: Path) -> None:
     """The trials' folds carry each rating's time, so they search the model the best setting's run
     trains: with the time group."""
