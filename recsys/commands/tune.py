@@ -57,6 +57,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "empty; bfm's time: a bias per user and day of the ratings) [default: the model's: svdpp implicit, "
         "bfm side,implicit]",
     )
+    parser.add_argument(
+        "--ordinal",
+        action="store_true",
+        help="bfm: every trial fits the ratings as an ordered probit over their steps (train.py's --ordinal)",
+    )
     parser.add_argument("--trials", type=int, default=30, help="settings to try [default: 30]")
     parser.add_argument(
         "--folds", type=int, default=3, help="cross-validation folds inside the training part [default: 3]"
@@ -142,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 on_trial=report,
                 run_dir=out / "run",
                 features=args.features,
+                ordinal=args.ordinal,
             )
         except (KeyboardInterrupt, Terminated):  # Ctrl-C or a kill: what the search found is not lost
             if best_shown:
@@ -175,9 +181,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _tuned_config(args: argparse.Namespace) -> RunConfig:
-    """The model's config as the search starts from it: its engine and feature groups where given."""
+    """The model's config as the search starts from it: its engine, feature groups and ordinal where
+    given."""
     given = {"engine": args.engine} if args.engine else {}
     given |= {"features": args.features} if args.features is not None else {}
+    given |= {"ordinal": True} if args.ordinal else {}
     return config_for(args.model, **given)
 
 

@@ -126,16 +126,19 @@ def tune(
     on_trial: Callable[[int, dict[str, Any], float], None] | None = None,
     run_dir: str | Path | None = None,
     features: str | None = None,
+    ordinal: bool = False,
 ) -> TuneResult:
     """Search `model`'s hyperparameters on the training part of `split` only, then retrain the best
     and score it on the test part once. `on_trial(n, setting, score)` reports each setting's mean
     validation score: RMSE, or a ranking model's NDCG@10. `features`: the feature groups every trial
-    reads (a model that reads them; None: its default)."""
+    reads (a model that reads them; None: its default); `ordinal`: every trial an ordered probit
+    (bfm)."""
     if trials < 1:
         raise RecsysError(f"`trials` must be at least 1, got {trials}")
     if folds < 2:
         raise RecsysError(f"`folds` must be at least 2 (cross-validation), got {folds}")
-    given = {} if features is None else {"features": features}
+    given: dict[str, Any] = {} if features is None else {"features": features}
+    given |= {"ordinal": True} if ordinal else {}
     base = config_for(model, engine=engine, dataset=dataset.name, split=split, seed=seed, **given)
     # Before the search, not after it: the data fits the model, and the split leaves a test part the
     # best setting can be scored on.
@@ -185,7 +188,13 @@ def _estimator(base: RunConfig, threads: int | None, dataset: RatingsDataset) ->
     _, unread = unread_feature_sides(base, [side for side, table in tables.items() if table is not None])
     read = {f"{side}_features": None if side in unread else table for side, table in tables.items()}
     return RatingRegressor(
-        base.model, engine=base.engine, seed=base.seed, threads=threads, features=base.features, **read
+        base.model,
+        engine=base.engine,
+        seed=base.seed,
+        threads=threads,
+        features=base.features,
+        ordinal=base.ordinal,
+        **read,
     )
 
 
@@ -269,6 +278,8 @@ def best_settings(result: TuneResult) -> dict[str, Any]:
     chosen = [SEARCHED_FIELDS.get(name, name) for name in result.best]
     if reads_features(config.model, config.engine):  # the groups every trial read
         chosen.append("features")
+    if config.ordinal:
+        chosen.append("ordinal")
     return {"model": config.model, "engine": config.engine, **{f: getattr(config, f) for f in chosen}}
 
 

@@ -177,3 +177,18 @@ def test_a_search_of_bfm_with_time_reads_the_times_in_its_trials(tmp_path: Path)
     trials = pd.read_csv(out / "trials.csv")
     untimed = tune(load_dataset("tiny"), "bfm", folds=2, trials=1, features="implicit")
     assert trials["valid_rmse"][0] != untimed.table["valid_rmse"][0]  # the times were read
+
+
+@pytest.mark.slow  # a search of bfm's default sweeps as a probit
+def test_a_search_of_bfm_as_an_ordered_probit_keeps_it_to_the_best_run(tmp_path: Path) -> None:
+    out = tmp_path / "search"
+    args = ["--dataset", "tiny", "--model", "bfm", "--ordinal", "--trials", "1", "--folds", "2"]
+    ran = run_cli(tune_command.cli, "tune.py", [*args, "--out", str(out)], tmp_path / "c")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((out / "best.json").read_text())["ordinal"] is True
+    assert json.loads((out / "run" / "config.json").read_text())["ordinal"] is True
+    refused = run_cli(tune_command.cli, "tune.py", ["--dataset", "tiny", "--ordinal"], tmp_path / "d")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "error: --ordinal has no effect on dotbias's compiled engine, per-rating AdaGrad; leave it out"
+    ]
