@@ -274,15 +274,13 @@ class BayesianFM(BayesianMF):
     def squash(self, score: Tensor) -> Tensor:
         """An ordered probit's expected rating where the model is one, else BayesianMF's clip."""
         if len(self.rating_steps):
-            lowest, step = (float(value) for value in self.rating_steps)
-            score = ordinal_expectation(score, self.cutpoints, lowest, step)
+            score = ordinal_expectation(score, self.cutpoints, *self.rating_steps.tolist())
         return super().squash(score)
 
     def unsquash(self, rating: Tensor) -> Tensor:
         if not len(self.rating_steps):
             return super().unsquash(rating)
-        lowest, step = (float(value) for value in self.rating_steps)
-        return ordinal_expectation_inverse(rating, self.cutpoints, lowest, step)
+        return ordinal_expectation_inverse(rating, self.cutpoints, *self.rating_steps.tolist())
 
     @property
     def n_time_bins(self) -> int:

@@ -144,7 +144,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 f"model {self.model!r} ranks items and predicts no rating; RatingRegressor trains the "
                 "rating models (train a ranking model with recsys.train_and_evaluate)"
             )
-        timed = reads_time(self._config())
+        config = self._config()
+        timed = reads_time(config)
         X = _dates_checked(X, timed)
         _refuse_non_ratings(y)
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
@@ -157,7 +158,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         if low < high:  # a typing slip (a 1e6 among stars) would set the scale: warned, as a file's is
             warn_of_a_stray_end(ratings, scale, "y", row_of_frame, setting="y_range")
         try:
-            self.config_ = fitted_config(self._config(), scale, len(ratings))
+            self.config_ = fitted_config(config, scale, len(ratings))
             check_fits(self.config_, len(self.users_), len(self.items_))
             if self.threads is not None:
                 check_threads(self.threads)
