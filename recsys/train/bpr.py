@@ -117,20 +117,31 @@ def _group_runs(
     return grouped, run_starts
 
 
+# A positive's record (a row of `_positive_records`): its user and item in one word (user | item << 32),
+# where its user's run of positives in the item's group starts and ends, and that run's 64-bit mask.
+USER_ITEM, RUN_FIRST, RUN_LAST, RUN_MASK = 0, 1, 2, 3
+LOW_WORD = np.uint64(0xFFFFFFFF)
+
+
 @compiled()
-def _carried_runs(
+def _positive_records(
     users: np.ndarray, items: np.ndarray, item_groups: np.ndarray, run_starts: np.ndarray, grouped: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each positive (users[k], items[k]), where its user's run in the item's group starts and
-    ends in `grouped`, and that run's mask: bit (item % 64) set for each of the run's items."""
-    firsts, lasts = np.empty(len(users), np.int64), np.empty(len(users), np.int64)
-    masks = np.zeros(len(users), np.uint64)
+) -> np.ndarray:
+    """Each positive (users[k], items[k]) as a record of 32 bytes, (positives, 4) uint64: the user and
+    item, where its user's run in the item's group starts and ends in `grouped`, and that run's mask
+    (bit item % 64 set for each of the run's items). One record is one cache line's half, where five
+    arrays read at the same place met five lines: the epoch walks a block by a stride, and each step
+    reads its positive at a place of its own."""
+    records = np.empty((len(users), 4), np.uint64)
     for k in range(len(users)):
         group = item_groups[items[k]]
-        firsts[k], lasts[k] = run_starts[users[k], group], run_starts[users[k], group + 1]
-        for place in range(firsts[k], lasts[k]):
-            masks[k] |= np.uint64(1) << np.uint64(grouped[place] & 63)
-    return firsts, lasts, masks
+        first, last = run_starts[users[k], group], run_starts[users[k], group + 1]
+        mask = np.uint64(0)
+        for place in range(first, last):
+            mask |= np.uint64(1) << np.uint64(grouped[place] & 63)
+        records[k, USER_ITEM] = np.uint64(users[k]) | (np.uint64(items[k]) << np.uint64(32))
+        records[k, RUN_FIRST], records[k, RUN_LAST], records[k, RUN_MASK] = first, last, mask
+    return records
 
 
 @compiled(fastmath=True, inline=True)
@@ -140,12 +151,19 @@ def _advance(place: np.int64, stride: np.int64, size: np.int64) -> np.int64:
     return place - size if place >= size else place
 
 
+@compiled(fastmath=True, inline=True)
+def _user_and_item(records: np.ndarray, at: int) -> tuple[int, int]:
+    """The user and item of the positive at record `at`."""
+    pair = records[at, USER_ITEM]
+    return int(pair & LOW_WORD), int(pair >> np.uint64(32))
+
+
 @compiled(fastmath=True)
 def _train_blocks(
     users_table: np.ndarray,
     items_table: np.ndarray,
     item_bias: np.ndarray,
-    in_blocks: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    records: np.ndarray,
     offsets: np.ndarray,
     blocks: np.ndarray,
     groups: tuple[np.ndarray, np.ndarray],
@@ -156,14 +174,13 @@ def _train_blocks(
     """BPR steps for the positives of each block in `blocks`, in an order drawn afresh for the
     epoch; each block's summed -log sigmoid(x_uij) goes to losses[block].
 
-    in_blocks: the positives in block order, block b's at offsets[b]:offsets[b + 1]: their users,
-    items, where the user's positives in the item's group start and end in `user_items` (each
-    user's positives' items, sorted), and those positives' 64-bit masks (_run_masks); group_starts:
-    where each item group starts (group g is items group_starts[g]:group_starts[g + 1]); settings:
-    (lr, l2, seed, epoch). A block's order and negatives are drawn from the seed, the epoch and the
-    block alone, so a resumed run draws what the whole run drew.
+    records: the positives in block order (`_positive_records`: user, item, and where the user's
+    positives in the item's group start and end in `user_items`, each user's positives' items by
+    group, sorted, with their mask), block b's at offsets[b]:offsets[b + 1]; groups: the items by
+    group, and where each group starts (group g is group_items[group_starts[g]:group_starts[g + 1]]);
+    settings: (lr, l2, seed, epoch). A block's order and negatives are drawn from the seed, the epoch
+    and the block alone, so a resumed run draws what the whole run drew.
     """
-    block_users, block_items, firsts, lasts, masks = in_blocks
     lr, l2, seed, epoch = settings
     rate, decay = np.float32(lr), np.float32(lr * l2)
     keep = np.float32(1) - decay
@@ -193,17 +210,21 @@ def _train_blocks(
         # sigmoids are multiplied together and the product's logarithm taken before it underflows.
         total, product = 0.0, 1.0
         # The steps as a pipeline, so that each cache miss is asked for well before it is needed:
-        # step t + 2 * AHEAD's rows and its user's positives in the group; t + AHEAD's negative,
-        # drawn (in step order, as one at a time would be) and its row asked for; step t itself. Each
-        # stage walks the block's order with a place of its own.
-        fetching, drawing, stepping = first_place, first_place, first_place
-        for t in range(start - 2 * NEGATIVE_AHEAD, end):
+        # step t + 3 * AHEAD's record; t + 2 * AHEAD's rows and its user's positives in the group;
+        # t + AHEAD's negative, drawn (in step order, as one at a time would be) and its row asked
+        # for; step t itself. Each stage walks the block's order with a place of its own.
+        recording, fetching, drawing, stepping = first_place, first_place, first_place, first_place
+        for t in range(start - 3 * NEGATIVE_AHEAD, end):
             negative = negatives[t % NEGATIVE_AHEAD] if t >= start else -1  # before its slot is reused
+            if start <= t + 3 * NEGATIVE_AHEAD < end:
+                prefetch_row(records, start + recording)
+                recording = _advance(recording, stride, size)
             if start <= t + 2 * NEGATIVE_AHEAD < end:
                 at = start + fetching
-                prefetch_row(users_table, block_users[at])
-                prefetch_row(items_table, block_items[at])
-                prefetch_row(user_items, firsts[at])
+                user, item = _user_and_item(records, at)
+                prefetch_row(users_table, user)
+                prefetch_row(items_table, item)
+                prefetch_row(user_items, int(records[at, RUN_FIRST]))
                 fetching = _advance(fetching, stride, size)
             if start <= t + NEGATIVE_AHEAD < end:
                 at = start + drawing
@@ -212,9 +233,9 @@ def _train_blocks(
                     group_items,
                     group_first,
                     group_size,
-                    masks[at],
+                    records[at, RUN_MASK],
                     user_items,
-                    (firsts[at], lasts[at]),
+                    (int(records[at, RUN_FIRST]), int(records[at, RUN_LAST])),
                 )
                 negatives[(t + NEGATIVE_AHEAD) % NEGATIVE_AHEAD] = drawn
                 prefetch_row(items_table, max(int(drawn), 0))
@@ -225,7 +246,7 @@ def _train_blocks(
             stepping = _advance(stepping, stride, size)
             if negative < 0:  # no negative found
                 continue
-            user, item = block_users[at], block_items[at]
+            user, item = _user_and_item(records, at)
             score = item_bias[item] - item_bias[negative]
             for c in range(width):
                 score += users_table[user, c] * (items_table[item, c] - items_table[negative, c])
@@ -308,12 +329,7 @@ class BPREpochs(RankingEpochs):
         # negative drawn from a group is looked for among the user's few positives there alone, and
         # each positive carries that run and its mask, so that a step reads no table to find them.
         self.user_items, run_starts = _group_runs(found.by_user.starts, items, item_groups, self.grid)
-        firsts, lasts, masks = _carried_runs(
-            sorted_users, sorted_items, item_groups, run_starts, self.user_items
-        )
-        position = np.int32 if len(items) < np.iinfo(np.int32).max else np.int64
-        firsts, lasts = firsts.astype(position), lasts.astype(position)
-        self.in_blocks = (sorted_users, sorted_items, firsts, lasts, masks)
+        self.records = _positive_records(sorted_users, sorted_items, item_groups, run_starts, self.user_items)
         self.groups = (group_items, group_starts)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
@@ -326,7 +342,7 @@ class BPREpochs(RankingEpochs):
 
         def train(blocks: Sequence[int]) -> None:
             _train_blocks(
-                self.padded[0], self.padded[1], self.item_bias, self.in_blocks, self.offsets,
+                self.padded[0], self.padded[1], self.item_bias, self.records, self.offsets,
                 np.asarray(blocks, np.int64), self.groups, self.user_items, settings, losses,
             )  # fmt: skip
 

@@ -5,7 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from recsys.train.bpr import _carried_runs, _group_runs, _has, _stride, _train_blocks
+from recsys.train.bpr import (
+    RUN_FIRST,
+    RUN_LAST,
+    RUN_MASK,
+    _group_runs,
+    _has,
+    _positive_records,
+    _stride,
+    _train_blocks,
+)
 from recsys.train.compiled import _next_random
 
 
@@ -14,12 +23,11 @@ def _one_group(n_items: int) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(n_items, dtype=np.int32), np.array([0, n_items], np.int64)
 
 
-def _one_user_block(positives: np.ndarray) -> tuple[np.ndarray, ...]:
-    """User 0's positives (sorted) as one block of one item group: users, items, each one's run among
-    the user's positives (all of them) and that run's mask."""
+def _one_user_block(positives: np.ndarray) -> np.ndarray:
+    """User 0's positives (sorted) as one block of one item group: their records (each one's run among
+    the user's positives, all of them, and that run's mask)."""
     users, run_starts = np.zeros(len(positives), np.int32), np.array([[0, len(positives)]], np.int64)
-    firsts, lasts, masks = _carried_runs(users, positives, np.zeros(64, np.int64), run_starts, positives)
-    return users, positives.copy(), firsts.astype(np.int32), lasts.astype(np.int32), masks
+    return _positive_records(users, positives, np.zeros(64, np.int64), run_starts, positives)
 
 
 def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
@@ -83,7 +91,7 @@ def test_a_blocks_loss_is_its_steps_summed_however_small_their_sigmoids(score: f
     items = np.array([[score], [0.0]], np.float32)  # the positive's row gives the score; the negative's 0
     bias = np.zeros(2, np.float32)
     in_block = _one_user_block(np.zeros(1, np.int32))
-    in_block = tuple(np.repeat(column, steps) for column in in_block)  # the one positive, `steps` times
+    in_block = np.repeat(in_block, steps, axis=0)  # the one positive, `steps` times
     losses = np.zeros(1)
     _train_blocks(
         users, items, bias, in_block, np.array([0, steps], np.int64), np.zeros(1, np.int64), _one_group(2),
@@ -133,11 +141,16 @@ def test_an_epoch_is_its_steps_one_at_a_time_in_the_drawn_order() -> None:
     shuffled = rng.permutation(size)
     order = shuffled[np.argsort(group_of[items_of[shuffled]], kind="stable")]
     block_users, block_items = users_of[order].astype(np.int32), items_of[order].astype(np.int32)
-    firsts, lasts, masks = _carried_runs(block_users, block_items, group_of, run_starts, user_items)
+    records = _positive_records(block_users, block_items, group_of, run_starts, user_items)
+    assert np.array_equal(records[:, 0] & np.uint64(2**32 - 1), block_users)
+    assert np.array_equal(records[:, 0] >> np.uint64(32), block_items)
+    firsts, lasts = records[:, RUN_FIRST].astype(np.int64), records[:, RUN_LAST].astype(np.int64)
     for user, item, first, last in zip(block_users, block_items, firsts, lasts, strict=True):
         assert set(user_items[first:last]) == set(
             items_of[(users_of == user) & (group_of[items_of] == group_of[item])]
         )
+    for record, first, last in zip(records, firsts, lasts, strict=True):
+        assert int(record[RUN_MASK]) == sum({1 << (int(other) % 64) for other in user_items[first:last]})
     offsets = np.array([0, np.sum(group_of[block_items] == 0), size], np.int64)
     tables = [rng.normal(0, 0.3, shape).astype(np.float32) for shape in ((n_users, width), (n_items, width))]
     bias = rng.normal(0, 0.3, n_items).astype(np.float32)
@@ -170,9 +183,8 @@ def test_an_epoch_is_its_steps_one_at_a_time_in_the_drawn_order() -> None:
             expected[2][item] = keep * expected[2][item] + step
             expected[2][drawn] = keep * expected[2][drawn] - step
 
-    in_blocks = (block_users, block_items, firsts.astype(np.int32), lasts.astype(np.int32), masks)
     _train_blocks(
-        tables[0], tables[1], bias, in_blocks, offsets, np.array([0, 1], np.int64),
+        tables[0], tables[1], bias, records, offsets, np.array([0, 1], np.int64),
         (group_items, group_starts), user_items, (lr, l2, seed, epoch), np.zeros(2),
     )  # fmt: skip
     for got, want in zip((*tables, bias), expected, strict=True):
