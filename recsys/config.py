@@ -600,6 +600,9 @@ def check_threads(threads: int) -> int:
 READS_USER_FEATURES_ONLY = ("svdpp",)
 # The models with a term for each rating's time (the `time` feature group).
 READS_TIME = ("bfm",)
+# The models whose device-engine steps torchrun's ranks share (SVD++'s bags step per user, in one
+# process): under torchrun on a GPU, `engine` auto picks the device engine for them, else autograd.
+SHARES_DEVICE_STEPS = ("dot", "dotbias")
 
 
 def reads_time(config: RunConfig) -> bool:

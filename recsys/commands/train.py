@@ -31,6 +31,7 @@ from recsys.config import (
     FIT_NAMES,
     PER_RATING,
     SETTINGS,
+    SHARES_DEVICE_STEPS,
     RunConfig,
     Setting,
     check_device,
@@ -175,7 +176,8 @@ def config_from_args(
     engine = args.engine if args.engine not in (None, "auto") else settings.pop("engine", None)
     model = args.model or settings.get("model") or DEFAULTS.model
     ranks = model in model_names() and model_entry(model).ranks
-    if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not ranks:
+    shares_steps = device.startswith("cuda") and model in SHARES_DEVICE_STEPS
+    if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not ranks and not shares_steps:
         engine = "autograd"  # the compiled engine trains in one process (a ranking model says so itself)
     flags = {
         name: (tuple(value) if name == "y_range" and value else value)

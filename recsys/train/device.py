@@ -15,7 +15,9 @@ unless `KERNELS_SWITCH` says no, three Triton kernels of recsys.train.device_ker
 operations), and on a GPU a member's epoch of steps is captured once as a CUDA graph and replayed,
 one launch an epoch, so the GPU spends its time on the rows, not on Python. On the CPU it runs too,
 in torch operations (the tests' path; they run the kernels under Triton's interpreter), never by
-default: the compiled engine is the CPU's.
+default: the compiled engine is the CPU's. Under torchrun each rank holds every rating and the whole
+tables, finds the gradients of its share of each step, and applies the whole step's, gathered
+(recsys.train.distributed.StepShares).
 """
 
 import os
@@ -27,6 +29,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch import distributed as dist
 
 from recsys.config import RunConfig
 from recsys.data.encoding import RatingTensors
@@ -34,7 +37,7 @@ from recsys.errors import RecsysError
 from recsys.evaluate.metrics import evaluate
 from recsys.models import Factorisation, rating_model
 from recsys.models.base import bag_vectors
-from recsys.train.distributed import refuse_processes
+from recsys.train.distributed import StepShares, distributed_rank
 from recsys.train.per_rating import ACCUMULATOR_START, epoch_learning_rate, member_seed, seeded_generator
 
 # An epoch in about STEPS_PER_EPOCH steps of MIN_BATCH to MAX_BATCH ratings: the fewer the steps, the
@@ -189,12 +192,20 @@ class DeviceTables:
         y_range: tuple[float, float] | None,
         user_ratings: Tensor | None = None,
         kernels: bool | None = None,
+        shares: StepShares | None = None,
     ) -> None:
         """`kernels`: step by the Triton kernels of recsys.train.device_kernels (None: where the tables
         are float32 on a GPU, have no SVD++ bags, Triton is installed and $RECSYS_TRITON_KERNELS is
-        not 0; the kernels' products are float32's)."""
+        not 0; the kernels' products are float32's). `shares`: under torchrun, this rank's share of
+        each step (None: one process finds every rating's gradient)."""
+        if shares is not None and tables.implicit is not None:
+            raise RecsysError(
+                "`engine` device under torchrun trains dot and dotbias, not svdpp (its bags step per "
+                "user); train svdpp in one process"
+            )
         self.tables = tables
         self.user_ratings = user_ratings
+        self.shares = shares
         if kernels is None:
             kernels = (
                 tables.user_factors.is_cuda
@@ -240,7 +251,8 @@ class DeviceTables:
         if self.kernels is not None:
             return self._kernel_step(step, lr, l2, twice_weight)
         user_factors, item_factors, user_bias, item_bias, implicit = self.tables
-        users, items, values = step.users, step.items, step.values
+        part = slice(None) if self.shares is None else self.shares.part(len(step.values))
+        users, items, values = step.users[part], step.items[part], step.values[part]
         decay = 2 * l2
         user_rows, item_rows = user_factors[users], item_factors[items]
         whole_users = user_rows
@@ -268,8 +280,13 @@ class DeviceTables:
         if biases is not None:
             user_gradients.append(torch.add(gradient_column, biases[0], alpha=decay))
             item_gradients.append(torch.add(gradient_column, biases[1], alpha=decay))
-        self._rows_step("user", users, step.user_runs, user_gradients, lr)
-        self._rows_step("item", items, step.item_runs, item_gradients, lr)
+        if self.shares is not None:  # every rank's share, for the whole step's updates
+            user_gradients, item_gradients, (error,) = _gathered(
+                self.shares, len(step.values), user_gradients, item_gradients, [error[:, None]]
+            )
+            error = error.view(-1)
+        self._rows_step("user", step.users, step.user_runs, user_gradients, lr)
+        self._rows_step("item", step.items, step.item_runs, item_gradients, lr)
         if implicit is not None:
             # A bag row's gradient: its weight times the summed gradient of its user's ratings in the
             # step, plus the penalty of each of those ratings (weight squared, as the compiled engine).
@@ -294,22 +311,32 @@ class DeviceTables:
         """`step` by the Triton kernels: the same updates, each rating's rows read and written once."""
         assert self.kernels is not None
         user_factors, item_factors, user_bias, item_bias, _ = self.tables
-        entries, width = len(step.values), user_factors.shape[1]
+        part = slice(None) if self.shares is None else self.shares.part(len(step.values))
+        users, items, values = step.users[part], step.items[part], step.values[part]
+        entries, width = len(values), user_factors.shape[1]
         columns = self.sums["user"].shape[1]
         user_gradients, item_gradients = (user_factors.new_empty((entries, width)) for _ in range(2))
         bias_gradients = user_factors.new_empty((entries, 2))
         user_squares, item_squares = (user_factors.new_empty((entries, columns)) for _ in range(2))
         squared_error = user_factors.new_zeros(())
         self.kernels.gradients(
-            step.users,
-            step.items,
-            step.values,
+            users,
+            items,
+            values,
             (user_factors, item_factors, user_bias, item_bias),
             (user_gradients, item_gradients, bias_gradients, user_squares, item_squares, squared_error),
             (self.low, self.high) if self.squash else None,
             twice_weight,
             2 * l2,
         )
+        if self.shares is not None:  # every rank's share, for the whole step's updates
+            gathered = _gathered(
+                self.shares,
+                len(step.values),
+                [user_gradients, item_gradients, bias_gradients, user_squares, item_squares],
+            )
+            user_gradients, item_gradients, bias_gradients, user_squares, item_squares = gathered[0]
+            dist.all_reduce(squared_error)
         learning_rate = lr if isinstance(lr, Tensor) else torch.tensor(lr, device=user_factors.device)
         sides = (
             ("user", step.users, step.user_runs, user_gradients, user_squares, user_factors, user_bias),
@@ -349,6 +376,17 @@ class DeviceTables:
         sums.index_add_(0, rows, squares)
 
 
+def _gathered(shares: StepShares, entries: int, *groups: list[Tensor]) -> list[list[Tensor]]:
+    """Each of `groups`' tensors (a row per entry of this rank's share of a step of `entries`) with
+    every rank's rows: one gather of them all, side by side, split back as given."""
+    local = [tensor for group in groups for tensor in group]
+    whole = shares.gathered(torch.cat(local, dim=1), entries)
+    # Each its own contiguous tensor, as one process's: a sum over a strided view's rows (a square's
+    # mean, the loss) may add in another order.
+    parts = iter(part.contiguous() for part in whole.split([tensor.shape[1] for tensor in local], dim=1))
+    return [[next(parts) for _ in group] for group in groups]
+
+
 def _runs(rows: Tensor, table_rows: int) -> RowRuns:
     """The runs of one step's `rows` (of a table of `table_rows`) in the order given."""
     order, keys = _sorted_within_steps(torch.zeros_like(rows), 1, rows, table_rows)
@@ -360,7 +398,9 @@ class DeviceEpochs:
     members one after another, each over its own order."""
 
     def __init__(self, model: nn.Module, train: RatingTensors, config: RunConfig) -> None:
-        refuse_processes()
+        rank, world_size = distributed_rank()
+        # Under torchrun every rank holds every rating and the whole tables (ML-25M's fit one GPU).
+        self.shares = StepShares(rank, world_size) if world_size > 1 else None
         self.model = model
         self.members = []
         user_ratings = None  # each user's training ratings, for SVD++'s bags
@@ -370,7 +410,7 @@ class DeviceEpochs:
                 raise RecsysError(f"`engine` device cannot train {config.model}; use `engine` autograd")
             if tables.implicit is not None and user_ratings is None:
                 user_ratings = torch.bincount(train.x[:, 0], minlength=len(tables.user_factors))
-            self.members.append(DeviceTables(tables, member.y_range, user_ratings))
+            self.members.append(DeviceTables(tables, member.y_range, user_ratings, shares=self.shares))
         self.users, self.items = train.x[:, 0].contiguous(), train.x[:, 1].contiguous()
         self.values = train.y.to(self.members[0].tables.user_factors.dtype)
         self.config = config
@@ -380,8 +420,9 @@ class DeviceEpochs:
         self.table_rows = (len(first.user_factors), len(first.item_factors))
         self.twice_weight = 2 / (config.rating_unit or 1.0) ** 2  # errors in units of five stars
         self.lr = torch.zeros((), device=self.values.device)  # read by the captured graphs
-        # SVD++'s steps find their users' bags, whose sizes the host must read: no graph for them.
-        self.captures = self.values.is_cuda and not bags
+        # SVD++'s steps find their users' bags, whose sizes the host must read: no graph for them. Nor
+        # under torchrun, whose gathers in a captured graph no GPU here has yet run.
+        self.captures = self.values.is_cuda and not bags and self.shares is None
         self.captured: list[EpochGraph | None] = [None] * len(self.members)
         self.batches: Batches | None = None  # where the captured graphs read each epoch's ratings
 
@@ -415,6 +456,11 @@ class DeviceEpochs:
                     self.users, self.items, self.values, order, self.batch_size, self.table_rows
                 )
                 squared_error += self._member_epoch(place, member, batches)
+                if self.shares is not None:
+                    self.shares.same_tables(
+                        [table for named in member.sides.values() for table in named.values()]
+                        + list(member.sums.values())
+                    )
         ratings = len(self.values) * len(self.members)
         return float(squared_error) / ratings, ratings  # read once an epoch: a device sync point
 

@@ -1,8 +1,9 @@
 """torchrun: this process's place in the process group, and the group's lifetime around a run."""
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -100,3 +101,45 @@ def _gathered_mean(gradient: Tensor, world_size: int) -> Tensor:
     all_rows = torch.cat([part[:count] for part, count in zip(gathered_rows, found, strict=True)])
     all_values = torch.cat([part[:count] for part, count in zip(gathered_values, found, strict=True)])
     return torch.sparse_coo_tensor(all_rows[None], all_values / world_size, gradient.shape).coalesce()
+
+
+# Entries of a step in a rank's share: a multiple of any CPU's vector width, unrolled.
+SHARE_ALIGNMENT = 64
+
+
+@dataclass(frozen=True)
+class StepShares:
+    """The device engine under torchrun: each rank finds the gradients of its share of a step's
+    ratings, and every rank then applies the whole step's, gathered, to its copy of the tables. The
+    steps are one process's, as each rating's gradient reads only the rows as they were before the
+    step."""
+
+    rank: int
+    world_size: int
+
+    def _share(self, entries: int) -> int:
+        """Entries a rank's share holds (the last ones' fewer): a multiple of SHARE_ALIGNMENT, so that
+        torch's vectorised loops on the CPU meet each entry in the lanes one process would (a sigmoid
+        in a loop's scalar tail rounds otherwise)."""
+        share = -(-entries // self.world_size)
+        return -(-share // SHARE_ALIGNMENT) * SHARE_ALIGNMENT
+
+    def part(self, entries: int) -> slice:
+        """This rank's share of a step of `entries`: the ranks' shares in rank order tile the step, each
+        as long as the first but for those at the end."""
+        share = self._share(entries)
+        return slice(min(self.rank * share, entries), min((self.rank + 1) * share, entries))
+
+    def gathered(self, local: Tensor, entries: int) -> Tensor:
+        """Every rank's `local` rows (its share's, from `part`) in rank order: the whole step's."""
+        padded = local.new_zeros((self._share(entries), *local.shape[1:]))
+        padded[: len(local)] = local
+        parts = [torch.empty_like(padded) for _ in range(self.world_size)]
+        dist.all_gather(parts, padded)  # gloo's and nccl's alike; a gather takes parts of one size
+        return torch.cat(parts)[:entries]
+
+    def same_tables(self, tables: Iterable[Tensor]) -> None:
+        """Every rank takes rank 0's `tables`: on a GPU the adds into a row land in no set order, so the
+        ranks' copies could part in their last bits."""
+        for table in tables:
+            dist.broadcast(table, 0)

@@ -344,12 +344,17 @@ def test_a_settings_file_that_names_no_members_takes_the_models_default(tmp_path
     assert train_command.config_from_args(args, "tiny", "cpu").members == 2  # the flag wins
 
 
-def test_auto_engine_is_autograd_under_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_engine_under_torchrun_is_the_device_engines_on_a_gpu_for_dot_products_else_autograd(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     script: Any = _train_script()
     args = script.parse_args(["--model", "dotbias"])
     assert script.config_from_args(args, "tiny", "cpu").engine == "compiled"
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert script.config_from_args(args, "tiny", "cpu").engine == "autograd"
+    for model, engine in (("dotbias", "device"), ("dot", "device"), ("svdpp", "autograd")):
+        args = script.parse_args(["--model", model])
+        assert script.config_from_args(args, "tiny", "cuda").engine == engine, model
 
 
 def test_a_ranking_model_keeps_its_engine_under_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,16 @@ import torch
 from conftest import ROOT
 from torch import distributed as dist
 
-from recsys.train.distributed import average_gradients, distributed_rank, distributed_session
+from recsys.errors import RecsysError
+from recsys.models import build_model
+from recsys.train.device import Batches, DeviceTables
+from recsys.train.distributed import (
+    SHARE_ALIGNMENT,
+    StepShares,
+    average_gradients,
+    distributed_rank,
+    distributed_session,
+)
 
 ARGS = ["scripts/train.py", "--dataset", "tiny", "--bs", "256", "--epochs", "3", "--no-progress"]
 # Summation order differs (each rank averages its half, then the halves are averaged), nothing else.
@@ -110,3 +119,91 @@ def test_average_gradients_gathers_each_ranks_rows(tmp_path: Path) -> None:
         torch.testing.assert_close(found[rank]["table"], expected_table)
         torch.testing.assert_close(found[rank]["weight"], torch.ones(1, 2))
         torch.testing.assert_close(found[rank]["bias"], torch.full((1,), 0.5))
+
+
+@pytest.mark.slow
+def test_two_ranks_on_the_device_engine_are_one_process_bit_for_bit(tmp_path: Path) -> None:
+    """Each rank finds its share of a step's gradients and every rank applies the whole step's: on the
+    CPU the very same model as one process (dotbias' default ensemble of two, tiny's one step an
+    epoch)."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
+                "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]  # fmt: skip
+    args = ["scripts/train.py", "--dataset", "tiny", "--engine", "device", "--epochs", "3", "--no-progress"]
+    distributed = run([*torchrun, *args], tmp_path / "ddp", tmp_path)
+    single = run([sys.executable, *args], tmp_path / "single", tmp_path)
+    assert distributed["test_rmse"] == single["test_rmse"]
+    for ours, theirs in zip(distributed["history"], single["history"], strict=True):
+        assert (ours["train_loss"], ours["valid_rmse"]) == (theirs["train_loss"], theirs["valid_rmse"])
+        assert ours["ratings"] == theirs["ratings"]  # every rank applies every rating's update
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_the_ranks_shares_tile_a_step_each_from_an_aligned_place(world_size: int) -> None:
+    for entries in (0, 1, 63, 64, 65, 200, 1001, 65_536):
+        parts = [StepShares(rank, world_size).part(entries) for rank in range(world_size)]
+        assert [place for part in parts for place in range(entries)[part]] == list(range(entries))
+        assert all(part.start % SHARE_ALIGNMENT == 0 for part in parts if part.start < entries)
+
+
+def _shared_steps_on_rank(rank: int, init_file: str, kernels: bool, found: "dict[str, bool]") -> None:
+    """A model stepped by one process beside the same model stepped by this rank's share of each
+    step (1,001 ratings, full of repeated rows, in uneven shares); rank 0 reports whether they
+    agree."""
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        for name, y_range in (("dotbias", (0.0, 5.5)), ("dot", None)):
+            models = [
+                build_model(name, 30, 20, 33, y_range, torch.Generator().manual_seed(1), 30.0, 1)
+                for _ in "ab"
+            ]
+            stepped = [
+                DeviceTables(model.factorisation(), y_range, kernels=kernels, shares=shares)  # type: ignore[arg-type]
+                for model, shares in zip(models, (None, StepShares(rank, 2)), strict=True)
+            ]
+            generator = torch.Generator().manual_seed(3)
+            with torch.no_grad():
+                for _ in range(3):
+                    users, items = (
+                        torch.randint(0, 30, (1001,), generator=generator),
+                        torch.randint(0, 20, (1001,), generator=generator),
+                    )
+                    values = torch.randint(1, 6, (1001,), generator=generator).float()
+                    step = next(
+                        Batches.drawn(users, items, values, torch.arange(1001), 1001, (30, 20)).steps()
+                    )
+                    errors = [tables.step(step, 0.1, 0.05, 2.0) for tables in stepped]
+            if kernels:  # the interpreter's atomic adds: the same up to float32's rounding
+                same = torch.allclose(errors[0], errors[1], rtol=1e-5) and all(
+                    torch.allclose(models[1].state_dict()[key], value, rtol=1e-5, atol=1e-6)
+                    for key, value in models[0].state_dict().items()
+                )
+            else:
+                same = bool(errors[0] == errors[1]) and all(
+                    torch.equal(models[1].state_dict()[key], value)
+                    for key, value in models[0].state_dict().items()
+                )
+            found[f"{rank}-{name}"] = same
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow  # two spawned processes with torch
+@pytest.mark.parametrize("kernels", [False, True], ids=["torch", "triton-interpreted"])
+def test_shared_device_steps_are_one_processs_steps(
+    kernels: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if kernels:
+        pytest.importorskip("triton", reason="needs Triton (a dev dependency) for its interpreter")
+        monkeypatch.setenv("TRITON_INTERPRET", "1")  # the spawned ranks import the kernels afresh
+    found = torch.multiprocessing.Manager().dict()
+    args = (str(tmp_path / "init"), kernels, found)
+    torch.multiprocessing.spawn(_shared_steps_on_rank, args=args, nprocs=2)
+    assert dict(found) == {f"{rank}-{name}": True for rank in (0, 1) for name in ("dotbias", "dot")}
+
+
+def test_the_device_engine_refuses_to_share_svdpps_steps() -> None:
+    model = build_model("svdpp", 4, 4, 2, (0.0, 5.5), torch.Generator().manual_seed(0), 1.0, 1)
+    tables = model.factorisation()
+    assert tables is not None
+    with pytest.raises(RecsysError, match="under torchrun trains dot and dotbias, not svdpp"):
+        DeviceTables(tables, (0.0, 5.5), torch.ones(4), shares=StepShares(0, 2))
