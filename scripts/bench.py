@@ -195,6 +195,13 @@ def device_engine_contenders(device: str) -> tuple[tuple[str, str, bool], ...]:
     return (("compiled", "cpu", False), ("device", device, False), *kernels)
 
 
+def device_engine_processes(device: str) -> int | None:
+    """Processes for the device-engine task's row on every GPU under torchrun (the ranks sharing each
+    step, recsys.train.distributed.StepShares): the GPUs, where there are two or more; else none."""
+    gpus = torch.cuda.device_count() if device.startswith("cuda") else 0
+    return gpus if gpus > 1 else None
+
+
 def throughput_jobs(shape: str, tensors: str, device: str) -> list[dict[str, Any]]:
     """The throughput measurements at one shape: recsys' models, on the CPU dotbias on its default
     engine at set thread counts, at TORCHRUN_SHAPE dotbias alone and under torchrun, and the peers'
@@ -347,6 +354,11 @@ def jobs(
             }
             for engine, where, kernels in device_engine_contenders(device)
         ]
+        if (processes := device_engine_processes(device)) is not None:
+            found.append(
+                {"task": "device-engine", "shape": shape, "tensors": tensors, "engine": "device",
+                 "device": device, "kernels": True, "processes": processes}
+            )  # fmt: skip
     if folder is not None:
         found += [
             {"task": "device-engine", "part": "u1", "engine": engine, "device": where, "kernels": kernels}
@@ -422,10 +434,10 @@ def worker(spec: dict[str, Any], folder: Path | None) -> dict[str, Any] | None:
             assert folder is not None
             result = benchmark.bench_recsys(folder, engine=spec["engine"], device=spec["device"])
             return {"contender": f"dotbias, {engine} engine on {spec['device']}", **result}
-        found = benchmark.bench_convergence(
-            spec["shape"], Path(spec["tensors"]), spec["engine"], spec["device"]
-        )
-        return {**found, "engine": engine}
+        processes = spec.get("processes")
+        with distributed_session(spec["device"]) as (rank, device):  # one process per GPU under torchrun
+            found = benchmark.bench_convergence(spec["shape"], Path(spec["tensors"]), spec["engine"], device)
+        return {**found, "engine": engine, "processes": processes} if rank == 0 else None
     if task == "ranking":
         return benchmark.bench_ranking(folder, **spec)
     if task == "learning-to-rank":

@@ -650,6 +650,7 @@ def time_to_reach(rows: list[dict[str, Any]], reference: str) -> pd.DataFrame:
                 "shape": row["shape"],
                 "engine": row["engine"],
                 "device": row.get("device", "cpu"),
+                **({"processes": row["processes"]} if row.get("processes") else {}),
                 "epochs": len(row["valid_rmse"]),
                 "final_valid_rmse": row["valid_rmse"][-1],
                 "seconds": row["seconds"],

@@ -494,8 +494,11 @@ def test_bench_tasks_that_all_need_ml100k_refuse_to_run_without_it(tmp_path: Pat
     assert not (tmp_path / "bench").exists()
 
 
-def test_bench_device_engine_task_sets_the_gpu_beside_the_compiled_engine_on_the_cpu(tmp_path: Path) -> None:
+def test_bench_device_engine_task_sets_the_gpu_beside_the_compiled_engine_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     script = _bench_script()
+    monkeypatch.setattr(script.torch.cuda, "device_count", lambda: 1)
     specs = script.jobs(
         tmp_path, ["ml-10m", "ml-25m"], tmp_path, repeats=2, device="cuda", tasks=["device-engine"]
     )
@@ -510,6 +513,23 @@ def test_bench_device_engine_task_sets_the_gpu_beside_the_compiled_engine_on_the
     # On the CPU (a dry run of the script) no Triton kernels: they run on a GPU only.
     on_cpu = script.jobs(tmp_path, [], tmp_path, repeats=1, device="cpu", tasks=["device-engine"])
     assert [spec["kernels"] for spec in on_cpu] == [False, False]
+    assert not any("processes" in spec for spec in specs)  # one GPU: no torchrun row
+
+
+def test_bench_device_engine_task_runs_every_gpu_under_torchrun_where_there_are_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = _bench_script()
+    monkeypatch.setattr(script.torch.cuda, "device_count", lambda: 4)
+    specs = script.jobs(tmp_path, ["ml-25m"], tmp_path, repeats=1, device="cuda", tasks=["device-engine"])
+    shared = [spec for spec in specs if "processes" in spec]
+    assert [(spec["shape"], spec["engine"], spec["kernels"], spec["processes"]) for spec in shared] == [
+        ("ml-25m", "device", True, 4)
+    ]
+    assert script.worker_command(shared[0])[1:5] == [
+        "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"
+    ]  # fmt: skip
+    assert script.device_engine_processes("cpu") is None
 
 
 def test_time_to_reach_finds_when_each_engine_matched_the_reference() -> None:
