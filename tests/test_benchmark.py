@@ -1144,3 +1144,24 @@ def test_the_side_information_folds_table_holds_the_contenders_run_beyond_u1() -
     assert set(folds["folds"]) == {5} and every == "side,implicit,time"
     only_u1 = side_information.fold_tables([row for row in rows if row["fold"] == "u1"])
     assert "side-information-folds" not in only_u1
+
+
+def test_the_device_engine_is_timed_to_the_compiled_engines_rmse_over_a_few_more_epochs(
+    tmp_path: Path,
+) -> None:
+    """Its batched steps end a little above the compiled engine at equal epochs, so the convergence
+    rows let it train DEVICE_EXTRA_EPOCHS more, each epoch's RMSE and time recorded."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.stack(
+        [
+            torch.randint(0, 60, (3000,), generator=generator),
+            torch.randint(0, 40, (3000,), generator=generator),
+        ],
+        1,
+    )
+    path = tmp_path / "shape.pt"
+    torch.save({"x": x, "y": torch.randint(1, 6, (3000,), generator=generator).float()}, path)
+    rows = {engine: benchmark.bench_convergence("small", path, engine) for engine in ("compiled", "device")}
+    epochs = {engine: len(row["valid_rmse"]) for engine, row in rows.items()}
+    assert epochs["device"] == epochs["compiled"] + benchmark.DEVICE_EXTRA_EPOCHS
+    assert all(len(row["elapsed"]) == len(row["valid_rmse"]) for row in rows.values())
