@@ -231,10 +231,15 @@ def test_bench_runs_dotbias_alone_and_under_torchrun_at_ml10m(
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
     script = _bench_script()
     specs = script.jobs(None, ["ml-1m", "ml-10m"], tmp_path, repeats=1, device=device, contended=False)
-    launched = [spec for spec in specs if "processes" in spec]
+    launched = [spec for spec in specs if "processes" in spec and spec["task"] == "throughput"]
     assert [(spec["shape"], spec["model"], spec["processes"]) for spec in launched] == [
         ("ml-10m", "dotbias", processes)
     ]
+    # On 3 GPUs the device engine's task also runs every GPU under torchrun, at each shape.
+    shared = [spec for spec in specs if "processes" in spec and spec["task"] == "device-engine"]
+    assert [(spec["shape"], spec["processes"]) for spec in shared] == (
+        [("ml-1m", 3), ("ml-10m", 3)] if device == "cuda" else []
+    )
     alone = {key: value for key, value in launched[0].items() if key != "processes"}
     assert alone in specs  # the same run in one plain process, to compare with
     # nccl all-reduces no sparse gradients: dense on CUDA, the documented sparse setting on the CPU.
