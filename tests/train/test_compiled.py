@@ -241,7 +241,10 @@ def engines_on(dataset: RatingsDataset, split: str, model: str = "dotbias") -> d
     return {engine: train_and_evaluate(dataset, config, progress=False) for engine, config in configs.items()}
 
 
-@pytest.mark.parametrize("model", ["dotbias", "svdpp"])
+@pytest.mark.parametrize(
+    "model",
+    ["dotbias", pytest.param("svdpp", marks=pytest.mark.slow)],  # svdpp's autograd fit: 5 s
+)
 def test_engines_agree_and_recover_the_planted_biases(model: str) -> None:
     dataset = load_dataset("synthetic")
     truth = planted_truth("synthetic")

@@ -153,6 +153,7 @@ def synthetic() -> RatingsDataset:
     return load_dataset("synthetic")
 
 
+@pytest.mark.slow  # a Gibbs fit and a dotbias fit of the synthetic data (8 s)
 def test_a_fit_recovers_the_planted_biases_and_beats_dotbias(synthetic: RatingsDataset) -> None:
     truth = planted_truth("synthetic")
     assert truth is not None

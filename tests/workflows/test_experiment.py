@@ -322,6 +322,7 @@ def test_resumed_run_is_bit_identical(tiny: RatingsDataset, tmp_path: Path, name
     assert_same_state(whole.model, resumed.model)
 
 
+@pytest.mark.slow  # three thinned chains run whole and resumed (4 s)
 def test_a_thinned_chain_cut_between_kept_draws_resumes_bit_identical(
     tiny: RatingsDataset, tmp_path: Path
 ) -> None:

@@ -116,6 +116,7 @@ def _top_n(comparison: Comparison, out: Path) -> str:
     return write_report(comparison, out).read_text().split("## Top-N lists")[1].split("\n\n")[1]
 
 
+@pytest.mark.slow  # comparisons of three datasets (4 s)
 def test_relevance_and_graded_gain_are_said_as_the_threshold_and_data_are(
     plays: Comparison, stars: Comparison, tmp_path: Path
 ) -> None:
