@@ -81,6 +81,7 @@ def test_bias_correlations_and_extremes(tiny_comparison: Comparison) -> None:
     assert highest["dotbias"].tolist() == sorted(items["dotbias"], reverse=True)[:3]
 
 
+@pytest.mark.slow  # a comparison of the synthetic data (3 s)
 def test_dotbias_recovers_the_planted_biases() -> None:
     """The evaluation issue's bar: Pearson r >= 0.9 for item and user biases on default synthetic data."""
     dataset, truth = make_synthetic()
