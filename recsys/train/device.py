@@ -452,12 +452,14 @@ class DeviceEpochs:
                 seed = (member_seed(self.config.seed, place) * EPOCH_SEEDS + epoch) % 2**63
                 drawn = seeded_generator(seed, device)
                 order = torch.randperm(len(self.values), generator=drawn, device=device)
+                if self.shares is not None:  # one order for every rank, whatever its GPU draws
+                    self.shares.as_rank_0([order])
                 batches = Batches.drawn(
                     self.users, self.items, self.values, order, self.batch_size, self.table_rows
                 )
                 squared_error += self._member_epoch(place, member, batches)
                 if self.shares is not None:
-                    self.shares.same_tables(
+                    self.shares.as_rank_0(
                         [table for named in member.sides.values() for table in named.values()]
                         + list(member.sums.values())
                     )

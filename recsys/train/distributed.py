@@ -138,8 +138,9 @@ class StepShares:
         dist.all_gather(parts, padded)  # gloo's and nccl's alike; a gather takes parts of one size
         return torch.cat(parts)[:entries]
 
-    def same_tables(self, tables: Iterable[Tensor]) -> None:
-        """Every rank takes rank 0's `tables`: on a GPU the adds into a row land in no set order, so the
-        ranks' copies could part in their last bits."""
-        for table in tables:
-            dist.broadcast(table, 0)
+    def as_rank_0(self, tensors: Iterable[Tensor]) -> None:
+        """Every rank takes rank 0's `tensors`, in place: the tables at an epoch's end (on a GPU the adds
+        into a row land in no set order, so the ranks' copies could part in their last bits) and each
+        epoch's order (drawn on each rank's GPU, it must be one order)."""
+        for tensor in tensors:
+            dist.broadcast(tensor, 0)
