@@ -201,7 +201,7 @@ class DeviceTables:
         if shares is not None and tables.implicit is not None:
             raise RecsysError(
                 "`engine` device under torchrun trains dot and dotbias, not svdpp (its bags step per "
-                "user); train svdpp in one process"
+                "user); train svdpp in one process, or with `engine` autograd under torchrun"
             )
         self.tables = tables
         self.user_ratings = user_ratings
