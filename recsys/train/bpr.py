@@ -129,9 +129,9 @@ def _positive_records(
 ) -> np.ndarray:
     """Each positive (users[k], items[k]) as a record of 32 bytes, (positives, 4) uint64: the user and
     item, where its user's run in the item's group starts and ends in `grouped`, and that run's mask
-    (bit item % 64 set for each of the run's items). One record is one cache line's half, where five
-    arrays read at the same place met five lines: the epoch walks a block by a stride, and each step
-    reads its positive at a place of its own."""
+    (bit item % 64 set for each of the run's items). One record is half a cache line (numba aligns
+    arrays to 32 bytes), where five arrays read at the same place met five lines: the epoch walks a
+    block by a stride, and each step reads its positive at a place of its own."""
     records = np.empty((len(users), 4), np.uint64)
     for k in range(len(users)):
         group = item_groups[items[k]]
