@@ -411,14 +411,12 @@ AUTOGRAD_CPU_THREADS = 1
 
 
 def torch_threads_for(config: RunConfig, threads: int | None) -> int | None:
-    """torch's threads while `config` trains on the CPU: on the autograd engine `threads`, else
-    AUTOGRAD_CPU_THREADS; on the device engine `threads`, else None. None leaves them as they are (on a
-    GPU, and on the compiled engine, whose own threads are numba's)."""
-    if (
-        config.device != "cpu"
-        or config.engine == "compiled"
-        or (config.engine == "device" and threads is None)
-    ):
+    """torch's threads while `config` trains on the CPU, on the autograd or device engine: `threads`,
+    else AUTOGRAD_CPU_THREADS. For the device engine one is also what each torchrun rank runs on: more
+    threads cut a step's sigmoid and sums at other places, which rounds their last bits otherwise once
+    a step passes torch's grain (32,768 entries). None leaves them as they are (on a GPU, and on the
+    compiled engine, whose own threads are numba's)."""
+    if config.device != "cpu" or config.engine == "compiled":
         return None
     return AUTOGRAD_CPU_THREADS if threads is None else check_threads(threads)
 

@@ -302,6 +302,6 @@ def test_the_autograd_engine_on_the_cpu_takes_one_torch_thread_unless_asked() ->
     assert torch_threads_for(autograd, 2) == 2
     assert torch_threads_for(config_for("dotbias", engine="compiled"), 2) is None  # numba's threads
     assert torch_threads_for(dataclasses.replace(autograd, device="cuda"), None) is None
-    device = config_for("dotbias", engine="device")  # whole-batch steps: torch's own threads
-    assert torch_threads_for(device, None) is None
+    device = config_for("dotbias", engine="device")  # on the CPU one thread, as a torchrun rank
+    assert torch_threads_for(device, None) == AUTOGRAD_CPU_THREADS
     assert torch_threads_for(device, 1) == 1
