@@ -21,6 +21,7 @@ import torch
 
 from recsys.config import RunConfig
 from recsys.data.encoding import RatingTensors
+from recsys.errors import RecsysError
 from recsys.models.base import RatingModel
 from recsys.train.compiled import (
     _groups,
@@ -38,6 +39,9 @@ from recsys.train.prefetch import prefetch_row
 
 # The pipeline's stage length in steps: a step's negative is drawn this many steps before it runs.
 NEGATIVE_AHEAD = 4
+# Items an item group holds at least (the grid is cut down to leave them): its positives' negatives
+# are drawn from it.
+MIN_GROUP_ITEMS = 256
 # Draws of a negative for one positive before the positive is passed over: a user with positives
 # for nearly every item of a group leaves few to draw.
 NEGATIVE_TRIES = 16
@@ -172,7 +176,8 @@ def _train_blocks(
     losses: np.ndarray,
 ) -> None:
     """BPR steps for the positives of each block in `blocks`, in an order drawn afresh for the
-    epoch; each block's summed -log sigmoid(x_uij) goes to losses[block].
+    epoch; each block's summed -log sigmoid(x_uij) goes to losses[block, 0], and its steps taken (a
+    positive whose user has no other item of its group to draw takes none) to losses[block, 1].
 
     records: the positives in block order (`_positive_records`: user, item, and where the user's
     positives in the item's group start and end in `user_items`, each user's positives' items by
@@ -208,7 +213,7 @@ def _train_blocks(
         stride = _stride(state, size)
         # The block's -sum log sigmoid(x): a logarithm per step cost a sixth of BPR's time, so the
         # sigmoids are multiplied together and the product's logarithm taken before it underflows.
-        total, product = 0.0, 1.0
+        total, product, taken = 0.0, 1.0, 0
         # The steps as a pipeline, so that each cache miss is asked for well before it is needed:
         # step t + 3 * AHEAD's record; t + 2 * AHEAD's rows and its user's positives in the group;
         # t + AHEAD's negative, drawn (in step order, as one at a time would be) and its row asked
@@ -246,6 +251,7 @@ def _train_blocks(
             stepping = _advance(stepping, stride, size)
             if negative < 0:  # no negative found
                 continue
+            taken += 1
             user, item = _user_and_item(records, at)
             score = item_bias[item] - item_bias[negative]
             for c in range(width):
@@ -269,7 +275,15 @@ def _train_blocks(
                 items_table[negative, c] = keep * items_table[negative, c] - step * user_value
             item_bias[item] = keep * item_bias[item] + step
             item_bias[negative] = keep * item_bias[negative] - step
-        losses[block] = total - np.log(product)
+        losses[block, 0], losses[block, 1] = total - np.log(product), taken
+
+
+def bpr_grid(n_positives: int, n_items: int) -> int:
+    """User and item groups for BPR: the rating engine's for `n_positives`, cut down so that each item
+    group holds MIN_GROUP_ITEMS of the `n_items` or more. A positive's negative comes from its own
+    group, and in a group of a few items its user may hold them all (two items in two groups trained
+    nothing at all)."""
+    return max(1, min(grid_size(n_positives), n_items // MIN_GROUP_ITEMS))
 
 
 @compiled()
@@ -312,7 +326,7 @@ class BPREpochs(RankingEpochs):
         found = self.positives
         users = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(found.by_user.starts))
         items = found.by_user.others.astype(np.int64)
-        self.grid = grid_size(len(items))
+        self.grid = bpr_grid(len(items), n_items)
         item_groups = _dealt_groups(items, n_items, self.grid)
         groups = (_groups(users, n_users, self.grid), item_groups)
         group_items = np.lexsort((np.arange(n_items), item_groups)).astype(np.int32)
@@ -333,12 +347,13 @@ class BPREpochs(RankingEpochs):
         self.groups = (group_items, group_starts)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
-        """One pass over the positives, each against a drawn negative: (mean -log sigmoid, positives)."""
+        """One pass over the positives, each against a drawn negative: (mean -log sigmoid, positives
+        that met a negative); none meeting one is an error, as nothing would be learnt."""
         self.epoch = epoch
         config = self.config
         lr = config.lr * (1 - (epoch - 1) / config.epochs)
         settings = (float(lr), float(config.l2), int(config.seed), int(epoch))
-        losses = np.zeros(self.grid * self.grid)
+        losses = np.zeros((self.grid * self.grid, 2))
 
         def train(blocks: Sequence[int]) -> None:
             _train_blocks(
@@ -353,5 +368,10 @@ class BPREpochs(RankingEpochs):
             run_strata(strata, self.grid, self.threads, train)
         for table, padded in zip(self.factor_tables, self.padded, strict=True):
             table[:] = padded[:, : self.n_factors]
-        count = self.positives.n_positives
-        return float(losses.sum()) / count, count
+        taken = int(losses[:, 1].sum())
+        if taken == 0:
+            raise RecsysError(
+                f"bpr found no item to rank below any positive: every user has interacted with every "
+                f"item it could be compared with (of {len(self.item_bias)}), so there is nothing to learn"
+            )
+        return float(losses[:, 0].sum()) / taken, taken

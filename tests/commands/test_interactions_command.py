@@ -71,7 +71,7 @@ def test_a_run_on_interactions_cut_short_resumes_to_the_same_model(
 ) -> None:
     """Also BPR on a 3 x 3 grid of blocks, as data above about 150,000 positives trains."""
     if grid is not None:
-        monkeypatch.setattr(bpr, "grid_size", lambda n_ratings: grid)
+        monkeypatch.setattr(bpr, "bpr_grid", lambda n_positives, n_items: grid)
     dataset = load_ratings(plays)
     assert dataset.implicit and dataset.ratings["rating"].max() > 1  # repeats counted
     config = config_for(model, dataset=dataset.name, epochs=4)

@@ -44,7 +44,7 @@ def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
     penalty = l2 / 2 * (u @ u + i @ i + j @ j + b @ b)
     (-torch.nn.functional.logsigmoid(score) + penalty).backward()
     expected = [(tensor - lr * tensor.grad).detach().numpy() for tensor in (u, i, j, b)]
-    losses = np.zeros(1)
+    losses = np.zeros((1, 2))
     _train_blocks(
         users, items, bias, _one_user_block(np.zeros(1, np.int32)), np.array([0, 1], np.int64),
         np.zeros(1, np.int64), _one_group(2), np.zeros(1, np.int32), (lr, l2, 7, 1), losses,
@@ -52,7 +52,8 @@ def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
     np.testing.assert_allclose(users[0], expected[0], rtol=1e-5)
     np.testing.assert_allclose(items, np.stack(expected[1:3]), rtol=1e-5)
     np.testing.assert_allclose(bias, expected[3], rtol=1e-5)
-    assert losses[0] == pytest.approx(-torch.nn.functional.logsigmoid(score).item(), rel=1e-6)
+    assert losses[0, 0] == pytest.approx(-torch.nn.functional.logsigmoid(score).item(), rel=1e-6)
+    assert losses[0, 1] == 1  # the one step taken
 
 
 def test_a_negative_is_never_one_of_the_users_positives() -> None:
@@ -64,7 +65,7 @@ def test_a_negative_is_never_one_of_the_users_positives() -> None:
     positives = np.array([0, 1, 2, 4, 5], np.int32)  # every item but 3
     _train_blocks(
         users, items, bias, _one_user_block(positives), np.array([0, 5], np.int64),
-        np.zeros(1, np.int64), _one_group(6), positives, (0.1, 0.0, 3, 1), np.zeros(1),
+        np.zeros(1, np.int64), _one_group(6), positives, (0.1, 0.0, 3, 1), np.zeros((1, 2)),
     )  # fmt: skip
     # Each positive's bias rose once, and item 3's fell as much five times over.
     assert np.all(bias[positives] > 0)
@@ -92,13 +93,13 @@ def test_a_blocks_loss_is_its_steps_summed_however_small_their_sigmoids(score: f
     bias = np.zeros(2, np.float32)
     in_block = _one_user_block(np.zeros(1, np.int32))
     in_block = np.repeat(in_block, steps, axis=0)  # the one positive, `steps` times
-    losses = np.zeros(1)
+    losses = np.zeros((1, 2))
     _train_blocks(
         users, items, bias, in_block, np.array([0, steps], np.int64), np.zeros(1, np.int64), _one_group(2),
         np.zeros(1, np.int32), (0.0, 0.0, 3, 1), losses,
     )  # fmt: skip
     expected = steps * float(torch.nn.functional.softplus(torch.tensor(-score, dtype=torch.float64)))
-    assert losses[0] == pytest.approx(expected, rel=1e-6)
+    assert losses[0, 0] == pytest.approx(expected, rel=1e-6)
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 12, 97, 1000])
@@ -185,7 +186,7 @@ def test_an_epoch_is_its_steps_one_at_a_time_in_the_drawn_order() -> None:
 
     _train_blocks(
         tables[0], tables[1], bias, records, offsets, np.array([0, 1], np.int64),
-        (group_items, group_starts), user_items, (lr, l2, seed, epoch), np.zeros(2),
+        (group_items, group_starts), user_items, (lr, l2, seed, epoch), np.zeros((2, 2)),
     )  # fmt: skip
     for got, want in zip((*tables, bias), expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)

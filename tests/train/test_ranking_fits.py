@@ -45,7 +45,7 @@ def test_bpr_cut_into_a_grid_still_ranks_the_whole_catalogue(monkeypatch: pytest
     the catalogue, or BPR never compares the popular items with the rest. On interactions drawn by
     popularity alone (Zipf), whose best list is the popularity chart, groups cut as runs of
     popularity at a 4 x 4 grid scored NDCG@10 0.03 against the chart's 0.51."""
-    monkeypatch.setattr(bpr, "grid_size", lambda n_ratings: 4)
+    monkeypatch.setattr(bpr, "bpr_grid", lambda n_positives, n_items: 4)
     rng = np.random.default_rng(0)
     n_users, n_items, per_user = 300, 200, 20
     popularity = -1.2 * np.log(np.arange(1, n_items + 1))
@@ -80,7 +80,7 @@ def test_item_groups_are_dealt_by_popularity() -> None:
 def test_the_same_model_on_any_number_of_threads(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """BPR's strata cut into a 3 x 3 grid (small data is one block otherwise), ALS's rows split among
     threads: one thread or two give the same tables, bit for bit."""
-    monkeypatch.setattr(bpr, "grid_size", lambda n_ratings: 3)
+    monkeypatch.setattr(bpr, "bpr_grid", lambda n_positives, n_items: 3)
     dataset, _ = synthetic_interactions(n_users=120, n_items=90, per_user=15, seed=1)
     frame = dataset.ratings
     users, items = (torch.from_numpy(frame[column].to_numpy() - 1) for column in ("user", "item"))
@@ -152,3 +152,31 @@ def test_a_ranking_fit_under_torchrun_is_refused_in_one_line(
     dataset, _ = synthetic_interactions(n_users=30, n_items=20, per_user=5, seed=3)
     with pytest.raises(RecsysError, match="trains in one process; a ranking model trains on it alone"):
         train_and_evaluate(dataset, config_for(model, split="user", epochs=1), progress=False)
+
+
+def test_bprs_grid_leaves_each_item_group_enough_items_to_draw_from() -> None:
+    assert bpr.bpr_grid(10_000_000, 26_744) == 14  # the rating engine's grid, at the ML-20M shape
+    assert bpr.bpr_grid(10_000_000, 3 * bpr.MIN_GROUP_ITEMS) == 3
+    assert bpr.bpr_grid(10_000_000, 2) == 1
+
+
+def test_bpr_with_no_negative_for_any_positive_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two items, each user with one or both: cut into two item groups (of one item each), no positive
+    has another item of its group to rank below it, and nothing would be learnt (the loss read 0 while
+    nothing trained); in one group, the users with one item have the other to draw."""
+    rows = [(user, item, 1.0) for user in range(40) for item in ((0, 1) if user % 3 == 0 else (user % 2,))]
+    train, config = _pairs(rows), config_for("bpr", epochs=2, relevant=1.0)
+    monkeypatch.setattr(bpr, "bpr_grid", lambda n_positives, n_items: 2)
+    with pytest.raises(RecsysError, match="bpr found no item to rank below any positive"):
+        fit(
+            model_for(config, 40, 2, torch.Generator()),
+            train,
+            train,
+            config,
+            torch.Generator(),
+            progress=False,
+        )
+    monkeypatch.undo()
+    history = fit(model_for(config, 40, 2, torch.Generator()), train, train, config, torch.Generator(),
+                  progress=False)  # fmt: skip
+    assert 0 < history[-1].ratings < len(rows)  # the users with both items drew no negative
