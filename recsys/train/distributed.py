@@ -43,7 +43,9 @@ def distributed_session(device: str) -> Iterator[tuple[int, str]]:
         torch.distributed.destroy_process_group()
 
 
-def refuse_processes(instead: str = "under torchrun use `engine` autograd") -> None:
+def refuse_processes(
+    instead: str = "run it without torchrun (a new run under torchrun may take `engine` autograd)",
+) -> None:
     """The compiled engine trains in one process: under torchrun, a one-line error saying what to do
     `instead`."""
     if distributed_rank()[1] > 1:
