@@ -243,7 +243,6 @@ class FMGibbsEpochs:
         valid: RatingTensors,
         sweeps: int,
         n_factors: int,
-        y_range: tuple[float, float] | None,
         generator: torch.Generator,
         chains: int = 1,
         ordinal: bool = False,
@@ -262,7 +261,7 @@ class FMGibbsEpochs:
                 model.set_ordinal(lowest, step, int(self.steps.max()) + 1)
             self.mean = 0.0
         self.targets = (values - self.mean).numpy()
-        self.valid = KeptMean(valid, self.mean, y_range, model.squash if ordinal else None)
+        self.valid = KeptMean(valid, self.mean, model.squash)
         user_ids, item_ids = (np.arange(len(table)) for table in model.id_vectors() or ())
         no_pairs = np.zeros((0, 2), np.int64)
         features = model.features or features_of((), user_ids, item_ids, no_pairs, None, None)  # ids alone

@@ -123,18 +123,12 @@ class KeptMean:
     """The mean of the kept draws' predictions of the validation ratings, from their running sum: the
     posterior mean's score each sweep without a pass through the model's ever wider tables."""
 
-    def __init__(
-        self,
-        valid: RatingTensors,
-        mean: float,
-        y_range: tuple[float, float] | None,
-        squash: Callable[[Tensor], Tensor] | None = None,
-    ) -> None:
-        """`squash`: the model's map from the mean score to a rating, where it is not the clip to
-        `y_range` (an ordered probit's, read when evaluating, as its cutpoints' mean then stands)."""
+    def __init__(self, valid: RatingTensors, mean: float, squash: Callable[[Tensor], Tensor]) -> None:
+        """`squash`: the model's map from the mean score to a rating (a clip into y_range; an ordered
+        probit's expectation, read when evaluating, as its cutpoints' mean then stands)."""
         self.users, self.items = valid.x[:, 0].cpu().numpy(), valid.x[:, 1].cpu().numpy()
         self.values = valid.y.cpu().double().numpy()
-        self.mean, self.y_range, self.squash = mean, y_range, squash
+        self.mean, self.squash = mean, squash
         self.sum, self.count = np.zeros(len(self.values)), 0
 
     def add(self, slot: int, scores: np.ndarray) -> None:
@@ -145,14 +139,10 @@ class KeptMean:
         self.count = slot + 1
 
     def evaluate(self) -> dict[str, float]:
-        """RMSE and MAE of the kept draws' mean, clipped as the model clips."""
+        """RMSE and MAE of the kept draws' mean, squashed as the model squashes it."""
         if len(self.values) == 0:
             return {"rmse": math.nan, "mae": math.nan}
-        predictions = self.mean + self.sum / self.count
-        if self.squash is not None:
-            predictions = self.squash(torch.from_numpy(predictions)).double().numpy()
-        elif self.y_range is not None:
-            predictions = np.clip(predictions, *self.y_range)
+        predictions = self.squash(torch.from_numpy(self.mean + self.sum / self.count)).double().numpy()
         errors = predictions - self.values
         return {"rmse": float(np.sqrt(np.mean(errors**2))), "mae": float(np.mean(np.abs(errors)))}
 
@@ -174,7 +164,6 @@ class GibbsEpochs:
         valid: RatingTensors,
         sweeps: int,
         n_factors: int,
-        y_range: tuple[float, float] | None,
         chains: int = 1,
     ) -> None:
         """`chains`: how many chains (`next_chain`) the run pools."""
@@ -183,7 +172,7 @@ class GibbsEpochs:
         users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
         values = train.y.cpu().double()
         self.mean = float(values.mean())
-        self.valid = KeptMean(valid, self.mean, y_range)
+        self.valid = KeptMean(valid, self.mean, model.squash)
         # The chain starts from the model's own initialisation (its seed): factors, then a zero bias.
         start = model.id_vectors()
         assert start is not None

@@ -333,13 +333,11 @@ class _SampledEpochs:
         if model_entry(config.model).fit == "fm":  # its features' first draw from the run's seed
             start = torch.Generator().manual_seed(config.seed)
             first = FMGibbsEpochs(
-                cast(BayesianFM, model), train, valid, config.epochs, config.n_factors, model.y_range, start,
-                config.members, config.ordinal,
+                cast(BayesianFM, model), train, valid, config.epochs, config.n_factors, start, config.members,
+                config.ordinal,
             )  # fmt: skip
         else:
-            first = GibbsEpochs(
-                model, train, valid, config.epochs, config.n_factors, model.y_range, config.members
-            )
+            first = GibbsEpochs(model, train, valid, config.epochs, config.n_factors, config.members)
         # The members: independent chains, each from its own start, their kept draws pooled.
         self.chains = [first]
         for place in range(1, config.members):

@@ -94,7 +94,7 @@ def test_a_chain_starts_with_summed_vectors_of_one_size(groups: tuple[str, ...])
     model.set_features(*features_of(groups, np.arange(30), np.arange(20), pairs, users, None))
     ratings = torch.from_numpy(rng.integers(1, 6, 300).astype(np.float32))
     train = RatingTensors(torch.from_numpy(pairs), ratings)
-    chain = FMGibbsEpochs(model, train, train, 8, 4, (1.0, 5.0), torch.Generator().manual_seed(0), chains=2)
+    chain = FMGibbsEpochs(model, train, train, 8, 4, torch.Generator().manual_seed(0), chains=2)
     other = chain.next_chain(torch.Generator().manual_seed(1))
     for block, table, others in zip(chain.features, chain.tables, other.tables, strict=True):
         composed = _compose(block.starts, block.columns, block.values, table)
