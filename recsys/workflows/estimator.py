@@ -90,9 +90,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
     Fitted: `model_` (the trained nn.Module, on the CPU), `users_` and `items_` (IdMaps from raw ids
     to the model's rows), `train_mean_`, `config_` (the RunConfig trained with, y_range resolved; its
     dataset, split and unknown fields are unused), `n_features_in_` (2, or 3 with the times),
-    `feature_names_in_` (for a
-    DataFrame X with string column names). Text ids are read without the spaces around them, as a
-    ratings file's are.
+    `feature_names_in_` (for a DataFrame X with string column names). Text ids are read without the
+    spaces around them, as a ratings file's are.
     """
 
     unknown: str

@@ -55,9 +55,10 @@ from recsys.train.trainer import EpochStats, fit, ratings_fingerprint
 # An autograd run takes at least this many optimizer steps: on a small file the tuned batch sizes
 # would leave a handful of steps, too few to move the model past predicting the mean.
 MIN_STEPS = 100
-# torch's intra-op threads during a compiled-engine run, whose own threads are numba's, and while a
-# device-engine run on the CPU scores (one, as on each torchrun rank, so that the two score alike).
-COMPILED_TORCH_THREADS = 1
+# torch's intra-op threads while a compiled-engine run (whose own threads are numba's) or a
+# device-engine run on the CPU prepares its data and scores (one, as on each torchrun rank, so that
+# the two score alike).
+SCORING_TORCH_THREADS = 1
 # Training ratings scored after a run to check it beats their mean (a stride through them).
 MEAN_CHECK_SAMPLE = 20_000
 
@@ -333,7 +334,7 @@ def train_and_evaluate(
     training continues from that checkpoint's last completed epoch and ends as the uninterrupted
     run would have. `threads`: CPU threads of the compiled engine (None: all this
     process may use); the result does not depend on it. Meanwhile torch's own threads are
-    COMPILED_TORCH_THREADS on the compiled engine and the CPU's device engine (restored after; the
+    SCORING_TORCH_THREADS on the compiled engine and the CPU's device engine (restored after; the
     device engine trains on `threads` torch threads, one by default), and the process keeps the memory
     it frees (`keep_freed_memory`).
     """
@@ -344,7 +345,7 @@ def train_and_evaluate(
     # Beside the compiled engine torch only builds the tables and scores the test ratings: on one
     # thread it never waits for a second one that another process holds.
     one_thread = config.engine == "compiled" or (config.engine == "device" and config.device == "cpu")
-    with torch_threads(COMPILED_TORCH_THREADS if one_thread else None):
+    with torch_threads(SCORING_TORCH_THREADS if one_thread else None):
         data, config = prepare(dataset, config)
         check_fits(config, len(data.users), len(data.items))
         generator = torch.Generator().manual_seed(config.seed)

@@ -26,8 +26,8 @@ from recsys.models import BayesianMF
 from recsys.names import DATA_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import (
-    COMPILED_TORCH_THREADS,
     MIN_STEPS,
+    SCORING_TORCH_THREADS,
     fitted_config,
     prepare,
     recorded_data,
@@ -113,7 +113,7 @@ def test_a_time_group_of_one_day_per_user_is_warned_about() -> None:
 
 @pytest.mark.parametrize(
     ("engine", "threads", "during"),
-    [("compiled", None, COMPILED_TORCH_THREADS), ("autograd", None, 1), ("autograd", 2, 2)],
+    [("compiled", None, SCORING_TORCH_THREADS), ("autograd", None, 1), ("autograd", 2, 2)],
 )
 def test_torch_runs_on_one_thread_unless_asked_and_is_restored_after(
     tiny: RatingsDataset, engine: str, threads: int | None, during: int
