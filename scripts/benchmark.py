@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -607,10 +607,17 @@ def bench_convergence(shape: str, tensors: Path, engine: str, device: str = "cpu
     del saved, order
     n_users, n_items = int(train.x[:, 0].max()) + 1, int(train.x[:, 1].max()) + 1
     large = {**LARGE_AUTOGRAD, "epochs": 5} if engine == "autograd" else {}
-    settings = {"y_range": (0.0, 5.5), "n_factors": SHAPE_FACTORS, "members": 1, "device": device, **large}
-    config = config_for("dotbias", engine=engine, **settings)
+    config = config_for(
+        "dotbias",
+        engine=engine,
+        y_range=(0.0, 5.5),
+        n_factors=SHAPE_FACTORS,
+        members=1,
+        device=device,
+        **large,
+    )
     if engine == "device":
-        config = config_for("dotbias", engine=engine, **settings, epochs=config.epochs + DEVICE_EXTRA_EPOCHS)
+        config = replace(config, epochs=config.epochs + DEVICE_EXTRA_EPOCHS)
     network = model_for(config, n_users, n_items, torch.Generator().manual_seed(0))
     elapsed: list[float] = []
     _warm_up(config)
