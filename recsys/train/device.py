@@ -251,8 +251,7 @@ class DeviceTables:
         if self.kernels is not None:
             return self._kernel_step(step, lr, l2, twice_weight)
         user_factors, item_factors, user_bias, item_bias, implicit = self.tables
-        part = slice(None) if self.shares is None else self.shares.part(len(step.values))
-        users, items, values = step.users[part], step.items[part], step.values[part]
+        users, items, values = self._share_of(step)
         decay = 2 * l2
         user_rows, item_rows = user_factors[users], item_factors[items]
         whole_users = user_rows
@@ -307,12 +306,17 @@ class DeviceTables:
             )
         return torch.dot(error, error)
 
+    def _share_of(self, step: Step) -> tuple[Tensor, Tensor, Tensor]:
+        """The users, items and values of the ratings whose gradients this process finds: the whole
+        step's, or under torchrun its rank's share."""
+        part = slice(None) if self.shares is None else self.shares.part(len(step.values))
+        return step.users[part], step.items[part], step.values[part]
+
     def _kernel_step(self, step: Step, lr: float | Tensor, l2: float, twice_weight: float) -> Tensor:
         """`step` by the Triton kernels: the same updates, each rating's rows read and written once."""
         assert self.kernels is not None
         user_factors, item_factors, user_bias, item_bias, _ = self.tables
-        part = slice(None) if self.shares is None else self.shares.part(len(step.values))
-        users, items, values = step.users[part], step.items[part], step.values[part]
+        users, items, values = self._share_of(step)
         entries, width = len(values), user_factors.shape[1]
         columns = self.sums["user"].shape[1]
         user_gradients, item_gradients = (user_factors.new_empty((entries, width)) for _ in range(2))
