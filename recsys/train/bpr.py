@@ -35,6 +35,7 @@ from recsys.train.compiled import (
 )
 from recsys.train.interactions import RankingEpochs
 from recsys.train.jit import compiled
+from recsys.train.per_rating import epoch_learning_rate
 from recsys.train.prefetch import prefetch_row
 
 # The pipeline's stage length in steps: a step's negative is drawn this many steps before it runs.
@@ -351,7 +352,7 @@ class BPREpochs(RankingEpochs):
         that met a negative); none meeting one is an error, as nothing would be learnt."""
         self.epoch = epoch
         config = self.config
-        lr = config.lr * (1 - (epoch - 1) / config.epochs)
+        lr = epoch_learning_rate(config.lr, epoch, config.epochs)
         settings = (float(lr), float(config.l2), int(config.seed), int(epoch))
         losses = np.zeros((self.grid * self.grid, 2))
 
