@@ -12,6 +12,11 @@ positive's negative is drawn from its own item group (from every item where the 
 enough to be one block, as u1 is), and so the item groups are BPR's own, each a cross-section of
 the catalogue (_dealt_groups). Each block draws its order and its negatives from a generator keyed
 on the seed, the epoch and the block.
+
+The epochs train working copies of the item rows and biases with the items renumbered group by group,
+so that each group is a run of rows: dealt groups interleave the model's item ids, and two threads
+then wrote the biases of different groups on the same cache lines (about a third of a two-thread
+epoch at the ML-20M shape, docs/findings.md).
 """
 
 from collections.abc import Sequence
@@ -80,19 +85,18 @@ def _stride(state: np.ndarray, size: int) -> np.int64:
 @compiled(fastmath=True, inline=True)
 def _negative(
     state: np.ndarray,
-    group_items: np.ndarray,
     group_first: int,
     group_size: int,
     mask: np.uint64,
     user_items: np.ndarray,
     run: tuple[int, int],
 ) -> np.int64:
-    """An item of the group group_items[group_first:group_first + group_size] that is not among the user's
-    positives there, user_items[run[0]:run[1]], drawn from `state`; -1 after NEGATIVE_TRIES draws that
-    all met positives. `mask` has bit (item % 64) set for each of those positives: a draw whose bit
-    is clear is no positive, and only one whose bit is set is looked for among them."""
+    """An item of the group group_first..group_first + group_size - 1 (in group order) that is not among
+    the user's positives there, user_items[run[0]:run[1]], drawn from `state`; -1 after NEGATIVE_TRIES
+    draws that all met positives. `mask` has bit (item % 64) set for each of those positives: a draw
+    whose bit is clear is no positive, and only one whose bit is set is looked for among them."""
     for _ in range(NEGATIVE_TRIES):
-        drawn = np.int64(group_items[group_first + np.int64(_next_random(state) % np.uint64(group_size))])
+        drawn = group_first + np.int64(_next_random(state) % np.uint64(group_size))
         if (mask >> np.uint64(drawn & 63)) & np.uint64(1) == 0 or not _has(user_items, run[0], run[1], drawn):
             return drawn  # type: ignore[no-any-return]
     return np.int64(-1)
@@ -102,8 +106,9 @@ def _negative(
 def _group_runs(
     user_starts: np.ndarray, items: np.ndarray, item_groups: np.ndarray, grid: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each user's positives (items[user_starts[u]:user_starts[u + 1]], ascending) reordered by item
-    group, then item; and where each user's run in each group starts, (users, grid + 1)."""
+    """Each user's positives (items[user_starts[u]:user_starts[u + 1]], ascending within each group)
+    reordered by item group, keeping that order; and where each user's run in each group starts,
+    (users, grid + 1)."""
     n_users = len(user_starts) - 1
     run_starts = np.empty((n_users, grid + 1), np.int64)
     grouped = np.empty(len(items), np.int32)
@@ -171,7 +176,7 @@ def _train_blocks(
     records: np.ndarray,
     offsets: np.ndarray,
     blocks: np.ndarray,
-    groups: tuple[np.ndarray, np.ndarray],
+    group_starts: np.ndarray,
     user_items: np.ndarray,
     settings: tuple[float, float, int, int],
     losses: np.ndarray,
@@ -182,9 +187,9 @@ def _train_blocks(
 
     records: the positives in block order (`_positive_records`: user, item, and where the user's
     positives in the item's group start and end in `user_items`, each user's positives' items by
-    group, sorted, with their mask), block b's at offsets[b]:offsets[b + 1]; groups: the items by
-    group, and where each group starts (group g is group_items[group_starts[g]:group_starts[g + 1]]);
-    settings: (lr, l2, seed, epoch). A block's order and negatives are drawn from the seed, the epoch
+    group, sorted, with their mask), block b's at offsets[b]:offsets[b + 1]; items are numbered in
+    group order, group g's being group_starts[g]..group_starts[g + 1] - 1; settings: (lr, l2, seed,
+    epoch). A block's order and negatives are drawn from the seed, the epoch
     and the block alone, so a resumed run draws what the whole run drew.
     """
     lr, l2, seed, epoch = settings
@@ -202,7 +207,6 @@ def _train_blocks(
         start, end = offsets[block], offsets[block + 1]
         size = end - start
         # Block b's positives all lie in item group b % groups, from which their negatives are drawn.
-        group_items, group_starts = groups
         group = block % (len(group_starts) - 1)
         group_first, group_size = group_starts[group], group_starts[group + 1] - group_starts[group]
         # The block's positives in a new order each epoch: met in one order every epoch, SGD's last
@@ -236,7 +240,6 @@ def _train_blocks(
                 at = start + drawing
                 drawn = _negative(
                     state,
-                    group_items,
                     group_first,
                     group_size,
                     records[at, RUN_MASK],
@@ -319,23 +322,31 @@ class BPREpochs(RankingEpochs):
         super().__init__(model, train, valid, config)
         tables = self.tables
         assert tables.item_bias is not None, "the registry checked bpr's item bias"
+        # The model's tables, written back after every epoch from the working copies.
         self.factor_tables = (tables.user_factors.detach().numpy(), tables.item_factors.detach().numpy())
+        self.item_bias = tables.item_bias.detach().numpy().reshape(-1)
         self.n_factors = self.factor_tables[0].shape[1]
-        self.padded = tuple(_padded(table) for table in self.factor_tables)
-        self.item_bias = tables.item_bias.detach().numpy().reshape(-1)  # a view: trained in place
         n_users, n_items = (len(table) for table in self.factor_tables)
         found = self.positives
         users = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(found.by_user.starts))
-        items = found.by_user.others.astype(np.int64)
-        self.grid = bpr_grid(len(items), n_items)
-        item_groups = _dealt_groups(items, n_items, self.grid)
-        groups = (_groups(users, n_users, self.grid), item_groups)
-        group_items = np.lexsort((np.arange(n_items), item_groups)).astype(np.int32)
-        group_starts = np.searchsorted(item_groups[group_items], np.arange(self.grid + 1)).astype(np.int64)
+        self.grid = bpr_grid(found.n_positives, n_items)
+        dealt = _dealt_groups(found.by_user.others, n_items, self.grid)
+        # The items in group order (group by group, each group's by id): the working copies' numbering.
+        self.group_order = np.lexsort((np.arange(n_items), dealt))
+        renumbered = np.empty(n_items, np.int64)
+        renumbered[self.group_order] = np.arange(n_items)
+        items, item_groups = renumbered[found.by_user.others], dealt[self.group_order]
+        self.group_starts = np.searchsorted(item_groups, np.arange(self.grid + 1)).astype(np.int64)
+        self.padded = (_padded(self.factor_tables[0]), _padded(self.factor_tables[1][self.group_order]))
+        self.group_bias = self.item_bias[self.group_order]
         self.threads = max(1, min(threads, self.grid))
         # BPR weighs every positive alike: their strengths play no part.
         in_blocks, self.offsets = _sorted_by_block(
-            (users, items, found.by_user.strengths), groups, self.grid, self.grid * self.grid, self.threads
+            (users, items, found.by_user.strengths),
+            (_groups(users, n_users, self.grid), item_groups),
+            self.grid,
+            self.grid * self.grid,
+            self.threads,
         )
         # Shuffled within their blocks once, from the seed: each epoch's order walks them by a stride.
         _shuffle_blocks(in_blocks, self.offsets, int(config.seed), 0, self.grid * self.grid)
@@ -345,7 +356,6 @@ class BPREpochs(RankingEpochs):
         # each positive carries that run and its mask, so that a step reads no table to find them.
         self.user_items, run_starts = _group_runs(found.by_user.starts, items, item_groups, self.grid)
         self.records = _positive_records(sorted_users, sorted_items, item_groups, run_starts, self.user_items)
-        self.groups = (group_items, group_starts)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass over the positives, each against a drawn negative: (mean -log sigmoid, positives
@@ -358,8 +368,8 @@ class BPREpochs(RankingEpochs):
 
         def train(blocks: Sequence[int]) -> None:
             _train_blocks(
-                self.padded[0], self.padded[1], self.item_bias, self.records, self.offsets,
-                np.asarray(blocks, np.int64), self.groups, self.user_items, settings, losses,
+                self.padded[0], self.padded[1], self.group_bias, self.records, self.offsets,
+                np.asarray(blocks, np.int64), self.group_starts, self.user_items, settings, losses,
             )  # fmt: skip
 
         strata = draw_strata(self.grid, generator)
@@ -367,8 +377,10 @@ class BPREpochs(RankingEpochs):
             train([block for stratum in strata for block in stratum])
         else:
             run_strata(strata, self.grid, self.threads, train)
-        for table, padded in zip(self.factor_tables, self.padded, strict=True):
-            table[:] = padded[:, : self.n_factors]
+        user_table, item_table = self.factor_tables
+        user_table[:] = self.padded[0][:, : self.n_factors]
+        item_table[self.group_order] = self.padded[1][:, : self.n_factors]
+        self.item_bias[self.group_order] = self.group_bias
         taken = int(losses[:, 1].sum())
         if taken == 0:
             raise RecsysError(
