@@ -142,13 +142,17 @@ def _positive_records(
     (bit item % 64 set for each of the run's items). One record is half a cache line (numba aligns
     arrays to 32 bytes), where five arrays read at the same place met five lines: the epoch walks a
     block by a stride, and each step reads its positive at a place of its own."""
+    n_users, grid = run_starts.shape[0], run_starts.shape[1] - 1
+    masks = np.zeros((n_users, grid), np.uint64)  # each run's, once: a run of k positives has k records
+    for user in range(n_users):
+        for group in range(grid):
+            for place in range(run_starts[user, group], run_starts[user, group + 1]):
+                masks[user, group] |= np.uint64(1) << np.uint64(grouped[place] & 63)
     records = np.empty((len(users), 4), np.uint64)
     for k in range(len(users)):
         group = item_groups[items[k]]
         first, last = run_starts[users[k], group], run_starts[users[k], group + 1]
-        mask = np.uint64(0)
-        for place in range(first, last):
-            mask |= np.uint64(1) << np.uint64(grouped[place] & 63)
+        mask = masks[users[k], group]
         records[k, USER_ITEM] = np.uint64(users[k]) | (np.uint64(items[k]) << np.uint64(32))
         records[k, RUN_FIRST], records[k, RUN_LAST], records[k, RUN_MASK] = first, last, mask
     return records

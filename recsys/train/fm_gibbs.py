@@ -33,7 +33,8 @@ import torch
 from recsys.data.encoding import RatingTensors
 from recsys.data.features import FeatureRows, features_of
 from recsys.models.bayes import BayesianFM
-from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, START_SCALE, KeptMean, grouped_by_row
+from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, START_SCALE, KeptMean
+from recsys.train.grouping import grouped
 from recsys.train.jit import compiled
 from recsys.train.ordinal import (
     cutpoints_of,
@@ -267,18 +268,17 @@ class FMGibbsEpochs:
         features = model.features or features_of((), user_ids, item_ids, no_pairs, None, None)  # ids alone
         self.features = features
         self.by_feature = [_by_feature(block) for block in features]
-        order = torch.arange(len(values))
-        self.by_row = [
-            grouped_by_row(users, items, order, features[0].n_rows),
-            grouped_by_row(items, users, order, features[1].n_rows),
-        ]
+        order = np.arange(len(values))
         self.pairs = (users.numpy(), items.numpy())
+        self.by_row = [
+            grouped(self.pairs[0], self.pairs[1], order, features[0].n_rows),
+            grouped(self.pairs[1], self.pairs[0], order, features[1].n_rows),
+        ]
         # The time group: each training and validation rating's bin, and the training ratings by bin.
         self.bin_of = self.valid_bins = np.zeros(0, np.int64)
         if model.n_time_bins:
             self.bin_of, self.valid_bins = (_time_bins(model, part) for part in (train, valid))
-            bins = torch.from_numpy(self.bin_of)
-            starts, ratings, _ = grouped_by_row(bins, order, order, model.n_time_bins)
+            starts, ratings, _ = grouped(self.bin_of, order, order, model.n_time_bins)
             self.by_bin = (starts, ratings)
         self._start(generator)
 

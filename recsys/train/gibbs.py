@@ -24,6 +24,7 @@ from torch import Tensor
 from recsys.data.encoding import RatingTensors
 from recsys.models.base import SampledModel
 from recsys.models.layers import init_normal_
+from recsys.train.grouping import grouped
 from recsys.train.jit import compiled
 
 # The Normal-Wishart prior on each side's hyperparameters: mean 0, precision scale (beta) 2, Wishart
@@ -111,14 +112,6 @@ def _hyperparameters(rows: Tensor, generator: torch.Generator) -> tuple[Tensor, 
     return mean + offset[:, 0], precision
 
 
-def grouped_by_row(rows: Tensor, others: Tensor, values: Tensor, n: int) -> tuple[np.ndarray, ...]:
-    """The ratings grouped by `rows` (CSR): where each row's start, the other side's indices, values
-    (a stable sort: pairs in order of `others` within each row stay so)."""
-    order = torch.argsort(rows, stable=True)
-    starts = torch.nn.functional.pad(torch.bincount(rows, minlength=n).cumsum(0), (1, 0))
-    return starts.numpy(), others[order].numpy(), values[order].numpy()
-
-
 class KeptMean:
     """The mean of the kept draws' predictions of the validation ratings, from their running sum: the
     posterior mean's score each sweep without a pass through the model's ever wider tables."""
@@ -178,8 +171,9 @@ class GibbsEpochs:
         assert start is not None
         self._start([table[:, :n_factors] for table in start])
         targets = values - self.mean
-        self.by_user = grouped_by_row(users, items, targets, len(self.draws[0]))
-        self.by_item = grouped_by_row(items, users, targets, len(self.draws[1]))
+        pairs = (users.numpy(), items.numpy(), targets.numpy())
+        self.by_user = grouped(*pairs, len(self.draws[0]))
+        self.by_item = grouped(pairs[1], pairs[0], pairs[2], len(self.draws[1]))
         self.users, self.items, self.targets = users, items, targets
 
     def _start(self, factors: list[Tensor]) -> None:

@@ -12,7 +12,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from torch import Tensor
 
 from recsys.config import RunConfig
 from recsys.data.encoding import RatingTensors
@@ -21,7 +20,7 @@ from recsys.evaluate.ranking import evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
 from recsys.models.base import RatingModel
 from recsys.train.distributed import refuse_processes
-from recsys.train.gibbs import grouped_by_row
+from recsys.train.grouping import grouped
 
 # Users whose lists are scored after an epoch (a seeded sample where there are more): enough to
 # follow the trend, few enough that watching costs little beside an epoch.
@@ -51,11 +50,23 @@ class Positives(NamedTuple):
         return len(self.by_user.others)
 
 
-def _by_row(rows: Tensor, others: Tensor, strengths: Tensor, n: int) -> ByRow:
-    """The pairs grouped by `rows`, in the compact types the kernels read; pairs sorted by (user, item)
-    come out with each row's others ascending, whichever side groups them."""
-    starts, grouped, values = grouped_by_row(rows, others, strengths, n)
-    return ByRow(starts.astype(np.int64), grouped.astype(np.int32), values.astype(np.float32))
+def _by_user_and_item(
+    users: np.ndarray, items: np.ndarray, strengths: np.ndarray, n_users: int, n_items: int
+) -> ByRow:
+    """The pairs grouped by user, each user's items ascending and each given once, at its largest
+    strength: grouped by item, then by user (each grouping keeps the order it is given)."""
+    item_starts, users, strengths = grouped(items, users, strengths, n_items)
+    items = np.repeat(np.arange(n_items, dtype=np.int32), np.diff(item_starts))
+    user_starts, items, strengths = grouped(users, items, strengths, n_users)
+    pair_users = np.repeat(np.arange(n_users), np.diff(user_starts))
+    repeated = np.zeros(len(items), bool)
+    repeated[1:] = (items[1:] == items[:-1]) & (pair_users[1:] == pair_users[:-1])
+    if repeated.any():
+        firsts = np.flatnonzero(~repeated)
+        strengths = np.maximum.reduceat(strengths, firsts)
+        items = items[firsts]
+        user_starts = np.searchsorted(firsts, user_starts)
+    return ByRow(user_starts, items, strengths)
 
 
 def positives(
@@ -66,32 +77,28 @@ def positives(
     still says the user chose the item). A pair given twice counts once, at its larger strength. No
     pair reaching `relevant`, or pairs kept of one user only, is an error: nothing to rank, or no one
     to learn from but the user ranked."""
-    x, values = train.x.cpu(), train.y.cpu().double()
+    x, values = train.x.cpu().numpy(), train.y.cpu().double().numpy()
     reaching = values >= relevant
-    keep = torch.ones_like(reaching) if choices else reaching
-    keys = x[keep, 0] * n_items + x[keep, 1]
-    keys, inverse = torch.unique(keys, return_inverse=True)
-    strengths = torch.zeros(len(keys), dtype=torch.float64).scatter_reduce(
-        0, inverse, torch.where(reaching[keep], 1 + values[keep] - relevant, 0.0), "amax", include_self=False
-    )
     if not reaching.any():
         raise RecsysError(
             f"no training rating reaches {relevant:g}, the relevance threshold of the top-N lists "
             "(`relevant`, set from the ratings' scale): a ranking model has no positive to learn from"
         )
-    users, items = keys // n_items, keys % n_items  # unique's keys are sorted: by user, then item
-    if len(torch.unique(users)) < 2:
+    keep = slice(None) if choices else reaching
+    strengths = np.where(reaching[keep], 1 + values[keep] - relevant, 0.0).astype(np.float32)
+    by_user = _by_user_and_item(x[keep, 0], x[keep, 1].astype(np.int32), strengths, n_users, n_items)
+    if np.count_nonzero(np.diff(by_user.starts)) < 2:
         raise RecsysError(
             "every positive training pair is one user's: a ranking model learns what to recommend to "
             "one user from the others (give the interactions of two or more users)"
         )
-    if len(torch.unique(items)) == n_items and len(keys) == n_users * n_items:
+    if len(by_user.others) == n_users * n_items:
         raise RecsysError(
             "every user interacted with every item: a ranking model has nothing left to rank (every "
             "event names the same pairs)"
         )
-    strengths = strengths.float()
-    return Positives(_by_row(users, items, strengths, n_users), _by_row(items, users, strengths, n_items))
+    users = np.repeat(np.arange(n_users, dtype=np.int32), np.diff(by_user.starts))
+    return Positives(by_user, ByRow(*grouped(by_user.others, users, by_user.strengths, n_items)))
 
 
 class RankingWatch:
@@ -112,10 +119,20 @@ class RankingWatch:
         valid_users = torch.unique(valid.x[:, 0].cpu())
         if len(valid_users) > WATCHED_USERS:
             generator = torch.Generator().manual_seed(seed)
-            chosen = valid_users[torch.randperm(len(valid_users), generator=generator)[:WATCHED_USERS]]
-            keep = torch.isin(valid.x[:, 0].cpu(), chosen)
-            valid = RatingTensors(valid.x.cpu()[keep], valid.y.cpu()[keep])
-        self.task = ranking_task(train.to("cpu"), valid.to("cpu"), n_users, n_items, relevant)
+            valid_users = valid_users[torch.randperm(len(valid_users), generator=generator)[:WATCHED_USERS]]
+        watched = torch.zeros(n_users, dtype=torch.bool)
+        watched[valid_users] = True
+        # The watched users' pairs alone (a list leaves out the items its own user trained on): the
+        # whole training part's took longer than a BPR epoch at the ML-20M shape.
+        train, valid = train.to("cpu"), valid.to("cpu")
+        in_train, in_valid = watched[train.x[:, 0]], watched[valid.x[:, 0]]
+        self.task = ranking_task(
+            RatingTensors(train.x[in_train], train.y[in_train]),
+            RatingTensors(valid.x[in_valid], valid.y[in_valid]),
+            n_users,
+            n_items,
+            relevant,
+        )
         self.n_items = n_items
 
     def ndcg(self, model: RatingModel, epoch: int) -> float:

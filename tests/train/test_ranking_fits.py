@@ -125,6 +125,16 @@ def test_a_positive_is_a_pair_reaching_the_threshold_with_its_graded_strength() 
     assert found.by_item.starts.tolist() == [0, 1, 2, 3] and found.by_item.others.tolist() == [1, 0, 1]
 
 
+def test_a_repeat_is_one_users_pair_given_twice_never_two_users_with_the_same_item() -> None:
+    """User 0's last item is user 1's first: two positives, not one repeat; user 1's item given
+    twice is one, at its best; user 2 has none."""
+    found = positives(_pairs([(0, 2, 5.0), (1, 2, 4.0), (1, 2, 5.0), (0, 0, 4.0)]), 4.0, 3, 3)
+    assert found.by_user.starts.tolist() == [0, 2, 3, 3]
+    assert found.by_user.others.tolist() == [0, 2, 2]
+    assert found.by_user.strengths.tolist() == [1.0, 2.0, 2.0]
+    assert found.by_item.starts.tolist() == [0, 1, 1, 3] and found.by_item.others.tolist() == [0, 0, 1]
+
+
 def test_choices_keep_the_pairs_below_the_threshold_at_strength_zero() -> None:
     rows = [(0, 1, 5.0), (0, 0, 3.5), (1, 0, 4.0), (1, 2, 1.0)]  # a half star below the threshold too
     found = positives(_pairs(rows), 4.0, 2, 3, choices=True)
