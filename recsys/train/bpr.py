@@ -193,8 +193,8 @@ def _train_blocks(
     positives in the item's group start and end in `user_items`, each user's positives' items by
     group, sorted, with their mask), block b's at offsets[b]:offsets[b + 1]; items are numbered in
     group order, group g's being group_starts[g]..group_starts[g + 1] - 1; settings: (lr, l2, seed,
-    epoch). A block's order and negatives are drawn from the seed, the epoch
-    and the block alone, so a resumed run draws what the whole run drew.
+    epoch). A block's order and negatives are drawn from the seed, the epoch and the block alone, so
+    a resumed run draws what the whole run drew.
     """
     lr, l2, seed, epoch = settings
     rate, decay = np.float32(lr), np.float32(lr * l2)
