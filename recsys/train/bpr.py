@@ -48,6 +48,8 @@ NEGATIVE_AHEAD = 4
 # Items an item group holds at least (the grid is cut down to leave them): its positives' negatives
 # are drawn from it.
 MIN_GROUP_ITEMS = 256
+# The longest run of a user's positives `_has` scans: a longer one is first halved down to this.
+SCANNED_RUN = 32
 # Draws of a negative for one positive before the positive is passed over: a user with positives
 # for nearly every item of a group leaves few to draw.
 NEGATIVE_TRIES = 16
@@ -59,9 +61,18 @@ PRODUCT_FLOOR, LOSS_TAIL = 1e-250, -80.0
 
 @compiled(fastmath=True, inline=True)
 def _has(sorted_items: np.ndarray, first: int, last: int, item: int | np.int64) -> bool:
-    """Whether `item` is among sorted_items[first:last]: a scan, as a user has a few positives in one
-    item group (the run is in one or two cache lines, where a binary search would jump)."""
-    for place in range(first, last):
+    """Whether `item` is among sorted_items[first:last]. A scan where the run is short, as a user's
+    few positives in one item group are (one or two cache lines, where a binary search would jump);
+    a binary search down to that length first, or a user with most of a group's items would cost each
+    draw a scan of them all."""
+    low, high = np.int64(first), np.int64(last)
+    while high - low > SCANNED_RUN:
+        middle = (low + high) // 2
+        if sorted_items[middle] < item:
+            low = middle + 1
+        else:  # the first place at or past `item` is `middle` or before it
+            high = middle + 1
+    for place in range(low, high):
         if sorted_items[place] >= item:
             return bool(sorted_items[place] == item)
     return False

@@ -72,13 +72,16 @@ def test_a_negative_is_never_one_of_the_users_positives() -> None:
     assert bias[3] == pytest.approx(-bias[positives].sum(), rel=1e-5)
 
 
-def test_the_membership_check_agrees_with_python_on_every_run_and_item() -> None:
+@pytest.mark.parametrize(("n_positives", "step"), [(25, 1), (300, 23)])
+def test_the_membership_check_agrees_with_python_on_every_run_and_item(n_positives: int, step: int) -> None:
+    """Short runs are scanned; runs longer than SCANNED_RUN are halved first (a user with most of a
+    group's items)."""
     rng = np.random.default_rng(5)
-    items = np.sort(rng.choice(60, size=25, replace=False)).astype(np.int32)
-    for first in range(0, 26, 3):
-        for last in range(first, 26, 4):
+    items = np.sort(rng.choice(2 * n_positives + 10, size=n_positives, replace=False)).astype(np.int32)
+    for first in range(0, n_positives + 1, 3 * step):
+        for last in range(first, n_positives + 1, 4 * step):
             present = set(items[first:last].tolist())
-            for item in range(-2, 63):
+            for item in range(-2, 2 * n_positives + 13):
                 assert _has(items, first, last, item) == (item in present), (first, last, item)
 
 
