@@ -36,6 +36,9 @@ CG_STEPS = 3
 ROWS_PER_TASK = 256
 # Row chunks the Gram matrix is summed over: fixed, so the sum's order is the same on any threads.
 GRAM_CHUNKS = 64
+# Floats between the solve's scratch vectors beyond their length (256 bytes, an unrolled loop's reach
+# of vector registers): the vectors lie the same distance apart in every task, on every thread.
+SCRATCH_GAP = 64
 
 
 @compiled(parallel=True, fastmath=True)
@@ -142,8 +145,12 @@ def solve_side(
     bounds = np.searchsorted(work, np.linspace(0, work[-1] if n else 0, tasks + 1)[1:-1], side="right")
     bounds = np.concatenate((np.zeros(1, np.int64), bounds.astype(np.int64), np.full(1, n, np.int64)))
     for task in numba.prange(tasks):
-        x, residual = np.empty(k, np.float32), np.empty(k, np.float32)
-        direction, product = np.empty(k, np.float32), np.empty(k, np.float32)
+        # The four vectors as rows of one array, a fixed distance apart. With four arrays of their
+        # own, wherever the thread's allocator put them, LLVM's check of how far apart a loop's
+        # stores and loads lie sent the loops down their vectorised or their scalar path (a sum in
+        # another order): the rows came out differently on different threads and runs.
+        scratch = np.empty((4, k + SCRATCH_GAP), np.float32)
+        x, residual, direction, product = scratch[0, :k], scratch[1, :k], scratch[2, :k], scratch[3, :k]
         for r in range(bounds[task], bounds[task + 1]):
             first, last = starts[r], starts[r + 1]
             if steps == 0:

@@ -1,6 +1,7 @@
 """Implicit ALS (`ials`): each side's solve against a dense weighted least-squares solution, and the
 Gram matrix it shares between rows."""
 
+import numba
 import numpy as np
 import pytest
 
@@ -73,3 +74,33 @@ def test_a_rows_weight_counts_every_cell_and_its_positives_confidence() -> None:
     for r in range(4):
         extra = by_row.strengths[by_row.starts[r] : by_row.starts[r + 1]].sum()
         assert weights[r] == pytest.approx(7 + alpha * extra)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs two numba threads")
+def test_a_side_is_solved_alike_on_any_threads_and_in_any_call() -> None:
+    """Each row's conjugate-gradient steps are the same sums in the same order whichever thread
+    takes the row and wherever its scratch vectors were allocated: four arrays of their own let
+    LLVM's alias check choose the vectorised or the scalar loop by their distance, and about a fifth
+    of the rows then differed in the last digits from call to call."""
+    rng = np.random.default_rng(0)
+    n, m, k = 8000, 6000, 16
+    counts = rng.integers(0, 130, n)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    others = np.concatenate([np.sort(rng.choice(m, c, replace=False)) for c in counts]).astype(np.int32)
+    by_row = (starts, others, np.ones(len(others), np.float32))
+    other = (0.1 * rng.standard_normal((m, k))).astype(np.float32)
+    other_gram, regularisation = gram(other), np.full(n, 0.5)
+    start = (0.1 * rng.standard_normal((n, k))).astype(np.float32)
+    solved = []
+    before = numba.get_num_threads()
+    try:
+        for call in range(8):
+            numba.set_num_threads(1 + call % 2)
+            rows = start.copy()
+            solve_side(rows, other, other_gram, by_row, 1.0, regularisation, 3)
+            solved.append(rows)
+    finally:
+        numba.set_num_threads(before)
+    for call, rows in enumerate(solved[1:], 1):
+        differing = int(np.sum(np.any(rows != solved[0], axis=1)))
+        assert differing == 0, f"call {call} (on {1 + call % 2} threads) differs in {differing} rows"
