@@ -321,7 +321,8 @@ def _interruption(error: BaseException) -> BaseException | None:
 def run(main: Callable[[], int]) -> None:
     """Run a script's main and end the process with its code: a user's mistake (RecsysError) is one
     `error:` line and exit code 2, and a warning one `warning:` line. A bug's exception propagates,
-    with its traceback. Ctrl-C ends with 130 and SIGTERM with 143, each after the cleanup it triggers."""
+    with its traceback. Ctrl-C ends with 130, SIGTERM with 143 and a closed output pipe with 141, each
+    after the cleanup it triggers."""
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {in_flags(str(message))}\n"
     # Only in the main thread can a handler be set. Under torchrun the agent stops its workers with
     # SIGTERM, and one blocked in a collective would not run Python's handler: the default stays.
@@ -346,6 +347,12 @@ def run(main: Callable[[], int]) -> None:
     except Terminated:
         print("terminated", file=sys.stderr)
         code = 128 + signal.SIGTERM
+    except BrokenPipeError:
+        # Whoever read the output closed it (`| head`): stop quietly, as a Unix tool stops on SIGPIPE,
+        # after the same cleanup as an interruption's. The rest of the output goes nowhere.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + signal.SIGPIPE
     finally:
         if handles_term:
             signal.signal(signal.SIGTERM, before)

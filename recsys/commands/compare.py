@@ -204,7 +204,10 @@ def _compare_into(
     table = fold_summary(fold_scores) if fold_scores is not None else comparisons[0].score_table()
     if dataset.implicit:  # an RMSE of counts compares nothing: the lists below judge every model
         table = table.drop(columns=[c for c in table.columns if c.startswith(("rmse", "mae"))])
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(table.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.4f}"))
+    ranking = [name for name in table["model"] if name in model_names() and model_entry(name).ranks]
+    if ranking and not dataset.implicit:
+        print(f"{', '.join(ranking)}: rank items and predict no rating, so no RMSE or MAE (lists below)")
     lists = (
         ranking_summary(fold_ranking)
         if fold_ranking is not None

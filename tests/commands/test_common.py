@@ -62,6 +62,17 @@ def test_an_interrupt_is_exit_code_130(capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr().err == "interrupted\n"
 
 
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(capsys: pytest.CaptureFixture[str]) -> None:
+    """`recommend.py ... | head -3`: the pipe closes under the command's next print; no traceback,
+    SIGPIPE's exit code, as a Unix tool that is told to stop."""
+
+    def main() -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert exit_code(main) == 141
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize(
     ("interruption", "code", "said"),
     [(KeyboardInterrupt, 130, "interrupted"), (Terminated, 143, "terminated")],

@@ -80,6 +80,21 @@ def test_compare_script_without_measurements_says_nothing_of_them(
     assert "## Embedding versus Linear" not in (tmp_path / "report" / "report.md").read_text()
 
 
+def test_a_ranking_models_rmse_is_printed_as_none_and_said_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bpr beside dotbias on ratings: its RMSE and MAE cells are empty, not NaN, and a line says why
+    (as report.md does)."""
+    code = _compare_script().main(
+        ["--dataset", "tiny", "--split", "random", "--epochs", "1", "--models", "dotbias", "bpr",
+         "--no-measurements", "--no-progress", "--out", str(tmp_path / "report")]
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "NaN" not in printed and "nan" not in printed
+    assert "bpr: rank items and predict no rating, so no RMSE or MAE" in printed
+
+
 def test_compare_script_help_shows_only_real_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
         _compare_script().parse_args(["--help"])
