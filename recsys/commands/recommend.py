@@ -15,6 +15,9 @@ from recsys.errors import RecsysError
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE
 from recsys.workflows.rated_items import rating_pair, read_rated
 
+# Items a list holds unless --top says otherwise.
+DEFAULT_TOP = 10
+
 
 def _rating_pair(text: str) -> tuple[str, float]:
     """--rate's TITLE=RATING; argparse reports a malformed one."""
@@ -62,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a new user's ratings as a CSV file with item and rating columns: as --rate (on a run "
         "trained on interactions, an item column alone does: each line one event)",
     )
-    parser.add_argument("--top", type=int, default=10, help="how many items to list [default: 10]")
+    parser.add_argument("--top", type=int, help=f"how many items to list [default: {DEFAULT_TOP}]")
     parser.add_argument(
         "--cold-start",
         action="store_true",
@@ -86,6 +89,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--cold-start goes with --user")
     if args.cold_start and args.explain:
         parser.error("--cold-start is for a new user's top items; --explain needs a user the model knows")
+    if args.explain and args.top is not None:
+        parser.error("--top is for a list; --explain explains one prediction (--item)")
+    args.top = DEFAULT_TOP if args.top is None else args.top
     return args
 
 
@@ -109,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         trained_on,
     )
 
+    if not (args.run_dir / CHECKPOINT_FILE).exists() and (args.run_dir / "run" / CHECKPOINT_FILE).exists():
+        raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {args.run_dir / 'run'}")
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
     check_checkpoint_is_the_runs(args.run_dir, checkpoint.config.model, checkpoint.config.dataset)
     stopped = checkpoint.metrics.get("epoch")  # only a checkpoint written before the last epoch has one

@@ -105,6 +105,7 @@ def test_script_cold_start_serves_an_unknown_user(run_dir: Path, tmp_path: Path)
         ["--user", "1", "--explain"],
         ["--similar", "x", "--cold-start"],
         ["--user", "1", "--item", "2", "--explain", "--cold-start"],
+        ["--user", "1", "--item", "2", "--explain", "--top", "5"],
     ],
 )
 def test_script_needs_exactly_one_query(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -244,6 +245,14 @@ def test_an_ensemble_takes_a_new_user_too(tmp_path: Path) -> None:
     result = run_script(str(folder), "--rate", "Synthetic item 1=5", "--top", "2", cache=tmp_path)
     assert result.returncode == 0, result.stderr  # folded into each member
     assert len(result.stdout.strip().splitlines()) == 3
+
+
+def test_a_tune_search_folder_points_to_the_run_it_trained(run_dir: Path, tmp_path: Path) -> None:
+    search = tmp_path / "search"
+    shutil.copytree(run_dir, search / "run")
+    result = run_script(str(search), "--user", "1", cache=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == f"error: {search} is a tune.py search; the run it trained is {search / 'run'}\n"
 
 
 def test_a_checkpoint_from_another_run_is_named_as_such(run_dir: Path, tmp_path: Path) -> None:
