@@ -20,6 +20,8 @@ def feature_groups(features: str) -> tuple[str, ...]:
 # recommending find it again without --data-dir.
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.json"
 CHECKPOINT_FILE, DATA_FILE = "checkpoint.pt", "data.json"
+# tune.py's search folder holds the run its best setting trained, in this folder.
+SEARCH_RUN_FOLDER = "run"
 
 # A mid-run checkpoint is written once this many seconds have passed since the last (and the last
 # epoch's always), so runs of short epochs do not spend their time writing them.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from recsys.commands.common import CommandParser, run
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE, CONFIG_FILE
+from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, SEARCH_RUN_FOLDER
 from recsys.workflows.rated_items import rating_pair, read_rated
 
 # Items a list holds unless --top says otherwise.
@@ -115,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         trained_on,
     )
 
-    if not (args.run_dir / CHECKPOINT_FILE).exists() and (args.run_dir / "run" / CHECKPOINT_FILE).exists():
-        raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {args.run_dir / 'run'}")
+    inside = args.run_dir / SEARCH_RUN_FOLDER
+    if not (args.run_dir / CHECKPOINT_FILE).exists() and (inside / CHECKPOINT_FILE).exists():
+        raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {inside}")
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
     check_checkpoint_is_the_runs(args.run_dir, checkpoint.config.model, checkpoint.config.dataset)
     stopped = checkpoint.metrics.get("epoch")  # only a checkpoint written before the last epoch has one

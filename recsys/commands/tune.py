@@ -28,7 +28,7 @@ from recsys.commands.common import (
 from recsys.config import ENGINES, RunConfig, check_threads, config_for, default_threads
 from recsys.errors import RecsysError
 from recsys.models.registry import model_entry, model_names
-from recsys.names import SPLIT_KINDS
+from recsys.names import SEARCH_RUN_FOLDER, SPLIT_KINDS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 threads=args.threads,
                 on_trial=report,
-                run_dir=out / "run",
+                run_dir=out / SEARCH_RUN_FOLDER,
                 features=args.features,
                 ordinal=args.ordinal,
             )

@@ -38,6 +38,7 @@ from recsys.train.compiled import (
     grid_size,
     run_strata,
 )
+from recsys.train.grouping import rows_of
 from recsys.train.interactions import RankingEpochs
 from recsys.train.jit import compiled
 from recsys.train.per_rating import epoch_learning_rate
@@ -343,7 +344,7 @@ class BPREpochs(RankingEpochs):
         self.n_factors = self.factor_tables[0].shape[1]
         n_users, n_items = (len(table) for table in self.factor_tables)
         found = self.positives
-        users = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(found.by_user.starts))
+        users = rows_of(found.by_user.starts)
         self.grid = bpr_grid(found.n_positives, n_items)
         dealt = _dealt_groups(found.by_user.others, n_items, self.grid)
         # The items in group order (group by group, each group's by id): the working copies' numbering.

@@ -34,7 +34,7 @@ from recsys.data.encoding import RatingTensors
 from recsys.data.features import FeatureRows, features_of
 from recsys.models.bayes import BayesianFM
 from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, START_SCALE, KeptMean
-from recsys.train.grouping import grouped
+from recsys.train.grouping import grouped, rows_of
 from recsys.train.jit import compiled
 from recsys.train.ordinal import (
     cutpoints_of,
@@ -51,11 +51,7 @@ PRIOR_GAMMA, PRIOR_SHAPE, PRIOR_RATE = 1.0, 1.0, 1.0
 
 def _by_feature(block: FeatureRows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A block's entries grouped by feature (CSC): where each feature's start, its rows, values."""
-    rows = np.repeat(np.arange(block.n_rows, dtype=np.int64), np.diff(block.starts))
-    order = np.argsort(block.columns, kind="stable")
-    starts = np.zeros(block.n_features + 1, np.int64)
-    starts[1:] = np.cumsum(np.bincount(block.columns, minlength=block.n_features))
-    return starts, rows[order], block.values[order]
+    return grouped(block.columns, rows_of(block.starts), block.values, block.n_features)  # type: ignore[no-any-return]
 
 
 @compiled(parallel=True, fastmath=True)

@@ -171,9 +171,9 @@ class GibbsEpochs:
         assert start is not None
         self._start([table[:, :n_factors] for table in start])
         targets = values - self.mean
-        pairs = (users.numpy(), items.numpy(), targets.numpy())
-        self.by_user = grouped(*pairs, len(self.draws[0]))
-        self.by_item = grouped(pairs[1], pairs[0], pairs[2], len(self.draws[1]))
+        user_ids, item_ids, target_values = users.numpy(), items.numpy(), targets.numpy()
+        self.by_user = grouped(user_ids, item_ids, target_values, len(self.draws[0]))
+        self.by_item = grouped(item_ids, user_ids, target_values, len(self.draws[1]))
         self.users, self.items, self.targets = users, items, targets
 
     def _start(self, factors: list[Tensor]) -> None:

@@ -24,3 +24,8 @@ def grouped(
         grouped_others[cursor[row]], grouped_values[cursor[row]] = others[place], values[place]
         cursor[row] += 1
     return starts, grouped_others, grouped_values
+
+
+def rows_of(starts: np.ndarray, dtype: type = np.int64) -> np.ndarray:
+    """Each grouped pair's row, from where each row's pairs start (CSR `starts`)."""
+    return np.repeat(np.arange(len(starts) - 1, dtype=dtype), np.diff(starts))

@@ -20,7 +20,7 @@ from recsys.evaluate.ranking import evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
 from recsys.models.base import RatingModel
 from recsys.train.distributed import refuse_processes
-from recsys.train.grouping import grouped
+from recsys.train.grouping import grouped, rows_of
 
 # Users whose lists are scored after an epoch (a seeded sample where there are more): enough to
 # follow the trend, few enough that watching costs little beside an epoch.
@@ -50,15 +50,14 @@ class Positives(NamedTuple):
         return len(self.by_user.others)
 
 
-def _by_user_and_item(
+def _unique_by_user(
     users: np.ndarray, items: np.ndarray, strengths: np.ndarray, n_users: int, n_items: int
 ) -> ByRow:
     """The pairs grouped by user, each user's items ascending and each given once, at its largest
     strength: grouped by item, then by user (each grouping keeps the order it is given)."""
     item_starts, users, strengths = grouped(items, users, strengths, n_items)
-    items = np.repeat(np.arange(n_items, dtype=np.int32), np.diff(item_starts))
-    user_starts, items, strengths = grouped(users, items, strengths, n_users)
-    pair_users = np.repeat(np.arange(n_users), np.diff(user_starts))
+    user_starts, items, strengths = grouped(users, rows_of(item_starts, np.int32), strengths, n_users)
+    pair_users = rows_of(user_starts)
     repeated = np.zeros(len(items), bool)
     repeated[1:] = (items[1:] == items[:-1]) & (pair_users[1:] == pair_users[:-1])
     if repeated.any():
@@ -86,7 +85,7 @@ def positives(
         )
     keep = slice(None) if choices else reaching
     strengths = np.where(reaching[keep], 1 + values[keep] - relevant, 0.0).astype(np.float32)
-    by_user = _by_user_and_item(x[keep, 0], x[keep, 1].astype(np.int32), strengths, n_users, n_items)
+    by_user = _unique_by_user(x[keep, 0], x[keep, 1].astype(np.int32), strengths, n_users, n_items)
     if np.count_nonzero(np.diff(by_user.starts)) < 2:
         raise RecsysError(
             "every positive training pair is one user's: a ranking model learns what to recommend to "
@@ -97,7 +96,7 @@ def positives(
             "every user interacted with every item: a ranking model has nothing left to rank (every "
             "event names the same pairs)"
         )
-    users = np.repeat(np.arange(n_users, dtype=np.int32), np.diff(by_user.starts))
+    users = rows_of(by_user.starts, np.int32)
     return Positives(by_user, ByRow(*grouped(by_user.others, users, by_user.strengths, n_items)))
 
 
