@@ -100,6 +100,10 @@ def _setting(default: Any, help: str, flag: str | None, **options: Any) -> Any:
     return dataclasses.field(default=default, metadata={"setting": Setting(help, flag, **options)})
 
 
+# The model a command trains when none is named and the data are interactions, which the default
+# (a rating model) refuses: the ranking model with the better lists on u1 (docs/benchmarks.md).
+RANKING_DEFAULT_MODEL = "ials"
+
 AUTOGRAD = ("autograd",)
 COMPILED = ("compiled",)
 
@@ -110,7 +114,12 @@ class RunConfig:
     setting left out takes the model's tuned value for its engine (`RunConfig(model="dot")` is
     `config_for("dot")`), and `engine` left out is chosen as `--engine auto` chooses."""
 
-    model: str = _setting("dotbias", "model family (recsys/models/registry.py)", "--model")
+    model: str = _setting(
+        "dotbias",
+        "model family (recsys/models/registry.py)",
+        "--model",
+        shown_default=f"dotbias; {RANKING_DEFAULT_MODEL} on interactions without ratings",
+    )
     dataset: str = _setting("ml-100k", "a MovieLens variant, tiny or synthetic", "--dataset", estimator=False)
     split: str = _setting(
         "random",
@@ -539,6 +548,12 @@ def refuse_autograd_only(fields: set[str], engine: str) -> None:
     for name in AUTOGRAD_ONLY:
         if name in fields:
             raise RecsysError(f"`{name}` applies to `engine` autograd only (the {engine} engine has none)")
+
+
+def default_model(implicit: bool) -> str:
+    """The model to train where none is named: `ials` on interactions (a rating model would refuse
+    them), else RunConfig's."""
+    return RANKING_DEFAULT_MODEL if implicit else str(_FIELD_DEFAULTS["model"])
 
 
 def config_for(model: str, *, engine: str | None = None, **overrides: Any) -> RunConfig:

@@ -37,6 +37,7 @@ from recsys.config import (
     check_device,
     check_threads,
     config_for,
+    default_model,
     default_threads,
     refuse_autograd_only,
     unread,
@@ -168,13 +169,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def config_from_args(
-    args: argparse.Namespace, dataset: str, device: str, default_split: str = DEFAULTS.split
+    args: argparse.Namespace,
+    dataset: str,
+    device: str,
+    default_split: str = DEFAULTS.split,
+    *,
+    implicit: bool = False,
 ) -> RunConfig:
     """The run's config from the flags, over the --config file's settings where one is given (unset
-    training settings take the model's tuned defaults; the split, `default_split`: the dataset's)."""
+    training settings take the model's tuned defaults; the split, `default_split`: the dataset's; the
+    model, the default for ratings or, where the data are `implicit`, for interactions)."""
     settings = config_file_values(args.config) if args.config is not None else {}
     engine = args.engine if args.engine not in (None, "auto") else settings.pop("engine", None)
-    model = args.model or settings.get("model") or DEFAULTS.model
+    named = args.model or settings.get("model")
+    model = named or default_model(implicit)
     ranks = model in model_names() and model_entry(model).ranks
     shares_steps = device.startswith("cuda") and model in SHARES_DEVICE_STEPS
     if engine is None and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not ranks and not shares_steps:
@@ -203,6 +211,10 @@ def config_from_args(
         # An error naming a setting the file gave: the user may never have typed its flag.
         if any(f"`{field}`" in str(error) for field in from_file):
             raise RecsysError(f"{error} (with the settings of --config {args.config})") from None
+        if implicit and not named:
+            raise RecsysError(
+                f"{error} ({model}: the model for interactions when --model is left out)"
+            ) from None
         raise
 
 
@@ -332,7 +344,7 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
         config = resumed_config(args.resume)
         check_resume_flags(args, config)
         return config
-    config_from_args(args, args.dataset or "ml-100k", args.device or "cpu")
+    provisional_config(args, args.device or "cpu")
     if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         from recsys.workflows.run_folder import occupied
 
@@ -383,6 +395,30 @@ def runs_on_gpu(config: RunConfig, engine_flag: str | None) -> bool:
     )
 
 
+def provisional_config(args: argparse.Namespace, device: str) -> RunConfig:
+    """The run's config as far as the flags tell before the data are read: for ratings, unless the
+    flags suit only the default model of interactions, which a --ratings file may hold (a flag such
+    as --alpha); where they suit neither, the error for ratings."""
+    dataset = args.dataset or "ml-100k"
+    try:
+        return config_from_args(args, dataset, device)
+    except RecsysError as for_ratings:
+        if args.ratings is None:
+            raise
+        try:
+            return config_from_args(args, dataset, device, implicit=True)
+        except RecsysError:
+            raise for_ratings from None
+
+
+def auto_device(on_cpu: RunConfig, engine_flag: str | None) -> str:
+    """The device for a run given no `--device` (`on_cpu`: its config on the CPU): a GPU where there
+    is one and the run goes to it."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() and runs_on_gpu(on_cpu, engine_flag) else "cpu"
+
+
 def main(argv: list[str] | None = None) -> int:
     own_numba_cache()
     args = parse_args(argv)
@@ -390,15 +426,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume is not None and (finished := finished_message(args.resume)):
         print(finished)
         return 0
-    import torch  # after the flags are checked: it takes seconds to load
 
     from recsys.train.distributed import distributed_session
 
+    # Whether the device is this command's to choose: chosen now for ratings, and again once the data
+    # turn out to be interactions, whose default model trains on the CPU.
+    args.device_chosen = resumed is None and args.device is None
     if resumed is not None:
         args.device = resumed.device
     elif args.device is None:
-        on_cpu = config_from_args(args, args.dataset or "ml-100k", "cpu")
-        args.device = "cuda" if torch.cuda.is_available() and runs_on_gpu(on_cpu, args.engine) else "cpu"
+        args.device = auto_device(provisional_config(args, "cpu"), args.engine)
     check_device(args.device)
     with distributed_session(args.device) as (rank, device):
         train(args, rank, device, resumed)
@@ -437,10 +474,14 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
                 print(f"data: {where}", file=sys.stderr)
         else:
             dataset = dataset_from_flags(args)
+            if dataset.implicit and args.device_chosen and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+                device = auto_device(config_from_args(args, dataset.name, "cpu", implicit=True), args.engine)
         config = (
             resume.config
             if resume is not None
-            else config_from_args(args, dataset.name, device, dataset.default_split)
+            else config_from_args(
+                args, dataset.name, device, dataset.default_split, implicit=dataset.implicit
+            )
         )
         if lead:
             warn_of_unused_feature_files(args, config)

@@ -25,7 +25,15 @@ from recsys.commands.common import (
     test_summary,
     warn_of_unused_feature_files,
 )
-from recsys.config import ENGINES, RunConfig, check_threads, config_for, default_threads
+from recsys.config import (
+    ENGINES,
+    RANKING_DEFAULT_MODEL,
+    RunConfig,
+    check_threads,
+    config_for,
+    default_model,
+    default_threads,
+)
 from recsys.errors import RecsysError
 from recsys.models.registry import model_entry, model_names
 from recsys.names import SEARCH_RUN_FOLDER, SPLIT_KINDS
@@ -35,7 +43,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_flags(parser)
     parser.add_argument(
-        "--model", choices=model_names(), default="dotbias", help="the model to tune [default: dotbias]"
+        "--model",
+        choices=model_names(),
+        default=None,
+        help=f"the model to tune [default: dotbias; {RANKING_DEFAULT_MODEL} on interactions without ratings]",
     )
     parser.add_argument(
         "--engine",
@@ -103,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     from recsys.workflows.tune import best_settings, planned_trials, plot_trials, tune
 
     dataset = dataset_from_flags(args)
+    args.model = args.model or default_model(dataset.implicit)
     warn_of_unused_feature_files(args, _tuned_config(args))
     split = args.split or dataset.default_split
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
@@ -186,7 +198,7 @@ def _tuned_config(args: argparse.Namespace) -> RunConfig:
     given = {"engine": args.engine} if args.engine else {}
     given |= {"features": args.features} if args.features is not None else {}
     given |= {"ordinal": True} if args.ordinal else {}
-    return config_for(args.model, **given)
+    return config_for(args.model or default_model(False), **given)
 
 
 def _shown(value: Any) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from conftest import assert_same_state, cut_short, run_cli
 
 from recsys.commands import compare as compare_command
@@ -156,3 +157,51 @@ def test_bprs_explanation_adds_up_to_its_score_and_shows_no_rating(plays: Path, 
     assert header.split() == ["item_bias", "factors", "score"]
     item_bias, factors, score = map(float, values.split())
     assert item_bias + factors == pytest.approx(score, abs=2e-6)
+
+
+def test_interactions_without_a_model_named_train_ials_with_its_own_flags(
+    plays: Path, tmp_path: Path
+) -> None:
+    """The default model (dotbias) would refuse interactions: left out, `--model` is ials there, and
+    a flag only ials reads (--alpha) passes the checks made before the file is read."""
+    out = tmp_path / "run"
+    args = ["--ratings", str(plays), "--alpha", "5", "--epochs", "2", "--no-progress", "--out", str(out)]
+    ran = run_cli(train_command.cli, "train.py", args, tmp_path / "c")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("ials on plays")
+    written = json.loads((out / "config.json").read_text())
+    assert written["model"] == "ials" and written["alpha"] == 5
+
+
+def test_where_a_gpu_would_take_ratings_interactions_stay_on_the_cpu_for_ials(
+    plays: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The device is chosen before the file is read, for the rating model a GPU would train; once the
+    file turns out to hold interactions it is chosen again, for ials, which trains on the CPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    out = tmp_path / "run"
+    args = ["--ratings", str(plays), "--epochs", "1", "--no-progress", "--out", str(out)]
+    ran = run_cli(train_command.cli, "train.py", args, tmp_path / "c")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((out / "config.json").read_text())["device"] == "cpu"
+
+
+def test_a_flag_the_defaulted_model_cannot_take_says_which_model_it_was_given(
+    plays: Path, tmp_path: Path
+) -> None:
+    args = ["--ratings", str(plays), "--lr", "0.1", "--no-progress", "--out", str(tmp_path / "run")]
+    ran = run_cli(train_command.cli, "train.py", args, tmp_path / "c")
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr
+    (error,) = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert "--lr has no effect on ials" in error
+    assert "the model for interactions when --model is left out" in error
+    assert not (tmp_path / "run").exists()  # nothing claimed for a run that never started
+
+
+def test_a_flag_neither_default_model_takes_is_refused_before_the_file_is_read(tmp_path: Path) -> None:
+    """--alpha suits ials and --y-range dotbias: no model takes both, so the ratings' error stands."""
+    args = ["--ratings", str(tmp_path / "absent.csv"), "--alpha", "5", "--y-range", "1", "5"]
+    ran = run_cli(train_command.cli, "train.py", args, tmp_path / "c")
+    assert ran.returncode == 2
+    (error,) = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert "--alpha has no effect on dotbias" in error

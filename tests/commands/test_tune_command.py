@@ -192,3 +192,15 @@ def test_a_search_of_bfm_as_an_ordered_probit_keeps_it_to_the_best_run(tmp_path:
     assert refused.stderr.strip().splitlines() == [
         "error: --ordinal has no effect on dotbias's compiled engine, per-rating AdaGrad; leave it out"
     ]
+
+
+def test_interactions_without_a_model_named_tune_ials(tmp_path: Path) -> None:
+    """As train.py does: the default rating model would refuse interactions, so ials is tuned."""
+    events = tmp_path / "events.csv"
+    events.write_text("user,item\n" + "\n".join(f"u{k % 23},i{(k * 7) % 19}" for k in range(400)) + "\n")
+    out = tmp_path / "search"
+    args = ["--ratings", str(events), "--trials", "1", "--folds", "2", "--no-progress", "--out", str(out)]
+    ran = run_cli(tune_command.cli, "tune.py", args, tmp_path / "cache")
+    assert ran.returncode == 0, ran.stderr
+    assert "tuning ials on the training part of events" in ran.stdout
+    assert json.loads((out / "best.json").read_text())["model"] == "ials"
