@@ -51,6 +51,7 @@ from recsys.train.checkpoints import Checkpoint, save_checkpoint
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import EpochStats, fit, ratings_fingerprint
+from recsys.workflows.run_folder import run_folder_of_a_call
 
 # An autograd run takes at least this many optimizer steps: on a small file the tuned batch sizes
 # would leave a handful of steps, too few to move the model past predicting the mean.
@@ -330,7 +331,9 @@ def train_and_evaluate(
     Per-epoch validation is on the test ratings with known ids (monitoring only: nothing is selected
     by it, the number of epochs is fixed). With `run_dir`, a checkpoint (with the state to resume
     from) is written after an epoch once `checkpoint_every` seconds have passed since the last one
-    (0: after every epoch), and config, metrics and final checkpoint at the end. With `resume`,
+    (0: after every epoch), and config, metrics and final checkpoint at the end; the folder must be
+    new or empty, or hold the checkpoint `resume` continues, and is locked while the run lasts (as
+    train.py's --out: another run's files are never written over). With `resume`,
     training continues from that checkpoint's last completed epoch and ends as the uninterrupted
     run would have. `threads`: CPU threads of the compiled engine (None: all this
     process may use); the result does not depend on it. Meanwhile torch's own threads are
@@ -340,75 +343,76 @@ def train_and_evaluate(
     """
     keep_freed_memory()  # fit sets it too; here it is in place before the data is prepared
     run_dir = Path(run_dir) if run_dir is not None else None
-    if resume is not None:
-        config = resume.config
-    # Beside the compiled engine torch only builds the tables and scores the test ratings: on one
-    # thread it never waits for a second one that another process holds.
-    one_thread = config.engine == "compiled" or (config.engine == "device" and config.device == "cpu")
-    with torch_threads(SCORING_TORCH_THREADS if one_thread else None):
-        data, config = prepare(dataset, config)
-        check_fits(config, len(data.users), len(data.items))
-        generator = torch.Generator().manual_seed(config.seed)
-        model = model_for(config, len(data.users), len(data.items), generator)
-        if model.uses_features:
-            model.set_features(*data_features(config, dataset, data))
-            if reads_time(config):
-                model.set_times(data.train.x[:, 0], data.train.x[:, 2])
-                _warn_if_one_day_each(cast(BayesianFM, model), dataset, len(data.users))
-            # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it nothing.
-            sides = feature_sides_read(config.model)
-            warn_if_no_side_features(
-                config,
-                has_side_features(dataset, config.model),
-                f"{dataset.name} has no {' or '.join(sides)} side features (give it a table of what its "
-                f"{' or '.join(f'{side}s' for side in sides)} are)",
-            )
-        # The final checkpoint keeps the last epoch's training state, so a finished run resumes as a no-op.
-        last_training = None
+    with run_folder_of_a_call(run_dir, resume=resume is not None):
         if resume is not None:
-            _check_resumable(resume, data, dataset)
-            model.load_state_dict(resume.model.state_dict())
-            last_training = resume.training
-        if run_dir is not None:
-            write_json(run_dir / CONFIG_FILE, config.to_dict())
-            write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
-
-        def checkpoint(stats: EpochStats, training: dict[str, Any]) -> None:
-            nonlocal last_training
-            last_training = training
-            if run_dir is not None and stats.epoch < config.epochs:  # the last is saved with the metrics
-                metrics = {"epoch": stats.epoch}
-                save_checkpoint(
-                    run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, training
+            config = resume.config
+        # Beside the compiled engine torch only builds the tables and scores the test ratings: on one
+        # thread it never waits for a second one that another process holds.
+        one_thread = config.engine == "compiled" or (config.engine == "device" and config.device == "cpu")
+        with torch_threads(SCORING_TORCH_THREADS if one_thread else None):
+            data, config = prepare(dataset, config)
+            check_fits(config, len(data.users), len(data.items))
+            generator = torch.Generator().manual_seed(config.seed)
+            model = model_for(config, len(data.users), len(data.items), generator)
+            if model.uses_features:
+                model.set_features(*data_features(config, dataset, data))
+                if reads_time(config):
+                    model.set_times(data.train.x[:, 0], data.train.x[:, 2])
+                    _warn_if_one_day_each(cast(BayesianFM, model), dataset, len(data.users))
+                # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it nothing.
+                sides = feature_sides_read(config.model)
+                warn_if_no_side_features(
+                    config,
+                    has_side_features(dataset, config.model),
+                    f"{dataset.name} has no {' or '.join(sides)} side features (give it a table of what its "
+                    f"{' or '.join(f'{side}s' for side in sides)} are)",
                 )
+            # The final checkpoint keeps the last epoch's training state: a finished run resumes as a no-op.
+            last_training = None
+            if resume is not None:
+                _check_resumable(resume, data, dataset)
+                model.load_state_dict(resume.model.state_dict())
+                last_training = resume.training
+            if run_dir is not None:
+                write_json(run_dir / CONFIG_FILE, config.to_dict())
+                write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
 
-        start = time.perf_counter()
-        history = fit(
-            model,
-            data.train,
-            data.test,
-            config,
-            generator,
-            threads=threads,
-            progress=progress,
-            on_epoch=on_epoch,
-            on_checkpoint=checkpoint if run_dir is not None else None,
-            checkpoint_every=checkpoint_every,
-            resume=last_training,
-        )
-        seconds = time.perf_counter() - start
-        result = RunResult(config, model.cpu(), data, history, _test_scores(model, data, config), seconds)
-        if not config.ranks:
-            warn_if_worse_than_mean(
-                result.model, result.data.train, result.data.train_mean, result.config.model
+            def checkpoint(stats: EpochStats, training: dict[str, Any]) -> None:
+                nonlocal last_training
+                last_training = training
+                if run_dir is not None and stats.epoch < config.epochs:  # the last is saved with the metrics
+                    metrics = {"epoch": stats.epoch}
+                    save_checkpoint(
+                        run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, training
+                    )
+
+            start = time.perf_counter()
+            history = fit(
+                model,
+                data.train,
+                data.test,
+                config,
+                generator,
+                threads=threads,
+                progress=progress,
+                on_epoch=on_epoch,
+                on_checkpoint=checkpoint if run_dir is not None else None,
+                checkpoint_every=checkpoint_every,
+                resume=last_training,
             )
-        if run_dir is not None:
-            metrics = result.metrics()
-            save_checkpoint(
-                run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, last_training
-            )
-            write_json(run_dir / METRICS_FILE, metrics)
-        return result
+            seconds = time.perf_counter() - start
+            result = RunResult(config, model.cpu(), data, history, _test_scores(model, data, config), seconds)
+            if not config.ranks:
+                warn_if_worse_than_mean(
+                    result.model, result.data.train, result.data.train_mean, result.config.model
+                )
+            if run_dir is not None:
+                metrics = result.metrics()
+                save_checkpoint(
+                    run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, last_training
+                )
+                write_json(run_dir / METRICS_FILE, metrics)
+            return result
 
 
 def _test_scores(model: nn.Module, data: EncodedSplit, config: RunConfig) -> dict[str, float]:

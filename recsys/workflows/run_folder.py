@@ -11,10 +11,11 @@ from recsys.errors import RecsysError
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE
 
 LOCK_FILE = ".recsys-run.lock"  # internal: held by the run that owns the folder
+_HELD: set[Path] = set()  # the folders this process's claims hold now
 
 
 @contextmanager
-def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
+def claim_run_folder(path: Path, *, resume: bool, name: str | None = None) -> Iterator[Path]:
     """Hold `path` for one run, so that two runs never mix their files in one folder.
 
     A fresh run (`resume` False) needs a new or empty folder, made here; a resumed one needs its
@@ -22,7 +23,7 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
     the block takes back the lock file and folder it made, and what it wrote if it never reached a
     checkpoint, so a failed start (bad data, a diverged first epoch) leaves nothing behind.
     """
-    name = "`resume`" if resume else "`out`"  # the setting a command took `path` from
+    name = name or ("`resume`" if resume else "`out`")  # the setting `path` came from
     made_folder = not resume and make_folder(path, name)
     if resume and not path.is_dir():  # (make_folder checked a fresh run's)
         raise RecsysError(f"{name} {path} is not a folder")
@@ -36,13 +37,29 @@ def claim_run_folder(path: Path, *, resume: bool) -> Iterator[Path]:
             if resume:  # the half-written files of a run killed while writing one (atomic_write's)
                 for partial in path.glob(".*.tmp"):
                     partial.unlink(missing_ok=True)
+            _HELD.add(path.resolve())
             yield path
         except BaseException:
             if not resume:
                 _take_back(path, made_folder=made_folder, made_lock=made_lock, described=checked)
             raise
         finally:  # still held: the lock file goes with the run, so a finished folder holds only its files
+            _HELD.discard(path.resolve())
             lock.unlink(missing_ok=True)
+
+
+@contextmanager
+def run_folder_of_a_call(path: Path | None, *, resume: bool) -> Iterator[None]:
+    """`path` claimed for a library call that writes a run there (None: none), as a command claims
+    its folder, unless this process holds it already (a command claims it before loading the data).
+    `resume`: the call continues the checkpoint in `path`; a checkpoint continued into another
+    folder needs a new or empty one, as a fresh run does."""
+    if path is None or path.resolve() in _HELD:
+        yield
+        return
+    continues_here = resume and (path / CHECKPOINT_FILE).is_file()
+    with claim_run_folder(path, resume=continues_here, name="`run_dir`"):
+        yield
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """recsys.workflows.run_folder: one run at a time owns a folder, and a failed start leaves it as it was."""
 
 import fcntl
+import json
 import subprocess
 import sys
 import time
@@ -9,8 +10,12 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from recsys.config import config_for
+from recsys.data.catalog import load_dataset
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE
+from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE, METRICS_FILE
+from recsys.train.checkpoints import load_checkpoint
+from recsys.workflows.experiment import train_and_evaluate
 from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder, occupied
 
 
@@ -209,3 +214,18 @@ def test_two_processes_claiming_one_folder_at_once(tmp_path: Path, round_: int) 
     loser_code, loser_error = next(result for name, result in results.items() if name not in winners)
     assert loser_code == 2 and loser_error.strip() == f"error: `out` {out} is in use by another recsys run"
     assert sorted(p.name for p in out.iterdir()) == [winners[0]]
+
+
+def test_a_library_run_never_writes_over_another_runs_folder(tmp_path: Path) -> None:
+    """train_and_evaluate claims its run_dir as train.py claims --out: a second run into a finished
+    run's folder is refused and the first run's files stay; the run's own checkpoint resumes there."""
+    dataset = load_dataset("tiny")
+    run = tmp_path / "run"
+    train_and_evaluate(dataset, config_for("dotbias", dataset="tiny", epochs=2), run_dir=run, progress=False)
+    saved = {path.name: path.read_bytes() for path in run.iterdir()}
+    with pytest.raises(RecsysError, match=f"`run_dir` {run} already exists and is not an empty folder"):
+        train_and_evaluate(dataset, config_for("dot", dataset="tiny", epochs=1), run_dir=run, progress=False)
+    assert {path.name: path.read_bytes() for path in run.iterdir()} == saved
+    checkpoint = load_checkpoint(run / CHECKPOINT_FILE)
+    resumed = train_and_evaluate(dataset, checkpoint.config, run_dir=run, progress=False, resume=checkpoint)
+    assert resumed.test["rmse"] == json.loads((run / METRICS_FILE).read_text())["test_rmse"]
