@@ -219,6 +219,10 @@ def dataset_from_frame(
     file's are; a bad value is named by its row position."""
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"from_frame takes a pandas DataFrame of ratings, got {type(frame).__name__}")
+    if items is not None and not isinstance(items, pd.DataFrame):
+        raise TypeError(
+            f"from_frame's `items` is a pandas DataFrame of item ids and titles, got {type(items).__name__}"
+        )
     check_scale(rating_scale, "the ratings frame")
     check_unique_columns(frame, "the ratings frame")
     labels = {str(label): label for label in frame.columns}

@@ -373,6 +373,11 @@ class PredefinedFolds(Mapping[str, FoldRows]):
                     f"{self._folder / f'{fold}.base'} and {fold}.test hold {len(base):,} + {len(test):,} "
                     f"ratings, where {RATINGS_FILE['100k']} has {len(self._ratings):,}: is one cut short?"
                 )
+            if len(np.union1d(base, test)) != len(self._ratings):
+                raise DataError(
+                    f"{self._folder / f'{fold}.base'} and {fold}.test list a rating in both (and so leave "
+                    f"another of {RATINGS_FILE['100k']} out): a damaged or edited copy; download it again"
+                )
             self._read[fold] = (base, test)
         return self._read[fold]
 

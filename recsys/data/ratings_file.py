@@ -14,7 +14,7 @@ import lzma
 import os
 import re
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +162,13 @@ def load_ratings(
     )
 
 
+def _refuse_repeated_names(path: Path, names: Sequence[str], read: Collection[str]) -> None:
+    """A column read by its name must be the only one of that name: polars would read the first."""
+    twice = [name for k, name in enumerate(names) if name in read and name in names[:k]]
+    if twice:
+        raise DataError(f"{path}: column {twice[0]!r} appears more than once")
+
+
 def read_item_file(path: Path) -> tuple[pd.DataFrame, Where]:
     """An item table file as text columns (the ids are typed later, like the ratings' ids), and how a
     row of it is named: its line in a text file."""
@@ -169,9 +176,7 @@ def read_item_file(path: Path) -> tuple[pd.DataFrame, Where]:
         frame, where = _read_parquet_columns(path, None), row_of_frame
     else:
         layout = sniff(path, None, None, None)
-        twice = [name for j, name in enumerate(layout.names) if name in layout.names[:j]]
-        if twice:  # every column is read, each by its name
-            raise DataError(f"{path}: column {twice[0]!r} appears more than once")
+        _refuse_repeated_names(path, layout.names, layout.names)  # every column is read, each by its name
         frame, where = _read_text(path, layout, layout.names, as_text=True), _LineFinder(path, layout)
     return pd.DataFrame(_as_pandas(frame)), where
 
@@ -265,6 +270,19 @@ class _Sample(NamedTuple):
     lines: list[str]  # its first records past the skipped lines, a last one cut short left out
 
 
+def _warn_if_partly_utf8(path: Path, head: bytes, not_utf8: int) -> None:
+    """Warn where a file read as Latin-1 for the byte at `not_utf8` holds UTF-8 letters elsewhere in
+    `head`: one line saved in another encoding, whose neighbours' letters Latin-1 then misspells
+    ("josé" as "josÃ©"), so that their ids no longer match what the user types."""
+    if any(ord(letter) > 127 and letter != "\ufffd" for letter in head.decode("utf-8", "replace")):
+        line = head.count(b"\n", 0, not_utf8) + 1
+        warnings.warn(
+            f"{path}: read as Latin-1, since line {line} is not UTF-8, but other lines hold UTF-8 letters, "
+            "which Latin-1 misspells (é as Ã©); save the whole file as UTF-8",
+            stacklevel=2,
+        )
+
+
 def _sample(path: Path, compression: str | None, size: int, sep: str | None) -> _Sample:
     """The first `size` bytes of a text table."""
     try:
@@ -282,8 +300,9 @@ def _sample(path: Path, compression: str | None, size: int, sep: str | None) -> 
     else:
         try:
             text = codecs.getincrementaldecoder(encoding)().decode(head)
-        except UnicodeDecodeError:  # Latin-1 files (Book-Crossing) are common; any byte decodes
+        except UnicodeDecodeError as error:  # Latin-1 files (Book-Crossing) are common; any byte decodes
             encoding, text = "latin-1", head.decode("latin-1")
+            _warn_if_partly_utf8(path, head, error.start)
     text = text.removeprefix("\ufeff")  # a byte-order mark (Excel's "CSV UTF-8"); polars drops it too
     if "\r" in text and "\n" not in text:
         raise DataError(
@@ -467,6 +486,7 @@ def read_ratings_text(
             f"separated by {layout.sep_name}"
         )
     found = _text_columns(layout, columns, str(path), implicit)
+    _refuse_repeated_names(path, layout.names, found.values())
     wanted = list(dict.fromkeys(found.values()))
     integers = [found[field] for field in ("user", "item", "timestamp") if integer_ids and field in found]
     values = found.get("rating", found.get("weight"))  # the ratings, or the events' weights
@@ -474,6 +494,11 @@ def read_ratings_text(
         frame = _read_text(path, layout, wanted, as_text=False, float32=values, int64=integers)
     except _ConversionError:  # a column's type changes past the rows polars inferred it from
         frame = _read_text(path, layout, wanted, as_text=True)
+    else:
+        if any(frame[found[field]].dtype.is_float() for field in ("user", "item") if field in found):
+            # Ids polars took for numbers with decimals ("3.10", "5.0", "1e3"): read as spelled, or
+            # "3.10" and "3.1" would be one id.
+            frame = _read_text(path, layout, wanted, as_text=True)
     return _raw_columns(frame, found, _LineFinder(path, layout))
 
 

@@ -230,6 +230,8 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
         raise DataError(f"{source}: the timestamps are durations, not times (add them to a start date)")
     if isinstance(column.dtype, np.dtype) and column.dtype.kind == "i":  # seconds, no gaps
         return column.to_numpy(dtype=np.int64)
+    if isinstance(column.dtype, pd.PeriodDtype):  # a month or a day: its start (to_numeric gives its ordinal)
+        column = column.dt.start_time
     if pd.api.types.is_datetime64_any_dtype(column.dtype):
         times = column
         missing = pd.isna(times).to_numpy()
@@ -539,7 +541,8 @@ def item_table(
             )
         item = values.astype(np.int64)
     else:
-        item = ids(column.astype(str), "item", source, where)
+        # As text, as the ratings' ids are, even where every one of the table's spells an integer.
+        item = ids(column.astype(str), "item", source, where).astype(str).astype(object)
     titles = raw[labels[found["title"]]].fillna("").astype(str).str.strip().to_numpy(dtype=object)
     genres = (
         raw[labels[found["genres"]]].fillna("").astype(str).to_numpy(dtype=object)

@@ -136,3 +136,11 @@ def test_asking_which_folds_there_are_reads_no_fold_file(tmp_path: Path) -> None
     make_split(dataset, "random")
     with pytest.raises(DataError, match=r"u1\.base: file not found"):
         make_split(dataset, "u1")
+
+
+def test_a_rating_in_both_parts_of_a_fold_is_named(tmp_path: Path) -> None:
+    """The counts add up, but a test rating also in base (so one of u.data in neither) would leak the
+    test into training."""
+    dataset = load_movielens("ml-100k", _folder(tmp_path, ROWS[:3], [ROWS[0]]), allow_download=False)
+    with pytest.raises(DataError, match=r"u1\.base and u1\.test list a rating in both"):
+        make_split(dataset, "u1")

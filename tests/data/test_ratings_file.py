@@ -1252,3 +1252,71 @@ def test_an_unread_column_of_numbers_beside_interactions_is_warned_of(tmp_path: 
         for name, text in quiet.items():
             load_ratings(write(tmp_path / name, text))
     assert load_ratings(path, columns={"weight": "value"}).ratings["rating"].tolist() == [3, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("items", "kept"),
+    [
+        (["3.1", "3.10", "3.2", "3.20"], ["3.1", "3.10", "3.2", "3.20"]),  # one decimal place apart
+        (["5", "5.0", "6", "7"], ["5", "5.0", "6", "7"]),
+        (["1e3", "1000", "12", "13"], ["1e3", "1000", "12", "13"]),
+        (["37", "8", "inf", "9"], ["37", "8", "inf", "9"]),
+    ],
+)
+def test_ids_that_read_as_decimals_keep_their_spelling(
+    items: list[str], kept: list[str], tmp_path: Path
+) -> None:
+    """polars takes such a column for floats: "3.10" would become 3.1, one id with "3.1"."""
+    rows = [(f"u{k}", item, 1 + k % 5) for k, item in enumerate(items)]
+    dataset = load_ratings(write(tmp_path / "r.csv", text(rows, header="user,item,rating")))
+    assert dataset.ratings["item"].tolist() == kept
+
+
+def test_a_utf8_file_with_one_latin1_line_is_read_as_latin1_with_a_warning(tmp_path: Path) -> None:
+    lines = [f"josé{k},crème{k % 3},{1 + k % 5}".encode() for k in range(6)]
+    lines[3] = b"jos\xe9 3,cr\xe8me0,4"
+    path = write(tmp_path / "r.csv", b"user,item,rating\n" + b"\n".join(lines) + b"\n")
+    with pytest.warns(UserWarning, match="read as Latin-1, since line 5 is not UTF-8, but other lines hold"):
+        load_ratings(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a file all Latin-1 is read without a word
+        load_ratings(
+            write(tmp_path / "l.csv", "user,item,rating\njos\xe9,cr\xe8me,4\na,b,3\n".encode("latin-1"))
+        )
+
+
+def test_a_repeated_column_name_in_a_ratings_header_is_refused(tmp_path: Path) -> None:
+    """polars would read the first of the two: the user cannot tell which was taken."""
+    path = write(tmp_path / "r.csv", "user,item,rating,rating\n1,2,0,5\n2,3,1,4\n")
+    with pytest.raises(DataError, match="column 'rating' appears more than once"):
+        load_ratings(path)
+    with pytest.raises(DataError, match="column 'rating' appears more than once"):
+        load_ratings(path, columns={"user": "user", "item": "item", "rating": "rating"})
+    unread = write(tmp_path / "u.csv", "user,item,rating,note,note\n1,2,5,a,b\n2,3,4,c,d\n")
+    assert len(load_ratings(unread).ratings) == 2  # a column not read may repeat
+
+
+def test_an_item_table_of_integer_ids_gives_titles_to_text_ids_that_spell_them(tmp_path: Path) -> None:
+    """The ratings' ids are text (one is not an integer), so the table's "10" must stay text too."""
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,10,4\n1,x1,2\n2,10,5\n2,20,3\n")
+    items = write(tmp_path / "i.csv", "item,title\n10,Ten\n20,Twenty\n")
+    with pytest.warns(UserWarning, match="no entry for 1 rated item id, e.g. x1"):
+        dataset = load_ratings(ratings, items=items)
+    assert dataset.titles(np.array(["10", "x1", "20"], dtype=object)).tolist() == [
+        "Ten",
+        "[item x1]",
+        "Twenty",
+    ]
+
+
+def test_from_frame_refuses_items_that_are_not_a_frame() -> None:
+    frame = pd.DataFrame({"user": [1, 2], "item": [10, 20], "rating": [4.0, 5.0]})
+    with pytest.raises(TypeError, match=r"from_frame's `items` is a pandas DataFrame .* got dict"):
+        RatingsDataset.from_frame(frame, items={"item": [10], "title": ["Ten"]})  # type: ignore[arg-type]
+
+
+def test_period_timestamps_are_their_start_in_seconds() -> None:
+    frame = pd.DataFrame({"user": [1, 2, 3], "item": [10, 20, 10], "rating": [4.0, 5.0, 3.0]})
+    months = pd.period_range("2024-01", periods=3, freq="M")
+    dataset = RatingsDataset.from_frame(frame.assign(timestamp=months))
+    assert dataset.ratings["timestamp"].tolist() == [1704067200, 1706745600, 1709251200]  # 1 Jan, Feb, Mar
