@@ -151,11 +151,11 @@ def main(argv: list[str] | None = None) -> int:
             "so what is left out, comes from them as they are now",
             stacklevel=1,
         )
-    if args.rate is not None or args.ratings_of is not None:
-        rated, places = (
-            (args.rate, None) if args.rate is not None else read_rated(args.ratings_of, dataset.implicit)
-        )
-        table = recommend_from_ratings(checkpoint, dataset, rated, args.top, places)
+    if args.rate is not None:
+        table = recommend_from_ratings(checkpoint, dataset, args.rate, args.top)
+    elif args.ratings_of is not None:
+        read = read_rated(args.ratings_of, dataset.implicit)
+        table = recommend_from_ratings(checkpoint, dataset, read.rated, args.top, read.places, ids=read.ids)
     elif user is None:
         table = similar_items(checkpoint, dataset, args.similar, args.top)
     elif args.cold_start and not knows_user(checkpoint, user):

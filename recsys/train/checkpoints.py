@@ -21,6 +21,7 @@ from recsys.config import RunConfig, model_for
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
 from recsys.files import atomic_write
+from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoint_file import CHECKPOINT_FORMAT, checkpoint_body, header_line
 
 REASON_LENGTH = 160  # characters of an underlying error quoted in a one-line message
@@ -70,11 +71,16 @@ def write_checkpoint_payload(path: Path, payload: dict[str, Any]) -> None:
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
-    """Rebuild the model of a checkpoint; refuse a damaged file and anything that is not plain data.
+    """Rebuild the model of a checkpoint (`path`: the file, or a run folder holding it); refuse a
+    damaged file and anything that is not plain data.
 
     Every failure is one RecsysError line naming `path`.
     """
     path = Path(path)
+    if path.is_dir():
+        if not (path / CHECKPOINT_FILE).is_file():
+            raise RecsysError(f"{path}: checkpoint not found (a folder with no {CHECKPOINT_FILE} in it)")
+        path = path / CHECKPOINT_FILE
     payload = _read_payload(path)
     try:
         config = RunConfig.from_dict(payload["config"])

@@ -6,8 +6,9 @@ Light on purpose (no torch or pandas): the command parses them as it parses its 
 import csv
 import math
 from pathlib import Path
+from typing import NamedTuple
 
-from recsys.data.columns import ALIASES, find_columns
+from recsys.data.columns import ALIASES, find_columns, normalised
 from recsys.errors import RecsysError
 
 # The item column may hold titles or ids, and the rating column counts, as a ratings file's may.
@@ -27,10 +28,20 @@ def rating_pair(text: str) -> tuple[str, float]:
     return name.strip(), value
 
 
-def read_rated(path: Path, events: bool = False) -> tuple[list[tuple[str, float]], list[str]]:
+class RatedFile(NamedTuple):
+    """A new user's ratings read from a file: (item, rating) pairs, where each was ("FILE, line N"),
+    and whether the item column is named for ids (`movieId`), not titles, so that an item is looked
+    for by id first."""
+
+    rated: list[tuple[str, float]]
+    places: list[str]
+    ids: bool
+
+
+def read_rated(path: Path, events: bool = False) -> RatedFile:
     """A new user's ratings from a CSV file with a header naming an item column (titles or ids) and a
     rating column, by the names a ratings file's may have (`item`, `movieId`, `title`; `rating`,
-    `score`, `count`); and where each was ("FILE, line N"). A bad line is an error naming both.
+    `score`, `count`). A bad line is an error naming its place.
     `events`: for a model trained on interactions, whose file may have no rating column: each line
     is then one event of its item, and an item's lines are its count (as in an interactions file)."""
     try:
@@ -42,6 +53,7 @@ def read_rated(path: Path, events: bool = False) -> tuple[list[tuple[str, float]
             if len(found) < 2 and not counted:
                 raise RecsysError(f"{path}: expected a header naming item and rating columns, got {header}")
             item_column = header.index(found["item"])
+            ids = normalised(found["item"]) in ALIASES["item"]
             rating_column = None if counted else header.index(found["rating"])
             rated, places = [], []
             for row in reader:
@@ -68,5 +80,5 @@ def read_rated(path: Path, events: bool = False) -> tuple[list[tuple[str, float]
         for (name, count), where in zip(rated, places, strict=True):
             counts[name] = counts.get(name, 0.0) + count
             first.setdefault(name, where)
-        return list(counts.items()), [first[name] for name in counts]
-    return rated, places
+        return RatedFile(list(counts.items()), [first[name] for name in counts], ids)
+    return RatedFile(rated, places, ids)

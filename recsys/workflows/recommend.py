@@ -197,13 +197,18 @@ def close_titles(title: str, titles: list[str], n: int = 5) -> list[str]:
     return [titles[i] for i in order[:n] if ratios[i] >= 0.6]
 
 
-def find_item(checkpoint: Checkpoint, dataset: RatingsDataset, name: int | str) -> int:
+def find_item(
+    checkpoint: Checkpoint, dataset: RatingsDataset, name: int | str, *, id_first: bool = False
+) -> int:
     """The inner index of the item titled `name` (case-insensitive; the lowest id among duplicates),
-    else of the item whose id is `name` (data without titles is queried by id).
+    else of the item whose id is `name` (data without titles is queried by id); `id_first`: the id
+    is looked for first (`name` came from a column of ids, and a title may spell another item's id).
 
     Neither is an error suggesting up to five close titles.
     """
     name = str(_plain_id(name, "item")).strip()  # as a ratings file's ids and `recommend`'s user are read
+    if id_first and (index := _item_with_id(checkpoint, name)) is not None:
+        return index
     titles = dataset.items.loc[checkpoint.items.known(dataset.items["item"].to_numpy())]
     shown = titles["title"].astype(str)  # an empty table's column has no string type
     matches = titles.loc[shown.str.casefold() == name.casefold(), "item"].to_numpy()
@@ -216,13 +221,18 @@ def find_item(checkpoint: Checkpoint, dataset: RatingsDataset, name: int | str) 
         )
     if len(matches) > 0:
         return item_index(checkpoint, matches.min())
-    raw_ids = checkpoint.items.raw_ids
-    by_id = np.flatnonzero(raw_ids.astype(str) == name)
-    if len(by_id) > 0:
-        return item_index(checkpoint, raw_ids[by_id[0]])
+    if (index := _item_with_id(checkpoint, name)) is not None:
+        return index
     close = close_titles(name, shown.tolist())
     hint = f"; did you mean: {'; '.join(close)}" if close else ""
     raise RecsysError(f"no item titled {name!r}, nor with that id, in this model's training data{hint}")
+
+
+def _item_with_id(checkpoint: Checkpoint, name: str) -> int | None:
+    """The inner index of the item whose id is spelled `name`, else None."""
+    raw_ids = checkpoint.items.raw_ids
+    by_id = np.flatnonzero(raw_ids.astype(str) == name)
+    return item_index(checkpoint, raw_ids[by_id[0]]) if len(by_id) > 0 else None
 
 
 def similar_items(
@@ -270,10 +280,13 @@ def recommend_from_ratings(
     rated: Sequence[tuple[int | str, float]] | Mapping[int | str, float],
     top: int = 10,
     places: Sequence[str] | None = None,
+    *,
+    ids: bool = False,
 ) -> pd.DataFrame:
     """The `top` items for a new user who gave `rated` (title or item id, rating) pairs (or a dict of
     them), by predicted rating: the user is folded into the trained model (recsys.models.fold_in),
-    with no retraining.
+    with no retraining. `ids`: the pairs name items by id first, by title only where no id is the
+    name (they came from a column of ids).
     An item named twice, a rating off the dataset's scale (on interactions: a count or weight of 0 or
     less), or a model without user vectors is an error, led by the pair's place in `places` (such as
     "FILE, line N") where given."""
@@ -298,7 +311,7 @@ def recommend_from_ratings(
                 raise RecsysError(f"{rating:g} for {name!r}: an interaction's count or weight is above 0")
             if not dataset.implicit and not low <= rating <= high:
                 raise RecsysError(f"rating {rating:g} for {name!r} is off the scale {span_text(low, high)}")
-            index = find_item(checkpoint, dataset, name)
+            index = find_item(checkpoint, dataset, name, id_first=ids)
             if index in items:
                 raise RecsysError(f"{name!r} and {items[index]!r} name the same item: rate each item once")
         except RecsysError as error:

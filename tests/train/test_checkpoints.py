@@ -98,6 +98,10 @@ def test_round_trip_gives_back_what_was_saved(checkpoint: Path, model: nn.Module
     assert np.array_equal(loaded.users.raw_ids, USERS.raw_ids)
     assert np.array_equal(loaded.items.raw_ids, ITEMS.raw_ids)
     assert loaded.metrics == METRICS
+    from_folder = load_checkpoint(checkpoint.parent)  # the run folder names its checkpoint
+    assert from_folder.config == CONFIG and from_folder.metrics == METRICS
+    outside = checkpoint.parent.parent
+    assert refusal(outside) == f"{outside}: checkpoint not found (a folder with no {CHECKPOINT_FILE} in it)"
     assert loaded.training is not None and loaded.training["epoch"] == TRAINING["epoch"]
     assert torch.equal(loaded.training["rng"], TRAINING["rng"])
 
@@ -224,7 +228,7 @@ def test_missing_or_unreadable_checkpoint_is_an_error(
     tmp_path: Path, checkpoint: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert refusal(tmp_path / "nope.pt").endswith("checkpoint not found")
-    assert refusal(tmp_path).endswith("checkpoint not found")  # a folder is not a checkpoint
+    assert "checkpoint not found" in refusal(tmp_path)  # a folder without one
 
     def unreadable(path: Path) -> bytes:
         raise PermissionError(13, "Permission denied")

@@ -20,6 +20,7 @@ from recsys.evaluate.metrics import predict
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
+from recsys.workflows.rated_items import read_rated
 from recsys.workflows.recommend import (
     cold_start,
     described_by_features,
@@ -301,3 +302,24 @@ def test_a_run_tells_whether_the_ratings_are_those_it_trained_on(checkpoint: Che
     assert not trained_on(checkpoint, dataclasses.replace(tiny, ratings=ratings))
     fewer = dataclasses.replace(tiny, ratings=tiny.ratings.iloc[1:])
     assert not trained_on(checkpoint, fewer)
+
+
+def test_a_column_of_ids_finds_an_item_by_id_before_a_title_that_spells_another_id(
+    checkpoint: Checkpoint, dataset: RatingsDataset, tmp_path: Path
+) -> None:
+    """A catalogue may title an item with another item's id: a new user's `movieId` column means the
+    id; a `title` column (or a typed name) still means the title first."""
+    named, other = (int(item) for item in checkpoint.items.raw_ids[[4, 6]])
+    items = dataset.items.copy()
+    items.loc[items["item"] == other, "title"] = str(named)  # item `other` is titled as item `named`'s id
+    tricky = dataclasses.replace(dataset, items=items)
+    (tmp_path / "ids.csv").write_text(f"movieId,rating\n{named},5\n")
+    (tmp_path / "titles.csv").write_text(f"title,rating\n{named},5\n")
+    by_id, by_title = read_rated(tmp_path / "ids.csv"), read_rated(tmp_path / "titles.csv")
+    assert by_id.ids and not by_title.ids
+    listed = recommend_from_ratings(checkpoint, tricky, by_id.rated, top=len(checkpoint.items), ids=by_id.ids)
+    assert named not in set(listed["item"]) and other in set(listed["item"])  # what was rated is left out
+    listed = recommend_from_ratings(
+        checkpoint, tricky, by_title.rated, top=len(checkpoint.items), ids=by_title.ids
+    )
+    assert other not in set(listed["item"]) and named in set(listed["item"])
