@@ -175,7 +175,14 @@ def read_item_file(path: Path) -> tuple[pd.DataFrame, Where]:
     if _first_bytes(path, len(PARQUET_MAGIC)) == PARQUET_MAGIC:
         frame, where = _read_parquet_columns(path, None), row_of_frame
     else:
-        layout = sniff(path, None, None, None)
+        try:
+            layout = sniff(path, None, None, None)
+        except SeparatorUnknown:  # `sep` names the ratings file's alone
+            tried = ", ".join(SEPARATORS.values())
+            raise DataError(
+                f"{path}: cannot tell the separator of this item table (tried {tried}); save it with tabs "
+                "or commas between its fields, and titles that hold one in quotes"
+            ) from None
         _refuse_repeated_names(path, layout.names, layout.names)  # every column is read, each by its name
         frame, where = _read_text(path, layout, layout.names, as_text=True), _LineFinder(path, layout)
     return pd.DataFrame(_as_pandas(frame)), where

@@ -1320,3 +1320,12 @@ def test_period_timestamps_are_their_start_in_seconds() -> None:
     months = pd.period_range("2024-01", periods=3, freq="M")
     dataset = RatingsDataset.from_frame(frame.assign(timestamp=months))
     assert dataset.ratings["timestamp"].tolist() == [1704067200, 1706745600, 1709251200]  # 1 Jan, Feb, Mar
+
+
+def test_an_item_table_without_a_separator_found_says_how_to_save_it(tmp_path: Path) -> None:
+    """--sep names the ratings file's separator alone: the item table's error must not advise it."""
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,4\n2,2,5\n")
+    items = write(tmp_path / "i.txt", "item title\n1 The film number 1\n2 The film number two here\n")
+    with pytest.raises(DataError, match="cannot tell the separator of this item table") as error:
+        load_ratings(ratings, items=items)
+    assert "`sep`" not in str(error.value)
