@@ -144,4 +144,14 @@ def find_table_columns(
     """The columns of a table of ratings or interactions, `given` or found by common names, as
     `columns_to_read` settles them."""
     found = find_columns(names, TABLE_FIELDS, given, source)
+    if implicit is None and "rating" not in found and "weight" not in (given or {}):
+        # A rating column named for another field: reading the table as interactions would surprise.
+        taken = next(
+            (f for f, column in (given or {}).items() if normalised(column) in ALIASES["rating"]), None
+        )
+        if taken is not None:
+            raise DataError(
+                f"{source}: column {found[taken]!r} is named for the {taken}s, so no column holds ratings; "
+                "name the ratings' column too, or set `implicit` to read the table as interactions"
+            )
     return columns_to_read(found, names, source, implicit=implicit, how_to_name=how_to_name)

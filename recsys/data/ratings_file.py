@@ -177,11 +177,11 @@ def read_item_file(path: Path) -> tuple[pd.DataFrame, Where]:
     else:
         try:
             layout = sniff(path, None, None, None)
-        except SeparatorUnknown:  # `sep` names the ratings file's alone
+        except SeparatorUnknown:  # `sep` names the ratings file's alone, not this one's
             tried = ", ".join(SEPARATORS.values())
-            raise DataError(
-                f"{path}: cannot tell the separator of this item table (tried {tried}); save it with tabs "
-                "or commas between its fields, and titles that hold one in quotes"
+            raise SeparatorUnknown(
+                f"{path}: cannot tell the separator of this table (tried {tried}); save it with tabs or "
+                "commas between its fields, and fields that hold one in quotes"
             ) from None
         _refuse_repeated_names(path, layout.names, layout.names)  # every column is read, each by its name
         frame, where = _read_text(path, layout, layout.names, as_text=True), _LineFinder(path, layout)

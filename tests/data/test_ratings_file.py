@@ -1326,6 +1326,20 @@ def test_an_item_table_without_a_separator_found_says_how_to_save_it(tmp_path: P
     """--sep names the ratings file's separator alone: the item table's error must not advise it."""
     ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,4\n2,2,5\n")
     items = write(tmp_path / "i.txt", "item title\n1 The film number 1\n2 The film number two here\n")
-    with pytest.raises(DataError, match="cannot tell the separator of this item table") as error:
+    with pytest.raises(DataError, match="cannot tell the separator of this table") as error:
         load_ratings(ratings, items=items)
     assert "`sep`" not in str(error.value)
+
+
+def test_the_rating_column_named_for_another_field_is_not_read_as_interactions(tmp_path: Path) -> None:
+    """Taken for the timestamps, `rating` leaves no rating column: a table the user meant as ratings
+    would silently become interactions (every pair of strength 1)."""
+    frame = pd.DataFrame({"user": [1, 2, 3], "item": [10, 20, 10], "rating": [1.0, 5.0, 3.0]})
+    with pytest.raises(DataError, match="column 'rating' is named for the timestamps, so no column holds"):
+        RatingsDataset.from_frame(frame, timestamp="rating")
+    assert RatingsDataset.from_frame(frame, timestamp="rating", implicit=True).implicit  # as asked
+    path = write(tmp_path / "r.csv", "u,i,rating\n1,2,100\n2,3,200\n")
+    with pytest.raises(DataError, match="named for the timestamps"):
+        load_ratings(path, columns={"user": "u", "item": "i", "timestamp": "rating"})
+    events = load_ratings(path, columns={"user": "u", "item": "i", "weight": "rating"})  # weights: meant so
+    assert events.implicit and events.ratings["rating"].tolist() == [100.0, 200.0]
