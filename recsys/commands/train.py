@@ -426,8 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume is not None and (finished := finished_message(args.resume)):
         print(finished)
         return 0
-
-    from recsys.train.distributed import distributed_session
+    from recsys.train.distributed import distributed_session  # after the checks: torch takes seconds
 
     # Whether the device is this command's to choose: chosen now for ratings, and again once the data
     # turn out to be interactions, whose default model trains on the CPU.
