@@ -367,9 +367,12 @@ def _fields(line: str, sep: str) -> list[str]:
 
 
 def _zero_led(field: str) -> bool:
-    """Whether a field is digits with a leading zero ("007", "0345391802"): an id, not a number."""
+    """Whether a field is digits with a leading zero ("007", "0345391802"), or a minus before a zero
+    ("-0", which a number reads as 0): an id, not a number."""
     digits = _unquoted(field)
-    return len(digits) > 1 and digits[0] == "0" and digits.isdigit()
+    return (len(digits) > 1 and digits[0] == "0" and digits.isdigit()) or (
+        digits.startswith("-0") and digits[1:].isdigit()
+    )
 
 
 def _separator(lines: list[str], path: Path) -> str:

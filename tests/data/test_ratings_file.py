@@ -1343,3 +1343,9 @@ def test_the_rating_column_named_for_another_field_is_not_read_as_interactions(t
         load_ratings(path, columns={"user": "u", "item": "i", "timestamp": "rating"})
     events = load_ratings(path, columns={"user": "u", "item": "i", "weight": "rating"})  # weights: meant so
     assert events.implicit and events.ratings["rating"].tolist() == [100.0, 200.0]
+
+
+def test_a_minus_zero_id_is_not_the_id_zero(tmp_path: Path) -> None:
+    """As a number "-0" is 0: like a leading zero, it keeps its column as text."""
+    path = write(tmp_path / "r.csv", "user,item,rating\na,0,4\nb,-0,5\nc,7,3\n")
+    assert load_ratings(path).ratings["item"].tolist() == ["0", "-0", "7"]
