@@ -611,6 +611,11 @@ def _read_text(
                     f"separated by {layout.sep_name}"
                 ) from None
         _refuse_unclosed_quote(path, layout)
+        if "malformed" in message.lower() and (line := _LineFinder(path, layout).first_stray_quote()):
+            raise DataError(
+                f'{path}: line {line} has a quote (") inside a field that does not start with one; quote '
+                'the whole field, doubling the quote inside ("12"" vinyl"), or remove it'
+            ) from None
         raise DataError(f"{path}: cannot parse ({_printable(message[:200])})") from None
     except (OSError, EOFError, lzma.LZMAError, pa.ArrowException, pl.exceptions.PolarsError) as error:
         raise DataError(f"{path}: cannot read it ({_first_line(error)})") from None
@@ -705,6 +710,18 @@ class _LineFinder:
             if line.count('"') % 2:
                 start, quoted = (number, True) if not quoted else (start, False)
         return start if quoted else None
+
+    def first_stray_quote(self) -> int | None:
+        """The first line with a quote inside a field that does not start with one (12" vinyl): a
+        CSV reader takes it to open a quoted field, and the file's quotes then pair up wrongly."""
+        for number, line in self._lines():
+            if any(
+                '"' in field.lstrip()[1:]
+                for field in line.split(self.layout.sep)
+                if field.lstrip()[:1] != '"'
+            ):
+                return number
+        return None
 
     def first_with_more_fields(self, expected: int) -> tuple[int, int] | None:
         """The first line with more than `expected` fields, and their count."""

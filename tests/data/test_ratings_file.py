@@ -1349,3 +1349,11 @@ def test_a_minus_zero_id_is_not_the_id_zero(tmp_path: Path) -> None:
     """As a number "-0" is 0: like a leading zero, it keeps its column as text."""
     path = write(tmp_path / "r.csv", "user,item,rating\na,0,4\nb,-0,5\nc,7,3\n")
     assert load_ratings(path).ratings["item"].tolist() == ["0", "-0", "7"]
+
+
+def test_a_quote_inside_an_unquoted_field_is_named_by_its_line(tmp_path: Path) -> None:
+    """polars fails on such a file without a line; the error names the first and says how to quote."""
+    rows = [f'c{k},12" vinyl {k},{1 + k % 5}' for k in range(60)]
+    path = write(tmp_path / "r.csv", "user,item,rating\n" + "\n".join(rows) + "\n")
+    with pytest.raises(DataError, match=r"line 2 has a quote \(\"\) inside a field that does not start"):
+        load_ratings(path)
