@@ -611,9 +611,9 @@ def _read_text(
                     f"separated by {layout.sep_name}"
                 ) from None
         _refuse_unclosed_quote(path, layout)
-        if "malformed" in message.lower() and (line := _LineFinder(path, layout).first_stray_quote()):
+        if "malformed" in message.lower() and (stray := _LineFinder(path, layout).first_stray_quote()):
             raise DataError(
-                f'{path}: line {line} has a quote (") inside a field that does not start with one; quote '
+                f'{path}: line {stray} has a quote (") inside a field that does not start with one; quote '
                 'the whole field, doubling the quote inside ("12"" vinyl"), or remove it'
             ) from None
         raise DataError(f"{path}: cannot parse ({_printable(message[:200])})") from None
