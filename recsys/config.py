@@ -159,6 +159,7 @@ class RunConfig:
         1.0,
         "multiplies every initial weight; 1: fastai's normal(0, 0.01) tables",
         "--init-scale",
+        unread_by=("gibbs", "fm"),  # a chain starts at a fixed scale (recsys.train.gibbs.START_SCALE)
         by_model=True,
     )
     # Errors are divided by this in the loss (2 for ratings 1-10): from the data's rating scale
@@ -529,8 +530,8 @@ _BASES = {
 # Each compiled fit (recsys.models.registry.FITS) as an error message names it.
 FIT_NAMES = {
     "ratings": "per-rating AdaGrad",
-    "gibbs": "a Gibbs sampler (its priors' strength is sampled too)",
-    "fm": "a Gibbs sampler over feature rows (its priors' strength is sampled too)",
+    "gibbs": "a Gibbs sampler (it samples its priors' strength; its chains start at one scale)",
+    "fm": "a Gibbs sampler over feature rows (it samples its priors' strength; chains start at one scale)",
     "bpr": "BPR",
     "als": "implicit ALS (each side solved in closed form, no learning rate)",
 }

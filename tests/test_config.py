@@ -209,8 +209,8 @@ def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it()
     assert AUTOGRAD_ONLY == ("batch_size", "wd", "optimizer", "sparse", "schedule")
     # What each of the compiled engine's fits does not read (`features`: what each model reads).
     assert unread("ratings") == ("alpha", "ordinal")
-    assert unread("gibbs") == ("lr", "l2", "alpha", "ordinal")
-    assert unread("fm") == ("lr", "l2", "alpha")
+    assert unread("gibbs") == ("init_scale", "lr", "l2", "alpha", "ordinal")
+    assert unread("fm") == ("init_scale", "lr", "l2", "alpha")
     assert unread("bpr") == ("members", "y_range", "alpha", "ordinal")
     assert unread("als") == ("members", "y_range", "lr", "ordinal")
 
