@@ -303,19 +303,38 @@ class Terminated(BaseException):
     folder without a checkpoint."""
 
 
+# The interruptions the process was sent, as raised: a handler records each before raising it.
+_RECEIVED: list[type[BaseException]] = []
+
+
 def _terminate(signum: int, frame: object) -> None:
+    _RECEIVED.append(Terminated)
     raise Terminated
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    _RECEIVED.append(KeyboardInterrupt)
+    raise KeyboardInterrupt
+
+
+def _unraisable(report: Any) -> None:
+    """sys.unraisablehook, quiet about an interruption a callback could not raise (numba's, while it
+    compiles): `_interruption` makes it the command's end."""
+    if not isinstance(report.exc_value, KeyboardInterrupt | Terminated):
+        sys.__unraisablehook__(report)
+
+
 def _interruption(error: BaseException) -> BaseException | None:
-    """The Ctrl-C or SIGTERM behind `error`, if any: one that lands while a numba-compiled function
-    runs Python inside (unpickling a constant) comes out wrapped in SystemErrors."""
+    """The Ctrl-C or SIGTERM behind `error`, if any. One that lands while a numba-compiled function
+    runs Python inside (unpickling a constant) comes out wrapped in SystemErrors; one that lands
+    while numba compiles is swallowed by a ctypes callback, and numba then fails with an error of its
+    own ("no compiled object yet"): any error after an interruption was received is taken for it."""
     seen: BaseException | None = error
     while seen is not None:
         if isinstance(seen, KeyboardInterrupt | Terminated):
             return seen
         seen = seen.__cause__ or seen.__context__
-    return None
+    return _RECEIVED[-1]() if _RECEIVED else None
 
 
 def run(main: Callable[[], int]) -> None:
@@ -330,10 +349,19 @@ def run(main: Callable[[], int]) -> None:
         threading.current_thread() is threading.main_thread() and "TORCHELASTIC_RUN_ID" not in os.environ
     )
     before = signal.signal(signal.SIGTERM, _terminate) if handles_term else None
+    # Ctrl-C raises as Python's own handler does, recorded (left alone where it is ignored: a job
+    # started in the background).
+    handles_int = handles_term and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if handles_int:
+        signal.signal(signal.SIGINT, _interrupt)
+    _RECEIVED.clear()
+    hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
         try:
             code = main()
-        except SystemError as error:
+        except (RecsysError, BrokenPipeError):
+            raise
+        except Exception as error:  # a bug propagates, unless an interruption caused it
             interruption = _interruption(error)
             if interruption is None:
                 raise
@@ -356,6 +384,9 @@ def run(main: Callable[[], int]) -> None:
     finally:
         if handles_term:
             signal.signal(signal.SIGTERM, before)
+        if handles_int:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = hook
     end_process(code)
 
 

@@ -100,6 +100,25 @@ def test_an_interrupt_inside_a_compiled_function_is_still_an_interrupt(
     assert capsys.readouterr().err == f"{said}\n"
 
 
+def test_an_interrupt_swallowed_on_the_way_is_still_an_interrupt(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C while numba compiles lands in a ctypes callback, which swallows it; numba then fails
+    with an error of its own. A Ctrl-C was received: that is what the user sees, not a traceback."""
+
+    def main() -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here
+        except KeyboardInterrupt:
+            pass  # as the callback does
+        raise RuntimeError("no compiled object yet for <Library '_row_sums'>")
+
+    assert exit_code(main) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    with pytest.raises(RuntimeError, match="a bug"):  # with no interruption, an error is a bug
+        run(lambda: (_ for _ in ()).throw(RuntimeError("a bug")))  # type: ignore[arg-type]
+
+
 def test_a_system_error_of_another_cause_is_a_bug_and_propagates() -> None:
     def main() -> int:
         raise SystemError("a bug")
