@@ -137,6 +137,7 @@ class RunConfig:
         "--unknown",
         estimator=False,  # the estimator's own `unknown` answers for every row: mean or error
         choices=UNKNOWN_POLICIES,
+        unread_by=("bpr", "als"),  # a ranking model's lists are judged, not its test ratings' errors
     )
     n_factors: int = _setting(50, "latent factors per user and item", "--n-factors", by_model=True)
     members: int = _setting(

@@ -211,8 +211,8 @@ def test_every_setting_is_declared_once_and_everything_else_is_derived_from_it()
     assert unread("ratings") == ("alpha", "ordinal")
     assert unread("gibbs") == ("init_scale", "lr", "l2", "alpha", "ordinal")
     assert unread("fm") == ("init_scale", "lr", "l2", "alpha")
-    assert unread("bpr") == ("members", "y_range", "alpha", "ordinal")
-    assert unread("als") == ("members", "y_range", "lr", "ordinal")
+    assert unread("bpr") == ("unknown", "members", "y_range", "alpha", "ordinal")
+    assert unread("als") == ("unknown", "members", "y_range", "lr", "ordinal")
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ from recsys.evaluate.ranking import KS, evaluate_ranking, ranking_task, relevanc
 from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer, random_scorer
 from recsys.models import model_names
 from recsys.models.base import member_forms, rating_model
+from recsys.models.registry import model_entry
 from recsys.names import feature_groups
 from recsys.studies.bag_cost import MODES as BAG_MODES
 from recsys.studies.bag_cost import VARIANTS as BAG_VARIANTS
@@ -142,7 +143,15 @@ def compare_models(
     results: dict[str, RunResult] = {}
     data: EncodedSplit | None = None
     configs = [
-        config_for(name, dataset=dataset.name, split=split, seed=seed, unknown=unknown, **overrides)
+        # A ranking model's lists are judged, not its errors: the unseen-id policy is the rating models'.
+        config_for(
+            name,
+            dataset=dataset.name,
+            split=split,
+            seed=seed,
+            unknown=None if model_entry(name).ranks else unknown,
+            **overrides,
+        )
         for name in (model_names() if models is None else models)
     ]
     for config in configs:  # every model's refusal (the data, the split, its lists) before any trains

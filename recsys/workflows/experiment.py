@@ -48,6 +48,7 @@ from recsys.names import (
 )
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
+from recsys.train.distributed import distributed_rank
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import EpochStats, fit, ratings_fingerprint
@@ -402,7 +403,7 @@ def train_and_evaluate(
             )
             seconds = time.perf_counter() - start
             result = RunResult(config, model.cpu(), data, history, _test_scores(model, data, config), seconds)
-            if not config.ranks:
+            if not config.ranks and distributed_rank()[0] == 0:  # said once, not by every rank
                 warn_if_worse_than_mean(
                     result.model, result.data.train, result.data.train_mean, result.config.model
                 )

@@ -205,3 +205,22 @@ def test_a_flag_neither_default_model_takes_is_refused_before_the_file_is_read(t
     assert ran.returncode == 2
     (error,) = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
     assert "--alpha has no effect on dotbias" in error
+
+
+def test_the_unseen_id_policy_is_refused_for_a_ranking_model_and_left_to_the_rating_models_in_compare(
+    plays: Path, tmp_path: Path
+) -> None:
+    """A ranking model's lists are judged, not its errors: --unknown mean would do nothing to it."""
+    args = ["--ratings", str(plays), "--model", "ials", "--unknown", "mean", "--no-progress"]
+    ran = run_cli(train_command.cli, "train.py", args, tmp_path / "c")
+    assert ran.returncode == 2 and "--unknown has no effect on ials" in ran.stderr
+    out = tmp_path / "report"
+    compared = run_cli(
+        compare_command.cli,
+        "compare.py",
+        ["--dataset", "tiny", "--models", "dot", "bpr", "--unknown", "mean", "--out", str(out),
+         "--no-measurements", "--no-progress"],
+        tmp_path / "c",
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    assert json.loads((out / "results.json").read_text())["unknown_policy"] == "mean"
