@@ -202,9 +202,10 @@ def _positive_terms(
     users: np.ndarray, items: np.ndarray, by_user: tuple[np.ndarray, np.ndarray, np.ndarray], alpha: float
 ) -> float:
     """The loss's terms of the positive cells beyond the weight-1 fit to 0 that the Gram matrices give
-    for every cell: c (1 - s)^2 - s^2 summed over them."""
+    for every cell: c (1 - s)^2 - s^2 summed over them. Summed by user, then over the users in order:
+    a reduction over the threads would sum in an order that depends on their number."""
     starts, others, strengths = by_user
-    total = 0.0
+    per_user = np.zeros(users.shape[0])
     for u in numba.prange(users.shape[0]):
         for t in range(starts[u], starts[u + 1]):
             j = others[t]
@@ -212,7 +213,10 @@ def _positive_terms(
             for a in range(users.shape[1]):
                 score += users[u, a] * items[j, a]
             confidence = 1.0 + alpha * strengths[t]
-            total += confidence * (1.0 - score) ** 2 - score**2
+            per_user[u] += confidence * (1.0 - score) ** 2 - score**2
+    total = 0.0
+    for u in range(users.shape[0]):
+        total += per_user[u]
     return total
 
 

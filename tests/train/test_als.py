@@ -5,7 +5,7 @@ import numba
 import numpy as np
 import pytest
 
-from recsys.train.als import gram, row_weights, solve_side
+from recsys.train.als import _positive_terms, gram, row_weights, solve_side
 from recsys.train.interactions import ByRow
 
 
@@ -104,3 +104,28 @@ def test_a_side_is_solved_alike_on_any_threads_and_in_any_call() -> None:
     for call, rows in enumerate(solved[1:], 1):
         differing = int(np.sum(np.any(rows != solved[0], axis=1)))
         assert differing == 0, f"call {call} (on {1 + call % 2} threads) differs in {differing} rows"
+
+
+def test_the_loss_of_the_positives_is_the_same_sum_on_any_threads() -> None:
+    """A reduction over numba's threads sums in an order that depends on their number: the printed
+    training loss differed between --threads 1 and 2 in its last digits."""
+    rng = np.random.default_rng(1)
+    n, m, k = 3000, 500, 32
+    counts = rng.integers(1, 40, n)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    by_user = (
+        starts,
+        rng.integers(0, m, starts[-1]).astype(np.int32),
+        rng.random(starts[-1]).astype(np.float32),
+    )
+    users = (0.1 * rng.standard_normal((n, k))).astype(np.float32)
+    items = (0.1 * rng.standard_normal((m, k))).astype(np.float32)
+    before = numba.get_num_threads()
+    try:
+        sums = []
+        for threads in (1, 2, 1, 2):
+            numba.set_num_threads(threads)
+            sums.append(_positive_terms(users, items, by_user, 3.0))
+    finally:
+        numba.set_num_threads(before)
+    assert len(set(sums)) == 1, sums
