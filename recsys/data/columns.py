@@ -4,6 +4,9 @@ from collections.abc import Mapping, Sequence
 
 from recsys.errors import DataError
 
+# A number written with a decimal comma, as spreadsheets in many locales export it ("3,5").
+DECIMAL_COMMA = r"[-+]?\d+,\d+"
+
 RATING_FIELDS = ("user", "item", "rating", "timestamp")
 # A table of ratings or of interactions: "weight" is each event's weight (a play count), found where
 # the table is read as interactions and has no rating column.

@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from recsys.data.columns import ALIASES, ITEM_ID_ALIASES, normalised
-from recsys.data.ratings_table import DECIMAL_COMMA
+from recsys.data.columns import ALIASES, DECIMAL_COMMA, ITEM_ID_ALIASES, normalised
 from recsys.data.ratings_table import ids as read_ids
 from recsys.errors import DataError, RecsysError
 

@@ -15,6 +15,7 @@ from pandas.tseries.api import guess_datetime_format
 
 from recsys.data.columns import (
     ALIASES,
+    DECIMAL_COMMA,
     ITEM_FIELDS,
     ITEM_ID_ALIASES,
     find_columns,
@@ -160,8 +161,6 @@ def non_negative_integers(column: pd.Series, what: str, source: str, where: Wher
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
-# A number written with a decimal comma, as spreadsheets in many locales export it ("3,5").
-DECIMAL_COMMA = r"[-+]?\d+,\d+"
 
 
 def ratings(column: pd.Series, source: str, where: Where, what: str = "rating") -> np.ndarray:

@@ -5,12 +5,15 @@ Light on purpose (no torch or pandas): the command parses them as it parses its 
 
 import csv
 import math
+import re
 from pathlib import Path
 from typing import NamedTuple
 
-from recsys.data.columns import ALIASES, find_columns, normalised
+from recsys.data.columns import ALIASES, DECIMAL_COMMA, find_columns, normalised
 from recsys.errors import RecsysError
 
+# What a new user's file may separate its fields by: the first the header holds most of.
+SEPARATORS = (",", "\t", ";", "|")
 # The item column may hold titles or ids, and the rating column counts, as a ratings file's may.
 _COLUMN_NAMES = {"item": ALIASES["item"] | ALIASES["title"], "rating": ALIASES["rating"] | ALIASES["weight"]}
 
@@ -41,12 +44,16 @@ class RatedFile(NamedTuple):
 def read_rated(path: Path, events: bool = False) -> RatedFile:
     """A new user's ratings from a CSV file with a header naming an item column (titles or ids) and a
     rating column, by the names a ratings file's may have (`item`, `movieId`, `title`; `rating`,
-    `score`, `count`). A bad line is an error naming its place.
+    `score`, `count`), its fields separated by the separator its header holds most of (comma, tab,
+    semicolon or pipe). A bad line is an error naming its place.
     `events`: for a model trained on interactions, whose file may have no rating column: each line
     is then one event of its item, and an item's lines are its count (as in an interactions file)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as file:
-            reader = csv.reader(file)
+            header_line = file.readline()
+            file.seek(0)
+            delimiter = max(SEPARATORS, key=header_line.count)
+            reader = csv.reader(file, delimiter=delimiter)
             header = [name.strip() for name in next(reader, [])]
             found = find_columns(header, ("item", "rating"), None, str(path), aliases=_COLUMN_NAMES)
             counted = events and "item" in found and "rating" not in found
@@ -63,6 +70,8 @@ def read_rated(path: Path, events: bool = False) -> RatedFile:
                 if len(row) != len(header):
                     raise RecsysError(f"{where}: expected {len(header)} fields, got {len(row)}")
                 value = "1" if rating_column is None else row[rating_column]
+                if delimiter != "," and re.fullmatch(DECIMAL_COMMA, value.strip()):  # "3,5" beside ";"
+                    value = value.replace(",", ".")
                 try:
                     rated.append(rating_pair(f"{row[item_column]}={value}"))
                     places.append(where)

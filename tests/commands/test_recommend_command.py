@@ -167,6 +167,14 @@ def test_script_reads_a_new_users_ratings_from_a_file(run_dir: Path, tmp_path: P
     )
     assert from_file.returncode == 0, from_file.stderr
     assert from_file.stdout == from_flags.stdout
+    for sep in ("\t", ";", "|"):  # a spreadsheet's export: tabs, or semicolons where commas are decimal
+        rated.write_text(f'item{sep}rating\n"Synthetic item 1"{sep}5\n\n2{sep}1\n')
+        separated = run_script(str(run_dir), "--ratings-of", str(rated), "--top", "3", cache=tmp_path)
+        assert separated.returncode == 0 and separated.stdout == from_flags.stdout, (sep, separated.stderr)
+    rated.write_text('title;rating\n"Synthetic item 1";4,5\n')  # beside semicolons, a decimal comma
+    halves = run_script(str(run_dir), "--ratings-of", str(rated), "--top", "3", cache=tmp_path)
+    as_typed = run_script(str(run_dir), "--rate", "Synthetic item 1=4.5", "--top", "3", cache=tmp_path)
+    assert halves.returncode == 0 and halves.stdout == as_typed.stdout, halves.stderr
 
 
 @pytest.mark.parametrize(
