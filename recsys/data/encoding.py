@@ -209,6 +209,12 @@ def encode_ratings(
     return RatingTensors(torch.from_numpy(x), torch.tensor(ratings["rating"].to_numpy(np.float32)))
 
 
+def as_held(threshold: float) -> float:
+    """A rating threshold as the ratings are held (float32), to compare them with: a rating of 7.7,
+    held as 7.6999998, is at or above a threshold of 7.7."""
+    return float(np.float32(threshold))
+
+
 def encode_split(split: Split, with_times: bool = False) -> EncodedSplit:
     """Fit id maps on `split.train` and encode both parts (`with_times`: as `encode_ratings`)."""
     users = IdMap.fit(split.train["user"].to_numpy())

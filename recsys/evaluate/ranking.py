@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from recsys.data.encoding import RatingTensors
+from recsys.data.encoding import RatingTensors, as_held
 from recsys.evaluate.scorers import Scorer
 from recsys.models.layers import check_pair_range
 
@@ -78,11 +78,13 @@ def ranking_task(
     rated_keys = torch.unique(train_users * n_items + train_items)
     rated_starts, rated_items = _csr(rated_keys // n_items, rated_keys % n_items, n_users)
     test_users, test_items, ratings = test.x[:, 0].cpu(), test.x[:, 1].cpu(), test.y.cpu().double()
-    keep = torch.ones(len(ratings), dtype=torch.bool) if threshold is None else ratings >= threshold
+    # The threshold as the ratings are held (float32): a rating of 7.7 is at or above 7.7.
+    held = None if threshold is None else as_held(threshold)
+    keep = torch.ones(len(ratings), dtype=torch.bool) if held is None else ratings >= held
     keys = test_users[keep] * n_items + test_items[keep]
     # Gains from 1 up whatever the scale (ratings of 0 or below included): the least relevant
     # rating gains 1, each step above it one more.
-    floor = threshold if threshold is not None else (float(ratings.min()) if len(ratings) else 0.0)
+    floor = held if held is not None else (float(ratings.min()) if len(ratings) else 0.0)
     gains = 1 + ratings[keep] - floor
     keep = ~torch.isin(keys, rated_keys)
     keys, gains = keys[keep], gains[keep]
@@ -123,7 +125,9 @@ def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> It
         positions = slice(first, min(first + size, len(task.users)))
         users = task.users[positions]
         b = len(users)
-        scores = scorer(users).float().cpu()  # a model on a GPU scores there; the lists are made here
+        scores = scorer(users).cpu()  # a model on a GPU scores there; the lists are made here
+        if scores.dtype != torch.float64:  # float64 kept: in float32 close scores could tie
+            scores = scores.float()
         if tuple(scores.shape) != (b, n_items):
             raise ValueError(
                 f"the scorer gave scores of shape {tuple(scores.shape)} for {b} users; expected ({b}, "
@@ -132,7 +136,11 @@ def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> It
         rows, items = _rows_of(task.rated_starts, task.rated_items, users)
         excluded = torch.zeros(b * n_items, dtype=torch.bool)
         excluded[rows * n_items + items] = True
-        scores = scores.masked_fill(excluded.view(b, n_items), -torch.inf)
+        # A candidate scored -inf still ranks, last, ahead of the items excluded (-inf here).
+        lowest = torch.finfo(scores.dtype).min
+        scores = scores.masked_fill(scores == -torch.inf, lowest).masked_fill(
+            excluded.view(b, n_items), -torch.inf
+        )
         values, top = _best(scores, min(k, n_items))
         top = top.masked_fill(values == -torch.inf, -1)
         if k > n_items:  # a list longer than the catalogue ends in -1s, as one past the candidates does

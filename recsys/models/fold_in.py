@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from recsys.data.encoding import as_held
 from recsys.errors import RecsysError
 from recsys.models.base import BilinearForm, RatingModel, mean_of_forms, member_forms, rating_model
 
@@ -149,7 +150,9 @@ def fold_in(
             items = torch.as_tensor(items, dtype=torch.long, device=device)
             rated = torch.as_tensor(ratings, dtype=torch.float64, device=device)
             if member.ranks:
-                floor = relevant if relevant is not None else float(rated.min()) if len(rated) else 0.0
+                floor = (
+                    as_held(relevant) if relevant is not None else float(rated.min()) if len(rated) else 0.0
+                )
                 positive = rated >= floor
                 strengths = 1 + rated[positive] - floor
                 rows.append(_implicit_row(item_vectors, items[positive], strengths, regularization))

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from recsys.config import RunConfig
-from recsys.data.encoding import RatingTensors
+from recsys.data.encoding import RatingTensors, as_held
 from recsys.errors import RecsysError
 from recsys.evaluate.ranking import evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
@@ -77,6 +77,7 @@ def positives(
     pair reaching `relevant`, or pairs kept of one user only, is an error: nothing to rank, or no one
     to learn from but the user ranked."""
     x, values = train.x.cpu().numpy(), train.y.cpu().double().numpy()
+    relevant = as_held(relevant)  # a rating of 7.7 reaches 7.7
     reaching = values >= relevant
     if not reaching.any():
         raise RecsysError(

@@ -428,3 +428,25 @@ def test_ties_are_broken_by_item_so_a_list_does_not_depend_on_the_longest_k() ->
     assert top_lists(flat, found, 40)[0, :3].tolist() == [1, 2, 3]
     short, long = evaluate_ranking(flat, found, ks=(2,)), evaluate_ranking(flat, found, ks=(2, 40))
     assert short["precision@2"] == long["precision@2"] == pytest.approx(1 / 2)
+
+
+def test_a_rating_equal_to_a_threshold_float32_cannot_hold_is_relevant() -> None:
+    """Ratings are held as float32, where 7.7 is 7.6999998: compared in float64 with the threshold
+    7.7, a rating of 7.7 was not "at or above 7.7", and its user went unjudged."""
+    found = ranking_task(tensors([(0, 0, 9.0)]), tensors([(0, 1, 7.7), (0, 2, 8.3)]), 1, 3, 7.7)
+    items, gains = found.relevant_of(0)
+    assert items.tolist() == [1, 2]
+    assert gains.tolist()[0] == 1.0  # the threshold's own rating gains exactly 1
+    assert found.threshold == 7.7  # the task keeps the threshold as given
+
+
+def test_a_candidate_scored_minus_infinity_still_ranks_last_and_float64_scores_are_kept() -> None:
+    train, test = tensors([(0, 0, 3.0)]), tensors([(0, 3, 5.0)])
+    found = ranking_task(train, test, 1, 4, 4.0)
+    # Item 0 is excluded (rated in training); item 3, relevant, is a candidate the scorer put at -inf.
+    assert top_lists(constant_scorer(torch.tensor([9.0, 2.0, 1.0, -math.inf])), found, 3).tolist() == [
+        [1, 2, 3]
+    ]
+    # float64 scores 1e-9 apart are not made a tie (float32 would rank item 1 first, by index).
+    close = constant_scorer(torch.tensor([0.0, 1.0, 0.0, 1.0 + 1e-9], dtype=torch.float64))
+    assert top_lists(close, found, 1).tolist() == [[3]]

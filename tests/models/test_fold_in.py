@@ -330,6 +330,17 @@ def test_a_ranking_models_new_user_is_one_row_of_implicit_als(name: str) -> None
     torch.testing.assert_close(folded.scores(torch.tensor([0]))[0], expected, atol=1e-5, rtol=1e-5)
 
 
+def test_a_ranking_models_new_user_reaches_a_threshold_float32_cannot_hold() -> None:
+    """A test rating of 7.7 comes as float32 (7.6999998): it is a positive at `relevant` 7.7, as a
+    typed 7.7 is, so the fold-in curve's users keep it."""
+    model = make("ials", None)
+    items = torch.tensor([0, 3])
+    held = fold_in(model, [(items, torch.tensor([7.7, 1.0], dtype=torch.float32))], relevant=7.7)
+    typed = fold_in(model, [(items, torch.tensor([7.7, 1.0], dtype=torch.float64))], relevant=7.7)
+    assert held.forms[0].user_vectors.abs().sum() > 0  # not the zero row of a user with no positive
+    torch.testing.assert_close(held.forms[0].user_vectors, typed.forms[0].user_vectors)
+
+
 def test_a_bayesian_model_of_identical_draws_folds_a_user_in_as_one_draw_does() -> None:
     """The kept draws lie side by side, each scaled by 1/S: fold-in penalises their mean, so S copies
     of one draw place a new user exactly where that one draw alone does."""

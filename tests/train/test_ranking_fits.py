@@ -125,6 +125,13 @@ def test_a_positive_is_a_pair_reaching_the_threshold_with_its_graded_strength() 
     assert found.by_item.starts.tolist() == [0, 1, 2, 3] and found.by_item.others.tolist() == [1, 0, 1]
 
 
+def test_a_value_equal_to_a_threshold_float32_cannot_hold_is_a_positive() -> None:
+    """7.7 is held as 7.6999998: compared in float64 with 7.7 it did not reach it."""
+    found = positives(_pairs([(0, 0, 7.7), (1, 1, 9.0), (1, 0, 5.0)]), 7.7, 2, 2)
+    assert found.by_user.others.tolist() == [0, 1]
+    assert found.by_user.strengths.tolist()[0] == 1.0
+
+
 def test_a_repeat_is_one_users_pair_given_twice_never_two_users_with_the_same_item() -> None:
     """User 0's last item is user 1's first: two positives, not one repeat; user 1's item given
     twice is one, at its best; user 2 has none."""
