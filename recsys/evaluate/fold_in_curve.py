@@ -52,7 +52,8 @@ def fold_in_curve(
     starts: Callable[[np.ndarray, list[np.ndarray]], tuple[torch.Tensor, torch.Tensor] | None] | None = None,
 ) -> pd.DataFrame:
     """RMSE and NDCG@10 of folded-in users per number of ratings known, and of the trained model
-    ("trained" row), on the test users with at least max(ratings_known) training ratings. `starts`
+    ("trained" row), on the test users with at least max(ratings_known) training ratings; NDCG@10
+    NaN where every user's items tie (no list to judge). `starts`
     (raw user ids, the inner items each has rated) places a model's new users before fold-in corrects
     them (recsys.workflows.experiment.new_user_starts: by their features). A folded-in user has no
     times, so the pairs are scored without them, the trained model's too (bfm's time group: now)."""
@@ -79,7 +80,11 @@ def fold_in_curve(
         folded = fold_in(model, known, regularization, threshold, placed)
         predictions = folded.predict(row_of[test.x[:, 0]], test.x[:, 1])
         ranking = evaluate_ranking(partial(_folded_scores, folded, row_of), task, (CURVE_K,))
-        rows.append((str(n), error(predictions.float()), ranking[f"ndcg@{CURVE_K}"]))
+        scores = folded.scores(torch.arange(len(users)))
+        # Every new user's items tie (a model without biases, from nothing it can use: the zero
+        # vector): the lists would be the items in index order, a measure of the ids, not the model.
+        tied = bool((scores.amax(dim=1) == scores.amin(dim=1)).all())
+        rows.append((str(n), error(predictions.float()), math.nan if tied else ranking[f"ndcg@{CURVE_K}"]))
     trained = evaluate_ranking(model_scorer(model, n_items), task, (CURVE_K,))
     rows.append(("trained", error(predict(model, test.x)), trained[f"ndcg@{CURVE_K}"]))
     table = pd.DataFrame(rows, columns=["ratings_known", "rmse", f"ndcg@{CURVE_K}"])
