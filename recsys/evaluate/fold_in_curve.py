@@ -18,7 +18,7 @@ from torch import nn
 
 from recsys.data.encoding import EncodedSplit, RatingTensors
 from recsys.evaluate.metrics import predict, rmse
-from recsys.evaluate.ranking import evaluate_ranking, ranking_task
+from recsys.evaluate.ranking import BLOCK_ENTRIES, evaluate_ranking, ranking_task
 from recsys.evaluate.scorers import model_scorer
 from recsys.models.base import rating_model
 from recsys.models.fold_in import REGULARIZATION, FoldedUsers, fold_in
@@ -41,6 +41,17 @@ def first_ratings(data: EncodedSplit, users: np.ndarray, n: int) -> list[tuple[t
 def _folded_scores(folded: FoldedUsers, row_of: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
     """The folded-in users' scores, for inner user indices (`row_of` maps them to fold-in rows)."""
     return folded.scores(row_of[users])
+
+
+def _every_list_ties(folded: FoldedUsers, n_users: int, n_items: int) -> bool:
+    """Whether every folded-in user scores all `n_items` items alike, a block of users at a time (as
+    the lists are made): the first user with two scores apart ends the search."""
+    size = max(1, BLOCK_ENTRIES // max(n_items, 1))
+    for first in range(0, n_users, size):
+        scores = folded.scores(torch.arange(first, min(first + size, n_users)))
+        if not bool((scores.amax(dim=1) == scores.amin(dim=1)).all()):
+            return False
+    return True
 
 
 def fold_in_curve(
@@ -80,10 +91,9 @@ def fold_in_curve(
         folded = fold_in(model, known, regularization, threshold, placed)
         predictions = folded.predict(row_of[test.x[:, 0]], test.x[:, 1])
         ranking = evaluate_ranking(partial(_folded_scores, folded, row_of), task, (CURVE_K,))
-        scores = folded.scores(torch.arange(len(users)))
         # Every new user's items tie (a model without biases, from nothing it can use: the zero
         # vector): the lists would be the items in index order, a measure of the ids, not the model.
-        tied = bool((scores.amax(dim=1) == scores.amin(dim=1)).all())
+        tied = _every_list_ties(folded, len(users), n_items)
         rows.append((str(n), error(predictions.float()), math.nan if tied else ranking[f"ndcg@{CURVE_K}"]))
     trained = evaluate_ranking(model_scorer(model, n_items), task, (CURVE_K,))
     rows.append(("trained", error(predict(model, test.x)), trained[f"ndcg@{CURVE_K}"]))
