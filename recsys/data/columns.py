@@ -4,6 +4,8 @@ from collections.abc import Mapping, Sequence
 
 from recsys.errors import DataError
 
+# The one-character separators a text table is tried with, in order, by name.
+SEPARATORS = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
 # A number written with a decimal comma, as spreadsheets in many locales export it ("3,5").
 DECIMAL_COMMA = r"[-+]?\d+,\d+"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from recsys.data.columns import ALIASES, DECIMAL_COMMA, ITEM_ID_ALIASES, normalised
+from recsys.data.columns import ALIASES, DECIMAL_COMMA, ITEM_ID_ALIASES, SEPARATORS, normalised
 from recsys.data.ratings_table import ids as read_ids
 from recsys.errors import DataError, RecsysError
 
@@ -272,7 +272,7 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
     """A side-feature file of `side` ("user" or "item"): an id column (found by its name, else the
     first) and one column per feature. One line names a missing value, a repeated id, or a file
     without features."""
-    from recsys.data.ratings_file import SEPARATORS, SeparatorUnknown, packing, read_item_file
+    from recsys.data.ratings_file import SeparatorUnknown, packing, read_item_file
 
     path = Path(path)
     try:

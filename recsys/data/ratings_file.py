@@ -33,6 +33,7 @@ from recsys.data.columns import (
     ALIASES,
     ITEM_ID_ALIASES,
     RATING_FIELDS,
+    SEPARATORS,
     columns_to_read,
     find_table_columns,
     normalised,
@@ -52,7 +53,6 @@ PACKINGS: dict[bytes, tuple[str | None, str]] = {
     b"PK\x05\x06": (None, "a zip archive"),  # an empty one
 }
 PARQUET_MAGIC = b"PAR1"
-SEPARATORS = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
 # What a separator of more than one character (MovieLens' "::"), which polars cannot split on, is
 # turned into before polars reads the file: a control character text does not hold (a file that
 # holds it is refused, its line named).

@@ -90,11 +90,12 @@ def fold_in_curve(
         )
         folded = fold_in(model, known, regularization, threshold, placed)
         predictions = folded.predict(row_of[test.x[:, 0]], test.x[:, 1])
-        ranking = evaluate_ranking(partial(_folded_scores, folded, row_of), task, (CURVE_K,))
         # Every new user's items tie (a model without biases, from nothing it can use: the zero
         # vector): the lists would be the items in index order, a measure of the ids, not the model.
+        scorer = partial(_folded_scores, folded, row_of)
         tied = _every_list_ties(folded, len(users), n_items)
-        rows.append((str(n), error(predictions.float()), math.nan if tied else ranking[f"ndcg@{CURVE_K}"]))
+        ndcg = math.nan if tied else evaluate_ranking(scorer, task, (CURVE_K,))[f"ndcg@{CURVE_K}"]
+        rows.append((str(n), error(predictions.float()), ndcg))
     trained = evaluate_ranking(model_scorer(model, n_items), task, (CURVE_K,))
     rows.append(("trained", error(predict(model, test.x)), trained[f"ndcg@{CURVE_K}"]))
     table = pd.DataFrame(rows, columns=["ratings_known", "rmse", f"ndcg@{CURVE_K}"])

@@ -138,6 +138,7 @@ def fold_in(
     n_items = len(pairs[0][1].item_vectors)
     for user, (items, ratings) in enumerate(ratings_of_users):
         _check_ratings_of(user, torch.as_tensor(items), torch.as_tensor(ratings), n_items)
+    held = as_held(relevant) if relevant is not None else None  # a rating of 7.7 reaches 7.7
     members, forms = [], []
     for member, form in pairs:
         item_vectors, item_bias = form.item_vectors.double(), form.item_bias.double()
@@ -150,9 +151,7 @@ def fold_in(
             items = torch.as_tensor(items, dtype=torch.long, device=device)
             rated = torch.as_tensor(ratings, dtype=torch.float64, device=device)
             if member.ranks:
-                floor = (
-                    as_held(relevant) if relevant is not None else float(rated.min()) if len(rated) else 0.0
-                )
+                floor = held if held is not None else float(rated.min()) if len(rated) else 0.0
                 positive = rated >= floor
                 strengths = 1 + rated[positive] - floor
                 rows.append(_implicit_row(item_vectors, items[positive], strengths, regularization))

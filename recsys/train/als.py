@@ -214,7 +214,7 @@ def _positive_terms(
                 score += users[u, a] * items[j, a]
             confidence = 1.0 + alpha * strengths[t]
             per_user[u] += confidence * (1.0 - score) ** 2 - score**2
-    total = 0.0
+    total = 0.0  # a loop, not per_user.sum(), which numba also splits over the threads here
     for u in range(users.shape[0]):
         total += per_user[u]
     return total

@@ -9,11 +9,12 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from recsys.data.columns import ALIASES, DECIMAL_COMMA, find_columns, normalised
+from recsys.data.columns import ALIASES, DECIMAL_COMMA, SEPARATORS, find_columns, normalised
 from recsys.errors import RecsysError
 
-# What a new user's file may separate its fields by: the first the header holds most of.
-SEPARATORS = (",", "\t", ";", "|")
+# What a new user's file may separate its fields by (a title holds spaces): the one its header holds
+# most of, a comma where none is more common.
+_SEPARATORS = (",", *(sep for sep in SEPARATORS if sep not in ", "))
 # The item column may hold titles or ids, and the rating column counts, as a ratings file's may.
 _COLUMN_NAMES = {"item": ALIASES["item"] | ALIASES["title"], "rating": ALIASES["rating"] | ALIASES["weight"]}
 
@@ -52,7 +53,7 @@ def read_rated(path: Path, events: bool = False) -> RatedFile:
         with open(path, newline="", encoding="utf-8-sig") as file:
             header_line = file.readline()
             file.seek(0)
-            delimiter = max(SEPARATORS, key=header_line.count)
+            delimiter = max(_SEPARATORS, key=header_line.count)
             reader = csv.reader(file, delimiter=delimiter)
             header = [name.strip() for name in next(reader, [])]
             found = find_columns(header, ("item", "rating"), None, str(path), aliases=_COLUMN_NAMES)

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recsys.data.columns import normalised
+from recsys.data.columns import SEPARATORS, normalised
 from recsys.data.dataset import RatingsDataset
-from recsys.data.ratings_file import HEADER_WORDS, SEPARATORS, load_ratings
+from recsys.data.ratings_file import HEADER_WORDS, load_ratings
 from recsys.errors import DataError
 
 # No example database: it would leave a .hypothesis/ folder in the repository.
