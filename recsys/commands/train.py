@@ -42,7 +42,7 @@ from recsys.config import (
     refuse_autograd_only,
     unread,
 )
-from recsys.data.split_settings import check_test_frac, check_test_n
+from recsys.data.split_settings import FRACTION_SPLITS, check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
 from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE
@@ -204,7 +204,9 @@ def config_from_args(
         refuse_autograd_only(given, engine)
     from_file = set(settings) - given
     settings.update(flags)
+    named_by = "--split" if "split" in flags else "--config" if "split" in settings else "the dataset's"
     settings.setdefault("split", default_split)
+    _refuse_unread_split_flags(args, settings["split"], named_by)
     try:
         return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
     except RecsysError as error:
@@ -216,6 +218,21 @@ def config_from_args(
                 f"{error} ({model}: the model for interactions when --model is left out)"
             ) from None
         raise
+
+
+def _refuse_unread_split_flags(args: argparse.Namespace, split: str, named_by: str) -> None:
+    """--test-frac and --test-n given to a split that holds out by neither are an error, not ignored:
+    a user who asks for a tenth held out would otherwise be scored on the split's own."""
+    if args.test_frac is not None and split not in FRACTION_SPLITS:
+        how = "each user's last --test-n ratings" if split == "user-last" else "a predefined fold"
+        raise RecsysError(
+            f"--test-frac applies to --split {', '.join(FRACTION_SPLITS)}; this run's split is {split} "
+            f"({named_by}), which holds out {how}"
+        )
+    if args.test_n is not None and split != "user-last":
+        raise RecsysError(
+            f"--test-n applies to --split user-last only; this run's split is {split} ({named_by})"
+        )
 
 
 def config_file_values(path: Path) -> dict[str, Any]:

@@ -62,14 +62,15 @@ def user_split(ratings: pd.DataFrame, test_frac: float, seed: int) -> Split:
 def user_last_split(ratings: pd.DataFrame, test_n: int) -> Split:
     """Hold out each user's last `test_n` ratings by time (users with fewer stay in training)."""
     check_test_n(test_n)
-    # Newest first; ties in time keep file order (lexsort is stable).
-    keys = -ratings["timestamp"].to_numpy()
-    rank, count = _rank_within_user(ratings["user"].to_numpy(), keys)
-    return _by_mask(ratings, (rank < test_n) & (count > test_n))
+    # Oldest first, ties in time in file order (lexsort is stable): of two ratings in the same second
+    # the later line is the later, as the time split takes it.
+    rank, count = _rank_within_user(ratings["user"].to_numpy(), ratings["timestamp"].to_numpy())
+    return _by_mask(ratings, (rank >= count - test_n) & (count > test_n))
 
 
 def time_split(ratings: pd.DataFrame, test_frac: float) -> Split:
-    """Hold out the latest `test_frac` of all ratings: train on the past, test on the future."""
+    """Hold out the latest `test_frac` of all ratings: train on the past, test on the future. Ratings
+    of one time keep their file order, the later line the later (a stable sort)."""
     check_test_frac(test_frac)
     order = np.argsort(ratings["timestamp"].to_numpy(), kind="stable")
     n_train = len(ratings) - round(len(ratings) * test_frac)

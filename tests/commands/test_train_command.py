@@ -266,6 +266,13 @@ BAD_CASES = [
                  "--checkpoint-every must be 0 or more", id="checkpoint-every-negative"),
     pytest.param("test-frac-unused", ["--dataset", "tiny", "--split", "user-last", "--test-frac", "7"],
                  "--test-frac must lie strictly between 0 and 1, got 7.0", id="test-frac-typed-but-unused"),
+    # A split flag the split does not read would leave the user scored on another split than asked.
+    pytest.param("test-frac-unread", ["--dataset", "tiny", "--split", "user-last", "--test-frac", "0.3"],
+                 "--test-frac applies to --split random, user, time; this run's split is user-last",
+                 id="test-frac-on-user-last"),
+    pytest.param("test-n-unread", ["--dataset", "tiny", "--test-n", "3"],
+                 "--test-n applies to --split user-last only; this run's split is random (the dataset's)",
+                 id="test-n-on-the-default-split"),
     # Given as a flag, even at the autograd engine's default, it would be ignored: refused.
     pytest.param("compiled-bs", ["--dataset", "tiny", "--engine", "compiled", "--bs", "512"],
                  "--bs applies to --engine autograd only", id="compiled-engine-with-bs"),

@@ -173,6 +173,14 @@ def test_time_split_with_tied_times() -> None:
     check_partition(frame, parts)
 
 
+def test_ties_in_time_go_by_file_order_alike_in_both_time_splits() -> None:
+    # One user's six ratings, the last four in one second: the later lines are the later ratings.
+    frame = ratings_frame(np.full(6, 1), np.arange(1, 7), np.full(6, 3.0), np.array([1, 2, 9, 9, 9, 9]))
+    ds = RatingsDataset("ties", frame, pd.DataFrame(columns=["item", "title", "genres"]), (1.0, 5.0))
+    assert sorted(split(ds, "user-last", test_n=2).test["item"]) == [5, 6]
+    assert sorted(split(ds, "time", test_frac=2 / 6).test["item"]) == [5, 6]
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad arguments
 # ---------------------------------------------------------------------------------------------
