@@ -57,6 +57,9 @@ PARQUET_MAGIC = b"PAR1"
 # turned into before polars reads the file: a control character text does not hold (a file that
 # holds it is refused, its line named).
 STAND_IN = "\x1f"
+# The runs of spaces of a space-aligned table (TextLayout.aligned), and those at its lines' ends.
+ALIGNING, ALIGNING_BYTES = re.compile(" +"), re.compile(b" +")
+LINE_END_SPACES = re.compile(rb"(?m)^ +| +(?=\r?$)")
 SNIFF_BYTES = 1 << 16
 # A sample grows to at most this where its first bytes hold no whole line of the table.
 MAX_SNIFF_BYTES = 1 << 26
@@ -93,11 +96,14 @@ class TextLayout:
     times: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Columns every sampled value of which is a number.
     numbers: frozenset[str] = frozenset()
+    # Columns lined up by runs of spaces (a printed DataFrame, `column -t`): each run is read as one
+    # space, and spaces at a line's ends as none.
+    aligned: bool = False
 
     @property
     def sep_name(self) -> str:
         """The separator as a message names it: "tab", "comma", or as the file spells it."""
-        return SEPARATORS.get(self.sep, repr(self.joined or self.sep))
+        return "runs of spaces" if self.aligned else SEPARATORS.get(self.sep, repr(self.joined or self.sep))
 
 
 class SeparatorUnknown(DataError):
@@ -243,6 +249,9 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         first_line = lines[0] if joined is None else lines[0].replace(sep, joined)
         shown = joined or sep
         raise DataError(f"{path}: `sep` {shown!r} does not split its first line ({first_line[:60]!r})")
+    aligned = sep is None and _is_aligned(lines)
+    if aligned:
+        sep, lines = " ", [_unaligned(line) for line in lines]
     sep = sep or _separator(lines, path)
     first = [_unquoted(field) for field in _fields(lines[0], sep)]
     if header is None:
@@ -262,7 +271,9 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         for j, name in enumerate(names)
         if rows and all(j < len(row) and _is_number(row[j]) for row in rows)
     )
-    return TextLayout(compression, encoding, sep, header, names, skip, zero_led, joined, times, numbers)
+    return TextLayout(
+        compression, encoding, sep, header, names, skip, zero_led, joined, times, numbers, aligned
+    )
 
 
 class _Sample(NamedTuple):
@@ -375,13 +386,34 @@ def _zero_led(field: str) -> bool:
     )
 
 
-def _separator(lines: list[str], path: Path) -> str:
-    """The first separator that splits every sample line into the same number (2 or more) of fields,
-    else the first that splits the first line into 3 or more."""
+def _consistent_separator(lines: list[str]) -> str | None:
+    """The first separator that splits every sample line into the same number (2 or more) of fields."""
     for sep in SEPARATORS:
         counts = {len(_fields(line, sep)) for line in lines}
         if len(counts) == 1 and counts.pop() >= 2:
             return sep
+    return None
+
+
+def _unaligned(line: str) -> str:
+    """A line of a space-aligned table as it is read: each run of spaces one, none at its ends."""
+    return ALIGNING.sub(" ", line.strip(" "))
+
+
+def _is_aligned(lines: list[str]) -> bool:
+    """Whether the sample lines are columns lined up by runs of spaces: no one separator splits them
+    alike, but runs of spaces do (into 2 or more fields), and no quote or tab makes a space data."""
+    if _consistent_separator(lines) is not None or any('"' in line or "\t" in line for line in lines):
+        return False
+    counts = {len(_unaligned(line).split(" ")) for line in lines}
+    return len(counts) == 1 and counts.pop() >= 2
+
+
+def _separator(lines: list[str], path: Path) -> str:
+    """The first separator that splits every sample line into the same number (2 or more) of fields,
+    else the first that splits the first line into 3 or more."""
+    if (sep := _consistent_separator(lines)) is not None:
+        return sep
     for sep in SEPARATORS:  # lines disagree: trust the first, and let the reader name the odd line
         if len(_fields(lines[0], sep)) >= 3:
             return sep
@@ -545,7 +577,12 @@ class _ConversionError(Exception):
 def _polars_source(path: Path, layout: TextLayout) -> str | io.BytesIO:
     """The path where polars can read the file itself, else its text decompressed, as UTF-8, and a
     separator of more than one character turned into one."""
-    if layout.compression in POLARS_COMPRESSIONS and layout.encoding == "utf-8" and layout.joined is None:
+    if (
+        layout.compression in POLARS_COMPRESSIONS
+        and layout.encoding == "utf-8"
+        and layout.joined is None
+        and not layout.aligned
+    ):
         return str(path)
     with _opened(path, layout.compression) as file:
         data = file.read()
@@ -556,6 +593,8 @@ def _polars_source(path: Path, layout: TextLayout) -> str | io.BytesIO:
         if (index := data.find(stand_in)) >= 0:
             _refuse_stand_in(path, data.count(b"\n", 0, index) + 1)
         data = data.replace(layout.joined.encode(), stand_in)
+    if layout.aligned:
+        data = ALIGNING_BYTES.sub(b" ", LINE_END_SPACES.sub(b"", data))
     return io.BytesIO(data)
 
 
@@ -682,6 +721,8 @@ class _LineFinder:
 
     def _split_as_read(self, line: str) -> str:
         """The line as polars reads it: a separator of more than one character turned into one."""
+        if self.layout.aligned:
+            return _unaligned(line)
         return line if self.layout.joined is None else line.replace(self.layout.joined, self.layout.sep)
 
     def __call__(self, row: int) -> str:

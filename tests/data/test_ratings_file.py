@@ -93,6 +93,18 @@ def test_separators_with_and_without_a_header(sep: str, header: bool, tmp_path: 
     same_table(load_ratings(write(tmp_path / "r.txt", content)).ratings, expected_table())
 
 
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+def test_columns_aligned_by_runs_of_spaces_read_as_one_separator(line_end: str, tmp_path: Path) -> None:
+    # A printed DataFrame (or `column -t`): fields padded to line up, numbers right-aligned.
+    lines = [f"{'user':>5}  {'item':<7} {'rating':>7}   timestamp  "]
+    lines += [f"{user:>5}  {item:<7} {rating:>7}   {time}  " for user, item, rating, time in ROWS]
+    path = write(tmp_path / "r.txt", line_end.join(lines) + line_end)
+    same_table(load_ratings(path).ratings, expected_table())
+    bad = write(tmp_path / "bad.txt", line_end.join([*lines, "   dee  978-4        x   104"]) + line_end)
+    with pytest.raises(DataError, match="rating 'x' on line 6 is not a number"):
+        load_ratings(bad)
+
+
 def test_parquet_reads_the_same_table_and_keeps_its_types(tmp_path: Path) -> None:
     frame = pd.DataFrame(ROWS, columns=["user_id", "book_id", "score", "time"])
     frame.to_parquet(tmp_path / "r.parquet")
