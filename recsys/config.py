@@ -212,7 +212,7 @@ class RunConfig:
         engines=COMPILED,
         unread_by=("ratings", "gibbs", "bpr", "als"),
     )
-    # Set from the data: the relevance threshold of the top-N lists (recsys.evaluate.ranking), 1 for
+    # Set from the data: the relevance threshold of the top-N lists (recsys.evaluation.ranking), 1 for
     # interactions (every one counts).
     relevant: float | None = _setting(
         None,

@@ -15,3 +15,10 @@ class DataUnavailable(DataError):
 
 class DownloadError(DataUnavailable):
     """A download failed, timed out, or did not match its pinned size or digest."""
+
+
+def plain_value(value: object) -> object:
+    """A numpy scalar as the Python value it holds, for messages: numpy 2 shows 3 as np.int64(3) and
+    'a' as np.str_('a')."""
+    is_numpy_scalar = type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
+    return value.item() if is_numpy_scalar else value  # type: ignore[attr-defined]

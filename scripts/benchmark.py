@@ -49,8 +49,8 @@ from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.movielens import load_movielens
 from recsys.data.splits import fold_split, make_split
 from recsys.data.synthetic import SyntheticConfig, make_synthetic
-from recsys.evaluate.metrics import rmse
-from recsys.evaluate.ranking import (
+from recsys.evaluation.metrics import rmse
+from recsys.evaluation.ranking import (
     BLOCK_ENTRIES,
     KS,
     RankingTask,
@@ -59,7 +59,7 @@ from recsys.evaluate.ranking import (
     relevance_threshold,
     top_lists,
 )
-from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer
+from recsys.evaluation.scorers import Scorer, constant_scorer, model_scorer
 from recsys.files import write_json
 from recsys.models.base import BilinearForm, RatingModel
 from recsys.models.registry import COMPILED_DEFAULTS, build_model

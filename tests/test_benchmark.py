@@ -35,8 +35,8 @@ from recsys.commands.common import run
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import RatingTensors
 from recsys.data.synthetic import SyntheticConfig, make_synthetic
-from recsys.evaluate.ranking import RankingTask, evaluate_ranking, ranking_task, top_lists
-from recsys.evaluate.scorers import constant_scorer
+from recsys.evaluation.ranking import RankingTask, evaluate_ranking, ranking_task, top_lists
+from recsys.evaluation.scorers import constant_scorer
 from recsys.models.registry import COMPILED_DEFAULTS
 from recsys.workflows.report import markdown_table
 

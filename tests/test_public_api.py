@@ -2,15 +2,22 @@
 
 import subprocess
 import sys
+from importlib import import_module
 
 import pytest
 
 import recsys
 
 
-@pytest.mark.parametrize("name", recsys.__all__)
-def test_every_public_name_resolves(name: str) -> None:
-    assert getattr(recsys, name) is not None
+@pytest.mark.parametrize(
+    ("home", "name"), [(home, name) for home, names in recsys._HOMES.items() for name in names]
+)
+def test_every_public_name_is_its_home_modules_after_every_module_is_imported(home: str, name: str) -> None:
+    # Importing a package binds it as an attribute of its parent: a public name shared with a
+    # subpackage (`evaluate`) would then be the package, whatever was imported first.
+    for module in recsys._HOMES:
+        import_module(module)
+    assert getattr(recsys, name) is getattr(import_module(home), name)
     assert name in dir(recsys)
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from recsys.data.columns import ALIASES, DECIMAL_COMMA, ITEM_ID_ALIASES, SEPARATORS, normalised
 from recsys.data.ratings_table import ids as read_ids
-from recsys.errors import DataError, RecsysError
+from recsys.errors import DataError, RecsysError, plain_value
 
 SIDES = ("user", "item")
 
@@ -286,7 +286,7 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
             raise DataError(f"{path}: no feature columns beside the {side} id column {header!r}") from None
         raise
     names = [str(label) for label in raw.columns]
-    aliases = ALIASES["user"] if side == "user" else ITEM_ID_ALIASES
+    aliases = _id_aliases(side)
     id_column = next((name for name in names if normalised(name) in aliases), names[0])
     if len(names) < 2:
         raise DataError(f"{path}: no feature columns beside the {side} id column {id_column!r}")
@@ -372,6 +372,7 @@ def check_feature_table(table: object, side: str, where: str) -> pd.DataFrame:
     repeated = table.index[table.index.duplicated()]
     if len(repeated):
         raise RecsysError(f"{where}: {side} {_shown(repeated[0])} has two rows")
+    _refuse_ids_as_a_feature(table, side, where)
     missing = table.isna().any(axis=1)
     if missing.any():
         column = table.columns[table.loc[missing].iloc[0].isna().to_numpy()][0]
@@ -391,9 +392,28 @@ def check_feature_table(table: object, side: str, where: str) -> pd.DataFrame:
     return table
 
 
+def _id_aliases(side: str) -> frozenset[str]:
+    """The names a table's column of `side` ids goes by."""
+    return ALIASES["user"] if side == "user" else ITEM_ID_ALIASES
+
+
+def _refuse_ids_as_a_feature(table: pd.DataFrame, side: str, where: str) -> None:
+    """A table indexed 0..n-1 (reset_index, read_csv) whose column named as ids are (userId) holds a
+    value of its own in each row: the ids left as a feature, and each row's features given to the
+    id that is its position, silently, wherever the positions are ids too."""
+    if not isinstance(table.index, pd.RangeIndex) or table.index.name is not None:
+        return
+    for name in table.columns:
+        if normalised(str(name)) in _id_aliases(side) and table[name].is_unique:
+            raise RecsysError(
+                f"{where}: column {str(name)!r} holds the {side} ids, but the table is indexed by row "
+                f"number; index it by them (table.set_index({str(name)!r}))"
+            )
+
+
 def _shown(value: object) -> str:
     """An id as a message shows it: 3 or 'u3', not np.int64(3)."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
+    return repr(plain_value(value))
 
 
 def year_of_title(titles: pd.Series) -> pd.Series:

@@ -10,6 +10,7 @@ import math
 from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
 
 import numpy as np
@@ -161,7 +162,11 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
     def __init__(self, y_range: YRange | None) -> None:
         super().__init__()
         if y_range is not None and not (
-            len(y_range) == 2 and math.isfinite(sum(y_range)) and y_range[0] < y_range[1]
+            isinstance(y_range, Sequence | np.ndarray)
+            and len(y_range) == 2
+            and all(isinstance(end, Real) and not isinstance(end, bool) for end in y_range)
+            and math.isfinite(sum(y_range))
+            and y_range[0] < y_range[1]
         ):
             raise ValueError(f"y_range must be finite (low, high) with low < high, got {y_range!r}")
         # Predictions are squashed into (low, high); None leaves them as they are, as a ranking

@@ -317,6 +317,11 @@ class BayesianFM(BayesianMF):
 
     def forward(self, x: Tensor) -> Tensor:
         users, items, times = split_timed(x)
+        if times is not None and not self.n_time_bins:
+            raise ValueError(
+                "a (batch, 3) tensor's times are read by bfm with its time group (features with "
+                "`time`) once trained; this one has none: give (batch, 2) [user, item] pairs"
+            )
         score = self._score(users, items)
         if self.n_time_bins:  # a pair without a time at a user-day never seen
             unseen = torch.full_like(users, self.n_time_bins)

@@ -77,10 +77,16 @@ def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
 INDEX_DTYPES = (torch.int64, torch.int32)
 
 
-def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:
-    """Split a (batch, 2) index tensor into user and item columns."""
+def require_tensor(x: object) -> None:
+    """A batch of [user, item] indices is a tensor: a list or an array is named as such, before an
+    attribute it lacks fails deeper in."""
     if not isinstance(x, Tensor):
         raise TypeError(f"expected a torch tensor of [user, item] indices, got {type(x).__name__}")
+
+
+def split_pairs(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Split a (batch, 2) index tensor into user and item columns."""
+    require_tensor(x)
     if x.dtype not in INDEX_DTYPES:
         raise TypeError(f"expected [user, item] indices as int64 or int32, got {x.dtype}")
     if x.dim() != 2 or x.shape[1] != 2:

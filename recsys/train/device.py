@@ -34,7 +34,7 @@ from torch import distributed as dist
 from recsys.config import RunConfig
 from recsys.data.encoding import RatingTensors
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import evaluate
+from recsys.evaluation.metrics import evaluate
 from recsys.models import Factorisation, rating_model
 from recsys.models.base import bag_vectors
 from recsys.train.distributed import StepShares, distributed_rank

@@ -16,8 +16,8 @@ import torch
 from recsys.config import RunConfig
 from recsys.data.encoding import RatingTensors, as_held
 from recsys.errors import RecsysError
-from recsys.evaluate.ranking import evaluate_ranking, ranking_task
-from recsys.evaluate.scorers import model_scorer
+from recsys.evaluation.ranking import evaluate_ranking, ranking_task
+from recsys.evaluation.scorers import model_scorer
 from recsys.models.base import RatingModel
 from recsys.train.distributed import refuse_processes
 from recsys.train.grouping import grouped, rows_of

@@ -42,7 +42,7 @@ from recsys.config import (
 from recsys.data.encoding import RatingTensors
 from recsys.data.ratings_table import FLOAT32_MAX
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import evaluate, mae, rmse
+from recsys.evaluation.metrics import evaluate, mae, rmse
 from recsys.models import RatingModel, SampledModel, model_entry, rating_model
 from recsys.models.layers import check_pair_range
 from recsys.train.allocator import keep_freed_memory

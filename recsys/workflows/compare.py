@@ -23,12 +23,12 @@ from recsys.config import READS_TIME, RunConfig, config_for, reads_features
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors
 from recsys.data.synthetic import PlantedTruth
-from recsys.evaluate.baselines import DampedBias, fit_damped_bias, global_mean
-from recsys.evaluate.biases import learned_biases
-from recsys.evaluate.fold_in_curve import fold_in_curve
-from recsys.evaluate.metrics import evaluate_test
-from recsys.evaluate.ranking import KS, evaluate_ranking, ranking_task, relevance_threshold
-from recsys.evaluate.scorers import Scorer, constant_scorer, model_scorer, random_scorer
+from recsys.evaluation.baselines import DampedBias, fit_damped_bias, global_mean
+from recsys.evaluation.biases import learned_biases
+from recsys.evaluation.fold_in_curve import fold_in_curve
+from recsys.evaluation.metrics import evaluate_test
+from recsys.evaluation.ranking import KS, evaluate_ranking, ranking_task, relevance_threshold
+from recsys.evaluation.scorers import Scorer, constant_scorer, model_scorer, random_scorer
 from recsys.models import model_names
 from recsys.models.base import member_forms, rating_model
 from recsys.models.registry import model_entry

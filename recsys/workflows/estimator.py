@@ -30,8 +30,8 @@ from recsys.config import (
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.features import check_coverage, check_feature_table, features_of
 from recsys.data.ratings_table import INTEGER_TEXT, row_of_frame, warn_of_a_stray_end, whole_numbers
-from recsys.errors import RecsysError
-from recsys.evaluate.metrics import fallback_rating, predict
+from recsys.errors import RecsysError, plain_value
+from recsys.evaluation.metrics import fallback_rating, predict
 from recsys.models.bayes import BayesianFM
 from recsys.models.registry import model_entry, model_names
 from recsys.names import feature_groups
@@ -145,7 +145,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             )
         config = self._config()
         timed = reads_time(config)
-        X = _dates_checked(X, timed)
+        X = _columns_checked(X, timed)
         _refuse_non_ratings(y)
         X, y = validate_data(self, X, y, dtype=None, ensure_all_finite=False, y_numeric=True)
         users, items = (_ids_given(column, kind) for column, kind in _id_columns(X, timed))
@@ -235,7 +235,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "model_")
         self._check_unknown()
         timed = reads_time(self.config_)
-        X = _dates_checked(X, timed)
+        X = _columns_checked(X, timed)
         X = validate_data(self, X, dtype=None, ensure_all_finite=False, reset=False)
         (user_column, _), (item_column, _) = columns = _id_columns(X, timed)
         (users, user_known), (items, item_known) = (
@@ -295,11 +295,6 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         )
 
 
-def plain_value(raw: Any) -> Any:
-    """A numpy scalar as the Python value it holds, for messages (numpy 2 shows np.str_('a'))."""
-    return raw.item() if isinstance(raw, np.generic) else raw
-
-
 def _id_columns(X: np.ndarray, timed: bool = False) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
     """The user and the item column of a validated X, each with its kind (text ids trimmed); X of
     another width (two columns, or three with the times where `timed`) is an error."""
@@ -348,14 +343,21 @@ def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
     return trimmed
 
 
-def _dates_checked(X: Any, timed: bool) -> Any:
+def _columns_checked(X: Any, timed: bool) -> Any:
     """X with the dates of its third column as seconds since 1970 where `timed` (the ratings' times);
-    other dates or durations are no ids (numpy finds no common type for them and numbers). A Series
+    other dates or durations are no ids (numpy finds no common type for them and numbers), nor are
+    true/false values, which numpy would turn into ids 0 and 1 beside a column of integers. A Series
     has one dtype, not a column of them: it is one column, which validate_data names as such."""
+    if isinstance(X, list | tuple) and any(
+        isinstance(value, bool | np.bool_) for row in X if isinstance(row, list | tuple) for value in row[:2]
+    ):
+        raise ValueError("X: true/false values in its (user, item) columns, not ids")
     dtypes = getattr(X, "dtypes", None)
     for place, (name, dtype) in enumerate(
         (dtypes if isinstance(dtypes, pd.Series) else pd.Series(dtype=object)).items()
     ):
+        if place < 2 and pd.api.types.is_bool_dtype(dtype):
+            raise ValueError(f"X: column {name!r} holds true/false values ({dtype}), not ids")
         if timed and place == 2 and pd.api.types.is_datetime64_any_dtype(dtype):
             X = X.copy()
             X[name] = (pd.to_datetime(X[name], utc=True) - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(

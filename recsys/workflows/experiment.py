@@ -31,9 +31,9 @@ from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.features import FeatureRows, features_of, rows_for_new
 from recsys.data.splits import Split, make_split
 from recsys.errors import DataError, RecsysError
-from recsys.evaluate.metrics import evaluate, evaluate_test
-from recsys.evaluate.ranking import evaluate_ranking, ranking_task, relevance_threshold
-from recsys.evaluate.scorers import model_scorer
+from recsys.evaluation.metrics import evaluate, evaluate_test
+from recsys.evaluation.ranking import evaluate_ranking, ranking_task, relevance_threshold
+from recsys.evaluation.scorers import model_scorer
 from recsys.files import write_json
 from recsys.models.base import RatingModel
 from recsys.models.bayes import BayesianFM

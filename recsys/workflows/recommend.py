@@ -17,11 +17,11 @@ import torch
 
 from recsys.data.dataset import RatingsDataset, span_text
 from recsys.data.encoding import IdMap
-from recsys.errors import RecsysError
-from recsys.evaluate.biases import learned_biases
-from recsys.evaluate.factors import cosine_neighbours, item_vectors
-from recsys.evaluate.metrics import predict
-from recsys.models import rating_model
+from recsys.errors import RecsysError, plain_value
+from recsys.evaluation.biases import learned_biases
+from recsys.evaluation.factors import cosine_neighbours, item_vectors
+from recsys.evaluation.metrics import predict
+from recsys.models import RatingModel, rating_model
 from recsys.models.fold_in import fold_in
 from recsys.train.checkpoints import Checkpoint
 from recsys.train.trainer import ratings_fingerprint
@@ -157,7 +157,8 @@ def cold_start(
     A user the data's feature table describes (`described_by_features`) is placed where its features
     and those items put it, and ranked by predicted rating. Otherwise, with no factors to go on, by
     learned item bias when the model has biases (the score column is `item_bias` or
-    `implied_item_bias`), else by popularity in `dataset` (`n_ratings`).
+    `implied_item_bias`; bpr's, which is what it scores for a user of no factors), else by popularity
+    in `dataset` (`n_ratings`).
     """
     _check_top(top)
     if user is not None:
@@ -175,14 +176,26 @@ def cold_start(
         column, scores = _score_column(checkpoint), placed.scores(torch.tensor([0]))[0].numpy()
     else:
         biases = learned_biases(checkpoint.model)
+        ranking_bias = _ranking_item_bias(rating_model(checkpoint.model))
         if biases is not None:
             column = "item_bias" if biases.kind == "explicit" else "implied_item_bias"
             scores = biases.item
+        elif ranking_bias is not None:  # bpr: a user of no factors scores each item its bias
+            column, scores = "item_bias", ranking_bias
         else:
             counts = dataset.ratings["item"].value_counts()
             column, scores = "n_ratings", counts.reindex(checkpoint.items.raw_ids, fill_value=0).to_numpy()
     best = candidates[np.argsort(-scores[candidates], kind="stable")[:top]]
     return _titled(dataset, checkpoint.items.decode(best), column, scores[best])
+
+
+def _ranking_item_bias(model: RatingModel) -> np.ndarray | None:
+    """A ranking model's item biases (bpr's; ials has none): what it scores for a user of no factors.
+    A rating model's biases are `learned_biases`, compared across models as ratings' offsets."""
+    tables = model.factorisation() if model.ranks else None
+    if tables is None or tables.item_bias is None:
+        return None
+    return tables.item_bias.detach().double().reshape(-1).numpy()
 
 
 def close_titles(title: str, titles: list[str], n: int = 5) -> list[str]:
@@ -301,19 +314,28 @@ def recommend_from_ratings(
             raise RecsysError(f"a new user's ratings are (item, rating) pairs, got {pair!r}")
         rating = pair[1]
         if isinstance(rating, bool) or not isinstance(rating, numbers.Real) or not math.isfinite(rating):
-            raise RecsysError(f"rating {rating!r} for {pair[0]!r} is not a finite number")
+            raise RecsysError(
+                f"rating {plain_value(rating)!r} for {plain_value(pair[0])!r} is not a finite number"
+            )
     low, high = dataset.rating_scale
     items: dict[int, int | str] = {}
     ratings = []
     for number, (name, rating) in enumerate(rated):
         try:
             if dataset.implicit and not rating > 0:
-                raise RecsysError(f"{rating:g} for {name!r}: an interaction's count or weight is above 0")
+                raise RecsysError(
+                    f"{rating:g} for {plain_value(name)!r}: an interaction's count or weight is above 0"
+                )
             if not dataset.implicit and not low <= rating <= high:
-                raise RecsysError(f"rating {rating:g} for {name!r} is off the scale {span_text(low, high)}")
+                raise RecsysError(
+                    f"rating {rating:g} for {plain_value(name)!r} is off the scale {span_text(low, high)}"
+                )
             index = find_item(checkpoint, dataset, name, id_first=ids)
             if index in items:
-                raise RecsysError(f"{name!r} and {items[index]!r} name the same item: rate each item once")
+                raise RecsysError(
+                    f"{plain_value(name)!r} and {plain_value(items[index])!r} name the same item: "
+                    "rate each item once"
+                )
         except RecsysError as error:
             if places is None:
                 raise

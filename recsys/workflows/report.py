@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from recsys.errors import RecsysError
-from recsys.evaluate.biases import learned_biases
-from recsys.evaluate.factors import cosine_neighbours, item_vectors, principal_components
+from recsys.evaluation.biases import learned_biases
+from recsys.evaluation.factors import cosine_neighbours, item_vectors, principal_components
 from recsys.files import write_json
 from recsys.models.base import rating_model
 from recsys.workflows.compare import (

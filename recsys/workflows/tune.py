@@ -31,12 +31,12 @@ from recsys.config import (
 from recsys.data.dataset import RatingsDataset, default_y_range
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.splits import make_split
-from recsys.errors import RecsysError
-from recsys.evaluate.ranking import evaluate_ranking, ranking_task
-from recsys.evaluate.scorers import model_scorer
+from recsys.errors import RecsysError, plain_value
+from recsys.evaluation.ranking import evaluate_ranking, ranking_task
+from recsys.evaluation.scorers import model_scorer
 from recsys.models import model_entry
 from recsys.train.trainer import TrainingDiverged, fit
-from recsys.workflows.estimator import RatingRegressor, plain_value
+from recsys.workflows.estimator import RatingRegressor
 from recsys.workflows.experiment import RunResult, fitted_config, prepare, train_and_evaluate
 
 # The y_range's stretch beyond the rating scale (default_y_range's margin; 0.1 is fastai's (0, 5.5))

@@ -33,7 +33,7 @@ from recsys.config import config_for
 from recsys.data.catalog import load_dataset
 from recsys.data.ratings_file import load_ratings
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import evaluate_test
+from recsys.evaluation.metrics import evaluate_test
 from recsys.models import MODELS, DotProductBias, Ensemble, SampledModel, model_entry
 from recsys.names import CONFIG_FILE
 from recsys.train.checkpoints import load_checkpoint

@@ -308,3 +308,17 @@ def test_a_feature_file_of_ids_alone_says_it_has_no_features(tmp_path: Path) -> 
 def test_a_table_without_rows_is_named_so() -> None:
     with pytest.raises(RecsysError, match=r"^user_features has no rows \(one per user, indexed by its id\)$"):
         check_feature_table(pd.DataFrame({"age": pd.Series([], dtype=float)}), "user", "user_features")
+
+
+def test_ids_left_in_a_column_of_a_table_indexed_by_row_number_are_named() -> None:
+    """users.reset_index() (or read_csv without index_col) keeps the ids as a feature and gives each
+    row's features to the id that is its row number: silently, where the row numbers are ids too."""
+    table = pd.DataFrame({"userId": [1, 2, 3], "job": ["a", "b", "a"]}).set_index("userId")
+    assert check_feature_table(table, "user", "user_features") is table
+    with pytest.raises(RecsysError, match=r"column 'userId' holds the user ids, .*set_index\('userId'\)"):
+        check_feature_table(table.reset_index(), "user", "user_features")
+    # Not a column of ids: a value repeated, or a name no id goes by; or the row numbers named.
+    repeated = pd.DataFrame({"user": [1, 1, 2], "job": ["a", "b", "a"]})
+    numbered = pd.DataFrame({"user_id": [5, 6, 7], "job": ["a", "b", "a"]}).rename_axis("user")
+    for kept in (repeated, table.reset_index().rename(columns={"userId": "age"}), numbered):
+        assert check_feature_table(kept, "user", "user_features") is kept

@@ -11,8 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import predict
-from recsys.evaluate.scorers import model_scorer
+from recsys.evaluation.metrics import predict
+from recsys.evaluation.scorers import model_scorer
 from recsys.models import BayesianMF, RatingModel, YRange, build_model, model_names
 from recsys.models.ensemble import Ensemble
 from recsys.models.fold_in import RANKING_ALPHA, REGULARIZATION, FoldedUsers, _ridge, fold_in

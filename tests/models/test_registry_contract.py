@@ -17,9 +17,9 @@ from torch import Tensor, nn
 from recsys.config import COMPILED_DEFAULTS, MODEL_DEFAULTS, RunConfig, config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.errors import RecsysError
-from recsys.evaluate.biases import learned_biases
-from recsys.evaluate.factors import item_vectors
-from recsys.evaluate.metrics import predict
+from recsys.evaluation.biases import learned_biases
+from recsys.evaluation.factors import item_vectors
+from recsys.evaluation.metrics import predict
 from recsys.models import (
     MODELS,
     BayesianMF,

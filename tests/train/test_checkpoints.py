@@ -18,7 +18,7 @@ from torch import nn
 from recsys.config import config_for, model_for
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import predict
+from recsys.evaluation.metrics import predict
 from recsys.models import MODELS, model_entry
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import (

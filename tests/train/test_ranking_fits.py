@@ -12,8 +12,8 @@ from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.data.encoding import RatingTensors
 from recsys.data.synthetic import synthetic_interactions
 from recsys.errors import RecsysError
-from recsys.evaluate.ranking import evaluate_ranking, ranking_task
-from recsys.evaluate.scorers import constant_scorer, model_scorer
+from recsys.evaluation.ranking import evaluate_ranking, ranking_task
+from recsys.evaluation.scorers import constant_scorer, model_scorer
 from recsys.train import bpr
 from recsys.train.interactions import positives
 from recsys.train.trainer import fit

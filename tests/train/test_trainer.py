@@ -14,9 +14,9 @@ from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import evaluate
-from recsys.evaluate.ranking import evaluate_ranking, ranking_task
-from recsys.evaluate.scorers import model_scorer
+from recsys.evaluation.metrics import evaluate
+from recsys.evaluation.ranking import evaluate_ranking, ranking_task
+from recsys.evaluation.scorers import model_scorer
 from recsys.models import MODELS, build_model, model_entry, rating_model
 from recsys.train import trainer
 from recsys.train.trainer import (

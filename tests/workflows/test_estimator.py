@@ -383,6 +383,9 @@ def test_small_and_odd_inputs_fit(tiny: RatingsDataset) -> None:
         (np.array([[1.0, 2.0], [np.inf, 4.0]]), [4.0, 3.0], "user id inf in row 2 is not an integer"),
         (np.array([[1.0, 2.0], [3.5, 4.0]]), [4.0, 3.0], "user id 3.5 in row 2 is not an integer"),
         (np.array([[True, 2], [False, 4]], dtype=object), [4.0, 3.0], "true/false values"),
+        # numpy makes one integer array of mixed columns: the true/false are seen before it does.
+        (pd.DataFrame({"u": [True, False], "i": [1, 2]}), [4.0, 3.0], "column 'u' holds true/false values"),
+        ([[1, True], [2, False]], [4.0, 3.0], "true/false values in its .user, item. columns"),
         (np.array([[1, 2], [3, 4]]), [4.0, np.nan], "y contains NaN"),
         (np.array([[1, 2], [3, 4]]), [4.0, np.inf], "y contains infinity"),
         (np.empty((0, 2)), [], "0 sample"),

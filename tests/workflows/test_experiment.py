@@ -21,7 +21,7 @@ from recsys.config import AUTOGRAD_ONLY, ENGINES, config_for
 from recsys.data.catalog import dataset_from_record, load_dataset
 from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.errors import RecsysError
-from recsys.evaluate.metrics import evaluate_test, predict, rmse
+from recsys.evaluation.metrics import evaluate_test, predict, rmse
 from recsys.models import BayesianMF
 from recsys.names import DATA_FILE
 from recsys.train.checkpoints import load_checkpoint

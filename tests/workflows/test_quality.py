@@ -7,7 +7,7 @@ import torch
 from recsys.config import MODEL_DEFAULTS, config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.data.movielens import load_movielens
-from recsys.evaluate.metrics import rmse
+from recsys.evaluation.metrics import rmse
 from recsys.models import model_entry
 from recsys.workflows.experiment import train_and_evaluate
 

@@ -14,9 +14,9 @@ from recsys.config import config_for
 from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset
 from recsys.errors import RecsysError
-from recsys.evaluate.biases import learned_biases
-from recsys.evaluate.factors import item_vectors
-from recsys.evaluate.metrics import predict
+from recsys.evaluation.biases import learned_biases
+from recsys.evaluation.factors import item_vectors
+from recsys.evaluation.metrics import predict
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
@@ -140,6 +140,9 @@ def test_a_whole_float_id_is_that_id_everywhere(checkpoint: Checkpoint, dataset:
         ([(1, "5")], "rating '5' for 1 is not a finite number"),
         ([(1, float("nan"))], "rating nan for 1 is not a finite number"),
         ([1], "a new user's ratings are (item, rating) pairs, got 1"),
+        # Ids and ratings taken from numpy arrays are shown as plain values, not np.int64(1).
+        ([(np.int64(1), np.float64(9.0))], "rating 9 for 1 is off the scale 1-5"),
+        ([(np.int64(1), np.float64(5.0)), (np.str_("1"), 4.0)], "'1' and 1 name the same item"),
     ],
 )
 def test_a_new_users_ratings_that_are_no_pairs_of_numbers_are_named(
@@ -169,6 +172,26 @@ def test_cold_start_ranks_by_item_bias(checkpoint: Checkpoint, dataset: RatingsD
     assert list(table.columns) == ["item", "title", "item_bias"]
     np.testing.assert_array_equal(table["item"], checkpoint.items.decode(np.argsort(-biases.item)[:5]))
     np.testing.assert_array_equal(table["item_bias"], np.sort(biases.item)[::-1][:5])
+
+
+@pytest.mark.parametrize(("model", "column"), [("bpr", "item_bias"), ("ials", "n_ratings")])
+def test_a_ranking_models_cold_start_is_what_it_scores_for_a_user_of_no_factors(
+    model: str, column: str, dataset: RatingsDataset, tmp_path: Path
+) -> None:
+    # bpr scores u . i + b_i: a user of zero factors gets its item biases; ials has nothing but factors.
+    config = config_for(model, dataset="tiny", epochs=3)
+    train_and_evaluate(load_dataset("tiny"), config, run_dir=tmp_path, progress=False)
+    checkpoint = load_checkpoint(tmp_path)
+    table = cold_start(checkpoint, dataset, top=5)
+    assert list(table.columns) == ["item", "title", column]
+    if model == "bpr":
+        users = checkpoint.model.user_factors.weight
+        with torch.no_grad():
+            users.zero_()  # every user now a user of no factors
+        scores = predict(checkpoint.model, torch.tensor([[0, item] for item in range(len(checkpoint.items))]))
+        best = torch.argsort(-scores, stable=True)[:5].numpy()
+        np.testing.assert_array_equal(table["item"], checkpoint.items.decode(best))
+        np.testing.assert_allclose(table["item_bias"], scores[best].numpy(), rtol=1e-6)
 
 
 def test_cold_start_leaves_out_what_a_user_new_to_the_model_rated_since(

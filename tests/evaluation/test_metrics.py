@@ -1,4 +1,4 @@
-"""recsys.evaluate.metrics: RMSE and MAE, test scoring with either policy for unseen ids, batched predict."""
+"""recsys.evaluation.metrics: RMSE and MAE, test scoring with either policy for unseen ids, predict."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from recsys.data.encoding import EncodedSplit, IdMap, RatingTensors
-from recsys.evaluate.metrics import CPU_CHUNK, evaluate_test, mae, predict, rmse
+from recsys.evaluation.metrics import CPU_CHUNK, evaluate_test, mae, predict, rmse
+from recsys.models import DotProductBias
 
 
 def test_rmse_and_mae_by_hand() -> None:
@@ -98,6 +99,12 @@ def test_predict_covers_every_row_in_order_and_restores_train_mode() -> None:
     model.eval()
     predict(model, x, batch_size=4)
     assert not model.training
+
+
+@pytest.mark.parametrize("rows", [[[0, 1]], np.array([[0, 1]])])
+def test_predict_names_rows_that_are_no_tensor(rows: object) -> None:
+    with pytest.raises(TypeError, match=r"expected a torch tensor of .user, item. indices, got"):
+        predict(DotProductBias(2, 2, 2), rows)  # type: ignore[arg-type]
 
 
 def test_predict_on_no_rows_gives_the_models_empty_predictions() -> None:

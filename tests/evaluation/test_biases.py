@@ -1,9 +1,9 @@
-"""recsys.evaluate.biases: a model's explicit bias tables, or the biases its factors imply."""
+"""recsys.evaluation.biases: a model's explicit bias tables, or the biases its factors imply."""
 
 import pytest
 import torch
 
-from recsys.evaluate.biases import learned_biases
+from recsys.evaluation.biases import learned_biases
 from recsys.models import DotProduct, DotProductBias, EmbeddingProjection, LinearDotProduct
 
 

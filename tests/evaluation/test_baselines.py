@@ -1,10 +1,10 @@
-"""recsys.evaluate.baselines: the global mean and the damped bias model, by hand."""
+"""recsys.evaluation.baselines: the global mean and the damped bias model, by hand."""
 
 import pytest
 import torch
 
 from recsys.data.encoding import RatingTensors
-from recsys.evaluate.baselines import fit_damped_bias, global_mean
+from recsys.evaluation.baselines import fit_damped_bias, global_mean
 
 
 def test_damped_bias_matches_a_hand_computation() -> None:

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from recsys.data.encoding import RatingTensors, as_held
-from recsys.evaluate.scorers import Scorer
+from recsys.evaluation.scorers import Scorer
 from recsys.models.layers import check_pair_range
 
 KS = (5, 10, 20)

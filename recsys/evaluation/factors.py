@@ -24,6 +24,10 @@ def item_vectors(model: nn.Module) -> np.ndarray | None:
 
 def cosine_neighbours(vectors: np.ndarray, index: int, n: int = 5) -> tuple[np.ndarray, np.ndarray]:
     """The `n` rows most cosine-similar to row `index` (itself excluded) and their similarities."""
+    if not 0 <= index < len(vectors):
+        raise ValueError(f"index {index} is not a row of the {len(vectors)} vectors")
+    if n < 0:
+        raise ValueError(f"n must be 0 or more, got {n}")
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     similarity = unit @ unit[index]
     similarity[index] = -np.inf

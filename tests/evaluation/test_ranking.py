@@ -1,4 +1,4 @@
-"""recsys.evaluate.ranking: every top-N metric on small cases worked by hand, and the protocol (who is
+"""recsys.evaluation.ranking: every top-N metric on small cases worked by hand, and the protocol (who is
 judged, what is a candidate, what is relevant) on which they rest."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from recsys.data.encoding import RatingTensors
-from recsys.evaluate.ranking import (
+from recsys.evaluation.ranking import (
     RankingTask,
     evaluate_ranking,
     gini,
@@ -19,7 +19,7 @@ from recsys.evaluate.ranking import (
     relevance_threshold,
     top_lists,
 )
-from recsys.evaluate.scorers import constant_scorer
+from recsys.evaluation.scorers import constant_scorer
 
 # --- a tiny case, every list known ----------------------------------------------------------------
 #

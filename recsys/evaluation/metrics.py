@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from recsys.config import UNKNOWN_POLICIES
 from recsys.data.encoding import EncodedSplit, RatingTensors
+from recsys.models.layers import require_tensor
 
 
 def rmse(predictions: Tensor, targets: Tensor) -> float:
@@ -45,6 +46,7 @@ DEVICE_CHUNK = 65_536
 def predict(model: nn.Module, x: Tensor, batch_size: int | None = None) -> Tensor:
     """Predictions for every row of `x`, in eval mode and without gradients, `batch_size` rows at a
     time (None: by `x`'s device); restores train mode."""
+    require_tensor(x)
     if batch_size is None:
         batch_size = CPU_CHUNK if x.device.type == "cpu" else DEVICE_CHUNK
     if batch_size < 1:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from recsys.evaluate.metrics import predict
+from recsys.evaluation.metrics import predict
 from recsys.models.base import mean_of_forms, member_forms
 
 Scorer = Callable[[Tensor], Tensor]

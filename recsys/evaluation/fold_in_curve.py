@@ -3,7 +3,7 @@
 For each test user with enough training ratings, all but their first n (by time) are hidden, the
 user is folded into the trained model from those n (recsys.models.fold_in; n = 0 is the bias-only
 cold start), and their test ratings are scored: RMSE, and NDCG@10 in the full-ranking protocol of
-recsys.evaluate.ranking. The trained model's own scores on the same users close the curve. The item
+recsys.evaluation.ranking. The trained model's own scores on the same users close the curve. The item
 side was trained with these users' full ratings, which flatters fold-in slightly on data this small.
 """
 
@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 from recsys.data.encoding import EncodedSplit, RatingTensors
-from recsys.evaluate.metrics import predict, rmse
-from recsys.evaluate.ranking import BLOCK_ENTRIES, evaluate_ranking, ranking_task
-from recsys.evaluate.scorers import model_scorer
+from recsys.evaluation.metrics import predict, rmse
+from recsys.evaluation.ranking import BLOCK_ENTRIES, evaluate_ranking, ranking_task
+from recsys.evaluation.scorers import model_scorer
 from recsys.models.base import rating_model
 from recsys.models.fold_in import REGULARIZATION, FoldedUsers, fold_in
 
