@@ -68,7 +68,7 @@ def tiny_comparison(tiny: RatingsDataset) -> Comparison:
     from recsys.data.catalog import planted_truth
     from recsys.workflows.compare import compare_models
 
-    return compare_models(tiny, "random", epochs=3, truth=planted_truth("tiny"))
+    return compare_models(tiny, "random", epochs=3, truth=planted_truth(tiny))
 
 
 @pytest.fixture(scope="session")

@@ -182,7 +182,7 @@ def _compare_into(
                 models=args.models,
                 seed=args.seed,
                 unknown=args.unknown,
-                truth=planted_truth(dataset.name),
+                truth=planted_truth(dataset),
                 progress=not args.no_progress,
                 relevant="scale" if args.relevant is None else args.relevant,
                 engine=engine,

@@ -141,6 +141,12 @@ def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
     for root in _data_roots():
         if (root / variant.folder / ratings_file).is_file():
             return _check_manifest(root / variant.folder)
+        if os.path.lexists(root / variant.folder):  # a damaged copy is named, never passed over
+            what = "a folder without its" if (root / variant.folder).is_dir() else "not a folder holding"
+            raise DataError(
+                f"{root / variant.folder} (in ${DATA_ROOT_ENV}) is {what} {ratings_file}, not a whole copy; "
+                f"restore it, or unset ${DATA_ROOT_ENV}"
+            )
     # The cache is recsys' own: whatever is in the copy's place is checked before any download.
     return _cached_copy(cache_root() / variant.folder, ratings_file)
 

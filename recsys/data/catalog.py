@@ -69,10 +69,16 @@ def with_feature_files(
     return dataclasses.replace(dataset, origin=origin, **tables) if tables else dataset
 
 
-def planted_truth(name: str) -> PlantedTruth | None:
-    """The generator's truth behind a synthetic dataset ("synthetic", "tiny"), else None."""
+def planted_truth(dataset: RatingsDataset) -> PlantedTruth | None:
+    """The generator's truth behind `dataset` where it is the built-in synthetic data ("synthetic",
+    "tiny") as generated, else None. Told by its ratings, not its name: a file called synthetic.csv,
+    a tiny read from another folder or data generated with other settings have no truth of these."""
     configs = {"synthetic": SyntheticConfig(), "tiny": TINY_CONFIG}
-    return make_synthetic(configs[name])[1] if name in configs else None
+    if dataset.name not in configs:
+        return None
+    generated, truth = make_synthetic(configs[dataset.name])
+    same = dataset.ratings.reset_index(drop=True).equals(generated.ratings.reset_index(drop=True))
+    return truth if same else None
 
 
 def dataset_from_record(

@@ -288,6 +288,12 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
     names = [str(label) for label in raw.columns]
     aliases = _id_aliases(side)
     id_column = next((name for name in names if normalised(name) in aliases), names[0])
+    other = "item" if side == "user" else "user"
+    if normalised(id_column) in _id_aliases(other) and normalised(id_column) not in aliases:
+        # The ids would be taken for the other side's wherever the two share numbers (1..n both).
+        raise DataError(
+            f"{path}: its id column {id_column!r} names {other}s, but it was given as the {side} features"
+        )
     if len(names) < 2:
         raise DataError(f"{path}: no feature columns beside the {side} id column {id_column!r}")
     if raw.empty:

@@ -22,7 +22,8 @@ from movielens_files import (
 
 from recsys.data.catalog import TINY_FOLDER, dataset_from_record, load_dataset, planted_truth, resolve_dataset
 from recsys.data.movielens import VARIANTS
-from recsys.data.synthetic import TINY_CONFIG
+from recsys.data.ratings_file import load_ratings
+from recsys.data.synthetic import TINY_CONFIG, SyntheticConfig, make_synthetic
 from recsys.errors import DataError
 from recsys.names import DATASETS
 
@@ -117,15 +118,22 @@ def test_tiny_is_package_data_read_from_the_installed_package(
     assert tiny.folder == TINY_FOLDER and len(tiny.ratings) == 4_000 and len(tiny.items) > 0
 
 
-def test_planted_truth_is_the_generators_for_synthetic_data_only() -> None:
-    truth = planted_truth("tiny")
+def test_planted_truth_is_the_generators_for_its_own_synthetic_data_only(tmp_path: Path) -> None:
+    tiny = load_dataset("tiny")
+    truth = planted_truth(tiny)
     assert truth is not None
     assert truth.item_bias.shape == (TINY_CONFIG.n_items,)
     assert truth.user_factors.shape == (TINY_CONFIG.n_users, TINY_CONFIG.n_factors)
     # Regenerated, not remembered: the same truth each time.
-    again = planted_truth("tiny")
+    again = planted_truth(tiny)
     assert again is not None and np.array_equal(truth.item_bias, again.item_bias)
-    assert planted_truth("ml-100k") is None
+    assert planted_truth(load_dataset("synthetic")) is not None
+    # Not by name: a file called synthetic.csv, or other settings' data, was not made by it.
+    shifted = tiny.ratings.assign(user=tiny.ratings["user"] + 500)
+    shifted.to_csv(tmp_path / "synthetic.csv", index=False)
+    named_alike = load_ratings(tmp_path / "synthetic.csv")
+    assert named_alike.name == "synthetic" and planted_truth(named_alike) is None
+    assert planted_truth(make_synthetic(SyntheticConfig(n_ratings=50_000))[0]) is None
 
 
 @pytest.mark.slow

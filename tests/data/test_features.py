@@ -322,3 +322,20 @@ def test_ids_left_in_a_column_of_a_table_indexed_by_row_number_are_named() -> No
     numbered = pd.DataFrame({"user_id": [5, 6, 7], "job": ["a", "b", "a"]}).rename_axis("user")
     for kept in (repeated, table.reset_index().rename(columns={"userId": "age"}), numbered):
         assert check_feature_table(kept, "user", "user_features") is kept
+
+
+def test_a_feature_file_of_the_other_side_is_refused(tmp_path: Path) -> None:
+    """Item ids 1..n read as user ids 1..n would give items' genres to users without a word."""
+    items = tmp_path / "items.csv"
+    items.write_text("movieId,genres\n1,Drama\n2,Comedy\n")
+    with pytest.raises(
+        DataError, match="id column 'movieId' names items, but it was given as the user features"
+    ):
+        read_feature_file(items, "user")
+    assert read_feature_file(items, "item").index.tolist() == [1, 2]
+    users = tmp_path / "users.csv"
+    users.write_text("userId,age\n1,20\n2,30\n")
+    with pytest.raises(
+        DataError, match="id column 'userId' names users, but it was given as the item features"
+    ):
+        read_feature_file(users, "item")

@@ -755,6 +755,15 @@ def test_data_root_without_the_variant_falls_back_to_the_cache(
     assert only_user() == 303
 
 
+def test_a_damaged_copy_in_the_data_root_is_named_not_passed_over(three_copies: dict[str, Path]) -> None:
+    # Passed over, the cache's copy (or a download, or synthetic data) would be read instead.
+    (three_copies["data_root"] / "u.data").unlink()
+    with pytest.raises(
+        DataError, match=r"data_root/ml-100k \(in \$RECSYS_DATA\) is a folder without its u.data"
+    ):
+        load_movielens("ml-100k", allow_download=False)
+
+
 @pytest.mark.parametrize("point_at", ["folder", "parent", "text"])
 def test_explicit_data_dir_wins(three_copies: dict[str, Path], point_at: str) -> None:
     folder = three_copies["explicit"]

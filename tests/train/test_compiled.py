@@ -249,7 +249,7 @@ def engines_on(dataset: RatingsDataset, split: str, model: str = "dotbias") -> d
 )
 def test_engines_agree_and_recover_the_planted_biases(model: str) -> None:
     dataset = load_dataset("synthetic")
-    truth = planted_truth("synthetic")
+    truth = planted_truth(dataset)
     assert truth is not None
     runs = engines_on(dataset, "random", model)
     scores = {engine: run.test["rmse"] for engine, run in runs.items()}

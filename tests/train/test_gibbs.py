@@ -155,7 +155,7 @@ def synthetic() -> RatingsDataset:
 
 @pytest.mark.slow  # a Gibbs fit and a dotbias fit of the synthetic data (8 s)
 def test_a_fit_recovers_the_planted_biases_and_beats_dotbias(synthetic: RatingsDataset) -> None:
-    truth = planted_truth("synthetic")
+    truth = planted_truth(synthetic)
     assert truth is not None
     result = train_and_evaluate(synthetic, config_for("bpmf", dataset="synthetic", epochs=60), progress=False)
     dotbias = train_and_evaluate(synthetic, config_for("dotbias", dataset="synthetic"), progress=False)

@@ -49,7 +49,7 @@ def test_comparison_scores_every_model_and_baseline(tiny_comparison: Comparison)
     assert models_with_biases(tiny_comparison) == ["dotbias", "linear", "embproj", "svdpp", "bpmf", "bfm"]
 
 
-def test_item_table_decodes_raw_ids_and_titles(tiny_comparison: Comparison) -> None:
+def test_item_table_decodes_raw_ids_and_titles(tiny_comparison: Comparison, tiny: RatingsDataset) -> None:
     items = item_table(tiny_comparison)
     data = tiny_comparison.data
     model = tiny_comparison.models["dotbias"]
@@ -62,7 +62,7 @@ def test_item_table_decodes_raw_ids_and_titles(tiny_comparison: Comparison) -> N
     train_ratings = data.train.y[data.train.x[:, 1] == inner]
     assert row["n_ratings"] == len(train_ratings)
     assert row["mean_rating"] == pytest.approx(float(train_ratings.mean()))
-    truth = planted_truth("tiny")
+    truth = planted_truth(tiny)
     assert truth is not None and row["planted"] == pytest.approx(truth.item_bias[raw - 1])
     users = user_table(tiny_comparison)
     assert users["user"].tolist() == data.users.raw_ids.tolist()
