@@ -36,11 +36,15 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         raise
 
 
+def write_text(path: Path, text: str) -> None:
+    """Atomically write `text` as UTF-8."""
+    atomic_write(path, lambda file: file.write(text.encode()))
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomically write `data` as indented, strict JSON: a number that is not finite (a metric with
     nothing to judge) is null, which every JSON reader takes (`NaN` is Python's own extension)."""
-    text = json.dumps(_finite_or_null(data), indent=2, allow_nan=False)
-    atomic_write(path, lambda file: file.write(text.encode() + b"\n"))
+    write_text(path, json.dumps(_finite_or_null(data), indent=2, allow_nan=False) + "\n")
 
 
 def _finite_or_null(value: Any) -> Any:

@@ -60,7 +60,7 @@ from recsys.evaluation.ranking import (
     top_lists,
 )
 from recsys.evaluation.scorers import Scorer, constant_scorer, model_scorer
-from recsys.files import write_json
+from recsys.files import atomic_write, write_json
 from recsys.models.base import BilinearForm, RatingModel
 from recsys.models.registry import COMPILED_DEFAULTS, build_model
 from recsys.train.compiled import load_kernels
@@ -475,11 +475,10 @@ def write_ratings_files(shape: str, folder: Path) -> dict[str, Any]:
     """Synthetic ratings shaped like `shape` written as ratings.csv (MovieLens' header: userId,
     movieId, rating, timestamp) and ratings.parquet in `folder`, for the file-load measurements."""
     ratings = synthetic_shape(shape).ratings.rename(columns={"user": "userId", "item": "movieId"})
-    folder.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(ratings, preserve_index=False)
     paths = {"csv": folder / "ratings.csv", "parquet": folder / "ratings.parquet"}
-    pa_csv.write_csv(table, paths["csv"])
-    pq.write_table(table, paths["parquet"])
+    atomic_write(paths["csv"], lambda file: pa_csv.write_csv(table, file))
+    atomic_write(paths["parquet"], lambda file: pq.write_table(table, file))
     return {"ratings": len(ratings), **{kind: str(path) for kind, path in paths.items()}}
 
 

@@ -197,7 +197,13 @@ def _unpack_given_archive(archive: Path, variant: Variant) -> Path:
     """
     with archive.open("rb") as file:
         digest = hashlib.file_digest(file, "sha256").hexdigest()
-    folder = _unpack(archive, variant, cache_root() / "archives" / digest[:16])
+    root = cache_root() / "archives" / digest[:16]
+    try:
+        folder = _unpack(archive, variant, root)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a refused zip leaves no empty folder (rmdir: only if empty)
+            root.rmdir()
+        raise
     warnings.warn(f"{variant.name}: read {folder} (unpacked from {archive})", stacklevel=5)
     return folder
 

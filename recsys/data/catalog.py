@@ -23,6 +23,8 @@ def load_dataset(
 ) -> RatingsDataset:
     """Load dataset `name`; MovieLens variants come from a local copy or a verified download."""
     if name == "synthetic":
+        if data_dir is not None:  # generated: a folder given would be ignored
+            raise DataError(f"`data_dir` {data_dir}: synthetic data is generated, not read from a folder")
         return make_synthetic()[0]
     if name == "tiny":
         return read_folder("tiny", Path(data_dir) if data_dir is not None else TINY_FOLDER, "csv", (1.0, 5.0))

@@ -11,8 +11,9 @@ whose id has no ratings is not used in training; a category a new user or item b
 never saw adds nothing.
 """
 
-import hashlib
+import dataclasses
 import itertools
+import json
 import re
 import warnings
 from collections.abc import Iterable, Sequence
@@ -49,8 +50,8 @@ class FeatureRows:
     values: np.ndarray
     groups: np.ndarray
     group_names: tuple[str, ...]
-    # A digest of how the side-feature columns were coded (their names, categories, means and spreads):
-    # rows coded from a changed feature file number other features under the same count. "" without.
+    # How the side-feature columns were coded (codings_text: their names, categories, means and
+    # spreads), which a model keeps to code new users' rows as its own were. "" without.
     coding: str = ""
 
     @property
@@ -75,7 +76,7 @@ class _Block:
 
 def feature_rows(n_rows: int, blocks: Sequence[_Block], coding: str = "") -> FeatureRows:
     """The groups' entries laid side by side, each group's features after the previous group's;
-    `coding`: the side columns' coding digest (`coding_digest`)."""
+    `coding`: the side columns' coding (`codings_text`)."""
     if not blocks:
         return FeatureRows(np.zeros(n_rows + 1, np.int64), np.zeros(0, np.int64), np.zeros(0),
                            np.zeros(0, np.int64), (), coding)  # fmt: skip
@@ -143,9 +144,17 @@ def _categories(value: object) -> list[str]:
     return list(dict.fromkeys(str(name).strip() for name in names if str(name).strip()))
 
 
-def coding_digest(codings: Sequence[ColumnCoding]) -> str:
-    """A short digest of `codings`, which two readings of one feature file share."""
-    return hashlib.blake2b(repr(tuple(codings)).encode(), digest_size=8).hexdigest()
+def codings_text(codings: Sequence[ColumnCoding]) -> str:
+    """`codings` as JSON, which a checkpoint keeps (floats written to their last digit)."""
+    return json.dumps([dataclasses.astuple(coding) for coding in codings])
+
+
+def codings_from_text(text: str) -> tuple[ColumnCoding, ...]:
+    """The codings `codings_text` wrote."""
+    return tuple(
+        ColumnCoding(name, None if categories is None else tuple(categories), mean, scale)
+        for name, categories, mean, scale in json.loads(text)
+    )
 
 
 def _is_numeric(column: pd.Series) -> bool:
@@ -228,41 +237,40 @@ def side_blocks(table: pd.DataFrame, codings: Iterable[ColumnCoding], ids: np.nd
 
 def rows_for_new(
     groups: Sequence[str],
-    training: pd.DataFrame | None,
+    codings: Sequence[ColumnCoding] | None,
     new: pd.DataFrame | None,
     ids: np.ndarray,
     rated: Sequence[np.ndarray] = (),
     n_others: int = 0,
 ) -> FeatureRows:
     """Feature rows, less the ids, of users (or items) the model never saw: `ids` (raw) with the side
-    features of the table `new` coded as the training table `training` was, and (where `rated` gives
-    each one's rated others, inner indices of n_others) their implicit feedback. The columns number
-    the trained model's features after its ids, for the `groups` it was trained with: what
-    BayesianFM.feature_scores and fold-in take."""
+    features of the table `new` (None: none) coded by the trained model's `codings` (None: it read no
+    side table), and (where `rated` gives each one's rated others, inner indices of n_others) their
+    implicit feedback. The columns number the trained model's features after its ids, for the
+    `groups` it was trained with: what BayesianFM.feature_scores and fold-in take."""
     owners = np.repeat(np.arange(len(rated), dtype=np.int64), [len(others) for others in rated])
     others = np.concatenate([np.asarray(found, np.int64) for found in rated]) if rated else owners
-    return feature_rows(len(ids), *_feature_blocks(groups, training, new, ids, (owners, others), n_others))
+    return feature_rows(len(ids), *_feature_blocks(groups, codings, new, ids, (owners, others), n_others))
 
 
 def _feature_blocks(
     groups: Sequence[str],
-    training: pd.DataFrame | None,
+    codings: Sequence[ColumnCoding] | None,
     table: pd.DataFrame | None,
     ids: np.ndarray,
     rated: tuple[np.ndarray, np.ndarray],
     n_others: int,
 ) -> tuple[list[_Block], str]:
     """The non-id blocks of rows `ids` (raw), in the one order every model's columns follow: with "side"
-    in `groups` their rows of `table` coded as `training` (the training table) codes its columns,
-    then with "implicit" the others each row rated (`rated`: pairs of row, other; n_others of them);
-    and the side columns' coding digest ("" without)."""
+    in `groups` their rows of `table` coded by `codings` (the training table's), then with "implicit"
+    the others each row rated (`rated`: pairs of row, other; n_others of them); and the side columns'
+    coding (`codings_text`, "" without)."""
     blocks: list[_Block] = []
     coding = ""
-    if "side" in groups and training is not None:
-        rows = table if table is not None else training.iloc[:0]
-        codings = column_codings(training)
+    if "side" in groups and codings is not None:
+        rows = table if table is not None else pd.DataFrame(columns=[coding.name for coding in codings])
         blocks += side_blocks(rows, codings, ids)
-        coding = coding_digest(codings)
+        coding = codings_text(codings)
     if "implicit" in groups:
         blocks.append(implicit_block(*rated, len(ids), n_others))
     return blocks, coding
@@ -461,9 +469,10 @@ def age_group(ages: pd.Series) -> pd.Series:
 
 
 def zip_region(codes: pd.Series) -> pd.Series:
-    """A US zip code's first digit (its region); "other" for a code that is not a US one."""
-    first = codes.astype(str).str.strip().str[0]
-    return first.where(first.str.isdigit() & (codes.astype(str).str.len() == 5), "other")
+    """A US zip code's first digit (its region), of five digits or ZIP+4 (ml-1m holds "55117-1234");
+    "other" for a code that is not a US one."""
+    text = codes.astype(str).str.strip()
+    return text.str[0].where(text.str.fullmatch(r"\d{5}(-\d{4})?"), "other")
 
 
 def features_of(
@@ -481,11 +490,15 @@ def features_of(
         for side, table in (("user", user_table), ("item", item_table)):
             if table is not None:
                 check_feature_table(table, side, f"the {side} side-feature table")
+    user_codings, item_codings = (
+        None if table is None or "side" not in groups else column_codings(table)
+        for table in (user_table, item_table)
+    )
     user_blocks, user_coding = _feature_blocks(
-        groups, user_table, user_table, users, (pairs[:, 0], pairs[:, 1]), len(items)
+        groups, user_codings, user_table, users, (pairs[:, 0], pairs[:, 1]), len(items)
     )
     item_blocks, item_coding = _feature_blocks(
-        groups, item_table, item_table, items, (pairs[:, 1], pairs[:, 0]), len(users)
+        groups, item_codings, item_table, items, (pairs[:, 1], pairs[:, 0]), len(users)
     )
     return (
         feature_rows(len(users), [id_block(len(users)), *user_blocks], user_coding),

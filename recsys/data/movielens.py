@@ -27,6 +27,7 @@ from recsys.data.ratings_file import SNIFF_BYTES, packing, read_item_file, read_
 from recsys.data.ratings_table import (
     ITEM_COLUMNS,
     Where,
+    first_entry_of_each_item,
     item_table,
     non_negative_integers,
     pair_keys,
@@ -200,9 +201,15 @@ def _line_of_row(path: Path, encoding: str) -> Where:
 
 
 def _expect_fields(raw: pd.DataFrame, path: Path, n_fields: int, layout: str) -> pd.DataFrame:
-    """Reject a table whose rows do not have exactly `n_fields` fields (pandas pads short rows)."""
+    """Reject a table of ml-100k's (latin-1, "|" between fields, no quoting) whose lines do not each
+    have exactly `n_fields` fields: pandas pads a short line with empty fields, which read as values
+    (a gender of "student", a zip of "")."""
     if raw.shape[1] != n_fields:
         raise DataError(f"{path}: expected {layout} on every line, found {raw.shape[1]} fields")
+    with path.open(encoding="latin-1") as file:
+        for number, line in enumerate(file, start=1):
+            if line.strip(" \t\r\n") and (found := line.count("|") + 1) != n_fields:
+                raise DataError(f"{path}: line {number} has {found} fields; expected {layout}")
     return raw
 
 
@@ -251,7 +258,7 @@ def read_items(folder: Path, layout: str) -> pd.DataFrame:
     else:
         return _read_csv_items(path)
     items["item"] = non_negative_integers(items["item"], "item id", str(path), where)
-    return items
+    return first_entry_of_each_item(items, str(path), where)
 
 
 def _read_csv_items(path: Path) -> pd.DataFrame:
@@ -282,7 +289,8 @@ def read_tags(folder: Path, layout: str) -> pd.Series | None:
         try:
             raw = pd.read_csv(path, dtype=str, keep_default_na=False)
         except (ValueError, UnicodeDecodeError) as error:  # pandas' ParserError is a ValueError
-            raise DataError(f"{path}: cannot read it as CSV ({error})") from None
+            message = str(error).strip().splitlines()[-1]  # pandas' ends in a line break
+            raise DataError(f"{path}: cannot read it as CSV ({message})") from None
         names = [str(label) for label in raw.columns]
         found = find_columns(names, ("item", "tag"), {"item": "movieId", "tag": "tag"}, str(path))
         tags = raw[[found["item"], found["tag"]]].set_axis(["item", "tag"], axis=1)
@@ -436,9 +444,11 @@ def read_users(folder: Path, layout: str) -> pd.DataFrame | None:
     if sep == "::":  # pandas' C parser takes one character: the fields hold no ':' of their own
         _check_text(path, "latin-1")
         with path.open(encoding="latin-1") as file:
-            rows = [line.rstrip("\n").split("::") for line in file if line.strip()]
-        if any(len(row) != 5 for row in rows):
-            raise DataError(f"{path}: expected {fields} on every line")
+            numbered = [(number, line.rstrip("\n").split("::")) for number, line in enumerate(file, 1)]
+        rows = [row for _, row in numbered if "".join(row).strip()]
+        short = next((number for number, row in numbered if "".join(row).strip() and len(row) != 5), None)
+        if short is not None:
+            raise DataError(f"{path}: line {short} is not {fields}")
         raw = pd.DataFrame(rows)[[0, 2, 1, 3, 4]].set_axis(range(5), axis=1)
     else:
         raw = _expect_fields(

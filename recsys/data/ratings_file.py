@@ -417,6 +417,10 @@ def _separator(lines: list[str], path: Path) -> str:
     for sep in SEPARATORS:  # lines disagree: trust the first, and let the reader name the odd line
         if len(_fields(lines[0], sep)) >= 3:
             return sep
+    for sep in SEPARATORS:  # two columns, a line short: the separator of every other line
+        widths = [len(_fields(line, sep)) for line in lines]
+        if widths[0] == 2 and widths.count(2) >= len(widths) - 1 >= 2:
+            return sep
     if "::" in lines[0]:
         raise DataError(
             f"{path}: fields are separated by '::' (MovieLens .dat); use `dataset` ml-1m or ml-10m, "

@@ -549,14 +549,20 @@ def item_table(
         else ""
     )
     table = pd.DataFrame({"item": item, "title": titles, "genres": genres})[ITEM_COLUMNS]
+    return first_entry_of_each_item(table, source, where)
+
+
+def first_entry_of_each_item(table: pd.DataFrame, source: str, where: Where) -> pd.DataFrame:
+    """An item table with each id's first entry alone, and a warning naming the first repeat: an item
+    table by mistake (the ratings file itself), or an export's repeats."""
     repeated = table["item"].duplicated()
-    if repeated.any():  # an item table by mistake (the ratings file itself), or an export's repeats
+    if repeated.any():
         row, count = int(np.flatnonzero(repeated.to_numpy())[0]), int(repeated.sum())
         entries = "1 item entry repeats" if count == 1 else f"{count:,} item entries repeat"
         warnings.warn(
             f"{source}: {entries} an id named before, the first "
             f"{table['item'].iloc[row]} on {where(row)}; each id keeps its first title",
-            stacklevel=4,
+            stacklevel=5,
         )
         table = table[~repeated].reset_index(drop=True)
     return table

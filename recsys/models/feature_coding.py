@@ -1,7 +1,7 @@
-"""What the models that use features share: the digest they keep of how the side-feature columns
-were coded, so that rows coded from a changed feature file (the same count of features meaning
-other things) are refused rather than read as the trained features; and the sums of a table's rows
-over new users' feature rows."""
+"""What the models that use features share: how their side-feature columns were coded, kept so that
+a new user's row of the feature file (which may have grown since) is coded as training coded its
+own, and a resumed run whose file was changed is refused; and the sums of a table's rows over new
+users' feature rows."""
 
 import hashlib
 
@@ -9,17 +9,27 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from recsys.data.features import SIDES, FeatureRows
+from recsys.data.features import SIDES, ColumnCoding, FeatureRows, codings_from_text
 from recsys.errors import RecsysError
 
-# Per side: how its columns were coded (checked for new users' rows too), and a digest of the
-# training rows themselves (checked on resume: the same coding can describe other users).
+# Per side: how its columns were coded (codings_text, as UTF-8), and a digest of the training rows
+# themselves (checked on resume: the same coding can describe other users).
 CODING_BUFFERS = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("coding", "rows"))
 
 
 def coding_bytes(coding: str) -> Tensor:
-    """A FeatureRows.coding digest as a uint8 tensor (empty for none), what a checkpoint keeps."""
-    return torch.tensor(list(bytes.fromhex(coding)), dtype=torch.uint8)
+    """A FeatureRows.coding (or a digest) as a uint8 tensor (empty for none), what a checkpoint keeps."""
+    return (
+        torch.frombuffer(bytearray(coding.encode()), dtype=torch.uint8)
+        if coding
+        else torch.zeros(0, dtype=torch.uint8)
+    )
+
+
+def saved_codings(module: nn.Module, side: str) -> tuple[ColumnCoding, ...] | None:
+    """How `module` coded `side`'s side-feature columns in training; None where it read no table."""
+    saved = getattr(module, f"{side}_feature_coding")
+    return codings_from_text(bytes(saved.tolist()).decode()) if len(saved) else None
 
 
 def register_codings(module: nn.Module) -> None:

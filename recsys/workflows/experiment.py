@@ -37,6 +37,7 @@ from recsys.evaluation.scorers import model_scorer
 from recsys.files import write_json
 from recsys.models.base import RatingModel
 from recsys.models.bayes import BayesianFM
+from recsys.models.feature_coding import saved_codings
 from recsys.models.fold_in import FoldedUsers, fold_in
 from recsys.names import (
     CHECKPOINT_FILE,
@@ -261,7 +262,8 @@ def new_user_starts(
     groups = feature_groups(config.features)
     new = table if users is not None else None
     ids = users if users is not None else np.arange(len(rated))
-    return model.feature_vectors(rows_for_new(groups, table, new, ids, rated, n_items))
+    codings = saved_codings(model, "user")  # training's: the table may have grown new users since
+    return model.feature_vectors(rows_for_new(groups, codings, new, ids, rated, n_items))
 
 
 def described_users(

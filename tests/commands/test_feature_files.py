@@ -13,7 +13,10 @@ from recsys.commands import train as train_command
 from recsys.commands import tune as tune_command
 from recsys.config import config_for
 from recsys.data.catalog import load_dataset, with_feature_files
+from recsys.data.features import column_codings, read_feature_file
+from recsys.models.feature_coding import saved_codings
 from recsys.names import DATA_FILE
+from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
 
 
@@ -68,8 +71,12 @@ def test_bfm_trains_on_a_users_file_and_records_it(tmp_path: Path) -> None:
     assert rated.returncode == 2 and str(users) in rated.stderr and "Traceback" not in rated.stderr
 
 
-def test_a_feature_file_changed_after_training_is_refused_on_resume_and_for_new_users(tmp_path: Path) -> None:
-    """Recoded columns with the same count of features would be read as the trained ones: refused."""
+def test_a_feature_file_changed_after_training_is_refused_on_resume_and_new_users_coded_as_trained(
+    tmp_path: Path,
+) -> None:
+    """Recoded columns with the same count of features would be read as the trained ones: a resume is
+    refused. A new user's row is coded as training coded the file, whatever the file holds now: a
+    user added to it since is placed by its features, and a changed one still folds in."""
     users, out, cache = _users_file(tmp_path / "users.csv"), tmp_path / "run", tmp_path / "cache"
     dataset = with_feature_files(load_dataset("tiny"), users, None)
     cut_short(dataset, config_for("bfm", dataset="tiny", epochs=4), out, 2)  # what --resume would continue
@@ -86,14 +93,23 @@ def test_a_feature_file_changed_after_training_is_refused_on_resume_and_for_new_
     ran = run_cli(train_command.cli, "train.py", ["--resume", str(out)], cache)
     assert ran.returncode == 2 and "the users' side features differ from the run's" in ran.stderr, ran.stderr
     users.write_text(original.replace(",b\n", ",c\n"), encoding="utf-8")  # the same count: a, c
-    for command, name, flags in (
-        (train_command.cli, "train.py", ["--resume", str(out)]),
-        (recommend_command.cli, "recommend.py", [str(out), "--rate", f"{item}=5"]),
-    ):
-        ran = run_cli(command, name, flags, cache)
-        assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
-        (line,) = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
-        assert "user side features are coded otherwise" in line and "user feature file changed" in line
+    ran = run_cli(train_command.cli, "train.py", ["--resume", str(out)], cache)
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
+    (line,) = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert "user side features are coded otherwise" in line and "user feature file changed" in line
+    again = run_cli(recommend_command.cli, "recommend.py", [str(out), "--rate", f"{item}=5"], cache)
+    assert again.returncode == 0 and again.stdout == rated.stdout, again.stderr
+    # A user added since (its age moves the file's mean, which training's coding keeps as it was).
+    users.write_text(original + "999,59,b\n", encoding="utf-8")
+    placed = run_cli(
+        recommend_command.cli, "recommend.py", [str(out), "--user", "999", "--cold-start"], cache
+    )
+    assert placed.returncode == 0 and "placed by its side features" in placed.stdout + placed.stderr, (
+        placed.stderr
+    )
+    (tmp_path / "trained.csv").write_text(original, encoding="utf-8")
+    trained = column_codings(read_feature_file(tmp_path / "trained.csv", "user"))
+    assert saved_codings(load_checkpoint(out).model, "user") == trained
 
 
 def test_a_feature_file_with_a_missing_value_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -153,3 +153,8 @@ def test_an_edited_data_record_of_the_wrong_kind_is_one_line(entry: str, value: 
     record = {"dataset": "own", "ratings": "ratings.csv", entry: value}
     with pytest.raises(DataError, match=f"^the run's data.json is damaged: its '{entry}' should be "):
         dataset_from_record(record, "own")
+
+
+def test_a_folder_given_for_generated_data_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"`data_dir` .*: synthetic data is generated"):
+        load_dataset("synthetic", tmp_path)

@@ -122,6 +122,28 @@ def test_movielens_users_and_years_become_side_features(tmp_path: Path) -> None:
     _write(tmp_path / "u.user", "1|old|M|technician|85711\n")
     with pytest.raises(DataError, match=r"u\.user: age 'old' on line 1 is not a number"):
         read_users(tmp_path, "100k")
+    _write(tmp_path / "users.dat", "1::F::1::10::55117-1234\n")  # ml-1m's ZIP+4 codes
+    assert read_users(tmp_path, "dat").loc[1, "zip"] == "5"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        # pandas pads a short line: its gender would read "student" and its zip "".
+        (
+            "u.user",
+            "1|24|M|technician|85711\n\n3|18|student|12345\n",
+            r"line 3 has 4 fields; expected user\|age",
+        ),
+        ("users.dat", "1::F::1::10::48067\n2::M::25::16\n", "line 2 is not UserID::Gender::Age"),
+    ],
+)
+def test_a_movielens_user_line_of_too_few_fields_is_named(
+    name: str, text: str, message: str, tmp_path: Path
+) -> None:
+    _write(tmp_path / name, text)
+    with pytest.raises(DataError, match=message):
+        read_users(tmp_path, "100k" if name == "u.user" else "dat")
 
 
 def test_a_recorded_run_reads_its_feature_files_again(tmp_path: Path) -> None:
@@ -185,7 +207,7 @@ def test_an_infinite_or_vast_number_in_a_table_is_named_with_its_setting(value: 
 
 
 def test_new_rows_need_the_columns_training_had() -> None:
-    training = pd.DataFrame({"age": [20.0, 30.0], "job": ["a", "b"]}, index=[1, 2])
+    training = column_codings(pd.DataFrame({"age": [20.0, 30.0], "job": ["a", "b"]}, index=[1, 2]))
     with pytest.raises(RecsysError, match="lacks column 'job'"):
         rows_for_new(("side",), training, pd.DataFrame({"age": [25.0]}, index=[9]), np.array([9]))
     with pytest.raises(RecsysError, match="'age' was a number in training"):
@@ -339,3 +361,10 @@ def test_a_feature_file_of_the_other_side_is_refused(tmp_path: Path) -> None:
         DataError, match="id column 'userId' names users, but it was given as the item features"
     ):
         read_feature_file(users, "item")
+
+
+def test_a_short_line_of_a_two_column_feature_file_is_named(tmp_path: Path) -> None:
+    # Its lines disagree on the number of fields, and a line of two has no third for the sniffer.
+    path = _write(tmp_path / "users.csv", "userId,age\n1,20\n2,30\n3,40\n4\n5,50\n")
+    with pytest.raises(DataError, match="age is missing on line 5"):
+        read_feature_file(path, "user")

@@ -45,7 +45,14 @@ from movielens_files import (
 import recsys.data.cache as cache
 from recsys.data.cache import MANIFEST
 from recsys.data.dataset import RatingsDataset
-from recsys.data.movielens import RATINGS_FILE, VARIANTS, load_movielens, read_folder, read_ratings
+from recsys.data.movielens import (
+    RATINGS_FILE,
+    VARIANTS,
+    load_movielens,
+    read_folder,
+    read_items,
+    read_ratings,
+)
 from recsys.errors import DataError, DownloadError
 
 # ---------------------------------------------------------------------------------------------
@@ -429,7 +436,7 @@ BAD_ITEM_FILES: dict[str, tuple[str, str, list[str], str]] = {
         r"expected item\|title\|release date\|video release date\|url\|19 genre flags "
         r"\(one per line of .*u\.genre\) on every line, found 15 fields",
     ),
-    "u.item short line": ("100k", "u.item", [f"10|A|d||u|{FLAGS}", "20|B"], "genre flag '' on line 2"),
+    "u.item short line": ("100k", "u.item", [f"10|A|d||u|{FLAGS}", "20|B"], "line 2 has 2 fields; expected"),
     "u.item flag not 0 or 1": (
         "100k", "u.item", [f"10|A|d||u|{FLAGS[:-1]}2"], "genre flag '2' on line 1 is not 0 or 1"
     ),
@@ -927,7 +934,7 @@ def test_local_zip_without_the_variant_folder(
     with pytest.raises(DataError, match=r"no ml-100k/u\.data inside") as err:
         load_movielens("ml-100k", data_dir=archive)
     assert str(archive) in str(err.value)
-    assert listing(unpacked_at(isolated_cache, archive).parent) == []
+    assert listing(isolated_cache / "archives") == []  # not even an empty folder for it
 
 
 def test_local_zip_over_a_stale_cache_folder(
@@ -1286,6 +1293,10 @@ def test_an_items_tags_are_its_side_features_lowercased_once_and_shared(tmp_path
         and features.loc[20, "tags"] == "dark noir|funny"
     )
     assert read_tags(tmp_path / "none", "csv") is None and read_tags(tmp_path, "100k") is None
+    (tmp_path / "tags.csv").write_text("userId,movieId,tag,timestamp\n1,10,a,1\n2,10,b,2,extra\n")
+    with pytest.raises(DataError, match=r"tags.csv: cannot read it as CSV \(.*saw 5\)$") as raised:
+        read_tags(tmp_path, "csv")
+    assert "\n" not in str(raised.value)  # one line, as the command prints it
 
 
 def test_ml_10m_tags_dat_is_read_and_a_bad_line_named(tmp_path: Path) -> None:
@@ -1300,3 +1311,25 @@ def test_ml_10m_tags_dat_is_read_and_a_bad_line_named(tmp_path: Path) -> None:
     (tmp_path / "tags.dat").write_text("1::5::Space::1\n2-6-space\n")
     with pytest.raises(DataError, match=r"tags.dat: line 2 is not UserID::MovieID::Tag::Timestamp"):
         read_tags(tmp_path, "dat")
+
+
+@pytest.mark.parametrize(
+    ("layout", "repeat"),
+    [
+        ("100k", "20|Another Title (2001)|01-Jan-2001||http://x|" + "|".join("0" * 19)),
+        ("dat", "20::Another (2001)::Horror"),
+    ],
+)
+def test_an_item_listed_twice_keeps_its_first_entry_with_a_warning(
+    layout: str, repeat: str, tmp_path: Path
+) -> None:
+    # As a CSV item file's repeats are: two rows of one id would give it two titles and two genre sets.
+    folder = write_dataset(tmp_path / "copy", layout, WHOLE_RATINGS)
+    name = "u.item" if layout == "100k" else "movies.dat"
+    with (folder / name).open("a", encoding="latin-1") as file:
+        file.write(repeat + "\n")
+    with pytest.warns(
+        UserWarning, match=rf"{name}: 1 item entry repeats an id named before, the first 20 on line 4"
+    ):
+        items = read_items(folder, layout)
+    assert items["item"].tolist() == [10, 20, 30] and "Another" not in items["title"].iloc[1]

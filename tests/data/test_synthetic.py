@@ -87,9 +87,19 @@ def test_make_tiny_regenerates_the_committed_files(
     out, books = tmp_path / "tiny", tmp_path / "books"
     argv = ["scripts/make_tiny.py", "--out", str(out), "--books-out", str(books)]
     monkeypatch.setattr(sys, "argv", argv)
-    runpy.run_path(str(ROOT / "scripts" / "make_tiny.py"), run_name="__main__")
-    assert capsys.readouterr().out == ""
+    with pytest.raises(SystemExit) as ended:
+        runpy.run_path(str(ROOT / "scripts" / "make_tiny.py"), run_name="__main__")
+    assert ended.value.code == 0 and capsys.readouterr().out == ""
     committed = {out: TINY_FOLDER, books: ROOT / "data" / "books"}
     files = ((out, "ratings.csv"), (out, "movies.csv"), (books, "ratings.csv"), (books, "books.csv"))
     for folder, name in files:
         assert (folder / name).read_bytes() == (committed[folder] / name).read_bytes(), name
+    # A folder that cannot be made is one line and exit 2, not a traceback.
+    monkeypatch.setattr(sys, "argv", ["scripts/make_tiny.py", "--out", str(out / "ratings.csv" / "x")])
+    with pytest.raises(SystemExit) as ended:
+        runpy.run_path(str(ROOT / "scripts" / "make_tiny.py"), run_name="__main__")
+    assert ended.value.code == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: cannot write {out}/ratings.csv/x/ratings.csv: Not a directory"
+    )

@@ -15,6 +15,7 @@ from recsys.config import config_for
 from recsys.data.features import features_of, rows_for_new
 from recsys.errors import RecsysError
 from recsys.models import SVDPlusPlus, build_model
+from recsys.models.feature_coding import saved_codings
 from recsys.models.layers import split_pairs
 from recsys.studies.bag_cost import multi_hot
 from recsys.workflows.experiment import train_and_evaluate
@@ -209,8 +210,8 @@ def test_a_new_users_start_is_its_bag_of_features_and_the_bags_travel_in_the_sta
         model.implicit_factors.weight.normal_(generator=torch.Generator().manual_seed(5))
     table = model.implicit_factors.weight
     new = pd.DataFrame({"group": ["b"]}, index=["new"])
-    trained = pd.DataFrame({"group": ["a", "b", "a", "b"]}, index=pd.Index([0, 1, 2, 4], name="user"))
-    rows = rows_for_new(("side", "implicit"), trained, new, np.array(["new"]), [np.array([1, 5])], N_ITEMS)
+    codings = saved_codings(model, "user")
+    rows = rows_for_new(("side", "implicit"), codings, new, np.array(["new"]), [np.array([1, 5])], N_ITEMS)
     vectors, biases = model.feature_vectors(rows)
     torch.testing.assert_close(vectors[0], table[1] + (table[2 + 1] + table[2 + 5]) / 2**0.5)
     assert biases.tolist() == [0.0]
@@ -219,7 +220,7 @@ def test_a_new_users_start_is_its_bag_of_features_and_the_bags_travel_in_the_sta
     x = torch.tensor([[u, i] for u in range(N_USERS) for i in range(N_ITEMS)])
     torch.testing.assert_close(fresh(x), model(x))
     with pytest.raises(RecsysError, match="features where training had"):
-        model.feature_vectors(rows_for_new(("side",), trained, new, np.array(["new"])))
+        model.feature_vectors(rows_for_new(("side",), codings, new, np.array(["new"])))
 
 
 @pytest.mark.parametrize("engine", ["compiled", "autograd"])

@@ -16,6 +16,7 @@ from recsys.data.encoding import RatingTensors
 from recsys.data.features import features_of, rows_for_new
 from recsys.errors import RecsysError
 from recsys.models.bayes import BayesianFM
+from recsys.models.feature_coding import saved_codings
 from recsys.models.fold_in import fold_in
 from recsys.train.fm_gibbs import (
     START_SCALE,
@@ -122,7 +123,7 @@ def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> 
     new = pd.DataFrame({"group": ["a", "b"]}, index=["new a", "new b"])
     items = runs["side"].data.items.raw_ids
     kinds = dataset.item_features.loc[items, "kind"].to_numpy()
-    rows = rows_for_new(("side",), dataset.user_features, new, new.index.to_numpy())
+    rows = rows_for_new(("side",), saved_codings(model, "user"), new, new.index.to_numpy())
     scores = model.feature_scores(rows, torch.arange(len(items)))
     assert scores.shape == (2, len(items))
     for user, liked in ((0, "x"), (1, "y")):
@@ -132,7 +133,9 @@ def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> 
     # ratings, the ridge moves it from there toward them.
     placed = model.feature_vectors(rows)
     # Rows of other groups than training's (a changed file, or implicit feedback it never had): refused.
-    other = rows_for_new(("side", "implicit"), dataset.user_features, new, new.index.to_numpy(), n_others=60)
+    other = rows_for_new(
+        ("side", "implicit"), saved_codings(model, "user"), new, new.index.to_numpy(), n_others=60
+    )
     with pytest.raises(RecsysError, match="rows have 62 features where training had 2"):
         model.feature_vectors(other)
     nothing = [(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))] * 2
