@@ -467,7 +467,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
     from recsys.data.catalog import dataset_from_record
     from recsys.train.checkpoints import load_checkpoint
     from recsys.train.trainer import torch_threads_for
-    from recsys.workflows.experiment import recorded_data, train_and_evaluate
+    from recsys.workflows.experiment import check_model_fits_data, recorded_data, train_and_evaluate
     from recsys.workflows.run_folder import claim_run_folder
 
     lead = rank == 0  # under torchrun only rank 0 prints and writes the run folder
@@ -509,6 +509,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
         # The autograd engine on the CPU takes torch's one thread unless --threads asks for more.
         threads = args.threads if args.threads_typed or config.engine == "compiled" else None
         shown = threads or torch_threads_for(config, None) or args.threads
+        check_model_fits_data(dataset, config)  # before the header: a run that cannot start says only why
         if lead:
             print(
                 f"{config.model} on {dataset.name} ({len(dataset.ratings):,} "

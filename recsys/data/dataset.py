@@ -103,8 +103,9 @@ class RatingsDataset:
         return rating_unit(self.rating_scale)
 
 
-# The width of fastai's y_range (0, 5.5) for five stars: the scale every default was tuned on.
-FIVE_STAR_WIDTH = 5.5
+# Five stars' span from 0, which fastai's y_range (0, 5.5) stretches by a tenth: the scale every
+# default was tuned on.
+FIVE_STARS = 5.0
 
 
 def default_y_range(scale: tuple[float, float], margin: float = 0.1) -> tuple[float, float]:
@@ -117,9 +118,10 @@ def default_y_range(scale: tuple[float, float], margin: float = 0.1) -> tuple[fl
 
 def rating_unit(scale: tuple[float, float]) -> float:
     """How large ratings on `scale` are against five stars: 1 for 1-5 and 0.5-5, 2 for 1-10, 20 for
-    0-100. Training divides errors by it, so the tuned learning rates and penalties hold on any scale."""
-    low, high = default_y_range(scale)
-    return (high - low) / FIVE_STAR_WIDTH
+    0-100. Training divides errors by it, so the tuned learning rates and penalties hold on any scale.
+    The span default_y_range stretches by a tenth, from 0 (or the scale's negative end) to its top,
+    against five stars': the stretch, the same on both, is left out (0-100 is 20, not 110 / 5.5)."""
+    return (max(0.0, scale[1]) - min(0.0, scale[0])) / FIVE_STARS
 
 
 def check_ratings(ratings: pd.DataFrame, source: Path | str, scale: tuple[float, float]) -> None:

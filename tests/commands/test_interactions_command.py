@@ -109,6 +109,7 @@ def test_what_no_model_here_can_learn_from_is_one_line_and_exit_2(
     errors = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in ran.stderr
     assert re.search(message, errors[0]), errors[0]
+    assert " on events (" not in ran.stdout  # no header announcing a run that never starts
 
 
 def test_a_vast_weight_that_breaks_ials_is_named_as_the_datas_not_a_step_size(tmp_path: Path) -> None:

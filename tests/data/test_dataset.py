@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from movielens_files import WHOLE_RATINGS, check_dtypes, expected_ratings
 
-from recsys.data.dataset import RatingsDataset, check_ratings, ratings_frame
+from recsys.data.dataset import RatingsDataset, check_ratings, default_y_range, rating_unit, ratings_frame
 from recsys.errors import DataError
 
 
@@ -43,6 +43,20 @@ def test_default_y_range_is_fastais_zero_to_1_1_times_the_top(
 ) -> None:
     ds = RatingsDataset("x", expected_ratings(WHOLE_RATINGS), pd.DataFrame(), scale)
     assert ds.default_y_range == pytest.approx(y_range)
+
+
+@pytest.mark.parametrize(
+    ("scale", "unit"),
+    [((1.0, 5.0), 1.0), ((0.5, 5.0), 1.0), ((1.0, 10.0), 2.0), ((0.0, 100.0), 20.0), ((1.0, 7.0), 1.4),
+     ((-10.0, 10.0), 4.0), ((-5.0, -1.0), 1.0)],
+)  # fmt: skip
+def test_the_rating_unit_is_the_scales_size_against_five_stars_as_written(
+    scale: tuple[float, float], unit: float
+) -> None:
+    # Exactly: config.json shows it (20.000000000000004 for 0-100 had been read from 110 / 5.5).
+    assert rating_unit(scale) == unit
+    low, high = default_y_range(scale)
+    assert (high - low) / 5.5 == pytest.approx(unit)  # the y_range's width against fastai's (0, 5.5)
 
 
 @pytest.mark.parametrize(
