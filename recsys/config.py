@@ -100,6 +100,10 @@ def _setting(default: Any, help: str, flag: str | None, **options: Any) -> Any:
     return dataclasses.field(default=default, metadata={"setting": Setting(help, flag, **options)})
 
 
+# The largest ials confidence weight: beyond it a confidence (1 + alpha x strength) swamps float32's
+# digits, and at 1e30 or 1e300 the fit diverged or learned nothing without a word.
+LARGEST_ALPHA = 1e9
+
 # The model a command trains when none is named and the data are interactions, which the default
 # (a rating model) refuses: the ranking model with the better lists on u1 (docs/benchmarks.md).
 RANKING_DEFAULT_MODEL = "ials"
@@ -298,6 +302,8 @@ class RunConfig:
         for name in ("lr", "init_scale", "alpha"):
             if not _is_number(positive := getattr(self, name)) or not 0 < positive < math.inf:
                 raise RecsysError(f"`{name}` must be positive and finite, got {positive!r}")
+        if self.alpha > LARGEST_ALPHA:  # float32 sums of confidence-weighted rows overflow, or lose the 1
+            raise RecsysError(f"`alpha` must be at most {LARGEST_ALPHA:g}, got {self.alpha!r}")
         for name in ("l2", "wd"):
             if not _is_number(strength := getattr(self, name)) or not 0 <= strength < math.inf:
                 raise RecsysError(f"`{name}` must be zero or positive and finite, got {strength!r}")

@@ -62,6 +62,13 @@ def test_config_rejects_values_no_run_can_use(field: str, value: Any, message: s
         config_for("dot", **{field: value})
 
 
+def test_an_ials_confidence_weight_past_float32s_digits_is_refused() -> None:
+    # 1e300 trained to a loss of 5e299 and a test NDCG of chance without a word; 1e30 diverged.
+    with pytest.raises(RecsysError, match=re.escape("`alpha` must be at most 1e+09, got 1e+300")):
+        config_for("ials", alpha=1e300)
+    assert config_for("ials", alpha=1e9).alpha == 1e9
+
+
 def test_split_settings_are_checked_where_the_split_uses_them() -> None:
     with pytest.raises(RecsysError, match="`test_n` must be at least 1, got 0"):
         config_for("dot", split="user-last", test_n=0)

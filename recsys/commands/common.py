@@ -65,6 +65,9 @@ class CommandParser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # argparse takes "-5" and "-0.5" for values, but "-1e6" for a flag (`--y-range -1e6 1e6` was
+        # "expected 2 arguments"): a number with an exponent is a value too. No flag here looks like one.
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$", re.IGNORECASE)
         if self.description and not self.prog.endswith(".py"):  # a console command: name it as typed
             self.description = re.sub(r"python scripts/\w+\.py", self.prog, self.description)
 

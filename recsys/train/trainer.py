@@ -516,6 +516,8 @@ EXTREME_RATING = 1e4
 # An initial scale this large, or a penalty whose step (lr x l2) shrinks a row by this much of itself
 # or more, is named beside the step size as a cause of a diverged loss (a step of 2 flips its sign).
 LARGE_INIT_SCALE, LARGE_PENALTY_STEP = 100.0, 1.0
+# An ials penalty this large is named before the data: the sums it weighs reach float32's range.
+LARGE_SOLVED_PENALTY = 1e15
 
 
 def _advice(config: RunConfig, train: RatingTensors) -> str:
@@ -535,8 +537,13 @@ def _advice(config: RunConfig, train: RatingTensors) -> str:
         )
     if config.init_scale >= LARGE_INIT_SCALE:
         return f"lower `init_scale` (now {config.init_scale:g}): the initial factors start far too large"
+    if config.engine == "autograd" and config.wd * config.lr >= LARGE_PENALTY_STEP:
+        decay = config.lr * config.wd
+        return f"lower `wd` (now {config.wd:g}): a step's weight decay shrinks a row by lr x wd = {decay:g}"
     if steps:
         return f"lower `lr` (now {config.lr})"
+    if model_entry(config.model).fit == "als" and config.l2 >= LARGE_SOLVED_PENALTY:
+        return f"lower `l2` (now {config.l2:g}): the sums it weighs leave float32's range"
     return "look for extreme values in the data (ratings, weights or features): it takes no steps"
 
 

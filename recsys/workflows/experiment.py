@@ -39,6 +39,7 @@ from recsys.models.base import RatingModel
 from recsys.models.bayes import BayesianFM
 from recsys.models.feature_coding import saved_codings
 from recsys.models.fold_in import FoldedUsers, fold_in
+from recsys.models.registry import model_entry
 from recsys.names import (
     CHECKPOINT_FILE,
     CHECKPOINT_SECONDS,
@@ -208,6 +209,7 @@ def fitted_config(
         config = dataclasses.replace(config, y_range=default_y_range(rating_scale))
     if config.rating_unit is None:
         config = dataclasses.replace(config, rating_unit=rating_unit(rating_scale))
+    _warn_of_a_range_that_cannot_fit(config, rating_scale)
     largest_batch = max(1, n_train * config.epochs // MIN_STEPS)
     if config.engine == "autograd" and config.batch_size > largest_batch:
         config = dataclasses.replace(config, batch_size=largest_batch)
@@ -460,16 +462,47 @@ def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit, dataset: Rating
 
 
 def warn_if_worse_than_mean(model: nn.Module, train: RatingTensors, train_mean: float, name: str) -> None:
-    """Warn when model `name` fits (a sample of) its training ratings worse than their mean does."""
+    """Warn when model `name` fits (a sample of) its training ratings worse than their mean does. The
+    causes differ (steps too large or too small, too few, a penalty too strong), so the settings to
+    look at are named, not one fix."""
     stride = max(1, len(train) // MEAN_CHECK_SAMPLE)
     x, y = train.x[::stride].cpu(), train.y[::stride].cpu()
     model_rmse = evaluate(model, RatingTensors(x, y))["rmse"]
     mean_rmse = float(torch.sqrt(torch.mean((y - train_mean) ** 2)))
     if model_rmse > mean_rmse > 0:  # every rating alike: the mean is all there is to fit
         warnings.warn(
-            f"{name} fits its training ratings worse than their mean does (RMSE "
-            f"{model_rmse:.4f} against {mean_rmse:.4f}); train longer (`epochs`) or lower `l2`",
+            f"{name} fits its training ratings worse than their mean does (RMSE {model_rmse:.4f} against "
+            f"{mean_rmse:.4f}); look at `lr` (too large overshoots, too small learns nothing), `epochs`, "
+            "`l2` and `init_scale`",
             stacklevel=3,
+        )
+
+
+# Rating units (recsys.data.dataset.rating_unit) within which the Bayesian models' autograd fit, whose
+# scores are linear in the ratings' own units, moves as its tuned steps were tuned to (five stars).
+LINEAR_SCORE_UNITS = (0.5, 2.0)
+
+
+def _warn_of_a_range_that_cannot_fit(config: RunConfig, scale: tuple[float, float]) -> None:
+    """Warn, before training, where the predictions cannot reach the ratings: a `y_range` given that
+    leaves out part of the rating scale, or a Bayesian model's autograd fit on a scale far from five
+    stars (its scores are in the ratings' units, and its steps and penalty were tuned on five
+    stars: measured on a 0-1000 scale, it stayed at the mean's error)."""
+    if config.y_range is not None and not config.ranks:
+        low, high = config.y_range
+        if low > scale[0] or high < scale[1]:
+            warnings.warn(
+                f"`y_range` ({low:g}, {high:g}) does not cover the ratings' scale {span_text(*scale)}: "
+                f"no prediction can leave it (leave `y_range` out for the data's {default_y_range(scale)})",
+                stacklevel=4,
+            )
+    unit, (least, most) = config.rating_unit or 1.0, LINEAR_SCORE_UNITS
+    if config.engine == "autograd" and model_entry(config.model).sampled and not least <= unit <= most:
+        warnings.warn(
+            f"{config.model}'s autograd engine scores in the ratings' own units with steps tuned on five "
+            f"stars, and on a scale of {span_text(*scale)} it barely leaves the mean: use its compiled "
+            "engine (a Gibbs sampler, the default), or ratings on a scale near 1-5",
+            stacklevel=4,
         )
 
 

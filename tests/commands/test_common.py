@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from recsys.commands import train as train_command
 from recsys.commands.common import (
     CommandParser,
     Terminated,
@@ -314,3 +315,9 @@ def test_a_console_command_names_itself_in_its_description() -> None:
         "Train: `recsys-train --model dotbias`."
     )
     assert CommandParser(prog="train.py", description=text).description == text
+
+
+@pytest.mark.parametrize("low", ["-1e6", "-1E-1", "-2.5e+3", "-0.5", "-5", "-.5"])
+def test_a_negative_value_with_an_exponent_is_a_value_not_a_flag(low: str) -> None:
+    # argparse's own reading took "-1e6" for an unknown flag: "--y-range: expected 2 arguments".
+    assert train_command.parse_args(["--y-range", low, "6"]).y_range == [float(low), 6.0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -186,6 +187,26 @@ def test_a_diverged_loss_names_a_vast_penalty_or_initial_scale_before_the_step_s
     """Once "lower `lr`" whatever had made the loss diverge."""
     config = config_for("dotbias", dataset="tiny", epochs=2, members=1, **settings)
     assert config.engine == "compiled" and config.lr == pytest.approx(0.035)
+    with pytest.raises(TrainingDiverged, match=advice):
+        fit_on(tiny_encoded, config)
+
+
+@pytest.mark.parametrize(
+    ("settings", "advice"),
+    [
+        ({"model": "dot", "engine": "autograd", "wd": 1e6}, r"lower `wd` \(now 1e\+06\): .* lr x wd = 2100"),
+        (
+            {"model": "ials", "l2": 1e30},
+            r"lower `l2` \(now 1e\+30\): the sums it weighs leave float32's range",
+        ),
+    ],
+)
+def test_a_diverged_loss_names_weight_decay_or_the_solved_penalty_not_the_data(
+    tiny_encoded: EncodedSplit, settings: dict[str, Any], advice: str
+) -> None:
+    """Once "lower `lr`" for a vast `wd`, and "look for extreme values in the data" for ials' `l2`."""
+    config = config_for(dataset="tiny", epochs=1, **settings)
+    assert config.engine == ("autograd" if "wd" in settings else "compiled")
     with pytest.raises(TrainingDiverged, match=advice):
         fit_on(tiny_encoded, config)
 

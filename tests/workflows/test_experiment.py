@@ -95,6 +95,24 @@ def test_a_model_worse_than_the_mean_is_warned_about(tiny: RatingsDataset) -> No
         train_and_evaluate(tiny, config_for("dotbias", dataset="tiny"), progress=False)
 
 
+def test_predictions_that_cannot_reach_the_ratings_are_warned_about_before_training(
+    tiny: RatingsDataset,
+) -> None:
+    narrow = config_for("dotbias", dataset="tiny", epochs=1, y_range=(2.9, 3.1))
+    with pytest.warns(UserWarning, match=r"`y_range` \(2.9, 3.1\) does not cover the ratings' scale 1-5"):
+        prepare(tiny, narrow)
+    # bpmf's autograd fit scores in the ratings' units: on 0-1000 its five-star steps leave it at the mean.
+    hundreds = dataclasses.replace(
+        tiny, ratings=tiny.ratings.assign(rating=tiny.ratings["rating"] * 200), rating_scale=(200.0, 1000.0)
+    )
+    with pytest.warns(UserWarning, match="bpmf's autograd engine scores in the ratings' own units"):
+        prepare(hundreds, config_for("bpmf", engine="autograd", dataset="tiny"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepare(hundreds, config_for("bpmf", dataset="tiny"))  # the Gibbs sampler keeps to any scale
+        prepare(tiny, config_for("bpmf", engine="autograd", dataset="tiny"))
+
+
 def test_a_time_group_of_one_day_per_user_is_warned_about() -> None:
     """Ratings without timestamps are numbered by row, as seconds: a few thousand of them are one day,
     so each user's bin is the user's own, which the user's bias already is."""
