@@ -192,7 +192,7 @@ class RunConfig:
     alpha: float = _setting(
         1.0,
         "ials: an interaction's confidence is 1 + alpha x its strength (its count; for ratings, 1 + the "
-        "rating less the relevance threshold); every other cell's is 1",
+        "rating less the relevance threshold, in five-star units); every other cell's is 1",
         "--alpha",
         engines=COMPILED,
         estimator=False,  # RatingRegressor predicts ratings: it trains no ranking model

@@ -12,7 +12,8 @@ place it (`starts`), and the ridge corrects that start.
 
 A ranking model's scores are no ratings: its new user is one row of implicit ALS instead (as the
 `implicit` library recalculates a user), fitted to every item, 1 for those rated at or above
-`relevant` and 0 elsewhere, a positive weighing 1 + RANKING_ALPHA * (1 + rating - relevant).
+`relevant` and 0 elsewhere, a positive weighing 1 + RANKING_ALPHA * (1 + (rating - relevant) / the
+rating unit), as training weighs it (recsys.train.interactions.positives).
 """
 
 from collections.abc import Sequence
@@ -118,13 +119,15 @@ def fold_in(
     regularization: float = REGULARIZATION,
     relevant: float | None = None,
     starts: tuple[Tensor, Tensor] | None = None,
+    rating_unit: float | None = None,
 ) -> FoldedUsers:
     """Fit a new user to each (inner item indices, ratings) pair of `ratings_of_users`, with the
     model's item side fixed. A user with no ratings gets a zero vector and bias: the bias-only cold
     start, the items ranked by their own terms. For a ranking model a rating at or above `relevant`
     (None: any) is a positive. `starts`: each user's vector and bias before its ratings (a model that
     `uses_features`: what its features say, BayesianFM.feature_vectors), which the ridge then
-    corrects, so a user with no ratings is placed by its features alone."""
+    corrects, so a user with no ratings is placed by its features alone. `rating_unit`: the size of the
+    ratings against five stars (RunConfig's; None: 1), by which a ranking model's positives weigh."""
     if not regularization > 0:
         raise ValueError(f"regularization must be positive, got {regularization!r}")
     pairs = member_forms(rating_model(model))  # another module is a TypeError naming it
@@ -153,7 +156,7 @@ def fold_in(
             if member.ranks:
                 floor = held if held is not None else float(rated.min()) if len(rated) else 0.0
                 positive = rated >= floor
-                strengths = 1 + rated[positive] - floor
+                strengths = 1 + (rated[positive] - floor) / (rating_unit or 1.0)
                 rows.append(_implicit_row(item_vectors, items[positive], strengths, regularization))
                 continue
             targets = member.unsquash(rated) - item_bias[items]

@@ -69,10 +69,17 @@ def _unique_by_user(
 
 
 def positives(
-    train: RatingTensors, relevant: float, n_users: int, n_items: int, *, choices: bool = False
+    train: RatingTensors,
+    relevant: float,
+    n_users: int,
+    n_items: int,
+    *,
+    choices: bool = False,
+    rating_unit: float = 1.0,
 ) -> Positives:
-    """The pairs of `train` whose value reaches `relevant`, each with its strength (1 + value -
-    relevant); with `choices`, every other pair too, at strength 0 (a rating below the threshold
+    """The pairs of `train` whose value reaches `relevant`, each with its strength (1 + (value -
+    relevant) / rating_unit: on any rating scale as on five stars; 1 for interactions' counts); with
+    `choices`, every other pair too, at strength 0 (a rating below the threshold
     still says the user chose the item). A pair given twice counts once, at its larger strength. No
     pair reaching `relevant`, or pairs kept of one user only, is an error: nothing to rank, or no one
     to learn from but the user ranked."""
@@ -85,7 +92,7 @@ def positives(
             "(`relevant`, set from the ratings' scale): a ranking model has no positive to learn from"
         )
     keep = slice(None) if choices else reaching
-    strengths = np.where(reaching[keep], 1 + values[keep] - relevant, 0.0).astype(np.float32)
+    strengths = np.where(reaching[keep], 1 + (values[keep] - relevant) / rating_unit, 0.0).astype(np.float32)
     by_user = _unique_by_user(x[keep, 0], x[keep, 1].astype(np.int32), strengths, n_users, n_items)
     if np.count_nonzero(np.diff(by_user.starts)) < 2:
         raise RecsysError(
@@ -160,7 +167,14 @@ class RankingEpochs:
         self.model, self.config, self.tables = model, config, tables
         n_users, n_items = len(tables.user_factors), len(tables.item_factors)
         relevant = 1.0 if config.relevant is None else config.relevant
-        self.positives = positives(train, relevant, n_users, n_items, choices=self.reads_choices)
+        self.positives = positives(
+            train,
+            relevant,
+            n_users,
+            n_items,
+            choices=self.reads_choices,
+            rating_unit=config.rating_unit or 1.0,
+        )
         self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed, config.epochs)
         self.epoch = 0  # the last run: what the watch judges
 

@@ -185,7 +185,11 @@ def compare_models(
     ranking = rank_models(trained, data, threshold, seed)
     curves = {
         name: fold_in_curve(
-            model, data, threshold, starts=_starts(model, results[name].config, dataset, len(data.items))
+            model,
+            data,
+            threshold,
+            starts=_starts(model, results[name].config, dataset, len(data.items)),
+            rating_unit=results[name].config.rating_unit,
         )
         for name, model in trained.items()
         if name not in BASELINES and member_forms(model) is not None
@@ -243,7 +247,14 @@ def _feature_group_rows(
             )
         )
         starts = _starts(run.model, run.config, dataset, len(run.data.items))
-        curve = fold_in_curve(run.model, run.data, threshold, ratings_known=COLD_START, starts=starts)
+        curve = fold_in_curve(
+            run.model,
+            run.data,
+            threshold,
+            ratings_known=COLD_START,
+            starts=starts,
+            rating_unit=run.config.rating_unit,
+        )
         cold = {f"cold_{n}": rmse for n, rmse in zip(COLD_START, curve["rmse"], strict=False)}
         rows.append({"model": name, "features": features or "ids", "rmse": run.test["rmse"], **cold})
     return rows

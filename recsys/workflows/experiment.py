@@ -207,8 +207,8 @@ def fitted_config(
         check_relevant(config.relevant, rating_scale)
     if config.y_range is None and not config.ranks:
         config = dataclasses.replace(config, y_range=default_y_range(rating_scale))
-    if config.rating_unit is None:
-        config = dataclasses.replace(config, rating_unit=rating_unit(rating_scale))
+    if config.rating_unit is None:  # interactions' counts and weights are on no star scale: 1
+        config = dataclasses.replace(config, rating_unit=1.0 if implicit else rating_unit(rating_scale))
     _warn_of_a_range_that_cannot_fit(config, rating_scale)
     largest_batch = max(1, n_train * config.epochs // MIN_STEPS)
     if config.engine == "autograd" and config.batch_size > largest_batch:
@@ -290,7 +290,9 @@ def placed_users(
     (`rated`, inner indices) place it: a cold start from what they are."""
     starts = new_user_starts(model, config, table, users, rated, n_items)
     nothing = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))
-    return fold_in(model, [nothing] * len(users), relevant=config.relevant, starts=starts)
+    return fold_in(
+        model, [nothing] * len(users), relevant=config.relevant, starts=starts, rating_unit=config.rating_unit
+    )
 
 
 def _test_counts(split: Split, data: EncodedSplit) -> str:

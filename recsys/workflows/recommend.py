@@ -350,7 +350,8 @@ def recommend_from_ratings(
     placed = new_user_starts(
         model, checkpoint.config, dataset.user_features, None, [known.numpy()], len(checkpoint.items)
     )
-    folded = fold_in(model, rated_as, relevant=checkpoint.config.relevant, starts=placed)
+    config = checkpoint.config
+    folded = fold_in(model, rated_as, relevant=config.relevant, starts=placed, rating_unit=config.rating_unit)
     predicted = folded.scores(torch.tensor([0]))[0].numpy()
     candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]

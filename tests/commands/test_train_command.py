@@ -426,8 +426,8 @@ def test_help_shows_each_models_real_defaults(capsys: pytest.CaptureFixture[str]
         "bfm 0.02]" in text
     )
     assert (
-        "its count; for ratings, 1 + the rating less the relevance threshold); every other cell's is 1 "
-        "[default: 3]" in text
+        "its count; for ratings, 1 + the rating less the relevance threshold, in five-star units); "
+        "every other cell's is 1 [default: 3]" in text
     )
 
 

@@ -1,6 +1,8 @@
 """The ranking fits (`bpr`, `ials`) end to end: a planted ranking recovered, the same model on any
 number of threads, and data they cannot learn from refused in one line."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,12 +10,14 @@ import torch
 from scipy.stats import spearmanr
 
 from recsys.config import config_for, model_for
+from recsys.data.catalog import load_dataset
 from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.data.encoding import RatingTensors
 from recsys.data.synthetic import synthetic_interactions
 from recsys.errors import RecsysError
 from recsys.evaluation.ranking import evaluate_ranking, ranking_task
 from recsys.evaluation.scorers import constant_scorer, model_scorer
+from recsys.models.fold_in import fold_in
 from recsys.train import bpr
 from recsys.train.interactions import positives
 from recsys.train.trainer import fit
@@ -123,6 +127,39 @@ def test_a_positive_is_a_pair_reaching_the_threshold_with_its_graded_strength() 
     assert found.by_user.others.tolist() == [1, 0, 2]  # a user's items ascending; the 3 is no positive
     assert found.by_user.strengths.tolist() == [2.0, 1.5, 1.0]  # 1 + value - 4; a repeat keeps its best
     assert found.by_item.starts.tolist() == [0, 1, 2, 3] and found.by_item.others.tolist() == [1, 0, 1]
+
+
+@pytest.mark.parametrize("model", ["ials", "bpr"])
+def test_a_ranking_model_trains_alike_on_any_rating_scale(model: str) -> None:
+    """Strengths are in rating units: ratings twice as large (2-10, threshold 8) once weighed ials'
+    positives 1 + 10 - 8 = 3 where five stars weigh 2, so `alpha` meant another thing on each scale.
+    A folded-in new user is weighed as training weighs the known ones."""
+    stars = load_dataset("tiny")
+    doubled = dataclasses.replace(
+        stars, ratings=stars.ratings.assign(rating=stars.ratings["rating"] * 2), rating_scale=(2.0, 10.0)
+    )
+    runs = [
+        train_and_evaluate(data, config_for(model, dataset="tiny", epochs=3), progress=False)
+        for data in (stars, doubled)
+    ]
+    assert runs[1].config.rating_unit == 2.0 and runs[1].config.relevant == 8.0
+    for ours, theirs in zip(runs[0].model.parameters(), runs[1].model.parameters(), strict=True):
+        assert torch.equal(ours, theirs)
+    # The lists, and every metric that counts relevant items; the graded NDCG's gain is the rating's own.
+    assert {key: value for key, value in runs[0].test.items() if "graded" not in key} == {
+        key: value for key, value in runs[1].test.items() if "graded" not in key
+    }
+    items = torch.tensor([3, 7, 11])
+    folded = [
+        fold_in(
+            run.model,
+            [(items, torch.tensor([5.0, 4.0, 2.0]) * scale)],
+            relevant=run.config.relevant,
+            rating_unit=run.config.rating_unit,
+        )
+        for run, scale in zip(runs, (1, 2), strict=True)
+    ]
+    assert torch.equal(folded[0].scores(torch.tensor([0])), folded[1].scores(torch.tensor([0])))
 
 
 def test_a_value_equal_to_a_threshold_float32_cannot_hold_is_a_positive() -> None:
