@@ -678,9 +678,10 @@ def _ranking_section(
             f"For the {first.attrs.get('users', 0):,} test users with at least 20 training {pairs}, all but "
             "their first n (by time) are hidden; each is folded into the trained model from those n "
             "(a ridge regression for the user's vector and bias, the items fixed; a ranking model's user "
-            f"is one row of implicit ALS) and scored on their test {pairs}. At n = 0 a model with item "
-            "biases ranks by them (the bias-only cold start); one without ties every item, so its n = 0 "
-            "row says nothing. `trained` is the model that saw all of them."
+            f"is one row of implicit ALS) and scored on their test {pairs}. At n = 0 a model with a bias "
+            "of its own per item ranks by them (the bias-only cold start); one without (its biases, if "
+            "any, implied by the user's vector: `linear`, `embproj`) ties every item, so its n = 0 row "
+            "says nothing. `trained` is the model that saw all of them."
         )
         featured = [
             name for name in comparison.fold_in if rating_model(comparison.models[name]).uses_features
