@@ -172,13 +172,14 @@ def config_from_args(
     args: argparse.Namespace,
     dataset: str,
     device: str,
-    default_split: str = DEFAULTS.split,
+    default_split: str | None = None,
     *,
     implicit: bool = False,
 ) -> RunConfig:
     """The run's config from the flags, over the --config file's settings where one is given (unset
-    training settings take the model's tuned defaults; the split, `default_split`: the dataset's; the
-    model, the default for ratings or, where the data are `implicit`, for interactions)."""
+    training settings take the model's tuned defaults; the split, `default_split`: the dataset's, None
+    before the data are read (ml-100k's u1, else random: a split flag is then checked against a split
+    named); the model, the default for ratings or, where the data are `implicit`, for interactions)."""
     settings = config_file_values(args.config) if args.config is not None else {}
     engine = args.engine if args.engine not in (None, "auto") else settings.pop("engine", None)
     named = args.model or settings.get("model")
@@ -205,8 +206,10 @@ def config_from_args(
     from_file = set(settings) - given
     settings.update(flags)
     named_by = "--split" if "split" in flags else "--config" if "split" in settings else "the dataset's"
-    settings.setdefault("split", default_split)
-    _refuse_unread_split_flags(args, settings["split"], named_by)
+    if default_split is not None or "split" in settings:
+        settings.setdefault("split", default_split)
+        _refuse_unread_split_flags(args, settings["split"], named_by)
+    settings.setdefault("split", DEFAULTS.split)
     try:
         return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
     except RecsysError as error:

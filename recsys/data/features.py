@@ -297,7 +297,7 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
     aliases = _id_aliases(side)
     id_column = next((name for name in names if normalised(name) in aliases), names[0])
     other = "item" if side == "user" else "user"
-    if normalised(id_column) in _id_aliases(other) and normalised(id_column) not in aliases:
+    if normalised(id_column) in ALIASES[other] and normalised(id_column) not in aliases:  # not "id"
         # The ids would be taken for the other side's wherever the two share numbers (1..n both).
         raise DataError(
             f"{path}: its id column {id_column!r} names {other}s, but it was given as the {side} features"

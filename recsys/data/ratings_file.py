@@ -402,11 +402,13 @@ def _unaligned(line: str) -> str:
 
 def _is_aligned(lines: list[str]) -> bool:
     """Whether the sample lines are columns lined up by runs of spaces: no one separator splits them
-    alike, but runs of spaces do (into 2 or more fields), and no quote or tab makes a space data."""
+    alike, but runs of spaces do (into 2 or more fields) on every line or all but one (which the
+    reader then names), and no quote or tab makes a space data."""
     if _consistent_separator(lines) is not None or any('"' in line or "\t" in line for line in lines):
         return False
-    counts = {len(_unaligned(line).split(" ")) for line in lines}
-    return len(counts) == 1 and counts.pop() >= 2
+    counts = [len(_unaligned(line).split(" ")) for line in lines]
+    usual = max(set(counts), key=counts.count)
+    return usual >= 2 and counts.count(usual) >= len(counts) - (1 if len(counts) >= 3 else 0)
 
 
 def _separator(lines: list[str], path: Path) -> str:

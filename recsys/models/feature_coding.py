@@ -33,7 +33,7 @@ def saved_codings(module: nn.Module, side: str) -> tuple[ColumnCoding, ...] | No
 
 
 def register_codings(module: nn.Module) -> None:
-    """Empty digests, buffers of `module` (filled by `set_codings`, or by a checkpoint's)."""
+    """Empty codings and rows digests, buffers of `module` (filled by `set_codings`, or by a checkpoint's)."""
     for name in CODING_BUFFERS:
         module.register_buffer(name, torch.zeros(0, dtype=torch.uint8))
 

@@ -11,8 +11,8 @@ from recsys.errors import RecsysError
 
 # A header line with the payload's size and SHA-256 precedes torch.save's bytes. The format counts up
 # when a model's saved state changes (4: svdpp's bags, the feature models' coding digests; 5: bfm's
-# time group; 6: its bins, a user-day each).
-CHECKPOINT_FORMAT = 7
+# time group; 6: its bins, a user-day each; 8: the feature models' codings themselves, not a digest).
+CHECKPOINT_FORMAT = 8
 HEADER = re.compile(rb"recsys-checkpoint (\d+) size=(\d+) sha256=([0-9a-f]{64})\n")
 HEADER_START = b"recsys-checkpoint "
 

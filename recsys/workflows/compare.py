@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from recsys.config import READS_TIME, RunConfig, config_for, reads_features
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors
-from recsys.data.synthetic import PlantedTruth, SyntheticConfig, make_synthetic
+from recsys.data.synthetic import PlantedTruth, SyntheticConfig, make_synthetic, synthetic_interactions
 from recsys.evaluation.baselines import DampedBias, fit_damped_bias, global_mean
 from recsys.evaluation.biases import learned_biases
 from recsys.evaluation.fold_in_curve import fold_in_curve
@@ -152,7 +152,7 @@ def compare_models(
     ]
     for config in configs:  # every model's refusal (the data, the split, its lists) before any trains
         prepare(dataset, config)
-    _load_kernels(configs)
+    _load_kernels(configs, dataset.implicit)
     for config in configs:
         name = config.model
         result = train_and_evaluate(dataset, config, progress=progress)
@@ -261,11 +261,12 @@ def _feature_group_rows(
 WARM_UP_DATA = SyntheticConfig(n_users=40, n_items=30, n_ratings=400)
 
 
-def _load_kernels(configs: Sequence[RunConfig]) -> None:
+def _load_kernels(configs: Sequence[RunConfig], implicit: bool) -> None:
     """Each compiled model's kernels loaded (from numba's disk cache, else compiled) before any clock:
     in a fresh install ials' first fit took 16 s against 0.05 s once compiled, and the report's
-    seconds are training time. Two epochs of a few ratings take each fit's paths."""
-    small = make_synthetic(WARM_UP_DATA)[0]
+    seconds are training time. Two epochs of a few ratings (or interactions, as the data are) take
+    each fit's paths."""
+    small = (synthetic_interactions(40, 30, per_user=10) if implicit else make_synthetic(WARM_UP_DATA))[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # what these few ratings say of a model is not the user's data
         for config in configs:

@@ -275,6 +275,8 @@ def described_users(
     a model that reads side features (bfm; svdpp with `side`)."""
     if table is None or not model.uses_features or "side" not in feature_groups(config.features):
         return np.zeros(len(users), dtype=bool)
+    if saved_codings(model, "user") is None:  # trained without a user table: a row of one says nothing
+        return np.zeros(len(users), dtype=bool)
     return np.asarray(pd.Index(users).isin(table.index), dtype=bool)
 
 

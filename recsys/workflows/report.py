@@ -601,7 +601,7 @@ def _listed(names: Sequence[str]) -> str:
 
 
 def _codes_user_features(model: nn.Module) -> bool:
-    """Whether `model` was trained on users' side features (its digest of their coding is kept)."""
+    """Whether `model` was trained on users' side features (it keeps how they were coded)."""
     coding = getattr(rating_model(model), "user_feature_coding", None)
     return coding is not None and len(coding) > 0
 

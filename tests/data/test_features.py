@@ -361,6 +361,9 @@ def test_a_feature_file_of_the_other_side_is_refused(tmp_path: Path) -> None:
         DataError, match="id column 'userId' names users, but it was given as the item features"
     ):
         read_feature_file(users, "item")
+    plain = tmp_path / "plain.csv"  # "id" names either side's ids
+    plain.write_text("id,age\n1,20\n2,30\n")
+    assert read_feature_file(plain, "user").index.tolist() == [1, 2]
 
 
 def test_a_short_line_of_a_two_column_feature_file_is_named(tmp_path: Path) -> None:

@@ -103,6 +103,10 @@ def test_columns_aligned_by_runs_of_spaces_read_as_one_separator(line_end: str, 
     bad = write(tmp_path / "bad.txt", line_end.join([*lines, "   dee  978-4        x   104"]) + line_end)
     with pytest.raises(DataError, match="rating 'x' on line 6 is not a number"):
         load_ratings(bad)
+    # One line of another width in a short file: still aligned, and that line named.
+    odd = write(tmp_path / "odd.txt", line_end.join([*lines[:3], lines[3] + " 7", *lines[4:]]) + line_end)
+    with pytest.raises(DataError, match="line 4 has 5 fields; expected 4, separated by runs of spaces"):
+        load_ratings(odd)
 
 
 def test_parquet_reads_the_same_table_and_keeps_its_types(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import (
     MIN_STEPS,
     SCORING_TORCH_THREADS,
+    described_users,
     fitted_config,
     prepare,
     recorded_data,
@@ -111,6 +112,13 @@ def test_predictions_that_cannot_reach_the_ratings_are_warned_about_before_train
         warnings.simplefilter("error")
         prepare(hundreds, config_for("bpmf", dataset="tiny"))  # the Gibbs sampler keeps to any scale
         prepare(tiny, config_for("bpmf", engine="autograd", dataset="tiny"))
+
+
+def test_a_model_trained_without_a_user_table_places_no_new_user_by_one(tiny: RatingsDataset) -> None:
+    # It would place every new user alike (no side block to code) while saying it placed them.
+    run = train_and_evaluate(tiny, config_for("bfm", dataset="tiny", epochs=4), progress=False)
+    table = pd.DataFrame({"job": ["a", "b"]}, index=pd.Index([9001, 9002], name="user"))
+    assert not described_users(run.model, run.config, table, np.array([9001, 9002])).any()
 
 
 def test_a_time_group_of_one_day_per_user_is_warned_about() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
+from recsys.models.feature_coding import coding_bytes
 from recsys.workflows.compare import Comparison
 from recsys.workflows.report import write_report
 
@@ -193,7 +193,7 @@ def test_fold_in_says_which_models_start_new_users_from_their_side_features(
     """Only a model trained on users' side features starts a new user from them: svdpp by default
     reads the items each user rated alone, and the feature-group table points up to the fold-in."""
     bfm = copy.deepcopy(tiny_comparison.models["bfm"])
-    bfm.user_feature_coding = torch.ones(8, dtype=torch.uint8)  # as a run on a users' table keeps it
+    bfm.user_feature_coding = coding_bytes("[]")  # as a run on a users' table keeps its codings
     described = dataclasses.replace(tiny_comparison, models={**tiny_comparison.models, "bfm": bfm})
     text = write_report(described, tmp_path).read_text()
     fold_in = text.split("(fold-in)")[1].split("##")[0]
