@@ -206,10 +206,10 @@ def config_from_args(
     from_file = set(settings) - given
     settings.update(flags)
     named_by = "--split" if "split" in flags else "--config" if "split" in settings else "the dataset's"
-    if default_split is not None or "split" in settings:
-        settings.setdefault("split", default_split)
-        _refuse_unread_split_flags(args, settings["split"], named_by)
-    settings.setdefault("split", DEFAULTS.split)
+    split = settings.get("split", default_split)
+    if split is not None:  # None: the dataset's, not known before the data are read
+        _refuse_unread_split_flags(args, split, named_by)
+    settings["split"] = split or DEFAULTS.split
     try:
         return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
     except RecsysError as error:

@@ -142,10 +142,9 @@ def _find_local(variant: Variant, data_dir: Path | None) -> Path | None:
         if (root / variant.folder / ratings_file).is_file():
             return _check_manifest(root / variant.folder)
         if os.path.lexists(root / variant.folder):  # a damaged copy is named, never passed over
-            what = "a folder without its" if (root / variant.folder).is_dir() else "not a folder holding"
             raise DataError(
-                f"{root / variant.folder} (in ${DATA_ROOT_ENV}) is {what} {ratings_file}, not a whole copy; "
-                f"restore it, or unset ${DATA_ROOT_ENV}"
+                f"{_not_a_copy(root / variant.folder, ratings_file, f' (in ${DATA_ROOT_ENV})')}; restore it, "
+                f"or unset ${DATA_ROOT_ENV}"
             )
     # The cache is recsys' own: whatever is in the copy's place is checked before any download.
     return _cached_copy(cache_root() / variant.folder, ratings_file)
@@ -168,11 +167,16 @@ def _cached_copy(folder: Path, marker: str) -> Path | None:
 def _not_ours(folder: Path, marker: str) -> DataError:
     """The error for a file or folder without `marker` where recsys would put a copy: copies are
     renamed into place whole, so it is not one recsys made, and is kept."""
-    what = "a folder without its" if folder.is_dir() else "not a folder holding"
     return DataError(
-        f"{folder} is {what} {marker}, not a whole copy, and recsys replaces nothing it cannot tell is "
-        f"its own; move it away to unpack the dataset there, or set ${CACHE_ENV} to another folder"
+        f"{_not_a_copy(folder, marker)}, and recsys replaces nothing it cannot tell is its own; move it "
+        f"away to unpack the dataset there, or set ${CACHE_ENV} to another folder"
     )
+
+
+def _not_a_copy(folder: Path, marker: str, where: str = "") -> str:
+    """What is at `folder` (`where`: which setting put it there), where a copy holding `marker` should be."""
+    what = "a folder without its" if folder.is_dir() else "not a folder holding"
+    return f"{folder}{where} is {what} {marker}, not a whole copy"
 
 
 def _data_roots() -> list[Path]:

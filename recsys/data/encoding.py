@@ -8,6 +8,7 @@ models' tables. Test ratings whose user or item never appears in training cannot
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -213,6 +214,16 @@ def as_held(threshold: float) -> float:
     """A rating threshold as the ratings are held (float32), to compare them with: a rating of 7.7,
     held as 7.6999998, is at or above a threshold of 7.7."""
     return float(np.float32(threshold))
+
+
+Held = TypeVar("Held", np.ndarray, Tensor)
+
+
+def positive_strength(values: Held, threshold: float, rating_unit: float) -> Held:
+    """How strongly ratings at or above a relevance `threshold` say the user likes the item, as the
+    ranking models weigh them (training and fold-in alike): 1 at the threshold, one more per five-star
+    unit above it, so that a 10 of ten weighs as a 5 of five (interactions' counts: unit 1)."""
+    return 1 + (values - threshold) / rating_unit
 
 
 def encode_split(split: Split, with_times: bool = False) -> EncodedSplit:

@@ -444,9 +444,11 @@ def read_users(folder: Path, layout: str) -> pd.DataFrame | None:
     if sep == "::":  # pandas' C parser takes one character: the fields hold no ':' of their own
         _check_text(path, "latin-1")
         with path.open(encoding="latin-1") as file:
-            numbered = [(number, line.rstrip("\n").split("::")) for number, line in enumerate(file, 1)]
-        rows = [row for _, row in numbered if "".join(row).strip()]
-        short = next((number for number, row in numbered if "".join(row).strip() and len(row) != 5), None)
+            numbered = [
+                (number, line.rstrip("\n").split("::")) for number, line in enumerate(file, 1) if line.strip()
+            ]
+        rows = [row for _, row in numbered]
+        short = next((number for number, row in numbered if len(row) != 5), None)
         if short is not None:
             raise DataError(f"{path}: line {short} is not {fields}")
         raw = pd.DataFrame(rows)[[0, 2, 1, 3, 4]].set_axis(range(5), axis=1)

@@ -249,6 +249,7 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         first_line = lines[0] if joined is None else lines[0].replace(sep, joined)
         shown = joined or sep
         raise DataError(f"{path}: `sep` {shown!r} does not split its first line ({first_line[:60]!r})")
+    sep = sep or _consistent_separator(lines)
     aligned = sep is None and _is_aligned(lines)
     if aligned:
         sep, lines = " ", [_unaligned(line) for line in lines]
@@ -400,28 +401,31 @@ def _unaligned(line: str) -> str:
     return ALIGNING.sub(" ", line.strip(" "))
 
 
+def _width_of_all_but_one(widths: list[int]) -> int:
+    """The number of fields of every sample line, or of all but one of three or more (the reader then
+    names that line); 0 where none is that common."""
+    usual = max(set(widths), key=widths.count)
+    return usual if widths.count(usual) >= len(widths) - (1 if len(widths) >= 3 else 0) else 0
+
+
 def _is_aligned(lines: list[str]) -> bool:
-    """Whether the sample lines are columns lined up by runs of spaces: no one separator splits them
-    alike, but runs of spaces do (into 2 or more fields) on every line or all but one (which the
-    reader then names), and no quote or tab makes a space data."""
-    if _consistent_separator(lines) is not None or any('"' in line or "\t" in line for line in lines):
+    """Whether sample lines that no one separator splits alike are columns lined up by runs of
+    spaces: runs of spaces split them (into 2 or more fields), and no quote or tab makes a space data."""
+    if any('"' in line or "\t" in line for line in lines):
         return False
-    counts = [len(_unaligned(line).split(" ")) for line in lines]
-    usual = max(set(counts), key=counts.count)
-    return usual >= 2 and counts.count(usual) >= len(counts) - (1 if len(counts) >= 3 else 0)
+    return _width_of_all_but_one([len(_unaligned(line).split(" ")) for line in lines]) >= 2
 
 
 def _separator(lines: list[str], path: Path) -> str:
-    """The first separator that splits every sample line into the same number (2 or more) of fields,
-    else the first that splits the first line into 3 or more."""
-    if (sep := _consistent_separator(lines)) is not None:
-        return sep
-    for sep in SEPARATORS:  # lines disagree: trust the first, and let the reader name the odd line
+    """The separator of sample lines that no one separator splits alike: the first that splits the
+    first line into 3 or more fields, else (two columns, a line short) the first that splits all lines
+    but one into two; the reader then names the odd line."""
+    for sep in SEPARATORS:
         if len(_fields(lines[0], sep)) >= 3:
             return sep
-    for sep in SEPARATORS:  # two columns, a line short: the separator of every other line
+    for sep in SEPARATORS:
         widths = [len(_fields(line, sep)) for line in lines]
-        if widths[0] == 2 and widths.count(2) >= len(widths) - 1 >= 2:
+        if widths[0] == 2 and _width_of_all_but_one(widths) == 2:
             return sep
     if "::" in lines[0]:
         raise DataError(

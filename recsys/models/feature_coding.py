@@ -29,7 +29,7 @@ def coding_bytes(coding: str) -> Tensor:
 def saved_codings(module: nn.Module, side: str) -> tuple[ColumnCoding, ...] | None:
     """How `module` coded `side`'s side-feature columns in training; None where it read no table."""
     saved = getattr(module, f"{side}_feature_coding")
-    return codings_from_text(bytes(saved.tolist()).decode()) if len(saved) else None
+    return codings_from_text(saved.numpy().tobytes().decode()) if len(saved) else None
 
 
 def register_codings(module: nn.Module) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from recsys.data.encoding import as_held
+from recsys.data.encoding import as_held, positive_strength
 from recsys.errors import RecsysError
 from recsys.models.base import BilinearForm, RatingModel, mean_of_forms, member_forms, rating_model
 
@@ -156,7 +156,7 @@ def fold_in(
             if member.ranks:
                 floor = held if held is not None else float(rated.min()) if len(rated) else 0.0
                 positive = rated >= floor
-                strengths = 1 + (rated[positive] - floor) / (rating_unit or 1.0)
+                strengths = positive_strength(rated[positive], floor, rating_unit or 1.0)
                 rows.append(_implicit_row(item_vectors, items[positive], strengths, regularization))
                 continue
             targets = member.unsquash(rated) - item_bias[items]

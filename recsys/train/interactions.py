@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from recsys.config import RunConfig
-from recsys.data.encoding import RatingTensors, as_held
+from recsys.data.encoding import RatingTensors, as_held, positive_strength
 from recsys.errors import RecsysError
 from recsys.evaluation.ranking import evaluate_ranking, ranking_task
 from recsys.evaluation.scorers import model_scorer
@@ -77,8 +77,7 @@ def positives(
     choices: bool = False,
     rating_unit: float = 1.0,
 ) -> Positives:
-    """The pairs of `train` whose value reaches `relevant`, each with its strength (1 + (value -
-    relevant) / rating_unit: on any rating scale as on five stars; 1 for interactions' counts); with
+    """The pairs of `train` whose value reaches `relevant`, each with its `positive_strength`; with
     `choices`, every other pair too, at strength 0 (a rating below the threshold
     still says the user chose the item). A pair given twice counts once, at its larger strength. No
     pair reaching `relevant`, or pairs kept of one user only, is an error: nothing to rank, or no one
@@ -92,7 +91,8 @@ def positives(
             "(`relevant`, set from the ratings' scale): a ranking model has no positive to learn from"
         )
     keep = slice(None) if choices else reaching
-    strengths = np.where(reaching[keep], 1 + (values[keep] - relevant) / rating_unit, 0.0).astype(np.float32)
+    strengths = np.where(reaching[keep], positive_strength(values[keep], relevant, rating_unit), 0.0)
+    strengths = strengths.astype(np.float32)
     by_user = _unique_by_user(x[keep, 0], x[keep, 1].astype(np.int32), strengths, n_users, n_items)
     if np.count_nonzero(np.diff(by_user.starts)) < 2:
         raise RecsysError(

@@ -161,22 +161,25 @@ def _check_rankable(dataset: RatingsDataset) -> None:
     """Refuse data a ranking model cannot learn from, before it is split: one pair (every event the
     same), one user (nobody else to learn from) or one item (nothing to rank)."""
     ratings = dataset.ratings
+    if len(ratings) == 0:
+        return
     what = "interactions" if dataset.implicit else "ratings"
-    if len(ratings) == 1:
-        user, item = ratings["user"].iloc[0], ratings["item"].iloc[0]
+    # Compared with the first, not counted (unique): a command checks this before its run's header.
+    user, item = ratings["user"].iloc[0], ratings["item"].iloc[0]
+    one_user, one_item = bool((ratings["user"] == user).all()), bool((ratings["item"] == item).all())
+    if one_user and one_item:
         raise RecsysError(
             f"{dataset.name}: every one of its {what} is the same pair (user {user}, item {item}); a ranking "
             "model needs many users' interactions with many items"
         )
-    users, items = ratings["user"].unique(), ratings["item"].unique()
-    if len(users) == 1:
+    if one_user:
         raise RecsysError(
-            f"{dataset.name}: all of its {what} are user {users[0]}'s; a ranking model learns what to "
+            f"{dataset.name}: all of its {what} are user {user}'s; a ranking model learns what to "
             f"recommend to a user from other users (give {what} of two or more users)"
         )
-    if len(items) == 1:
+    if one_item:
         raise RecsysError(
-            f"{dataset.name}: all of its {what} are with item {items[0]}; there is nothing to rank it "
+            f"{dataset.name}: all of its {what} are with item {item}; there is nothing to rank it "
             f"against (give {what} with two or more items)"
         )
 
@@ -273,9 +276,13 @@ def described_users(
 ) -> np.ndarray:
     """Which of raw `users`, new to the model, it can place by their row of the user feature `table`:
     a model that reads side features (bfm; svdpp with `side`)."""
-    if table is None or not model.uses_features or "side" not in feature_groups(config.features):
-        return np.zeros(len(users), dtype=bool)
-    if saved_codings(model, "user") is None:  # trained without a user table: a row of one says nothing
+    # A model trained without a user table (no codings) has nothing a row of one could say.
+    if (
+        table is None
+        or not model.uses_features
+        or "side" not in feature_groups(config.features)
+        or saved_codings(model, "user") is None
+    ):
         return np.zeros(len(users), dtype=bool)
     return np.asarray(pd.Index(users).isin(table.index), dtype=bool)
 
