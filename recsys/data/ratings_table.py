@@ -107,15 +107,17 @@ def latest_of_each_pair(ratings: pd.DataFrame) -> np.ndarray:
 def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
     """Ids as int64 when every one is an integer (or text spelling one exactly), else as strings
     without spaces around them; a missing id is an error."""
-    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":  # no gaps: nothing to check
-        if column.dtype.kind == "i" or len(column) == 0 or column.max() < INT64_LIMIT:
-            return column.to_numpy(dtype=np.int64)
-        return column.astype(str).to_numpy(dtype=object)  # uint64 past int64: kept as spelled
-    missing = column.isna().to_numpy()
-    if missing.any():
-        raise DataError(f"{source}: missing {kind} id on {where(int(np.flatnonzero(missing)[0]))}")
+    gapless = isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu"  # nothing to check
+    if not gapless:
+        missing = column.isna().to_numpy()
+        if missing.any():
+            raise DataError(f"{source}: missing {kind} id on {where(int(np.flatnonzero(missing)[0]))}")
     if pd.api.types.is_integer_dtype(column.dtype):
-        return column.to_numpy(dtype=np.int64)
+        # uint64 past int64 (numpy's, "UInt64" or Arrow's) is kept as spelled: int64 would wrap it round.
+        signed = pd.api.types.is_signed_integer_dtype(column.dtype)
+        if signed or len(column) == 0 or column.max() < INT64_LIMIT:
+            return column.to_numpy(dtype=np.int64)
+        return column.astype(str).to_numpy(dtype=object)
     if pd.api.types.is_float_dtype(column.dtype):  # integers beside a gap read as floats
         values = column.to_numpy(dtype=np.float64)
         if whole_numbers(values).all():

@@ -1117,6 +1117,17 @@ def test_a_frame_keeps_its_ids_types_and_reads_its_times() -> None:
         RatingsDataset.from_frame(frame, rating_scale=(1, 4))
 
 
+@pytest.mark.parametrize("dtype", ["UInt64", "uint64[pyarrow]"])
+def test_a_frames_nullable_unsigned_ids_past_int64_keep_their_spelling(dtype: str) -> None:
+    # Regression: pandas' and Arrow's uint64 ids of 2**63 and more wrapped round to negative int64 ids,
+    # as numpy's did not.
+    big = pd.array([2**63 + 1, 5], dtype=dtype)
+    frame = pd.DataFrame({"user": big, "item": [1, 2], "rating": [1.0, 2.0]})
+    assert RatingsDataset.from_frame(frame).ratings["user"].tolist() == ["9223372036854775809", "5"]
+    small = frame.assign(user=pd.array([3, 5], dtype=dtype))
+    assert RatingsDataset.from_frame(small).ratings["user"].tolist() == [3, 5]
+
+
 def test_a_frame_with_duplicates_keeps_the_latest() -> None:
     frame = pd.DataFrame({"user": [1, 1, 2], "item": [1, 1, 1], "rating": [5.0, 1.0, 3.0], "ts": [9, 3, 1]})
     with pytest.warns(UserWarning, match="the ratings frame: 1 duplicate"):
