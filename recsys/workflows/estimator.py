@@ -352,6 +352,8 @@ def _columns_checked(X: Any, timed: bool) -> Any:
         isinstance(value, bool | np.bool_) for row in X if isinstance(row, list | tuple) for value in row[:2]
     ):
         raise ValueError("X: true/false values in its (user, item) columns, not ids")
+    if isinstance(X, pd.DataFrame):
+        X = _integer_ids_kept(X)
     dtypes = getattr(X, "dtypes", None)
     for place, (name, dtype) in enumerate(
         (dtypes if isinstance(dtypes, pd.Series) else pd.Series(dtype=object)).items()
@@ -365,6 +367,27 @@ def _columns_checked(X: Any, timed: bool) -> Any:
             )
         elif pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
             raise ValueError(f"X: column {name!r} holds dates or durations ({dtype}), not ids")
+    return X
+
+
+def _integer_ids_kept(X: pd.DataFrame) -> pd.DataFrame:
+    """X with its columns of integer ids in numpy's int64 (object where uint64 ids pass int64): scikit-learn
+    turns pandas' and Arrow's nullable integers into floats, as numpy turns uint64 beside int64, and a float
+    past 2**53 no longer tells neighbouring ids apart. A column with a missing id is left to be named."""
+    recast = [
+        place
+        for place, dtype in enumerate(X.dtypes.iloc[:2])
+        if pd.api.types.is_integer_dtype(dtype)
+        and not (isinstance(dtype, np.dtype) and dtype.kind == "i")
+        and not X.iloc[:, place].isna().any()
+    ]
+    if not recast:
+        return X
+    X = X.copy()
+    for place in recast:
+        column = X.iloc[:, place]
+        fits = pd.api.types.is_signed_integer_dtype(column.dtype) or len(column) == 0 or column.max() < 2**63
+        X.isetitem(place, column.to_numpy(dtype=np.int64 if fits else object))
     return X
 
 

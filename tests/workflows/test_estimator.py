@@ -605,6 +605,23 @@ def test_unsigned_ids_past_int64_are_kept_as_text_not_wrapped() -> None:
     assert np.isfinite(fitted.predict(X)).all()
 
 
+@pytest.mark.parametrize("dtype", ["Int64", "int64[pyarrow]", "UInt64", "uint64[pyarrow]", "uint64"])
+def test_integer_ids_of_every_dtype_past_2_53_are_ids(dtype: str) -> None:
+    """Regression: scikit-learn made pandas' and Arrow's nullable integers floats (numpy made uint64
+    beside int64 floats), and ids past 2**53, integers as given, were refused as floats."""
+    users = np.array([2**60 + 1, 2**60 + 2] * 5)
+    X = pd.DataFrame({"user": users, "item": np.arange(10)})
+    y = np.arange(10) % 5 + 1.0
+    fitted = RatingRegressor(epochs=1, threads=1).fit(X.astype({"user": dtype}), y)
+    assert fitted.users_.raw_ids.tolist() == [2**60 + 1, 2**60 + 2]
+    plain = RatingRegressor(epochs=1, threads=1).fit(X, y)
+    assert np.array_equal(plain.predict(X.astype({"user": dtype})), plain.predict(X))
+    if dtype.lower().startswith("uint"):  # past int64 too: kept as text, as numpy's uint64 alone is
+        past_int64 = X.assign(user=pd.array(users.astype(np.uint64) + np.uint64(2**63), dtype=dtype))
+        fitted = RatingRegressor(epochs=1, threads=1).fit(past_int64, y)
+        assert fitted.users_.raw_ids.tolist() == [str(2**63 + 2**60 + 1), str(2**63 + 2**60 + 2)]
+
+
 def test_integer_ids_past_what_a_float_holds_are_named_as_such() -> None:
     """Beside a float column the ids become floats, which past 2**53 no longer tell ids apart."""
     X = pd.DataFrame({"user": np.array([2**60, 2**60 + 1] * 5), "item": np.arange(10.0)})
