@@ -157,8 +157,16 @@ def codings_from_text(text: str) -> tuple[ColumnCoding, ...]:
     )
 
 
+def _numbers(column: pd.Series) -> np.ndarray:
+    """Which of `column`'s values are numbers (or spell one). Text that does not is NaN after
+    to_numeric, which pyarrow's columns (`pd.ArrowDtype`) hold as a value, not as missing."""
+    if pd.api.types.is_numeric_dtype(column.dtype):
+        return column.notna().to_numpy(dtype=bool)
+    return ~np.isnan(pd.to_numeric(column, errors="coerce").to_numpy(np.float64, na_value=np.nan))
+
+
 def _is_numeric(column: pd.Series) -> bool:
-    return bool(pd.to_numeric(column, errors="coerce").notna().all())
+    return bool(_numbers(column).all())
 
 
 def _first_vast(numbers: pd.Series) -> int | None:
@@ -187,7 +195,7 @@ def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
                 ColumnCoding(str(name), None, float(numbers.mean()), spread if spread > 0 else 1.0)
             )
         else:
-            numbers = pd.to_numeric(column, errors="coerce").notna()
+            numbers = _numbers(column)
             if not labelled and numbers.mean() >= MOSTLY_NUMBERS:
                 odd, count = column[~numbers].iloc[0], int((~numbers).sum())
                 warnings.warn(
@@ -227,7 +235,7 @@ def side_blocks(table: pd.DataFrame, codings: Iterable[ColumnCoding], ids: np.nd
         values = found[coding.name]
         if coding.categories is None:
             values = pd.to_numeric(values, errors="coerce")
-            if values.isna().any() or np.isinf(values.to_numpy(np.float64)).any():
+            if not np.isfinite(values.to_numpy(np.float64, na_value=np.nan)).all():
                 raise RecsysError(
                     f"feature {coding.name!r} was a number in training; here it holds another value"
                 )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from recsys import config_for, load_dataset, train_and_evaluate
@@ -64,6 +65,18 @@ def test_columns_are_coded_as_numbers_or_categories() -> None:
     new = pd.DataFrame({"age": [30.0], "genres": ["Western|War"]}, index=[11])
     (_, unseen) = side_blocks(new, (age, genres), np.array([11]))
     assert unseen.columns.tolist() == [2] and unseen.values.tolist() == [1.0]
+
+
+def test_arrow_text_columns_are_coded_as_text_columns_are() -> None:
+    """Regression: pyarrow's to_numeric keeps text it cannot read as NaN, which is no missing value, so
+    a `pd.ArrowDtype` text column (`dtype_backend="pyarrow"`) was taken for numbers and failed inside
+    pandas ("Unable to parse string"), and an Arrow text value where training had numbers passed."""
+    plain = pd.DataFrame({"job": ["a", "b", "a"], "age": ["20", "30", "40"]}, index=[1, 2, 3])
+    arrow = plain.astype(pd.ArrowDtype(pa.string()))
+    assert check_feature_table(arrow, "user", "user_features") is arrow
+    assert column_codings(arrow) == column_codings(plain)
+    with pytest.raises(RecsysError, match="'age' was a number in training"):
+        side_blocks(arrow.assign(age=arrow["job"]), column_codings(plain), np.array([1]))
 
 
 def test_a_list_column_names_several_categories_as_a_bar_does(tmp_path: Path) -> None:
