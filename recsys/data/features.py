@@ -215,12 +215,18 @@ def column_codings(table: pd.DataFrame) -> tuple[ColumnCoding, ...]:
     return tuple(codings)
 
 
+def table_rows(table: pd.DataFrame, ids: np.ndarray) -> np.ndarray:
+    """The row of `table` (a feature table, indexed by raw id) of each of raw `ids`, -1 where it has
+    none. Text ids in one and numbers in the other meet as text, as the ratings' ids do."""
+    index, ids = pd.Index(table.index), np.asarray(ids)
+    if index.dtype != ids.dtype:
+        index, ids = index.astype(str), ids.astype(str)
+    return np.asarray(index.get_indexer(ids), dtype=np.int64)
+
+
 def side_blocks(table: pd.DataFrame, codings: Iterable[ColumnCoding], ids: np.ndarray) -> list[_Block]:
     """The side-feature entries of `ids` (raw ids, in encoded order), one block per column."""
-    index = pd.Index(table.index)
-    if index.dtype != np.asarray(ids).dtype:  # text ids in one table and numbers in the other
-        index, ids = index.astype(str), np.asarray(ids).astype(str)
-    place = index.get_indexer(ids)
+    place = table_rows(table, ids)
     rows = np.flatnonzero(place >= 0)
     found = table.iloc[place[rows]]
     # Columns are looked up by their codings' names, which are text: a table whose labels are numbers

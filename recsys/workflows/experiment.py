@@ -28,7 +28,7 @@ from recsys.config import (
 )
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit, span_text
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
-from recsys.data.features import FeatureRows, features_of, rows_for_new
+from recsys.data.features import FeatureRows, features_of, rows_for_new, table_rows
 from recsys.data.splits import Split, make_split
 from recsys.errors import DataError, RecsysError
 from recsys.evaluation.metrics import evaluate, evaluate_test
@@ -284,7 +284,7 @@ def described_users(
         or saved_codings(model, "user") is None
     ):
         return np.zeros(len(users), dtype=bool)
-    return np.asarray(pd.Index(users).isin(table.index), dtype=bool)
+    return table_rows(table, users) >= 0  # as training found their rows
 
 
 def placed_users(

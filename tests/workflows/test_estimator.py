@@ -705,3 +705,24 @@ def test_an_unseen_user_with_a_feature_row_is_predicted_from_it() -> None:
     with pytest.raises(ValueError, match="2000"):
         estimator.predict(pairs)
     assert len(estimator.predict(pairs.iloc[:4])) == 4
+
+
+def test_a_feature_table_indexed_by_text_places_unseen_integer_ids_as_training_read_it() -> None:
+    """Regression: fit matched a table indexed by "1000" to the integer user 1000 (ids meet as text),
+    but predict looked its new users up as they were, found none, and gave them all the training mean."""
+    planted = planted_side_features()
+    assert planted.user_features is not None and planted.item_features is not None
+    users = pd.concat([planted.user_features, pd.DataFrame({"group": ["a"]}, index=[1000])])
+    ratings = planted.ratings
+    estimator = RatingRegressor(
+        "bfm",
+        features="side",
+        epochs=30,
+        n_factors=4,
+        threads=1,
+        user_features=users.set_axis(users.index.astype(str)),
+    ).fit(ratings[["user", "item"]], ratings["rating"])
+    kinds = planted.item_features["kind"]
+    x_item, y_item = kinds.index[kinds == "x"][0], kinds.index[kinds == "y"][0]
+    a_x, a_y = estimator.predict(pd.DataFrame({"user": [1000, 1000], "item": [x_item, y_item]}))
+    assert a_x - a_y > 1.0
