@@ -238,13 +238,15 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         X = _columns_checked(X, timed)
         X = validate_data(self, X, dtype=None, ensure_all_finite=False, reset=False)
         (user_column, _), (item_column, _) = columns = _id_columns(X, timed)
-        (users, user_known), (items, item_known) = (
+        (users, user_known, user_id), (items, item_known, _) = (
             _lookup(id_map, column, kind)
             for id_map, (column, kind) in zip((self.users_, self.items_), columns, strict=True)
         )
         known = user_known & item_known
-        # Unseen, but placed by their features.
-        described = ~user_known & described_users(self.model_, self.config_, self.user_features, users)
+        # Unseen, but placed by their features (text beside integer ids is no id a row can name).
+        described = (
+            ~user_known & user_id & described_users(self.model_, self.config_, self.user_features, users)
+        )
         placed = user_known | described
         if self.unknown == "error" and not (placed & item_known).all():
             raise ValueError(self._unseen_message(user_column[~placed], item_column[~item_known]))
@@ -422,17 +424,18 @@ def _ids_given(values: np.ndarray, kind: str) -> np.ndarray:
     return numbers if integer.all() else pd.Series(values).astype(str).to_numpy(dtype=object)
 
 
-def _lookup(id_map: IdMap, values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """A column of ids as `id_map` keys them, and which of them it knows. Each id is looked up by
-    itself, whatever else is in its column: text that spells no integer is unknown to a map of
-    integers, and an integer is its text to a map of text."""
+def _lookup(id_map: IdMap, values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A column of ids as `id_map` keys them, which of them it knows, and which are ids of its type at
+    all. Each id is looked up by itself, whatever else is in its column: text that spells no integer
+    is unknown to a map of integers (its place holds 0, which is no id of its), and an integer is its
+    text to a map of text."""
     if id_map.integer_ids:
         integer, numbers = _integers(values, kind)
-        return numbers, integer & id_map.known(numbers)
+        return numbers, integer & id_map.known(numbers), integer
     ids = _ids_given(values, kind)
     if ids.dtype.kind in "iu":
         ids = ids.astype(str).astype(object)
-    return ids, id_map.known(ids)
+    return ids, id_map.known(ids), np.ones(len(ids), dtype=bool)
 
 
 def _integers(values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:

@@ -726,3 +726,16 @@ def test_a_feature_table_indexed_by_text_places_unseen_integer_ids_as_training_r
     x_item, y_item = kinds.index[kinds == "x"][0], kinds.index[kinds == "y"][0]
     a_x, a_y = estimator.predict(pd.DataFrame({"user": [1000, 1000], "item": [x_item, y_item]}))
     assert a_x - a_y > 1.0
+
+
+def test_text_beside_integer_user_ids_is_not_placed_by_the_feature_row_of_user_0() -> None:
+    """Regression: a text user ("u5") of a model of integer ids was looked up in user_features as 0,
+    its place's filler, and predicted from user 0's row (no error under unknown="error")."""
+    X = pd.DataFrame({"user": [1, 2, 3, 4] * 5, "item": [1, 2] * 10})
+    users = pd.DataFrame({"group": ["a", "a", "b", "a", "b"]}, index=[0, 1, 2, 3, 4])
+    estimator = RatingRegressor("bfm", features="side", epochs=2, threads=1, user_features=users)
+    estimator.fit(X, [1.0, 2.0, 4.0, 5.0] * 5)
+    assert estimator.predict(pd.DataFrame({"user": ["u5"], "item": [1]})).tolist() == [estimator.train_mean_]
+    estimator.set_params(unknown="error")
+    with pytest.raises(ValueError, match=r"user id\(s\) 'u5' \(fit saw 4 integer user ids\)"):
+        estimator.predict(pd.DataFrame({"user": ["u5", 0], "item": [1, 1]}))
