@@ -29,8 +29,14 @@ from recsys.config import (
 )
 from recsys.data.encoding import IdMap, RatingTensors
 from recsys.data.features import check_coverage, check_feature_table, features_of
-from recsys.data.ratings_table import INTEGER_TEXT, row_of_frame, warn_of_a_stray_end, whole_numbers
-from recsys.errors import RecsysError, plain_value
+from recsys.data.ratings_table import (
+    INTEGER_TEXT,
+    row_of_frame,
+    timestamps,
+    warn_of_a_stray_end,
+    whole_numbers,
+)
+from recsys.errors import DataError, RecsysError, plain_value
 from recsys.evaluation.metrics import fallback_rating, predict
 from recsys.models.bayes import BayesianFM
 from recsys.models.registry import model_entry, model_names
@@ -310,9 +316,16 @@ def _id_columns(X: np.ndarray, timed: bool = False) -> tuple[tuple[np.ndarray, s
 
 
 def _times(X: np.ndarray) -> np.ndarray:
-    """A validated X's third column, each rating's time in whole seconds since 1970; one that is no
-    finite number is an error naming its row."""
-    seconds = pd.to_numeric(pd.Series(X[:, 2]), errors="coerce").to_numpy(dtype=np.float64)
+    """A validated X's third column, each rating's time in whole seconds since 1970: numbers, or dates
+    as text, read as a ratings file's are; among numbers, one that is no finite number is an error
+    naming its row."""
+    column = pd.Series(X[:, 2])
+    seconds = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    if not np.isfinite(seconds).any():  # no number at all: dates written as text ("2024-05-01 10:00")
+        try:
+            return timestamps(column, len(column), "X", row_of_frame)
+        except DataError as error:
+            raise ValueError(str(error)) from None
     bad = np.flatnonzero(~np.isfinite(seconds))
     if bad.size:
         raise ValueError(

@@ -739,3 +739,17 @@ def test_text_beside_integer_user_ids_is_not_placed_by_the_feature_row_of_user_0
     estimator.set_params(unknown="error")
     with pytest.raises(ValueError, match=r"user id\(s\) 'u5' \(fit saw 4 integer user ids\)"):
         estimator.predict(pd.DataFrame({"user": ["u5", 0], "item": [1, 1]}))
+
+
+def test_times_written_as_dates_in_text_are_read_as_a_ratings_files_are() -> None:
+    """Regression: the docs promise "seconds since 1970, or dates", but a column of date text (a CSV
+    read without parse_dates) was refused as 'no number of seconds since 1970 (or date)'."""
+    seconds = np.array([0, 1, 2, 3] * 5) * 86_400 + 1_700_000_000
+    X = pd.DataFrame({"user": [1, 2, 3, 4] * 5, "item": [1, 2] * 10, "time": seconds})
+    y = [1.0, 2.0, 4.0, 5.0] * 5
+    timed = RatingRegressor("bfm", features="time", epochs=2, threads=1).fit(X, y)
+    text = X.assign(time=pd.to_datetime(seconds, unit="s").strftime("%d.%m.%Y %H:%M"))
+    as_text = RatingRegressor("bfm", features="time", epochs=2, threads=1).fit(text, y)
+    assert np.array_equal(as_text.predict(text), timed.predict(X))
+    with pytest.raises(ValueError, match=r"X: timestamp 'never' on row 2 is not a time"):
+        timed.predict(text.iloc[:2].assign(time=["14.11.2023 22:13", "never"]))
