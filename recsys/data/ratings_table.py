@@ -33,6 +33,8 @@ MAX_STEPPED_VALUES = 1000
 STEP_RESOLUTION = 1000  # steps are told to a thousandth of a rating
 ORDERS = (False, True)  # a date's day order: month first, day first (pandas' `dayfirst`)
 INT64_LIMIT = 2**63  # a count of seconds at or past it (either way) does not fit the int64 timestamps
+# A time of day alone, as text: "9:30", "21:00:05.25", "9:30 pm".
+TIME_OF_DAY = r"\s*\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?\s*([AaPp]\.?[Mm]\.?)?\s*"
 
 
 ITEM_COLUMNS = ["item", "title", "genres"]
@@ -265,11 +267,24 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
             neither = np.flatnonzero(~seconds & ~datelike)
             row = int(neither[0]) if neither.size else int(np.flatnonzero(seconds != seconds[0])[0])
             raise _not_a_time(column, row, source, where)
+        _refuse_times_of_day(column, source, where)
         times = _dates(column, source, where)
         neither = np.flatnonzero(pd.isna(times).to_numpy())
         if neither.size:
             raise _not_a_time(column, int(neither[0]), source, where)
     return (pd.DatetimeIndex(times).as_unit("s").asi8).astype(np.int64)
+
+
+def _refuse_times_of_day(column: pd.Series, source: str, where: Where) -> None:
+    """A time of day with no date ("10:30", datetime.time, Arrow's time64) is an error: pandas reads it
+    as that time today, so the order of the ratings, and a split by time, would change by the day."""
+    alone = np.flatnonzero(column.astype(str).str.fullmatch(TIME_OF_DAY).to_numpy(dtype=bool, na_value=False))
+    if alone.size:
+        row = int(alone[0])
+        raise DataError(
+            f"{source}: timestamp {str(column.iloc[row])[:40]!r} on {where(row)} is a time of day with no "
+            "date (expected seconds since 1970 or a date)"
+        )
 
 
 def _not_a_time(column: pd.Series, row: int, source: str, where: Where) -> DataError:
@@ -283,23 +298,28 @@ def _dates(column: pd.Series, source: str, where: Where) -> pd.Series:
     """Dates and times as UTC (NaT where a value is no date), in one day order for the whole column.
 
     Value by value, "13.01.2020" can only be day first and "05.02.2020" reads month first, so the
-    column's order is found first: ISO dates as they are; else the format guessed from the first
-    date, day first or month first, that reads every date; else (dates in more than one format, some
-    with times) the order in which every date part (before a space or "T") reads. Where two orders
-    read every date but differently, that is an error naming a date that tells them apart.
+    column's order is found first: ISO dates as they are; for the others, the format guessed from the
+    first of them, day first or month first, that reads them all; else (dates in more than one format,
+    some with times) the order in which every date part (before a space or "T") reads. Where two
+    orders read every date but differently, that is an error naming a date that tells them apart.
     """
     iso = _read_dates(column, date_format="ISO8601")
     if not iso.isna().any():
         return iso
     text = column.astype(str).str.strip()
-    month_first, day_first = (_read_dates(text, dayfirst=order, date_format="mixed") for order in ORDERS)
-    dates = (month_first.notna() | day_first.notna()).to_numpy()
-    if not dates.any() or iso.notna().to_numpy()[dates].all():
+    # An ISO date reads one way in either order (pandas' reader would swap its month and day when told
+    # the day comes first): only the other dates can tell the orders apart.
+    month_first, day_first = (
+        _read_dates(text, dayfirst=order, date_format="mixed").where(iso.isna(), iso) for order in ORDERS
+    )
+    # The dates not in ISO form: a format is guessed from them, and must read them all.
+    others = (month_first.notna() | day_first.notna()).to_numpy() & iso.isna().to_numpy()
+    if not others.any():
         return iso
-    whole = _one_format(text, dates, source, where)
+    whole = _one_format(text, others, source, where)
     if whole is not None:
-        return whole[1]
-    parts = _one_format(text.str.split(r"[ T]", n=1, regex=True).str[0], dates, source, where)
+        return whole[1].where(iso.isna(), iso)
+    parts = _one_format(text.str.split(r"[ T]", n=1, regex=True).str[0], others, source, where)
     if parts is not None:
         date_format = parts[0]
         return day_first if date_format.find("%d") < date_format.find("%m") else month_first

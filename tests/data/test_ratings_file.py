@@ -303,6 +303,8 @@ JAN_13, FEB_5, MAR_1, MAY_2 = 12 * DAY, 35 * DAY, 59 * DAY, 121 * DAY  # of 1970
         (["13.01.1970", "05.02.1970 00:01", "01.03.1970"], [JAN_13, FEB_5 + 60, MAR_1]),
         (["1970-01-13", "1970-02-05T00:00:00Z", "1970-03-01 00:00"], [JAN_13, FEB_5, MAR_1]),
         (["Jan 13 1970", "Feb 5 1970 00:01"], [JAN_13, FEB_5 + 60]),
+        # ISO dates read as ISO in either order; the others' order comes from the others alone
+        (["1970-01-13", "13.01.1970", "05.02.1970", "1970-03-01"], [JAN_13, JAN_13, FEB_5, MAR_1]),
     ],
 )
 def test_dates_are_read_in_one_day_order(dates: list[str], expected: list[int], tmp_path: Path) -> None:
@@ -316,6 +318,14 @@ def test_dates_no_value_tells_the_order_of_are_refused(dates: list[str], tmp_pat
     lines = "".join(f"{row},{row},{row + 1},{date}\n" for row, date in enumerate(dates))
     path = write(tmp_path / "r.csv", "user,item,rating,date\n" + lines)
     with pytest.raises(DataError, match=r"date '05.02.1970.*' on line 2 could be 05 February 1970 or 02 May"):
+        load_ratings(path)
+
+
+@pytest.mark.parametrize("time", ["10:30", "9:05:02 pm"])
+def test_a_time_of_day_without_a_date_is_refused(time: str, tmp_path: Path) -> None:
+    """pandas reads "10:30" as that time today: the order of the ratings would change by the day."""
+    path = write(tmp_path / "r.csv", f"user,item,rating,time\n1,1,2,{time}\n1,2,5,11:00\n")
+    with pytest.raises(DataError, match=f"timestamp '{time}' on line 2 is a time of day with no date"):
         load_ratings(path)
 
 
