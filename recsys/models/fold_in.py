@@ -19,6 +19,7 @@ rating unit), as training weighs it (recsys.train.interactions.positives).
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -106,6 +107,8 @@ def _check_ratings_of(user: int, items: Tensor, ratings: Tensor, n_items: int) -
         )
     if items.is_floating_point() or items.is_complex() or items.dtype == torch.bool:
         raise ValueError(f"{where}: item indices must be whole numbers, got {items.dtype}")
+    if items.dtype in (torch.uint16, torch.uint32, torch.uint64):  # torch has no min or max for these
+        items = torch.from_numpy(np.minimum(items.numpy(), np.iinfo(np.int64).max).astype(np.int64))
     if len(items) and not (int(items.min()) >= 0 and int(items.max()) < n_items):
         bad = int(items[(items < 0) | (items >= n_items)][0])
         raise ValueError(f"{where}: item index {bad} is outside the model's items 0..{n_items - 1}")

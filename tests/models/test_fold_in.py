@@ -274,6 +274,18 @@ def test_a_new_users_bad_items_or_ratings_are_refused_by_name(
         fold_in(make("dotbias", Y_RANGE), [(torch.tensor([0]), torch.tensor([4.0])), (items, ratings)])
 
 
+def test_unsigned_item_indices_are_indices() -> None:
+    """numpy's uint64 indices (torch has no min or max for them) fold in as int64 ones do, and one
+    past int64 is named as outside."""
+    model = make("dotbias", Y_RANGE)
+    ratings = np.array([5.0, 1.0])
+    unsigned = fold_in(model, [(np.array([0, 2], np.uint64), ratings)])
+    signed = fold_in(model, [(np.array([0, 2]), ratings)])
+    assert torch.equal(unsigned.scores(torch.tensor([0])), signed.scores(torch.tensor([0])))
+    with pytest.raises(ValueError, match="item index 9223372036854775807 is outside"):
+        fold_in(model, [(np.array([0, 2**64 - 1], np.uint64), ratings)])
+
+
 # --- models without a form --------------------------------------------------------------------------
 
 
