@@ -375,7 +375,9 @@ def check_unique_columns(frame: pd.DataFrame, source: str) -> None:
 
 
 def check_scale(scale: tuple[float, float] | None, source: str) -> None:
-    """A rating scale given by the user must be two finite numbers, the lower first."""
+    """A rating scale given by the user must be two finite numbers, the lower first, within float32's
+    range: ratings and the model's output range are held in float32, and an end beyond it (1e200) had
+    training fail with an overflow's traceback."""
     if scale is None:
         return
     two_numbers = (
@@ -386,6 +388,11 @@ def check_scale(scale: tuple[float, float] | None, source: str) -> None:
     if not (two_numbers and np.isfinite(scale).all() and scale[0] < scale[1]):
         shown = ",".join(f"{end:g}" for end in scale) if two_numbers else repr(scale)
         raise DataError(f"{source}: `rating_scale` {shown}: expected finite LO < HI")
+    if max(abs(float(end)) for end in scale) > FLOAT32_MAX:
+        raise DataError(
+            f"{source}: `rating_scale` {scale[0]:g},{scale[1]:g}: beyond {FLOAT32_MAX:.1e}, float32's "
+            "largest, in which ratings are held"
+        )
 
 
 def rating_scale(

@@ -276,6 +276,10 @@ BAD_CASES = [
     # Given as a flag, even at the autograd engine's default, it would be ignored: refused.
     pytest.param("compiled-bs", ["--dataset", "tiny", "--engine", "compiled", "--bs", "512"],
                  "--bs applies to --engine autograd only", id="compiled-engine-with-bs"),
+    # Finite, but beyond float32: training failed with an OverflowError's traceback.
+    pytest.param("scale-huge", ["--ratings", "data/books/ratings.csv", "--rating-scale", "0,1e200"],
+                 "--rating-scale 0,1e+200: beyond 3.4e+38, float32's largest",
+                 id="rating-scale-beyond-float32"),
 ]  # fmt: skip
 KEPT = b"an earlier run's file\n"
 
