@@ -465,18 +465,12 @@ class RunConfig:
 
     def _refuse_unread(self) -> None:
         """Refuse the settings this engine's fit has no use for (compiled or device)."""
-        entry = model_entry(self.model)
-        for name in unread(entry.fit):
-            if getattr(self, name) != _BASES[name]:
-                autograd = not entry.ranks and "autograd" in SETTINGS[name].engines
-                other = ", or use `engine` autograd" if autograd else ""
-                raise RecsysError(
-                    f"`{name}` has no effect on {self.model}'s {self.engine} engine, {FIT_NAMES[entry.fit]}; "
-                    f"leave it out{other}"
-                )
-        refuse_autograd_only(
-            {name for name in AUTOGRAD_ONLY if getattr(self, name) != _BASES[name]}, self.engine
-        )
+        refuse_unread(self._set_apart(), self.model, self.engine)
+        refuse_autograd_only(self._set_apart(), self.engine)
+
+    def _set_apart(self) -> set[str]:
+        """The settings whose value is not their base, the value where nothing sets them."""
+        return {name for name in SETTINGS if getattr(self, name) != _BASES[name]}
 
     def _check_autograd(self) -> None:
         """A ranking model trains on the compiled engine only; the autograd engine reads no setting
@@ -487,9 +481,7 @@ class RunConfig:
                 "`engine` autograd, `device` and the settings of the autograd engine (batches, optimizer, "
                 "schedule, `wd`, `sparse`)"
             )
-        for name, setting in SETTINGS.items():
-            if "autograd" not in setting.engines and getattr(self, name) != _BASES[name]:
-                raise RecsysError(f"`{name}` applies to `engine` compiled only")
+        refuse_unread(self._set_apart(), self.model, self.engine)
 
     @property
     def samples(self) -> bool:
@@ -548,6 +540,26 @@ def unread(fit: str) -> tuple[str, ...]:
     """The settings the compiled engine's `fit` does not read (a Gibbs sampler draws the priors'
     strength; implicit ALS has no learning rate; a ranking score has no y_range)."""
     return tuple(name for name, setting in SETTINGS.items() if fit in setting.unread_by)
+
+
+def refuse_unread(fields: set[str], model: str, engine: str) -> None:
+    """Setting one of `fields` that `model` on `engine` does not read is an error naming it (a RunConfig
+    refuses one set apart from its base; train.py one given as a flag at all, as a flag given at the
+    base would otherwise be taken and do nothing: `--alpha 1` on dotbias, where `--alpha 2` was refused)."""
+    if engine not in PER_RATING:  # the autograd engine reads every setting but the compiled engine's own
+        for name in SETTINGS:
+            if name in fields and "autograd" not in SETTINGS[name].engines:
+                raise RecsysError(f"`{name}` applies to `engine` compiled only")
+        return
+    entry = model_entry(model)
+    for name in unread(entry.fit):
+        if name in fields:
+            autograd = not entry.ranks and "autograd" in SETTINGS[name].engines
+            other = ", or use `engine` autograd" if autograd else ""
+            raise RecsysError(
+                f"`{name}` has no effect on {model}'s {engine} engine, {FIT_NAMES[entry.fit]}; "
+                f"leave it out{other}"
+            )
 
 
 def refuse_autograd_only(fields: set[str], engine: str) -> None:

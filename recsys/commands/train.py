@@ -40,6 +40,7 @@ from recsys.config import (
     default_model,
     default_threads,
     refuse_autograd_only,
+    refuse_unread,
     unread,
 )
 from recsys.data.split_settings import FRACTION_SPLITS, check_test_frac, check_test_n
@@ -211,7 +212,9 @@ def config_from_args(
         _refuse_unread_split_flags(args, split, named_by)
     settings["split"] = split or DEFAULTS.split
     try:
-        return config_for(model, engine=engine, dataset=dataset, device=device, **settings)
+        config = config_for(model, engine=engine, dataset=dataset, device=device, **settings)
+        refuse_unread(given, config.model, config.engine)  # RunConfig takes one at its base value
+        return config
     except RecsysError as error:
         # An error naming a setting the file gave: the user may never have typed its flag.
         if any(f"`{field}`" in str(error) for field in from_file):

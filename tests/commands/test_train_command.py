@@ -276,6 +276,12 @@ BAD_CASES = [
     # Given as a flag, even at the autograd engine's default, it would be ignored: refused.
     pytest.param("compiled-bs", ["--dataset", "tiny", "--engine", "compiled", "--bs", "512"],
                  "--bs applies to --engine autograd only", id="compiled-engine-with-bs"),
+    # A flag of a setting the run does not read, given at its base value, was taken and did nothing
+    # (where any other value was refused).
+    pytest.param("unread-at-base", ["--dataset", "tiny", "--alpha", "1"],
+                 "--alpha has no effect on dotbias's compiled engine", id="unread-flag-at-its-base-value"),
+    pytest.param("autograd-unread-at-base", ["--dataset", "tiny", "--engine", "autograd", "--alpha", "1"],
+                 "--alpha applies to --engine compiled only", id="compiled-only-flag-on-autograd"),
     # Finite, but beyond float32: training failed with an OverflowError's traceback.
     pytest.param("scale-huge", ["--ratings", "data/books/ratings.csv", "--rating-scale", "0,1e200"],
                  "--rating-scale 0,1e+200: beyond 3.4e+38, float32's largest",
