@@ -529,6 +529,14 @@ def _advice(config: RunConfig, train: RatingTensors) -> str:
     # Out of line with the rest, or so large that its squared error is beyond float32's range.
     if largest > EXTREME_RATING * max(float(magnitudes.median()), 1.0) or largest**2 > FLOAT32_MAX:
         return f"look for extreme values in the data: its largest training rating is {largest:g}"
+    # A range far beyond the ratings (`--y-range 0 1e10`, or the range of `--rating-scale 0,1e20`)
+    # diverges at any step size: its sigmoid's gradients alone leave float32's range.
+    if config.y_range is not None and max(map(abs, config.y_range)) > EXTREME_RATING * max(largest, 1.0):
+        low, high = config.y_range
+        return (
+            f"narrow `y_range` (now {low:g} to {high:g}; unless given, 1.1 x the rating scale's top): it "
+            f"reaches far beyond the largest training rating, {largest:g}"
+        )
     steps = config.engine == "autograd" or "lr" not in unread(model_entry(config.model).fit)
     if steps and config.l2 > 1 and config.lr * config.l2 >= LARGE_PENALTY_STEP:  # not lr's doing alone
         return (

@@ -282,6 +282,10 @@ BAD_CASES = [
                  "--alpha has no effect on dotbias's compiled engine", id="unread-flag-at-its-base-value"),
     pytest.param("autograd-unread-at-base", ["--dataset", "tiny", "--engine", "autograd", "--alpha", "1"],
                  "--alpha applies to --engine compiled only", id="compiled-only-flag-on-autograd"),
+    # Diverged at any step size; the advice had been to lower --lr, already 1e-9.
+    pytest.param("y-range-far",
+                 ["--dataset", "tiny", "--epochs", "1", "--lr", "1e-9", "--y-range", "0", "1e20"],
+                 "narrow --y-range (now 0 to 1e+20", id="y-range-far-beyond-the-ratings"),
     # Finite, but beyond float32: training failed with an OverflowError's traceback.
     pytest.param("scale-huge", ["--ratings", "data/books/ratings.csv", "--rating-scale", "0,1e200"],
                  "--rating-scale 0,1e+200: beyond 3.4e+38, float32's largest",
