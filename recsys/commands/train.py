@@ -182,8 +182,9 @@ def config_from_args(
     before the data are read (ml-100k's u1, else random: a split flag is then checked against a split
     named); the model, the default for ratings or, where the data are `implicit`, for interactions)."""
     settings = config_file_values(args.config) if args.config is not None else {}
-    engine = args.engine if args.engine not in (None, "auto") else settings.pop("engine", None)
-    named = args.model or settings.get("model")
+    file_engine, file_model = settings.pop("engine", None), settings.pop("model", None)
+    engine = args.engine if args.engine not in (None, "auto") else file_engine
+    named = args.model or file_model
     model = named or default_model(implicit)
     ranks = model in model_names() and model_entry(model).ranks
     shares_steps = device.startswith("cuda") and model in SHARES_DEVICE_STEPS
@@ -194,8 +195,6 @@ def config_from_args(
         for name in CONFIG_FLAGS.values()
         if name not in ("model", "dataset", "engine", "device") and (value := getattr(args, name)) is not None
     }
-    settings.pop("engine", None)
-    settings.pop("model", None)
     given = set(flags)
     # Typed as flags, they are checked whatever the split (RunConfig checks them where it uses them).
     if args.test_frac is not None:
@@ -205,6 +204,8 @@ def config_from_args(
     if engine in PER_RATING:  # a flag given at all, even at the autograd engine's default, would be ignored
         refuse_autograd_only(given, engine)
     from_file = set(settings) - given
+    if file_engine is not None and engine == file_engine:  # the file's, no --engine replaced it
+        from_file.add("engine")
     settings.update(flags)
     named_by = "--split" if "split" in flags else "--config" if "split" in settings else "the dataset's"
     split = settings.get("split", default_split)
@@ -263,6 +264,12 @@ def config_file_values(path: Path) -> dict[str, Any]:
         raise RecsysError(
             f"--config {path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(known)}"
         )
+    if "model" in values and values["model"] not in model_names():  # named as the file's, not a flag's
+        raise RecsysError(
+            f"--config {path}: unknown model {values['model']!r}; choose one of: {', '.join(model_names())}"
+        )
+    if values.get("engine") == "auto":  # as --engine auto: chosen for the model and device
+        del values["engine"]
     if isinstance(values.get("y_range"), list):
         values["y_range"] = tuple(values["y_range"])
     return values

@@ -365,6 +365,15 @@ def test_a_settings_file_that_names_no_members_takes_the_models_default(tmp_path
     assert train_command.config_from_args(args, "tiny", "cpu").members == 2  # the flag wins
 
 
+def test_a_settings_files_engine_auto_is_chosen_as_the_flags(tmp_path: Path) -> None:
+    """`--engine auto` is a flag's value, so a file's "auto" leaves the engine to be chosen, not an
+    unknown engine."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"engine": "auto", "lr": 0.05}))
+    args = train_command.parse_args(["--config", str(path)])
+    assert train_command.config_from_args(args, "tiny", "cpu").engine == "compiled"
+
+
 def test_auto_engine_under_torchrun_is_the_device_engines_on_a_gpu_for_dot_products_else_autograd(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

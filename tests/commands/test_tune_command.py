@@ -97,6 +97,14 @@ def test_the_command_that_trains_the_best_setting_again_names_the_same_data(tmp_
         ("train", ["--config", '{"epochs": 0}'], "--epochs must be at least 1, got 0 (with the settings of"),
         ("train", ["--config", "[1, 2]"], "expected a JSON object"),
         ("train", ["--config", '{"lr": -1}'], "--lr must be positive"),
+        # The file's model and engine are named as the file's: the user typed neither flag.
+        ("train", ["--config", '{"model": "nope"}'], "settings.json: unknown model 'nope'; choose one of"),
+        (
+            "train",
+            ["--config", '{"engine": "abc"}'],
+            "unknown --engine 'abc'; choose one of: compiled, "
+            "autograd, device (with the settings of --config",
+        ),
     ],
 )
 def test_bad_tuning_flags_and_config_files_are_one_line(
