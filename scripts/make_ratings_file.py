@@ -2,16 +2,15 @@
 default), as ratings.csv (MovieLens' header and columns) and ratings.parquet. Never committed:
 `python scripts/make_ratings_file.py /tmp/ratings --shape ml-25m`."""
 
-import argparse
 from pathlib import Path
 
 import benchmark
 
-from recsys.commands.common import run
+from recsys.commands.common import CommandParser, run
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = CommandParser(description=__doc__)  # a mistake in one `error:` line, as every command's
     parser.add_argument("folder", type=Path, help="where to write ratings.csv and ratings.parquet")
     parser.add_argument("--shape", choices=list(benchmark.SHAPES), default="ml-25m")
     args = parser.parse_args()

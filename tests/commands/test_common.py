@@ -321,3 +321,23 @@ def test_a_console_command_names_itself_in_its_description() -> None:
 def test_a_negative_value_with_an_exponent_is_a_value_not_a_flag(low: str) -> None:
     # argparse's own reading took "-1e6" for an unknown flag: "--y-range: expected 2 arguments".
     assert train_command.parse_args(["--y-range", low, "6"]).y_range == [float(low), 6.0]
+
+
+@pytest.mark.slow  # a subprocess each: their imports
+@pytest.mark.parametrize(
+    ("script", "args"),
+    [
+        ("make_tiny.py", ["--out"]),
+        ("make_ratings_file.py", []),
+        ("make_ratings_file.py", ["x", "--shape", "y"]),
+    ],
+)
+def test_the_sample_data_scripts_answer_a_bad_flag_in_one_line(script: str, args: list[str]) -> None:
+    """The scripts that write sample data parse with CommandParser too: argparse's own parser put a
+    usage block above its error."""
+    ran = subprocess.run(
+        [sys.executable, f"scripts/{script}", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 2
+    assert ran.stderr.startswith("error: ") and ran.stderr.count("\n") == 1, ran.stderr
+    assert ran.stderr.endswith(f"({script} --help lists the flags)\n")
