@@ -194,7 +194,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
         self.model_.cpu()
         self.train_mean_ = float(ratings.mean())
-        warn_if_worse_than_mean(self.model_, train, self.train_mean_, self.model)
+        warn_if_worse_than_mean(self.model_, train, self.train_mean_, config)
         return self
 
     def _config(self) -> RunConfig:

@@ -65,6 +65,9 @@ MIN_STEPS = 100
 SCORING_TORCH_THREADS = 1
 # Training ratings scored after a run to check it beats their mean (a stride through them).
 MEAN_CHECK_SAMPLE = 20_000
+# A `y_range` this many times wider than the training ratings is named when a model fits worse than
+# their mean: its sigmoid is nearly flat over them, so steps of any size barely move the predictions.
+WIDE_RANGE = 10.0
 
 
 @dataclass(frozen=True)
@@ -419,9 +422,7 @@ def train_and_evaluate(
             seconds = time.perf_counter() - start
             result = RunResult(config, model.cpu(), data, history, _test_scores(model, data, config), seconds)
             if not config.ranks and distributed_rank()[0] == 0:  # said once, not by every rank
-                warn_if_worse_than_mean(
-                    result.model, result.data.train, result.data.train_mean, result.config.model
-                )
+                warn_if_worse_than_mean(result.model, result.data.train, result.data.train_mean, config)
             if run_dir is not None:
                 metrics = result.metrics()
                 save_checkpoint(
@@ -472,19 +473,24 @@ def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit, dataset: Rating
         )
 
 
-def warn_if_worse_than_mean(model: nn.Module, train: RatingTensors, train_mean: float, name: str) -> None:
-    """Warn when model `name` fits (a sample of) its training ratings worse than their mean does. The
-    causes differ (steps too large or too small, too few, a penalty too strong), so the settings to
-    look at are named, not one fix."""
+def warn_if_worse_than_mean(
+    model: nn.Module, train: RatingTensors, train_mean: float, config: RunConfig
+) -> None:
+    """Warn when `config`'s model fits (a sample of) its training ratings worse than their mean does.
+    The causes differ (steps too large or too small, too few, a penalty too strong, a `y_range` whose
+    sigmoid is flat over the ratings), so the settings to look at are named, not one fix."""
     stride = max(1, len(train) // MEAN_CHECK_SAMPLE)
     x, y = train.x[::stride].cpu(), train.y[::stride].cpu()
     model_rmse = evaluate(model, RatingTensors(x, y))["rmse"]
     mean_rmse = float(torch.sqrt(torch.mean((y - train_mean) ** 2)))
     if model_rmse > mean_rmse > 0:  # every rating alike: the mean is all there is to fit
+        low, high = config.y_range or (0.0, 0.0)
+        wide = high - low > WIDE_RANGE * float(y.max() - y.min())
+        also = f", and `y_range` ({low:g}, {high:g}), far wider than the ratings" if wide else ""
         warnings.warn(
-            f"{name} fits its training ratings worse than their mean does (RMSE {model_rmse:.4f} against "
-            f"{mean_rmse:.4f}); look at `lr` (too large overshoots, too small learns nothing), `epochs`, "
-            "`l2` and `init_scale`",
+            f"{config.model} fits its training ratings worse than their mean does (RMSE {model_rmse:.4f} "
+            f"against {mean_rmse:.4f}); look at `lr` (too large overshoots, too small learns nothing), "
+            f"`epochs`, `l2` and `init_scale`{also}",
             stacklevel=3,
         )
 

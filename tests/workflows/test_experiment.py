@@ -89,8 +89,13 @@ def test_large_enough_data_keeps_the_tuned_batch(tiny: RatingsDataset) -> None:
 
 def test_a_model_worse_than_the_mean_is_warned_about(tiny: RatingsDataset) -> None:
     hopeless = config_for("dotbias", engine="autograd", dataset="tiny", epochs=1, lr=1e-6, y_range=(4.9, 5.0))
-    with pytest.warns(UserWarning, match="worse than their mean"):
+    with pytest.warns(UserWarning, match="worse than their mean") as caught:
         train_and_evaluate(tiny, hopeless, progress=False)
+    assert not any("far wider" in str(warning.message) for warning in caught)  # a range inside the scale
+    # A sigmoid stretched over 0..1000 is flat over 1-5: steps of any size barely move it.
+    stretched = config_for("dotbias", dataset="tiny", epochs=2, y_range=(0.0, 1000.0))
+    with pytest.warns(UserWarning, match=r"worse than their mean .*`y_range` \(0, 1000\), far wider"):
+        train_and_evaluate(tiny, stretched, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         train_and_evaluate(tiny, config_for("dotbias", dataset="tiny"), progress=False)
