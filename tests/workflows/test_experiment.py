@@ -7,6 +7,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -165,6 +168,30 @@ def test_torch_runs_on_one_thread_unless_asked_and_is_restored_after(
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.slow  # a fresh python per model (4 s each): numba's thread pool starts once in a process
+@pytest.mark.parametrize("model", ["bpmf", "ials"])
+def test_the_compiled_run_that_starts_numbas_threads_keeps_torch_on_one(model: str) -> None:
+    """numba's OpenMP pool, started by a process's first sampler or ALS run, set torch's threads to all
+    of numba's: bpmf's sums then split over the cores, and the first run in a process differed from
+    the next in the last bits."""
+    script = (
+        "import torch\n"
+        "from recsys import config_for, load_dataset, train_and_evaluate\n"
+        "torch.set_num_threads(2)\n"
+        "seen = []\n"
+        f"config = config_for({model!r}, dataset='tiny', epochs=2)\n"
+        "train_and_evaluate(load_dataset('tiny'), config, progress=False, threads=1,\n"
+        "                   on_epoch=lambda _: seen.append(torch.get_num_threads()))\n"
+        "print(seen, torch.get_num_threads())\n"
+    )
+    environment = {**os.environ, "NUMBA_NUM_THREADS": "2"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == f"[{SCORING_TORCH_THREADS}, {SCORING_TORCH_THREADS}] 2"
 
 
 def test_the_run_records_where_its_data_came_from(tiny: RatingsDataset, tmp_path: Path) -> None:
