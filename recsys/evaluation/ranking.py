@@ -114,7 +114,9 @@ class _Block:
 
     positions: slice  # the block's users as positions in task.users
     top: Tensor
-    gains: Tensor  # (b, n_items): each item's gain for each user, 0 where not relevant
+    gain_at: Tensor  # (b, k): the gain of each listed item, 0 where not relevant (or no item)
+    ideal_gains: Tensor  # (b, k): each user's k largest gains, highest first, then 0s
+    n_relevant: Tensor  # (b,): each user's relevant items
 
 
 def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> Iterator[_Block]:
@@ -133,43 +135,62 @@ def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> It
                 f"the scorer gave scores of shape {tuple(scores.shape)} for {b} users; expected ({b}, "
                 f"{n_items}): a score per item of the task"
             )
-        rows, items = _rows_of(task.rated_starts, task.rated_items, users)
-        excluded = torch.zeros(b * n_items, dtype=torch.bool)
-        excluded[rows * n_items + items] = True
-        # A candidate scored -inf still ranks, last, ahead of the items excluded (-inf here).
+        # A candidate scored -inf still ranks, last, ahead of the items excluded (-inf here). A copy:
+        # a scorer's scores may be its own (an expanded vector, a cached table).
         lowest = torch.finfo(scores.dtype).min
-        scores = scores.masked_fill(scores == -torch.inf, lowest).masked_fill(
-            excluded.view(b, n_items), -torch.inf
-        )
+        scores = torch.nan_to_num(scores, nan=torch.nan, posinf=torch.inf, neginf=lowest)
+        scores[_rows_of(task.rated_starts, task.rated_items, users)] = -torch.inf
         values, top = _best(scores, min(k, n_items))
         top = top.masked_fill(values == -torch.inf, -1)
         if k > n_items:  # a list longer than the catalogue ends in -1s, as one past the candidates does
             top = torch.cat([top, top.new_full((b, k - n_items), -1)], dim=1)
-        relevant_rows, relevant_items = _rows_of(
-            task.relevant_starts, task.relevant_items, torch.arange(positions.start, positions.stop)
-        )
-        gains = torch.zeros(b, n_items, dtype=torch.float64)
-        starts = task.relevant_starts
-        gains[relevant_rows, relevant_items] = task.relevant_gains[
-            starts[positions.start] : starts[positions.stop]
-        ]
-        yield _Block(positions, top, gains)
+        yield _Block(positions, top, *_gains(task, positions, top))
+
+
+def _gains(task: RankingTask, positions: slice, top: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """For the judged users at `positions` and their lists `top` (b, k): each listed item's gain, each
+    user's k largest gains, and how many items are relevant to each, from the task's relevant
+    entries alone (a (b, n_items) table of gains cost a sixth of a large catalogue's ranking)."""
+    b, k = top.shape
+    starts = task.relevant_starts
+    rows, items = _rows_of(starts, task.relevant_items, torch.arange(positions.start, positions.stop))
+    gains = task.relevant_gains[starts[positions.start] : starts[positions.stop]].double()
+    keys, order = torch.sort(rows * task.n_items + items)
+    wanted = torch.arange(b).unsqueeze(1) * task.n_items + top.clamp(min=0)
+    found = torch.searchsorted(keys, wanted).clamp(max=max(len(keys) - 1, 0))
+    listed = (top >= 0) & (keys[found] == wanted) if len(keys) else torch.zeros_like(top, dtype=torch.bool)
+    gain_at = torch.where(listed, gains[order][found] if len(keys) else 0.0, 0.0)
+    # Each user's gains highest first: by gain, then (stably) by user; each one's place in its row.
+    by_gain = torch.argsort(gains, descending=True, stable=True)
+    by_row = by_gain[torch.argsort(rows[by_gain], stable=True)]
+    n_relevant = starts[positions.start + 1 : positions.stop + 1] - starts[positions.start : positions.stop]
+    place = torch.arange(len(rows)) - (torch.cumsum(n_relevant, 0) - n_relevant)[rows[by_row]]
+    kept = place < k
+    ideal_gains = torch.zeros(b, k, dtype=torch.float64)
+    ideal_gains[rows[by_row][kept], place[kept]] = gains[by_row][kept]
+    return gain_at, ideal_gains, n_relevant
 
 
 def _best(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """Each row's k highest scores and their columns, best first, equal scores in column order: so
     a list's first k' items are the same whatever k >= k' is asked for (topk's choice among ties
     is not)."""
-    best = torch.topk(scores, k, dim=1).values
+    best, columns = torch.topk(scores, k, dim=1)
     # topk ranks NaN above every number, so a row holding one has it first: checked on k columns,
     # not on every score (a NaN is neither above nor tied with the k-th, and would leave no list).
     if bool(torch.isnan(best[:, 0]).any()):
         raise ValueError("the scorer gave NaN scores; a model whose weights hold NaN cannot rank")
     kth = best[:, -1:]
-    above, tied = scores > kth, scores == kth
-    room = k - above.sum(1, keepdim=True)  # the tied columns each row takes, lowest first
-    chosen = above | (tied & (torch.cumsum(tied, 1) <= room))
-    columns = chosen.nonzero()[:, 1].view(len(scores), k)  # in column order within each row
+    room = k - (best > kth).sum(1, keepdim=True)  # the places left to the scores tied with the k-th
+    # Where more scores tie with the k-th than there are places, topk chose among them as it liked:
+    # those rows take the tied columns lowest first.
+    crowded = ((scores == kth).sum(1, keepdim=True) > room).squeeze(1).nonzero().squeeze(1)
+    if len(crowded):
+        some, some_kth = scores[crowded], kth[crowded]
+        tied = some == some_kth
+        chosen = (some > some_kth) | (tied & (torch.cumsum(tied, 1) <= room[crowded]))
+        columns[crowded] = chosen.nonzero()[:, 1].view(len(crowded), k)
+    columns = columns.sort(dim=1).values
     values = scores.gather(1, columns)
     order = torch.argsort(values, dim=1, descending=True, stable=True)
     return values.gather(1, order), columns.gather(1, order)
@@ -223,10 +244,9 @@ def evaluate_ranking(
     shown_popularity = dict.fromkeys(ks, 0.0)
     for block in _blocks(scorer, task, width, block_entries):
         valid = block.top >= 0
-        gain_at = block.gains.gather(1, block.top.clamp(min=0)) * valid
+        gain_at, ideal_gains = block.gain_at, block.ideal_gains
         hits = (gain_at > 0).double()
-        n_relevant = (block.gains > 0).sum(1).double()
-        ideal_gains = torch.topk(block.gains, width, dim=1).values
+        n_relevant = block.n_relevant.double()
         ranks = torch.arange(1, hits.shape[1] + 1, dtype=torch.float64)
         for k in ks:
             shown_k = min(k, task.n_items)  # the places a list of k can fill

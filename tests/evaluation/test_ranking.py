@@ -13,6 +13,7 @@ from torch import Tensor
 from recsys.data.encoding import RatingTensors
 from recsys.evaluation.ranking import (
     RankingTask,
+    _best,
     evaluate_ranking,
     gini,
     ranking_task,
@@ -428,6 +429,22 @@ def test_ties_are_broken_by_item_so_a_list_does_not_depend_on_the_longest_k() ->
     assert top_lists(flat, found, 40)[0, :3].tolist() == [1, 2, 3]
     short, long = evaluate_ranking(flat, found, ks=(2,)), evaluate_ranking(flat, found, ks=(2, 40))
     assert short["precision@2"] == long["precision@2"] == pytest.approx(1 / 2)
+
+
+@pytest.mark.parametrize("k", [1, 3, 7, 30])
+def test_each_list_is_its_rows_best_by_score_then_item_whatever_ties_topk_meets(k: int) -> None:
+    """Scores of few values tie within the list, at its k-th place (more of them than places, or as
+    many) and below it; some rows have fewer candidates than k. Each list must be the row's items
+    sorted by score, highest first, then by item."""
+    generator = torch.Generator().manual_seed(k)
+    scores = torch.randint(0, 4, (50, 30), generator=generator).double()
+    scores[torch.rand(50, 30, generator=generator) < 0.2] = -torch.inf  # items left out
+    scores[:5, 2:] = -torch.inf  # two candidates at most
+    values, columns = _best(scores, k)
+    for row in range(len(scores)):
+        expected = sorted(range(30), key=lambda item: (-scores[row, item].item(), item))[:k]
+        assert columns[row].tolist() == expected
+        assert torch.equal(values[row], scores[row, expected])
 
 
 def test_a_rating_equal_to_a_threshold_float32_cannot_hold_is_relevant() -> None:
