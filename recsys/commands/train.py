@@ -540,7 +540,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
             checkpoint_every=args.checkpoint_every,
         )
     if lead:
-        print(f"{test_summary(result, dataset.implicit)}  in {result.seconds:.1f} s")
+        print(f"{test_summary(result, dataset.implicit)}  trained in {result.seconds:.1f} s")
         print(f"run folder: {out}")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from recsys.data.encoding import RatingTensors, as_held
 from recsys.evaluation.scorers import Scorer
@@ -122,7 +123,7 @@ class _Block:
 def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> Iterator[_Block]:
     """The judged users' top-`k` lists among their candidates, a block of users at a time."""
     n_items = task.n_items
-    size = max(1, block_entries // max(n_items, 1))
+    size = _block_users(task, block_entries)
     for first in range(0, len(task.users), size):
         positions = slice(first, min(first + size, len(task.users)))
         users = task.users[positions]
@@ -145,6 +146,11 @@ def _blocks(scorer: Scorer, task: RankingTask, k: int, block_entries: int) -> It
         if k > n_items:  # a list longer than the catalogue ends in -1s, as one past the candidates does
             top = torch.cat([top, top.new_full((b, k - n_items), -1)], dim=1)
         yield _Block(positions, top, *_gains(task, positions, top))
+
+
+def _block_users(task: RankingTask, block_entries: int) -> int:
+    """Users a block ranks: `block_entries` scores, a row of the catalogue each."""
+    return max(1, block_entries // max(task.n_items, 1))
 
 
 def _gains(task: RankingTask, positions: slice, top: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -226,10 +232,15 @@ def gini(counts: Tensor) -> float:
 
 
 def evaluate_ranking(
-    scorer: Scorer, task: RankingTask, ks: Sequence[int] = KS, block_entries: int = BLOCK_ENTRIES
+    scorer: Scorer,
+    task: RankingTask,
+    ks: Sequence[int] = KS,
+    block_entries: int = BLOCK_ENTRIES,
+    progress: bool = False,
 ) -> dict[str, float]:
     """Every metric at every k in `ks`, as "precision@10" and so on: per-user metrics averaged over
-    the judged users, catalogue metrics over all of their lists. "users" counts the judged users."""
+    the judged users, catalogue metrics over all of their lists. "users" counts the judged users.
+    `progress`: a bar over the blocks of users (every user of a large catalogue takes minutes)."""
     ks = [int(k) if isinstance(k, numbers.Integral) and not isinstance(k, bool) else k for k in ks]
     if not ks or not all(isinstance(k, int) and k >= 1 for k in ks):
         raise ValueError(f"ks must be one or more whole lengths of at least 1, got {list(ks)}")
@@ -242,7 +253,10 @@ def evaluate_ranking(
     sums = {f"{metric}@{k}": 0.0 for metric in PER_USER_METRICS for k in ks}
     exposure = {k: torch.zeros(task.n_items, dtype=torch.float64) for k in ks}
     shown_popularity = dict.fromkeys(ks, 0.0)
-    for block in _blocks(scorer, task, width, block_entries):
+    n_blocks = -(-len(task.users) // _block_users(task, block_entries))
+    blocks = _blocks(scorer, task, width, block_entries)
+    desc = f"ranking {len(task.users):,} users' lists"
+    for block in tqdm(blocks, desc=desc, total=n_blocks, leave=False, disable=not progress):
         valid = block.top >= 0
         gain_at, ideal_gains = block.gain_at, block.ideal_gains
         hits = (gain_at > 0).double()

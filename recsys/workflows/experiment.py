@@ -399,7 +399,10 @@ def train_and_evaluate(
             def checkpoint(stats: EpochStats, training: dict[str, Any]) -> None:
                 nonlocal last_training
                 last_training = training
-                if run_dir is not None and stats.epoch < config.epochs:  # the last is saved with the metrics
+                # The last epoch is saved again with the metrics; a ranking model's before them too, as
+                # its final lists (every judged user against every item) can take minutes, and an
+                # interrupt then keeps the trained model for --resume to score.
+                if run_dir is not None and (stats.epoch < config.epochs or config.ranks):
                     metrics = {"epoch": stats.epoch}
                     save_checkpoint(
                         run_dir / CHECKPOINT_FILE, model, config, data.users, data.items, metrics, training
@@ -420,7 +423,9 @@ def train_and_evaluate(
                 resume=last_training,
             )
             seconds = time.perf_counter() - start
-            result = RunResult(config, model.cpu(), data, history, _test_scores(model, data, config), seconds)
+            result = RunResult(
+                config, model.cpu(), data, history, _test_scores(model, data, config, progress), seconds
+            )
             if not config.ranks and distributed_rank()[0] == 0:  # said once, not by every rank
                 warn_if_worse_than_mean(result.model, result.data.train, result.data.train_mean, config)
             if run_dir is not None:
@@ -432,13 +437,13 @@ def train_and_evaluate(
             return result
 
 
-def _test_scores(model: nn.Module, data: EncodedSplit, config: RunConfig) -> dict[str, float]:
+def _test_scores(model: nn.Module, data: EncodedSplit, config: RunConfig, progress: bool) -> dict[str, float]:
     """RMSE and MAE on the test part; for a ranking model, its lists' metrics there (every test pair
-    reaching `relevant` is relevant)."""
+    reaching `relevant` is relevant), with a bar where `progress`."""
     if not config.ranks:
         return evaluate_test(model, data, config.unknown)
     task = ranking_task(data.train, data.test, len(data.users), len(data.items), config.relevant)
-    return evaluate_ranking(model_scorer(model, len(data.items)), task)
+    return evaluate_ranking(model_scorer(model, len(data.items)), task, progress=progress)
 
 
 def _warn_if_one_day_each(model: BayesianFM, dataset: RatingsDataset, n_users: int) -> None:

@@ -26,8 +26,9 @@ from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.errors import RecsysError
 from recsys.evaluation.metrics import evaluate_test, predict, rmse
 from recsys.models import BayesianMF
-from recsys.names import DATA_FILE
+from recsys.names import CHECKPOINT_FILE, DATA_FILE
 from recsys.train.checkpoints import load_checkpoint
+from recsys.workflows import experiment
 from recsys.workflows.experiment import (
     MIN_STEPS,
     SCORING_TORCH_THREADS,
@@ -377,6 +378,27 @@ def test_resumed_run_is_bit_identical(tiny: RatingsDataset, tmp_path: Path, name
     resumed = train_and_evaluate(tiny, config, run_dir=tmp_path / "cut", progress=False, resume=checkpoint)
     assert resumed.test == whole.test  # RMSE and MAE, or a ranking model's lists
     assert [h.train_loss for h in resumed.history] == [h.train_loss for h in whole.history]
+    assert_same_state(whole.model, resumed.model)
+
+
+def test_a_ranking_run_stopped_while_its_lists_are_scored_keeps_its_model_to_resume(
+    tiny: RatingsDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final lists of a large catalogue take minutes: Ctrl-C then lost every epoch trained."""
+    config = CONFIGS["bpr"]
+    whole = train_and_evaluate(tiny, config, progress=False)
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(experiment, "evaluate_ranking", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            train_and_evaluate(tiny, config, run_dir=tmp_path, progress=False)
+    checkpoint = load_checkpoint(tmp_path / CHECKPOINT_FILE)
+    assert checkpoint.metrics == {"epoch": config.epochs}
+    resumed = train_and_evaluate(tiny, config, run_dir=tmp_path, progress=False, resume=checkpoint)
+    assert resumed.test == whole.test and len(resumed.history) == config.epochs
     assert_same_state(whole.model, resumed.model)
 
 
