@@ -7,6 +7,7 @@ analysis is read from the first fold.
 import argparse
 import math
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 
 FOLDS = PREDEFINED_FOLDS[:5]  # u1..u5: together they test every rating once
 COST_SIZES = (1_000, 10_000, 100_000)
+# Above this many ratings a comparison of every model is warned about before it starts: each model's
+# final lists rank every user against every item, and the samplers are sized for ML-1M and below.
+LARGE_COMPARISON = 2_000_000
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -138,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     dataset = dataset_from_flags(args)
     if args.models is None:
         args.models = default_models(dataset.implicit, engine)
+        if len(dataset.ratings) > LARGE_COMPARISON:
+            warnings.warn(
+                f"{len(dataset.ratings):,} {'pairs' if dataset.implicit else 'ratings'}: every model "
+                f"({', '.join(args.models)}) trains and ranks every user's list on them, hours at this "
+                "size (bpmf and bfm are meant for ML-100K to ML-1M); name the ones to compare with --models",
+                stacklevel=2,
+            )
     if args.split is None:
         args.split = dataset.default_split
     splits = FOLDS if args.split == "folds" else (args.split,)

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -331,3 +332,18 @@ def test_on_interactions_the_printed_table_has_no_rmse_of_counts(
     printed = capsys.readouterr().out
     header = next(line for line in printed.splitlines() if line.split()[:1] == ["model"])
     assert "rmse" not in header and "mae" not in header and "seconds" in header
+
+
+def test_a_comparison_of_every_model_on_large_data_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every model's final lists on 25M ratings ran for hours without a word; naming models is the way
+    out, so --models says nothing. (--split folds on tiny stops each run before training.)"""
+    monkeypatch.setattr(compare_command, "LARGE_COMPARISON", 10)
+    args = ["--dataset", "tiny", "--split", "folds", "--out", str(tmp_path / "r")]
+    warned = r"ratings: every model \(dot, .*name the ones to compare with --models"
+    with pytest.warns(UserWarning, match=warned), pytest.raises(compare_command.RecsysError, match="folds"):
+        compare_command.main(args)
+    with warnings.catch_warnings(), pytest.raises(compare_command.RecsysError, match="folds"):
+        warnings.simplefilter("error")
+        compare_command.main([*args, "--models", "dot"])
