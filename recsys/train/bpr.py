@@ -37,6 +37,7 @@ from recsys.train.compiled import (
     draw_strata,
     grid_size,
     run_strata,
+    write_back,
 )
 from recsys.train.grouping import rows_of
 from recsys.train.interactions import RankingEpochs
@@ -394,7 +395,7 @@ class BPREpochs(RankingEpochs):
         else:
             run_strata(strata, self.grid, self.threads, train)
         user_table, item_table = self.factor_tables
-        user_table[:] = self.padded[0][:, : self.n_factors]
+        write_back(user_table, self.padded[0])
         item_table[self.group_order] = self.padded[1][:, : self.n_factors]
         self.item_bias[self.group_order] = self.group_bias
         taken = int(losses[:, 1].sum())

@@ -217,6 +217,31 @@ def test_result_does_not_depend_on_the_threads(
             assert torch.equal(tensor, run.model.state_dict()[name]), name
 
 
+@pytest.mark.parametrize("n_factors", [16, 10])
+def test_tables_laid_out_as_the_kernels_want_are_trained_in_place_to_the_same_model(
+    tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch, n_factors: int
+) -> None:
+    """A table whose rows span whole cache lines from an aligned start (torch aligns to 64 bytes) is
+    trained in place, not copied (5M users' rows were gigabytes twice over); the model is the one a
+    copy trains, bit for bit."""
+    model = build_model("dotbias", 30, 20, n_factors, (0.5, 5.5), torch.Generator().manual_seed(0))
+    tables = model.factorisation()
+    assert tables is not None
+    epochs = CompiledEpochs(
+        tables, torch.tensor([0]), torch.tensor([0]), torch.tensor([4.0]), None, 0.0, 0, 1
+    )
+    model_rows = tables.user_factors.detach().numpy()
+    assert np.shares_memory(epochs.tables[0], model_rows) == (n_factors == 16)
+    config = config_for("dotbias", dataset="tiny", epochs=3, members=1, n_factors=n_factors)
+    in_place = train_and_evaluate(tiny, config, progress=False)
+    padded = compiled._padded
+    monkeypatch.setattr(compiled, "_padded", lambda table: padded(table.copy()))  # always a copy
+    copied = train_and_evaluate(tiny, config, progress=False)
+    assert copied.test == in_place.test
+    for name, tensor in in_place.model.state_dict().items():
+        assert torch.equal(tensor, copied.model.state_dict()[name]), name
+
+
 def test_compiled_engine_refuses_torchrun(tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch) -> None:
     result = train_and_evaluate(tiny, config_for("dot", dataset="tiny", epochs=1), progress=False)
     model, data = result.model, result.data
