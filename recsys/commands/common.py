@@ -16,7 +16,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from recsys.errors import DataUnavailable, RecsysError
 from recsys.names import DATASETS, PREDEFINED_FOLDS
@@ -340,12 +340,34 @@ def _interruption(error: BaseException) -> BaseException | None:
     return _RECEIVED[-1]() if _RECEIVED else None
 
 
+# The warnings a command has shown: each is shown once (tune.py's trials and folds each fit a model,
+# and each fit warned alike).
+_SHOWN: set[str] = set()
+
+
+def _show_once(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """warnings.showwarning for a command: a warning's line, unless the command has shown it."""
+    text = warnings.formatwarning(message, category, filename, lineno, line)
+    if text not in _SHOWN:
+        _SHOWN.add(text)
+        (file or sys.stderr).write(text)
+
+
 def run(main: Callable[[], int]) -> None:
     """Run a script's main and end the process with its code: a user's mistake (RecsysError) is one
     `error:` line and exit code 2, and a warning one `warning:` line. A bug's exception propagates,
     with its traceback. Ctrl-C ends with 130, SIGTERM with 143 and a closed output pipe with 141, each
     after the cleanup it triggers."""
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {in_flags(str(message))}\n"
+    warnings.showwarning = _show_once
+    _SHOWN.clear()
     # Only in the main thread can a handler be set. Under torchrun the agent stops its workers with
     # SIGTERM, and one blocked in a collective would not run Python's handler: the default stays.
     handles_term = (

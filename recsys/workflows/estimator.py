@@ -222,7 +222,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         if unread:
             names = " and ".join(f"{side}_features" for side in unread)
             warnings.warn(f"{reason}: {names} {'are' if len(unread) > 1 else 'is'} unused", stacklevel=3)
-        warn_if_no_side_features(config, bool(given), "no user_features or item_features were given")
+        warn_if_no_side_features(config, bool(given), "no `user_features` or `item_features` were given")
         return tables["user"], tables["item"]
 
     def predict(self, X: Any) -> np.ndarray:

@@ -28,8 +28,9 @@ from recsys.errors import DataError, RecsysError
 
 @pytest.fixture(autouse=True)
 def restore_formatwarning(monkeypatch: pytest.MonkeyPatch) -> None:
-    """run() sets warnings.formatwarning for the process; put it back after each test."""
+    """run() sets warnings.formatwarning and showwarning for the process; put them back after each test."""
     monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
 
 
 def exit_code(main: object) -> int | str | None:
@@ -198,6 +199,21 @@ def test_a_warning_is_one_warning_line(capsys: pytest.CaptureFixture[str]) -> No
 
     assert exit_code(main) == 0
     assert capsys.readouterr().out == "warning: slow disk\n"
+
+
+def test_a_warning_given_again_is_shown_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """tune.py's trials and folds each fit a model, and each fit warned alike: four lines of one warning."""
+
+    def main() -> int:
+        with warnings.catch_warnings():  # as scikit-learn's fits do, which forgets what was shown
+            warnings.simplefilter("always")
+            for _ in range(3):
+                warnings.warn("no side features", UserWarning, stacklevel=1)
+            warnings.warn("another", UserWarning, stacklevel=1)
+        return 0
+
+    assert exit_code(main) == 0
+    assert capsys.readouterr().err == "warning: no side features\nwarning: another\n"
 
 
 def test_data_flags() -> None:

@@ -264,7 +264,7 @@ def test_side_tables_are_checked_as_feature_files_are_and_unused_ones_are_said(s
         settings = {"features": features} if features else {}
         with pytest.warns(UserWarning, match=message):
             RatingRegressor(model, user_features=good, **settings, **quick).fit(X_train, y_train)
-    with pytest.warns(UserWarning, match="`features` names side, but no user_features or item_features"):
+    with pytest.warns(UserWarning, match="`features` names side, but no `user_features` or `item_features`"):
         RatingRegressor("svdpp", features="side", **quick).fit(X_train, y_train)
     # bfm's default names every group data can give: without tables it trains on the others silently.
     with warnings.catch_warnings():
