@@ -27,6 +27,11 @@ def load_dataset(
             raise DataError(f"`data_dir` {data_dir}: synthetic data is generated, not read from a folder")
         return make_synthetic()[0]
     if name == "tiny":
+        if data_dir is not None and not (Path(data_dir) / "ratings.csv").is_file():
+            raise DataError(
+                f"`data_dir` {data_dir}: no ratings.csv, as tiny's folder holds (leave `data_dir` out "
+                "for the committed sample)"
+            )
         return read_folder("tiny", Path(data_dir) if data_dir is not None else TINY_FOLDER, "csv", (1.0, 5.0))
     if name in VARIANTS:
         return load_movielens(name, data_dir, progress=progress, allow_download=allow_download)

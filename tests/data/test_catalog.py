@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from fnmatch import fnmatch
 from importlib import resources
@@ -158,3 +159,9 @@ def test_an_edited_data_record_of_the_wrong_kind_is_one_line(entry: str, value: 
 def test_a_folder_given_for_generated_data_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"`data_dir` .*: synthetic data is generated"):
         load_dataset("synthetic", tmp_path)
+
+
+def test_tiny_from_a_folder_without_its_ratings_names_the_folder(tmp_path: Path) -> None:
+    """`--data-dir` on tiny reads tiny's files from there: a folder without them named only the file."""
+    with pytest.raises(DataError, match=rf"`data_dir` {re.escape(str(tmp_path))}: no ratings.csv"):
+        load_dataset("tiny", tmp_path)
