@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import io
 import os
+import subprocess
 import sys
 import threading
 import warnings
@@ -122,6 +123,17 @@ class Ran:
 def _print_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                    file: object = None, line: str | None = None) -> None:  # fmt: skip
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def python_output(script: str, environment: dict[str, str], timeout: float) -> str:
+    """What `python -c script` prints, in a fresh process with `environment` added to this one's: for
+    what only a process's first import or first thread pool shows. Its failure fails the test."""
+    result = subprocess.run(
+        [sys.executable, "-c", script], env={**os.environ, **environment}, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def run_cli(cli: Callable[[], None], script: str, args: list[str], cache: Path) -> Ran:

@@ -1,11 +1,8 @@
 """LazyAdam computes what torch's SparseAdam computes, only faster."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
+from conftest import python_output
 from torch import nn
 
 from recsys.train.optim import LazyAdam
@@ -103,9 +100,5 @@ def test_lazy_adam_trains_where_numba_has_nowhere_to_cache() -> None:
         "optimizer.step()\n"
         "print((table.weight != before).any(dim=1).tolist())\n"
     )
-    environment = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "ZipCacheLocator"}
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[True, False, True, False]"
+    output = python_output(script, {"NUMBA_CACHE_LOCATOR_CLASSES": "ZipCacheLocator"}, timeout=120)
+    assert output.strip() == "[True, False, True, False]"

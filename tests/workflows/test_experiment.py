@@ -7,9 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import assert_same_state, cut_short
+from conftest import assert_same_state, cut_short, python_output
 
 from recsys.config import AUTOGRAD_ONLY, ENGINES, config_for
 from recsys.data.catalog import dataset_from_record, load_dataset
@@ -187,12 +184,8 @@ def test_the_compiled_run_that_starts_numbas_threads_keeps_torch_on_one(model: s
         "                   on_epoch=lambda _: seen.append(torch.get_num_threads()))\n"
         "print(seen, torch.get_num_threads())\n"
     )
-    environment = {**os.environ, "NUMBA_NUM_THREADS": "2"}
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[-2] == f"[{SCORING_TORCH_THREADS}, {SCORING_TORCH_THREADS}] 2"
+    output = python_output(script, {"NUMBA_NUM_THREADS": "2"}, timeout=300)
+    assert output.split("\n")[-2] == f"[{SCORING_TORCH_THREADS}, {SCORING_TORCH_THREADS}] 2"
 
 
 def test_the_run_records_where_its_data_came_from(tiny: RatingsDataset, tmp_path: Path) -> None:
