@@ -120,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {inside}")
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
     check_checkpoint_is_the_runs(args.run_dir, checkpoint.config.model, checkpoint.config.dataset)
-    stopped = checkpoint.metrics.get("epoch")  # only a checkpoint written before the last epoch has one
-    if stopped is not None:
+    # A checkpoint written before the run's metrics has one: one of a run stopped short, or a ranking
+    # model's last epoch, saved before its final lists were scored (trained in full: nothing to say).
+    stopped = checkpoint.metrics.get("epoch")
+    if stopped is not None and stopped < checkpoint.config.epochs:
         warnings.warn(
             f"{args.run_dir}: its run stopped after epoch {stopped} of {checkpoint.config.epochs}, so these "
             f"come from a model half trained; `train.py --resume {args.run_dir}` finishes it",

@@ -312,3 +312,13 @@ def test_a_run_stopped_before_its_last_epoch_is_said_to_be_half_trained(tmp_path
     result = run_script(str(out), "--user", "1", "--top", "2", cache=tmp_path / "cache")
     assert result.returncode == 0, result.stderr
     assert "its run stopped after epoch 3 of 20" in result.stderr and "--resume" in result.stderr
+
+
+def test_a_ranking_run_stopped_while_its_lists_are_scored_is_not_half_trained(tmp_path: Path) -> None:
+    """Its last epoch is saved before the final lists are scored: the model is trained in full, and
+    only its metrics are missing."""
+    out = tmp_path / "run"
+    cut_short(load_dataset("tiny"), config_for("bpr", dataset="tiny", epochs=2), out, 2)
+    result = run_script(str(out), "--user", "1", "--top", "2", cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    assert "stopped after epoch" not in result.stderr and "half trained" not in result.stderr
