@@ -9,6 +9,7 @@ Writes, in the output folder: trials.csv (every setting tried, ranked by validat
 import argparse
 import math
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -162,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                 ordinal=args.ordinal,
             )
         except (KeyboardInterrupt, Terminated):  # Ctrl-C or a kill: what the search found is not lost
+            # Stopped while the best setting was retrained, that run's folder (a ranking model's holds
+            # its last epoch, saved before the lists are scored) goes too: the search wrote nothing.
+            shutil.rmtree(out / SEARCH_RUN_FOLDER, ignore_errors=True)
             if best_shown:
                 print(
                     f"stopped after {tried} of {planned} settings, nothing written; the best so far: "

@@ -151,12 +151,16 @@ def test_a_fold_too_small_for_a_ranking_model_is_named_as_the_fold(tmp_path: Pat
 def test_a_search_stopped_by_ctrl_c_reports_the_best_setting_so_far(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Ctrl-C mid-search leaves no folder, but the best setting found is named, not lost."""
+    """Ctrl-C mid-search leaves no folder, but the best setting found is named, not lost; nor does
+    Ctrl-C while the best is retrained, after its run wrote a checkpoint (a ranking model's last
+    epoch is saved before its lists are scored)."""
 
-    def stopped(*args: object, on_trial: Callable[..., None], **kwargs: object) -> None:
+    def stopped(*args: object, on_trial: Callable[..., None], run_dir: Path, **kwargs: object) -> None:
         on_trial(1, {"lr": 0.1, "epochs": 5}, 0.95)
         on_trial(2, {"lr": 0.02, "epochs": 9}, 0.91)
         on_trial(3, {"lr": 0.3, "epochs": 4}, float("nan"))
+        run_dir.mkdir(parents=True)
+        (run_dir / "checkpoint.pt").write_bytes(b"saved")
         raise KeyboardInterrupt
 
     monkeypatch.setattr("recsys.workflows.tune.tune", stopped)
