@@ -267,7 +267,6 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
             neither = np.flatnonzero(~seconds & ~datelike)
             row = int(neither[0]) if neither.size else int(np.flatnonzero(seconds != seconds[0])[0])
             raise _not_a_time(column, row, source, where)
-        _refuse_times_of_day(column, source, where)
         times = _dates(column, source, where)
         neither = np.flatnonzero(pd.isna(times).to_numpy())
         if neither.size:
@@ -275,15 +274,15 @@ def timestamps(column: pd.Series | None, n: int, source: str, where: Where) -> n
     return (pd.DatetimeIndex(times).as_unit("s").asi8).astype(np.int64)
 
 
-def _refuse_times_of_day(column: pd.Series, source: str, where: Where) -> None:
+def _refuse_times_of_day(text: pd.Series, source: str, where: Where) -> None:
     """A time of day with no date ("10:30", datetime.time, Arrow's time64) is an error: pandas reads it
     as that time today, so the order of the ratings, and a split by time, would change by the day."""
-    alone = np.flatnonzero(column.astype(str).str.fullmatch(TIME_OF_DAY).to_numpy(dtype=bool, na_value=False))
+    alone = np.flatnonzero(text.str.fullmatch(TIME_OF_DAY).to_numpy(dtype=bool, na_value=False))
     if alone.size:
         row = int(alone[0])
         raise DataError(
-            f"{source}: timestamp {str(column.iloc[row])[:40]!r} on {where(row)} is a time of day with no "
-            "date (expected seconds since 1970 or a date)"
+            f"{source}: timestamp {text.iloc[row][:40]!r} on {where(row)} is a time of day with no date "
+            "(expected seconds since 1970 or a date)"
         )
 
 
@@ -307,6 +306,7 @@ def _dates(column: pd.Series, source: str, where: Where) -> pd.Series:
     if not iso.isna().any():
         return iso
     text = column.astype(str).str.strip()
+    _refuse_times_of_day(text, source, where)  # never ISO: only a column that is not all ISO can hold one
     # An ISO date reads one way in either order (pandas' reader would swap its month and day when told
     # the day comes first): only the other dates can tell the orders apart.
     month_first, day_first = (
