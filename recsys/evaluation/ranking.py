@@ -159,20 +159,22 @@ def _gains(task: RankingTask, positions: slice, top: Tensor) -> tuple[Tensor, Te
     entries alone (a (b, n_items) table of gains cost a sixth of a large catalogue's ranking)."""
     b, k = top.shape
     starts = task.relevant_starts
+    n_relevant = starts[positions.start + 1 : positions.stop + 1] - starts[positions.start : positions.stop]
+    gain_at, ideal_gains = torch.zeros(b, k, dtype=torch.float64), torch.zeros(b, k, dtype=torch.float64)
     rows, items = _rows_of(starts, task.relevant_items, torch.arange(positions.start, positions.stop))
+    if not len(rows):
+        return gain_at, ideal_gains, n_relevant
     gains = task.relevant_gains[starts[positions.start] : starts[positions.stop]].double()
     keys, order = torch.sort(rows * task.n_items + items)
     wanted = torch.arange(b).unsqueeze(1) * task.n_items + top.clamp(min=0)
-    found = torch.searchsorted(keys, wanted).clamp(max=max(len(keys) - 1, 0))
-    listed = (top >= 0) & (keys[found] == wanted) if len(keys) else torch.zeros_like(top, dtype=torch.bool)
-    gain_at = torch.where(listed, gains[order][found] if len(keys) else 0.0, 0.0)
+    found = torch.searchsorted(keys, wanted).clamp(max=len(keys) - 1)
+    listed = (top >= 0) & (keys[found] == wanted)
+    gain_at[listed] = gains[order][found][listed]
     # Each user's gains highest first: by gain, then (stably) by user; each one's place in its row.
     by_gain = torch.argsort(gains, descending=True, stable=True)
     by_row = by_gain[torch.argsort(rows[by_gain], stable=True)]
-    n_relevant = starts[positions.start + 1 : positions.stop + 1] - starts[positions.start : positions.stop]
     place = torch.arange(len(rows)) - (torch.cumsum(n_relevant, 0) - n_relevant)[rows[by_row]]
     kept = place < k
-    ideal_gains = torch.zeros(b, k, dtype=torch.float64)
     ideal_gains[rows[by_row][kept], place[kept]] = gains[by_row][kept]
     return gain_at, ideal_gains, n_relevant
 
