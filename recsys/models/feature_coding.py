@@ -26,10 +26,17 @@ def coding_bytes(coding: str) -> Tensor:
     )
 
 
+def keeps_codings(module: nn.Module, side: str) -> bool:
+    """Whether `module` was trained on a table of `side`'s side features (it keeps how it coded them)."""
+    saved = getattr(module, f"{side}_feature_coding", None)
+    return saved is not None and len(saved) > 0
+
+
 def saved_codings(module: nn.Module, side: str) -> tuple[ColumnCoding, ...] | None:
     """How `module` coded `side`'s side-feature columns in training; None where it read no table."""
-    saved = getattr(module, f"{side}_feature_coding")
-    return codings_from_text(saved.numpy().tobytes().decode()) if len(saved) else None
+    if not keeps_codings(module, side):
+        return None
+    return codings_from_text(getattr(module, f"{side}_feature_coding").numpy().tobytes().decode())
 
 
 def register_codings(module: nn.Module) -> None:

@@ -37,7 +37,7 @@ from recsys.evaluation.scorers import model_scorer
 from recsys.files import write_json
 from recsys.models.base import RatingModel
 from recsys.models.bayes import BayesianFM
-from recsys.models.feature_coding import saved_codings
+from recsys.models.feature_coding import keeps_codings, saved_codings
 from recsys.models.fold_in import FoldedUsers, fold_in
 from recsys.models.registry import model_entry
 from recsys.names import (
@@ -284,7 +284,7 @@ def described_users(
         table is None
         or not model.uses_features
         or "side" not in feature_groups(config.features)
-        or saved_codings(model, "user") is None
+        or not keeps_codings(model, "user")
     ):
         return np.zeros(len(users), dtype=bool)
     return table_rows(table, users) >= 0  # as training found their rows

@@ -17,13 +17,13 @@ import pandas as pd
 # notebooks all draw the same way.
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from torch import nn
 
 from recsys.errors import RecsysError
 from recsys.evaluation.biases import learned_biases
 from recsys.evaluation.factors import cosine_neighbours, item_vectors, principal_components
 from recsys.files import write_json
 from recsys.models.base import rating_model
+from recsys.models.feature_coding import keeps_codings
 from recsys.workflows.compare import (
     BASELINE_COLUMN,
     BASELINES,
@@ -600,12 +600,6 @@ def _listed(names: Sequence[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
-def _codes_user_features(model: nn.Module) -> bool:
-    """Whether `model` was trained on users' side features (it keeps how they were coded)."""
-    coding = getattr(rating_model(model), "user_feature_coding", None)
-    return coding is not None and len(coding) > 0
-
-
 def _relevance_words(comparison: Comparison) -> tuple[str, str]:
     """What makes a test item relevant, and the graded NDCG's gain, in the words of the data: ratings,
     or interactions' counts, at the comparison's threshold (None: the lowest test value stands for it)."""
@@ -688,7 +682,9 @@ def _ranking_section(
         ]
         # Only a model that coded users' side features starts a new user from them (svdpp reads no
         # items' table, and ml-latest-small has no users' one): the others start from the items rated.
-        described = [name for name in featured if _codes_user_features(comparison.models[name])]
+        described = [
+            name for name in featured if keeps_codings(rating_model(comparison.models[name]), "user")
+        ]
         rated_only = [name for name in featured if name not in described]
         if described:
             md.append(
