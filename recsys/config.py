@@ -465,8 +465,9 @@ class RunConfig:
 
     def _refuse_unread(self) -> None:
         """Refuse the settings this engine's fit has no use for (compiled or device)."""
-        refuse_unread(self._set_apart(), self.model, self.engine)
-        refuse_autograd_only(self._set_apart(), self.engine)
+        set_apart = self._set_apart()
+        refuse_unread(set_apart, self.model, self.engine)
+        refuse_autograd_only(set_apart, self.engine)
 
     def _set_apart(self) -> set[str]:
         """The settings whose value is not their base, the value where nothing sets them."""
