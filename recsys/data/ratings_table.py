@@ -5,6 +5,7 @@ check a file does. A bad value is named by `where(row)`: "line N" of a file, "ro
 """
 
 import numbers
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ MAX_STEPPED_VALUES = 1000
 STEP_RESOLUTION = 1000  # steps are told to a thousandth of a rating
 ORDERS = (False, True)  # a date's day order: month first, day first (pandas' `dayfirst`)
 INT64_LIMIT = 2**63  # a count of seconds at or past it (either way) does not fit the int64 timestamps
+YEAR_FIRST = r"\s*\d{4}\D"  # a date that opens with its year: month then day, as everyone writes it
 # A time of day alone, as text: "9:30", "21:00:05.25", "9:30 pm".
 TIME_OF_DAY = r"\s*\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?\s*([AaPp]\.?[Mm]\.?)?\s*"
 
@@ -297,10 +299,11 @@ def _dates(column: pd.Series, source: str, where: Where) -> pd.Series:
     """Dates and times as UTC (NaT where a value is no date), in one day order for the whole column.
 
     Value by value, "13.01.2020" can only be day first and "05.02.2020" reads month first, so the
-    column's order is found first: ISO dates as they are; for the others, the format guessed from the
-    first of them, day first or month first, that reads them all; else (dates in more than one format,
-    some with times) the order in which every date part (before a space or "T") reads. Where two
-    orders read every date but differently, that is an error naming a date that tells them apart.
+    column's order is found first: ISO dates as they are, and any that opens with its year month first;
+    for the others, the format guessed from the first of them, day first or month first, that reads
+    them all; else (dates in more than one format, some with times) the order in which every date part
+    (before a space or "T") reads. Where two orders read every date but differently, that is an error
+    naming a date that tells them apart.
     """
     iso = _read_dates(column, date_format="ISO8601")
     if not iso.isna().any():
@@ -312,6 +315,8 @@ def _dates(column: pd.Series, source: str, where: Where) -> pd.Series:
     month_first, day_first = (
         _read_dates(text, dayfirst=order, date_format="mixed").where(iso.isna(), iso) for order in ORDERS
     )
+    # pandas' day-first reader swaps a year-first date's month and day too ("2020/01/05" as 1 May).
+    day_first = day_first.where(~text.str.match(YEAR_FIRST).to_numpy(dtype=bool), month_first)
     # The dates not in ISO form: a format is guessed from them, and must read them all.
     others = (month_first.notna() | day_first.notna()).to_numpy() & iso.isna().to_numpy()
     if not others.any():
@@ -336,6 +341,7 @@ def _one_format(
     with warnings.catch_warnings():  # pandas warns when the format it guessed goes against `dayfirst`
         warnings.simplefilter("ignore", UserWarning)
         formats = {guess_datetime_format(first, dayfirst=order) for order in ORDERS} - {None}
+    formats = {form for form in formats if not re.match(r"%Y\W%d", form)}  # year, day, month: nobody's
     found = [
         (date_format, reading)
         for date_format in sorted(formats)

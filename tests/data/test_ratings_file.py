@@ -305,6 +305,11 @@ JAN_13, FEB_5, MAR_1, MAY_2 = 12 * DAY, 35 * DAY, 59 * DAY, 121 * DAY  # of 1970
         (["Jan 13 1970", "Feb 5 1970 00:01"], [JAN_13, FEB_5 + 60]),
         # ISO dates read as ISO in either order; the others' order comes from the others alone
         (["1970-01-13", "13.01.1970", "05.02.1970", "1970-03-01"], [JAN_13, JAN_13, FEB_5, MAR_1]),
+        # a date that opens with its year goes on month, then day, with or without a time of day
+        (["1970.02.05", "1970.03.01"], [FEB_5, MAR_1]),
+        (["1970.02.05 10:30 PM", "1970.03.01 01:00 am"], [FEB_5 + 81_000, MAR_1 + 3_600]),
+        (["1970/02/05 10:30 PM", "1970/03/01 1:00 AM"], [FEB_5 + 81_000, MAR_1 + 3_600]),
+        (["1970.02.05 10:30 PM", "1970/03/01 1:00 AM"], [FEB_5 + 81_000, MAR_1 + 3_600]),
     ],
 )
 def test_dates_are_read_in_one_day_order(dates: list[str], expected: list[int], tmp_path: Path) -> None:
