@@ -58,6 +58,9 @@ def in_flags(message: str) -> str:
     return re.sub(r"`([a-z][a-z0-9_]*)`", flag, message)
 
 
+NUMBER = r"((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|inf(inity)?|nan)"  # as float() reads one, less its sign
+
+
 class CommandParser(argparse.ArgumentParser):
     """argparse's parser with its errors as one `error:` line, as the commands' own checks give them,
     instead of a usage block over a dozen lines above the message; its flags are what `in_flags`
@@ -65,9 +68,10 @@ class CommandParser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # argparse takes "-5" and "-0.5" for values, but "-1e6" for a flag (`--y-range -1e6 1e6` was
-        # "expected 2 arguments"): a number with an exponent is a value too. No flag here looks like one.
-        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$", re.IGNORECASE)
+        # argparse takes "-5" and "-0.5" for values, but "-1e6", "-inf" and "-1,1" for flags
+        # (`--rating-scale -10,10` was "expected one argument"): each is a value too, which the flag's
+        # own check then reads. No flag here looks like one.
+        self._negative_number_matcher = re.compile(rf"^-{NUMBER}(,\s*-?{NUMBER})*$", re.IGNORECASE)
         if self.description and not self.prog.endswith(".py"):  # a console command: name it as typed
             self.description = re.sub(r"python scripts/\w+\.py", self.prog, self.description)
 

@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_cli
 
 from recsys.commands import train as train_command
 from recsys.commands.common import (
@@ -337,6 +337,20 @@ def test_a_console_command_names_itself_in_its_description() -> None:
 def test_a_negative_value_with_an_exponent_is_a_value_not_a_flag(low: str) -> None:
     # argparse's own reading took "-1e6" for an unknown flag: "--y-range: expected 2 arguments".
     assert train_command.parse_args(["--y-range", low, "6"]).y_range == [float(low), 6.0]
+
+
+def test_a_scale_that_starts_below_zero_is_a_value_not_a_flag() -> None:
+    # argparse took "-10,10" for an unknown flag: "--rating-scale: expected one argument".
+    assert train_command.parse_args(["--rating-scale", "-10,10"]).rating_scale == (-10.0, 10.0)
+    assert train_command.parse_args(["--rating-scale", "-1e1, -.5"]).rating_scale == (-10.0, -0.5)
+
+
+@pytest.mark.parametrize("flag", ["--lr", "--wd"])
+@pytest.mark.parametrize("value", ["-inf", "-nan", "-Infinity"])
+def test_a_value_that_is_no_finite_number_is_refused_as_that(flag: str, value: str, tmp_path: Path) -> None:
+    """A value of -inf was taken for a flag, and the error ("expected one argument") hid the value."""
+    ran = run_cli(train_command.cli, "train.py", [flag, value, "--dataset", "tiny", "--offline"], tmp_path)
+    assert ran.returncode == 2 and ran.stderr.startswith(f"error: {flag} must be"), ran.stderr
 
 
 @pytest.mark.slow  # a subprocess each: their imports
