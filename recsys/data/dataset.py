@@ -3,10 +3,13 @@
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from recsys.data.columns import find_table_columns
 from recsys.data.interactions import interactions_table
@@ -66,20 +69,21 @@ class RatingsDataset:
     @classmethod
     def from_frame(
         cls,
-        ratings: pd.DataFrame,
+        ratings: "pd.DataFrame | pl.DataFrame",
         *,
         user: str | None = None,
         item: str | None = None,
         rating: str | None = None,
         timestamp: str | None = None,
-        items: pd.DataFrame | None = None,
+        items: "pd.DataFrame | pl.DataFrame | None" = None,
         name: str = "ratings",
         rating_scale: tuple[float, float] | None = None,
         implicit: bool | None = None,
     ) -> "RatingsDataset":
-        """Ratings from a DataFrame, checked as a ratings file is. Columns not named are found by
-        common names (userId, item_id, score, ...); without a timestamp, row order stands for time.
-        `items` is a table of item ids and titles (and genres), for reports and recommendations.
+        """Ratings from a pandas or polars DataFrame, checked as a ratings file is. Columns not named
+        are found by common names (userId, item_id, score, ...); without a timestamp, row order stands
+        for time. `items` is a table of item ids and titles (and genres), for reports and
+        recommendations.
         `implicit` as for `load_ratings`: a frame without a rating column is read as interactions,
         and with `implicit` True the `rating` column, if any, is each event's weight."""
         columns = {"user": user, "item": item, "rating": rating, "timestamp": timestamp}
@@ -208,22 +212,35 @@ def dataset_from_table(
     return RatingsDataset(name, table, items, scale, None, {}, dict(origin), implicit=implicit)
 
 
+def _as_pandas(frame: object, expected: str) -> pd.DataFrame:
+    """A pandas frame as it is; a polars frame as pandas over the same Arrow columns, so that ids keep
+    their types (polars' plain conversion turns an integer column with a gap into floats)."""
+    if isinstance(frame, pd.DataFrame):
+        return frame
+    kind = type(frame)
+    if kind.__module__.startswith("polars.") and kind.__name__ == "DataFrame":  # not imported for a check
+        return frame.to_pandas(use_pyarrow_extension_array=True)  # type: ignore[attr-defined]
+    package = kind.__module__.partition(".")[0]
+    raise TypeError(
+        f"{expected}, got {kind.__name__ if package == 'builtins' else f'{package}.{kind.__name__}'}"
+    )
+
+
 def dataset_from_frame(
-    frame: pd.DataFrame,
+    frame: "pd.DataFrame | pl.DataFrame",
     columns: Mapping[str, str | None],
     *,
-    items: pd.DataFrame | None,
+    items: "pd.DataFrame | pl.DataFrame | None",
     name: str,
     rating_scale: tuple[float, float] | None,
     implicit: bool | None = None,
 ) -> RatingsDataset:
     """`RatingsDataset.from_frame`: the columns given (None: found by common names) checked as a
     file's are; a bad value is named by its row position."""
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"from_frame takes a pandas DataFrame of ratings, got {type(frame).__name__}")
-    if items is not None and not isinstance(items, pd.DataFrame):
-        raise TypeError(
-            f"from_frame's `items` is a pandas DataFrame of item ids and titles, got {type(items).__name__}"
+    frame = _as_pandas(frame, "from_frame takes a pandas or polars DataFrame of ratings")
+    if items is not None:
+        items = _as_pandas(
+            items, "from_frame's `items` is a pandas or polars DataFrame of item ids and titles"
         )
     check_scale(rating_scale, "the ratings frame")
     check_unique_columns(frame, "the ratings frame")

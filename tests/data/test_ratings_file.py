@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -579,8 +580,10 @@ def test_a_link_to_no_file_is_named_for_the_ratings_and_the_items(tmp_path: Path
 
 
 def test_from_frame_takes_a_data_frame_only() -> None:
-    with pytest.raises(TypeError, match="a pandas DataFrame of ratings, got Series"):
+    with pytest.raises(TypeError, match=r"a pandas or polars DataFrame of ratings, got pandas\.Series$"):
         RatingsDataset.from_frame(pd.Series([1, 2]))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"a pandas or polars DataFrame of ratings, got polars\.LazyFrame$"):
+        RatingsDataset.from_frame(pl.LazyFrame({"user": [1]}))  # type: ignore[arg-type]
 
 
 def test_quoted_fields_may_hold_the_separator(tmp_path: Path) -> None:
@@ -1353,8 +1356,29 @@ def test_an_item_table_of_integer_ids_gives_titles_to_text_ids_that_spell_them(t
 
 def test_from_frame_refuses_items_that_are_not_a_frame() -> None:
     frame = pd.DataFrame({"user": [1, 2], "item": [10, 20], "rating": [4.0, 5.0]})
-    with pytest.raises(TypeError, match=r"from_frame's `items` is a pandas DataFrame .* got dict"):
+    with pytest.raises(TypeError, match=r"from_frame's `items` is a pandas or polars DataFrame .* got dict$"):
         RatingsDataset.from_frame(frame, items={"item": [10], "title": ["Ten"]})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"a pandas or polars DataFrame of ratings, got numpy\.ndarray$"):
+        RatingsDataset.from_frame(frame.to_numpy())  # type: ignore[arg-type]
+
+
+def test_from_frame_reads_a_polars_frame_as_the_same_pandas_frame() -> None:
+    """Ids past 2**53 stay exact, and a frame's items come as titles: polars' own conversion to pandas
+    turned an integer column with a gap into floats."""
+    big = 2**63 + 5
+    ratings = {"user": [1, big, big + 2], "item": [10, 20, 10], "rating": [4.0, 5.0, 3.0]}
+    items = {"item": [10, 20], "title": ["Ten", "Twenty"]}
+    read = RatingsDataset.from_frame(
+        pl.DataFrame(ratings, schema_overrides={"user": pl.UInt64}), items=pl.DataFrame(items)
+    )
+    expected = RatingsDataset.from_frame(
+        pd.DataFrame(ratings).astype({"user": "uint64"}), items=pd.DataFrame(items)
+    )
+    assert read.ratings["user"].tolist() == ["1", str(big), str(big + 2)]
+    pd.testing.assert_frame_equal(read.ratings, expected.ratings)
+    assert read.titles(np.array([20, 10])).tolist() == ["Twenty", "Ten"]
+    with pytest.raises(DataError, match="missing item id on row 2"):
+        RatingsDataset.from_frame(pl.DataFrame({"user": [1, 2], "item": [10, None], "rating": [4.0, 5.0]}))
 
 
 def test_period_timestamps_are_their_start_in_seconds() -> None:
