@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from recsys.models.layers import INDEX_DTYPES, check_pair_range
 from recsys.models.squash import YRange, sigmoid_range, sigmoid_range_inverse
 
 if TYPE_CHECKING:
@@ -147,6 +148,8 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
     A subclass implements `forward` and `forward_with_penalty`, overrides the accessors for what it
     has, and takes `(n_users, n_items, n_factors, y_range=None, generator=None)`: the registry
     (recsys.models.registry) builds every model that way, initialising it from `generator` alone.
+    It passes `n_users`, `n_items` and `y_range` on to this class, which checks every batch's
+    indices against them.
     """
 
     # Whether its embedding tables can take sparse gradients (`--sparse`): every lookup goes through
@@ -159,8 +162,11 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
     # (`set_features(users, items)`, recsys.data.features): side information and implicit feedback.
     uses_features: ClassVar[bool] = False
 
-    def __init__(self, y_range: YRange | None) -> None:
+    def __init__(self, n_users: int, n_items: int, y_range: YRange | None) -> None:
         super().__init__()
+        # What a batch's indices must lie below: `model(x)` checks them before `forward` runs.
+        self.n_users, self.n_items = n_users, n_items
+        self.register_forward_pre_hook(_check_batch_indices)
         if y_range is not None and not (
             isinstance(y_range, Sequence | np.ndarray)
             and len(y_range) == 2
@@ -213,6 +219,7 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
 
     def penalty(self, x: Tensor) -> Tensor:
         """The L2 penalty of the per-id rows the batch `x` uses."""
+        _check_batch_indices(self, (x,))
         return self.forward_with_penalty(x)[1]
 
     def set_training_pairs(self, x: Tensor) -> None:
@@ -247,6 +254,16 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
         """The predictions for the pairs (users[k], items[k]) in parts, as detached tensors; None for a
         model whose prediction has no parts worth naming."""
         return None
+
+
+def _check_batch_indices(model: RatingModel, args: tuple[object, ...]) -> None:
+    """Before `forward`: a batch's users and items lie inside the model's tables, or an IndexError
+    names the column, the index and the range. One reduction over the batch; `forward_with_penalty`,
+    the trainer's step, goes without (fit checks its pairs once). What is no batch of indices is left
+    to `forward`'s own TypeError or ValueError."""
+    x = args[0] if args else None
+    if isinstance(x, Tensor) and x.dtype in INDEX_DTYPES and x.dim() == 2 and x.shape[1] in (2, 3):
+        check_pair_range(x, model.n_users, model.n_items)
 
 
 def member_forms(model: nn.Module) -> "list[tuple[RatingModel, BilinearForm]] | None":

@@ -86,7 +86,7 @@ class BayesianMF(SampledModel):
         y_range: YRange | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__(y_range)
+        super().__init__(n_users, n_items, y_range)
         self.user_factors = embedding_table(n_users, n_factors, generator)
         self.item_factors = embedding_table(n_items, n_factors, generator)
         self.user_bias, self.item_bias = bias_table(n_users), bias_table(n_items)

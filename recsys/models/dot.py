@@ -90,7 +90,7 @@ class DotProduct(DotModel):
         y_range: YRange | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__(y_range)
+        super().__init__(n_users, n_items, y_range)
         self.user_factors = embedding_table(n_users, n_factors, generator)
         self.item_factors = embedding_table(n_items, n_factors, generator)
 

@@ -22,14 +22,16 @@ class Ensemble(RatingModel):
     def __init__(self, members: Sequence[RatingModel]) -> None:
         if len(members) < 2 or len({type(member) for member in members}) != 1:
             raise ValueError("an ensemble needs two or more members of one model class")
-        super().__init__(members[0].y_range)
+        first = members[0]
+        super().__init__(first.n_users, first.n_items, first.y_range)
         self.members = nn.ModuleList(members)
 
     def member_models(self) -> list[RatingModel]:
         return [rating_model(member) for member in self.members]
 
     def forward(self, x: Tensor) -> Tensor:
-        return torch.stack([member(x) for member in self.members]).mean(dim=0)
+        # The members' `forward`: the ensemble's own call has checked the batch's indices.
+        return torch.stack([member.forward(x) for member in self.member_models()]).mean(dim=0)
 
     def forward_with_penalty(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean prediction and the members' mean penalty (what a fastai `Learner`, which trains

@@ -72,8 +72,8 @@ def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
     return out if linear.bias is None else out + linear.bias
 
 
-# The index dtypes torch's lookups take (no check of a batch's values here: on a GPU that would wait
-# for the device each batch; an index past a table is torch's IndexError).
+# The index dtypes torch's lookups take (their values are checked by RatingModel's call, not here:
+# the trainer's steps, whose pairs fit checks once, would wait for a GPU each batch).
 INDEX_DTYPES = (torch.int64, torch.int32)
 
 
@@ -109,13 +109,22 @@ def split_timed(x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
 
 
 def check_pair_range(x: Tensor, n_users: int, n_items: int, what: str = "") -> None:
-    """A ValueError unless every [user, item] pair of `x` indexes a row of tables this size: code
-    that reads rows by raw index (the compiled kernels) would read past them instead of failing.
+    """An IndexError naming the column, the first index outside and the range, unless every [user,
+    item] pair of `x` (its first two columns) indexes a row of tables this size: torch's own ("index
+    out of range in self") names none, a negative index would read from the end, and the compiled
+    kernels would read past the tables. One reduction, read back (on a GPU, a wait for the device).
     `what` leads the message ("test ")."""
-    for column, kind, n in ((x[:, 0], "user", n_users), (x[:, 1], "item", n_items)):
-        low, high = (int(column.min()), int(column.max())) if len(column) else (0, -1)
-        if low < 0 or high >= n:
-            raise ValueError(f"{what}{kind} indices must lie in [0, {n}), got {low}..{high}")
+    if not len(x):
+        return
+    low, high = torch.aminmax(x[:, :2], dim=0)
+    lows, highs = low.tolist(), high.tolist()
+    for column, (kind, n) in enumerate((("user", n_users), ("item", n_items))):
+        if lows[column] < 0 or highs[column] >= n:
+            values = x[:, column]
+            row = int(((values < 0) | (values >= n)).nonzero()[0])
+            raise IndexError(
+                f"{what}{kind} index {int(values[row])} (row {row}) is outside the model's {kind}s 0..{n - 1}"
+            )
 
 
 class _SumOfSquares(torch.autograd.Function):

@@ -30,7 +30,7 @@ class LinearDotProduct(DotModel):
         bias: bool = True,
         sparse: bool = True,
     ) -> None:
-        super().__init__(y_range)
+        super().__init__(n_users, n_items, y_range)
         self.sparse = sparse
         self.user_linear = nn.Linear(n_users, n_factors, bias=bias)
         self.item_linear = nn.Linear(n_items, n_factors, bias=bias)

@@ -276,7 +276,8 @@ def _check_build(*, init_scale: float, **sizes: int) -> None:
 
 def _builder(model_class: type[RatingModel]) -> Callable[..., RatingModel]:
     """A registered class as what it is: a callable taking (n_users, n_items, n_factors, y_range,
-    generator), as check_model_class made sure. RatingModel's own __init__ takes only y_range."""
+    generator), as check_model_class made sure. RatingModel's own __init__ takes (n_users, n_items,
+    y_range)."""
     return model_class
 
 

@@ -32,7 +32,6 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from recsys.config import (
-    PER_RATING,
     RunConfig,
     check_device,
     check_threads,
@@ -74,7 +73,9 @@ class _Objective(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.penalised:
             return self.model.forward_with_penalty(x)
-        return self.model(x), torch.zeros((), device=x.device)
+        # `forward`, not the call that checks the pairs: fit has checked them, and on a GPU the check
+        # would wait for the device each step.
+        return self.model.forward(x), torch.zeros((), device=x.device)
 
 
 class TrainingDiverged(RecsysError):
@@ -440,8 +441,10 @@ def _fit(
     model.to(config.device)
     train, valid = train.to(config.device), valid.to(config.device)
     rating_model(model).set_training_pairs(train.x)
-    if config.engine in PER_RATING:
-        _check_pairs_fit_the_tables(rating_model(model), train, valid)
+    for part, what in ((train, "training "), (valid, "validation ")):
+        # Once here, not in each step: the compiled kernels read rows unchecked, and torch's lookups
+        # name no column.
+        check_pair_range(part.x, rating_model(model).n_users, rating_model(model).n_items, what)
     epochs = _epochs_for(model, train, valid, config, threads)
     try:
         ratings = ratings_fingerprint(train, valid) if on_checkpoint is not None or resume is not None else ""
@@ -472,17 +475,6 @@ def _check_members(model: RatingModel, config: RunConfig) -> None:
             f"the model has {members} member(s) and the config {config.members} (members); build the model "
             "from the config with recsys.config.model_for, or set members in config_for"
         )
-
-
-def _check_pairs_fit_the_tables(model: RatingModel, *parts: RatingTensors) -> None:
-    """The compiled kernels read rows by index unchecked: an index past a table would crash the
-    process, not raise (autograd's lookups raise on their own). An ensemble's members share a shape."""
-    model = model.member_models()[0]
-    tables = model.factorisation()
-    vectors = (tables.user_factors, tables.item_factors) if tables is not None else model.id_vectors()
-    if vectors is not None:
-        for part in parts:
-            check_pair_range(part.x, len(vectors[0]), len(vectors[1]))
 
 
 def _epochs_for(

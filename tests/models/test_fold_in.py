@@ -293,7 +293,7 @@ class Formless(RatingModel):
     """A rating model whose score is not a bilinear form: bilinear_form() stays None."""
 
     def __init__(self, n_items: int = N_ITEMS) -> None:
-        super().__init__(Y_RANGE)
+        super().__init__(N_USERS, n_items, Y_RANGE)
         self.item_bias = nn.Parameter(torch.linspace(-1.0, 1.0, n_items))
 
     def forward(self, x: Tensor) -> Tensor:

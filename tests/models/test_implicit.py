@@ -138,7 +138,7 @@ def test_user_vectors_include_the_implicit_part() -> None:
 
 @pytest.mark.parametrize("bad", [[[0, N_ITEMS]], [[N_USERS, 0]], [[-1, 0]]])
 def test_training_pairs_outside_the_tables_are_refused(bad: list[list[int]]) -> None:
-    with pytest.raises(ValueError, match="indices must lie in"):
+    with pytest.raises(IndexError, match=r"index -?\d+ \(row 0\) is outside the model's"):
         make().set_training_pairs(torch.tensor(bad))
 
 

@@ -287,6 +287,35 @@ def test_wrong_input_shape_raises_value_error(name: str, shape: tuple[int, ...])
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("members", [1, 2])
+@pytest.mark.parametrize("grad", [True, False], ids=["autograd", "no_grad"])
+@pytest.mark.parametrize(
+    ("column", "index", "kind", "n"),
+    [
+        (0, N_USERS, "user", N_USERS),
+        (1, N_ITEMS, "item", N_ITEMS),
+        (0, -1, "user", N_USERS),
+        (1, -3, "item", N_ITEMS),
+    ],
+)
+def test_an_index_outside_the_tables_is_named_with_its_column_and_range(
+    name: str, members: int, grad: bool, column: int, index: int, kind: str, n: int
+) -> None:
+    """Not torch's "index out of range in self" (nor a negative index read from the end), but the
+    column, the index and the range, as a fastai Learner or a direct call meets it."""
+    model = build_model(name, N_USERS, N_ITEMS, N_FACTORS, Y_RANGE, torch.Generator().manual_seed(0), members)
+    x = batch(size=5)
+    x[2, column] = index
+    message = rf"{kind} index {index} \(row 2\) is outside the model's {kind}s 0\.\.{n - 1}$"
+    with torch.set_grad_enabled(grad):
+        with pytest.raises(IndexError, match=message):
+            model(x)
+        with pytest.raises(IndexError, match=message):
+            model.penalty(x)
+        model(x[:2])  # the rows inside still predict
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_init_scale_multiplies_every_initial_weight(name: str) -> None:
     plain, scaled = (
         build_model(name, 6, 5, 3, Y_RANGE, torch.Generator().manual_seed(2), init_scale=scale)

@@ -56,7 +56,7 @@ class OffsetDotProduct(RatingModel):
         y_range: YRange | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__(y_range)
+        super().__init__(n_users, n_items, y_range)
         self.user_factors = nn.Embedding(n_users, n_factors)
         self.item_factors = nn.Embedding(n_items, n_factors)
         with torch.no_grad():
@@ -101,7 +101,7 @@ class WithoutPenalty(RatingModel):
         y_range: YRange | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__(y_range)
+        super().__init__(n_users, n_items, y_range)
         self.user_factors = nn.Embedding(n_users, n_factors)
         self.item_factors = nn.Embedding(n_items, n_factors)
 
