@@ -216,6 +216,7 @@ def fitted_config(
     if config.rating_unit is None:  # interactions' counts and weights are on no star scale: 1
         config = dataclasses.replace(config, rating_unit=1.0 if implicit else rating_unit(rating_scale))
     _warn_of_a_range_that_cannot_fit(config, rating_scale)
+    _check_linear_scores_fit(config, rating_scale)
     largest_batch = max(1, n_train * config.epochs // MIN_STEPS)
     if config.engine == "autograd" and config.batch_size > largest_batch:
         config = dataclasses.replace(config, batch_size=largest_batch)
@@ -501,15 +502,14 @@ def warn_if_worse_than_mean(
 
 
 # Rating units (recsys.data.dataset.rating_unit) within which the Bayesian models' autograd fit, whose
-# scores are linear in the ratings' own units, moves as its tuned steps were tuned to (five stars).
+# scores are linear in the ratings' own units, moves as its tuned steps were tuned to (five stars):
+# measured on ML-100K rescaled, 0-2.5 and 1-10 fit as 1-5 does, 0-1 and 0-100 no better than the mean.
 LINEAR_SCORE_UNITS = (0.5, 2.0)
 
 
 def _warn_of_a_range_that_cannot_fit(config: RunConfig, scale: tuple[float, float]) -> None:
     """Warn, before training, where the predictions cannot reach the ratings: a `y_range` given that
-    leaves out part of the rating scale, or a Bayesian model's autograd fit on a scale far from five
-    stars (its scores are in the ratings' units, and its steps and penalty were tuned on five
-    stars: measured on a 0-1000 scale, it stayed at the mean's error)."""
+    leaves out part of the rating scale."""
     if config.y_range is not None and not config.ranks:
         low, high = config.y_range
         if low > scale[0] or high < scale[1]:
@@ -518,13 +518,19 @@ def _warn_of_a_range_that_cannot_fit(config: RunConfig, scale: tuple[float, floa
                 f"no prediction can leave it (leave `y_range` out for the data's {default_y_range(scale)})",
                 stacklevel=4,
             )
+
+
+def _check_linear_scores_fit(config: RunConfig, scale: tuple[float, float]) -> None:
+    """Refuse a Bayesian model's autograd fit on a scale far from five stars: its scores, unlike the
+    sigmoid models', are in the ratings' own units, so its steps and penalty (tuned on five stars)
+    are far too small or too large there, and it trains to no better than the ratings' mean."""
     unit, (least, most) = config.rating_unit or 1.0, LINEAR_SCORE_UNITS
     if config.engine == "autograd" and model_entry(config.model).sampled and not least <= unit <= most:
-        warnings.warn(
-            f"{config.model}'s autograd engine scores in the ratings' own units with steps tuned on five "
-            f"stars, and on a scale of {span_text(*scale)} it barely leaves the mean: use its compiled "
-            "engine (a Gibbs sampler, the default), or ratings on a scale near 1-5",
-            stacklevel=4,
+        raise RecsysError(
+            f"`engine` autograd: {config.model} on it scores in the ratings' own units with steps "
+            f"tuned on five stars, and on a scale of {span_text(*scale)} fits no better than the "
+            "ratings' mean; use `engine` compiled (its Gibbs sampler, the default), or ratings on a "
+            "scale near 1-5"
         )
 
 

@@ -145,3 +145,16 @@ def test_the_data_errors_of_the_library_name_the_flags(
         ran.stderr
     )
     assert expected in ran.stderr and "`" not in ran.stderr
+
+
+def test_a_bayesian_autograd_fit_on_a_scale_of_hundreds_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    tiny = load_dataset("tiny")
+    path = tmp_path / "hundreds.csv"
+    rows = "".join(f"{u},{i},{(r - 1) * 25:g}\n" for u, i, r, _ in tiny.ratings.itertuples(index=False))
+    path.write_text("user,item,rating\n" + rows)
+    args = ["--ratings", str(path), "--rating-scale", "0,100", "--model", "bpmf", "--engine", "autograd"]
+    ran = run_cli(train_command.cli, "train.py", [*args, "--out", str(tmp_path / "run")], tmp_path / "cache")
+    error = ran.stderr.splitlines()[-1]  # after the line that reports the scale read
+    assert ran.returncode == 2 and error.startswith("error: --engine autograd: bpmf on it"), ran.stderr
+    assert "Traceback" not in ran.stderr and "use --engine compiled" in error
+    assert not (tmp_path / "run").exists()

@@ -108,16 +108,30 @@ def test_predictions_that_cannot_reach_the_ratings_are_warned_about_before_train
     narrow = config_for("dotbias", dataset="tiny", epochs=1, y_range=(2.9, 3.1))
     with pytest.warns(UserWarning, match=r"`y_range` \(2.9, 3.1\) does not cover the ratings' scale 1-5"):
         prepare(tiny, narrow)
-    # bpmf's autograd fit scores in the ratings' units: on 0-1000 its five-star steps leave it at the mean.
-    hundreds = dataclasses.replace(
-        tiny, ratings=tiny.ratings.assign(rating=tiny.ratings["rating"] * 200), rating_scale=(200.0, 1000.0)
-    )
-    with pytest.warns(UserWarning, match="bpmf's autograd engine scores in the ratings' own units"):
-        prepare(hundreds, config_for("bpmf", engine="autograd", dataset="tiny"))
+
+
+def _rescaled(dataset: RatingsDataset, factor: float) -> RatingsDataset:
+    """`dataset` with every rating, and its scale, times `factor`."""
+    low, high = dataset.rating_scale
+    ratings = dataset.ratings.assign(rating=dataset.ratings["rating"] * factor)
+    return dataclasses.replace(dataset, ratings=ratings, rating_scale=(low * factor, high * factor))
+
+
+@pytest.mark.parametrize("model", ["bpmf", "bfm"])
+@pytest.mark.parametrize(("factor", "scale"), [(200.0, "200-1000"), (0.2, "0.2-1")])
+def test_a_bayesian_autograd_fit_far_from_five_stars_is_refused(
+    tiny: RatingsDataset, model: str, factor: float, scale: str
+) -> None:
+    """Its scores are in the ratings' units, its steps tuned on five stars: on 0-1 and 0-1000 it had
+    trained, after a warning, to no better than the mean (docs/data.md)."""
+    rescaled = _rescaled(tiny, factor)
+    with pytest.raises(RecsysError, match=rf"^`engine` autograd: {model} .* on a scale of {scale} fits no"):
+        prepare(rescaled, config_for(model, engine="autograd", dataset="tiny"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        prepare(hundreds, config_for("bpmf", dataset="tiny"))  # the Gibbs sampler keeps to any scale
-        prepare(tiny, config_for("bpmf", engine="autograd", dataset="tiny"))
+        prepare(rescaled, config_for(model, dataset="tiny"))  # the Gibbs sampler keeps to any scale
+        prepare(_rescaled(tiny, 2.0), config_for(model, engine="autograd", dataset="tiny"))  # as 1-10
+        prepare(tiny, config_for(model, engine="autograd", dataset="tiny"))
 
 
 def test_a_model_trained_without_a_user_table_places_no_new_user_by_one(tiny: RatingsDataset) -> None:
