@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from recsys.config import RunConfig, available_cores, config_for, model_for
-from recsys.data.dataset import RatingsDataset
+from recsys.data.dataset import RatingsDataset, rating_unit
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.movielens import load_movielens
 from recsys.data.splits import fold_split, make_split
@@ -795,8 +795,8 @@ def u1_ranking(folder: Path, model: str) -> tuple[torch.nn.Module, EncodedSplit,
     dataset = load_movielens("ml-100k", folder)
     result = train_and_evaluate(dataset, config_for(model, dataset="ml-100k", split="u1"), progress=False)
     data = result.data
-    threshold = relevance_threshold(dataset.rating_scale)
-    task = ranking_task(data.train, data.test, len(data.users), len(data.items), threshold)
+    threshold, unit = relevance_threshold(dataset.rating_scale), result.config.rating_unit or 1.0
+    task = ranking_task(data.train, data.test, len(data.users), len(data.items), threshold, rating_unit=unit)
     return result.model, data, task
 
 
@@ -1135,7 +1135,10 @@ def bench_ranking_scale(
     with measured() as making:
         train, test = synthetic_ranking_split(n_users, n_items, n_train, n_train // 9, seed)
     with measured() as building:
-        task = ranking_task(train, test, n_users, n_items, relevance_threshold(RANKING_SCALE))
+        task = ranking_task(
+            train, test, n_users, n_items, relevance_threshold(RANKING_SCALE),
+            rating_unit=rating_unit(RANKING_SCALE),
+        )  # fmt: skip
     del train, test
     judged = len(task.users)
     generator = torch.Generator().manual_seed(seed)
@@ -1412,7 +1415,10 @@ def bench_ltr_lists(
     """`contender`'s top-N lists on `split` scored by evaluate_ranking on the task every contender gets
     (`task_digest`: its fingerprint), with its fit's clocks; cornac's BPR failing is a row saying so."""
     data, config = ltr_split(dataset, split)
-    task = ranking_task(data.train, data.test, len(data.users), len(data.items), config.relevant)
+    unit = config.rating_unit or 1.0
+    task = ranking_task(
+        data.train, data.test, len(data.users), len(data.items), config.relevant, rating_unit=unit
+    )
     row: dict[str, Any] = {"part": "lists", "contender": contender}
     try:
         scorer, settings, clocks = fit_contender(contender, dataset, split, threads, tuned)
@@ -1463,7 +1469,7 @@ def search_peer(dataset: RatingsDataset, split: str, peer: str, threads: int = L
     n_users, n_items = len(data.users), len(data.items)
     kept, held = hold_out_positives(data.train, config.relevant)
     matrix = positive_matrix(kept, config.relevant, n_users, n_items)
-    task = ranking_task(kept, held, n_users, n_items, config.relevant)
+    task = ranking_task(kept, held, n_users, n_items, config.relevant, rating_unit=config.rating_unit or 1.0)
 
     def validation_ndcg(settings: dict[str, Any]) -> float:
         model = peer_model(peer, settings, threads)

@@ -700,7 +700,7 @@ SMALL_SCORES = torch.tensor([6.0, 5.0, 4.0, 3.0, 2.0, 1.0])  # every user ranks 
 
 
 def _small_task() -> RankingTask:
-    return ranking_task(SMALL_TRAIN, SMALL_TEST, 4, 6, 4.0)
+    return ranking_task(SMALL_TRAIN, SMALL_TEST, 4, 6, 4.0, rating_unit=1.0)
 
 
 def test_sample_task_judges_the_chosen_users_with_their_own_relevant_items() -> None:

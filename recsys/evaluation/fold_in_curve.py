@@ -77,7 +77,7 @@ def fold_in_curve(
     users = test_users[counts[test_users] >= max(ratings_known)]
     in_curve = torch.isin(data.test.x[:, 0], users)
     test = RatingTensors(data.test.x[in_curve], data.test.y[in_curve])
-    task = ranking_task(data.train, test, n_users, n_items, threshold)
+    task = ranking_task(data.train, test, n_users, n_items, threshold, rating_unit=rating_unit or 1.0)
     row_of = torch.full((n_users,), -1, dtype=torch.long)
     row_of[users] = torch.arange(len(users))
     rows = []

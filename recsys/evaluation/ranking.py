@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from recsys.data.encoding import RatingTensors, as_held
+from recsys.data.encoding import RatingTensors, as_held, positive_strength
 from recsys.evaluation.scorers import Scorer
 from recsys.models.layers import check_pair_range
 
@@ -32,6 +32,11 @@ def relevance_threshold(rating_scale: tuple[float, float]) -> float:
     """The rating at or above which a test item is relevant: 4 on a 1-5 scale, scaled on others."""
     low, high = rating_scale
     return low + RELEVANT_SHARE * (high - low)
+
+
+def _finite(value: object) -> bool:
+    """Whether `value` is a finite real number (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _csr(rows: Tensor, columns: Tensor, n_rows: int) -> tuple[Tensor, Tensor]:
@@ -52,7 +57,7 @@ class RankingTask:
     rated_items: Tensor
     relevant_starts: Tensor  # (len(users) + 1,): the judged users' relevant items, in `users` order
     relevant_items: Tensor
-    relevant_gains: Tensor  # the graded NDCG's gain: 1 + rating - threshold, so at least 1
+    relevant_gains: Tensor  # the graded NDCG's gain: 1 + (rating - threshold) / rating unit, so at least 1
     popularity: Tensor  # (n_items,): share of training users who rated each item
     threshold: float | None  # None: every test item is relevant
 
@@ -63,16 +68,24 @@ class RankingTask:
 
 
 def ranking_task(
-    train: RatingTensors, test: RatingTensors, n_users: int, n_items: int, threshold: float | None
+    train: RatingTensors,
+    test: RatingTensors,
+    n_users: int,
+    n_items: int,
+    threshold: float | None,
+    *,
+    rating_unit: float,
 ) -> RankingTask:
     """The task for encoded training and test ratings: relevant is a test rating >= `threshold`
     (None: any test rating) of an item the user did not rate in training; a pair rated twice in
-    test counts once, with its highest rating. Its gain in the graded NDCG is 1 + rating - threshold
-    (None: the lowest test rating)."""
-    if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold)
-    ):  # NaN or inf judges nobody (every metric NaN); -inf makes every graded gain infinite
+    test counts once, with its highest rating. Its gain in the graded NDCG is 1 + (rating -
+    threshold) / `rating_unit` (None: the lowest test rating), as the ranking models weigh a positive:
+    one more per five-star unit above the threshold, so the same ratings on another scale score alike."""
+    if threshold is not None and not _finite(threshold):
+        # NaN or inf judges nobody (every metric NaN); -inf makes every graded gain infinite
         raise ValueError(f"threshold must be a finite rating or None, got {threshold!r}")
+    if not (_finite(rating_unit) and rating_unit > 0):
+        raise ValueError(f"rating_unit must be a positive finite number, got {rating_unit!r}")
     for part, name in ((train, "training"), (test, "test")):  # keys user * n_items + item alias otherwise
         check_pair_range(part.x.cpu(), n_users, n_items, f"{name} ")
     train_users, train_items = train.x[:, 0].cpu(), train.x[:, 1].cpu()
@@ -84,9 +97,9 @@ def ranking_task(
     keep = torch.ones(len(ratings), dtype=torch.bool) if held is None else ratings >= held
     keys = test_users[keep] * n_items + test_items[keep]
     # Gains from 1 up whatever the scale (ratings of 0 or below included): the least relevant
-    # rating gains 1, each step above it one more.
+    # rating gains 1, each five-star unit above it one more.
     floor = held if held is not None else (float(ratings.min()) if len(ratings) else 0.0)
-    gains = 1 + ratings[keep] - floor
+    gains = positive_strength(ratings[keep], floor, rating_unit)
     keep = ~torch.isin(keys, rated_keys)
     keys, gains = keys[keep], gains[keep]
     # A pair rated twice keeps its highest gain; unique's keys are sorted: by user, then item.

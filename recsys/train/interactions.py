@@ -119,6 +119,7 @@ class RankingWatch:
         n_users: int,
         n_items: int,
         relevant: float,
+        rating_unit: float,
         seed: int,
         epochs: int,
     ) -> None:
@@ -139,6 +140,7 @@ class RankingWatch:
             n_users,
             n_items,
             relevant,
+            rating_unit=rating_unit,
         )
         self.n_items = n_items
 
@@ -175,7 +177,9 @@ class RankingEpochs:
             choices=self.reads_choices,
             rating_unit=config.rating_unit or 1.0,
         )
-        self.watch = RankingWatch(train, valid, n_users, n_items, relevant, config.seed, config.epochs)
+        self.watch = RankingWatch(
+            train, valid, n_users, n_items, relevant, config.rating_unit or 1.0, config.seed, config.epochs
+        )
         self.epoch = 0  # the last run: what the watch judges
 
     def evaluate(self, valid: RatingTensors) -> dict[str, float]:

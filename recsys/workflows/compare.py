@@ -179,7 +179,9 @@ def compare_models(
         trained[name] = model
         test = evaluate_test(model, data, unknown)
         baseline_rows.append(ModelScore(name, test["rmse"], test["mae"], 0.0, _fitted_size(model)))
-    ranking = rank_models(trained, data, threshold, seed)
+    # Every run's config was fitted to the one dataset: one rating unit, in which lists are graded.
+    rating_unit = next(iter(results.values())).config.rating_unit or 1.0
+    ranking = rank_models(trained, data, threshold, seed, rating_unit)
     curves = {
         name: fold_in_curve(
             model,
@@ -287,11 +289,12 @@ def _threshold(relevant: Relevant, dataset: RatingsDataset) -> float | None:
 
 
 def rank_models(
-    models: dict[str, nn.Module], data: EncodedSplit, threshold: float | None, seed: int
+    models: dict[str, nn.Module], data: EncodedSplit, threshold: float | None, seed: int, rating_unit: float
 ) -> pd.DataFrame:
-    """Every trained model's top-N lists and the ranking baselines', judged on the same task."""
+    """Every trained model's top-N lists and the ranking baselines', judged on the same task (graded
+    in `rating_unit`)."""
     n_items = len(data.items)
-    task = ranking_task(data.train, data.test, len(data.users), n_items, threshold)
+    task = ranking_task(data.train, data.test, len(data.users), n_items, threshold, rating_unit=rating_unit)
     popularity = torch.bincount(data.train.x[:, 1], minlength=n_items).double()
     scorers: dict[str, Scorer] = {
         name: model_scorer(model, n_items) for name, model in models.items() if name not in BASELINES

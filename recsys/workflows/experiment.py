@@ -32,7 +32,7 @@ from recsys.data.features import FeatureRows, features_of, rows_for_new, table_r
 from recsys.data.splits import Split, make_split
 from recsys.errors import DataError, RecsysError
 from recsys.evaluation.metrics import evaluate, evaluate_test
-from recsys.evaluation.ranking import evaluate_ranking, ranking_task, relevance_threshold
+from recsys.evaluation.ranking import RankingTask, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluation.scorers import model_scorer
 from recsys.files import write_json
 from recsys.models.base import RatingModel
@@ -146,7 +146,7 @@ def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, R
 
 def _judged(data: EncodedSplit, config: RunConfig) -> Tensor:
     """The test users a ranking model's lists are judged for."""
-    return ranking_task(data.train, data.test, len(data.users), len(data.items), config.relevant).users
+    return _task(data, config).users
 
 
 def check_model_fits_data(dataset: RatingsDataset, config: RunConfig) -> None:
@@ -443,8 +443,16 @@ def _test_scores(model: nn.Module, data: EncodedSplit, config: RunConfig, progre
     reaching `relevant` is relevant), with a bar where `progress`."""
     if not config.ranks:
         return evaluate_test(model, data, config.unknown)
-    task = ranking_task(data.train, data.test, len(data.users), len(data.items), config.relevant)
-    return evaluate_ranking(model_scorer(model, len(data.items)), task, progress=progress)
+    return evaluate_ranking(model_scorer(model, len(data.items)), _task(data, config), progress=progress)
+
+
+def _task(data: EncodedSplit, config: RunConfig) -> RankingTask:
+    """`data`'s test part judged as `config` judges it: relevant from `relevant`, graded in its
+    rating unit."""
+    n_users, n_items = len(data.users), len(data.items)
+    return ranking_task(
+        data.train, data.test, n_users, n_items, config.relevant, rating_unit=config.rating_unit or 1.0
+    )
 
 
 def _warn_if_one_day_each(model: BayesianFM, dataset: RatingsDataset, n_users: int) -> None:

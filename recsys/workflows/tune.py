@@ -251,7 +251,10 @@ def _ranking_validation(
                     f"cross-validation fold {number} of {len(cuts)}, trained on the other folds' pairs: "
                     f"{error}; fewer `folds` leave more to each"
                 ) from None
-            task = ranking_task(fold_train, fold_valid, len(users), len(items), config.relevant)
+            task = ranking_task(
+                fold_train, fold_valid, len(users), len(items), config.relevant,
+                rating_unit=config.rating_unit or 1.0,
+            )  # fmt: skip
             scores.append(evaluate_ranking(model_scorer(model, len(items)), task, ks=(10,))["ndcg@10"])
         return np.asarray(scores)
 

@@ -68,7 +68,7 @@ def task(
     threshold: float | None = 4.0, train: RatingTensors = TRAIN, test: RatingTensors = TEST
 ) -> RankingTask:
     """The tiny case's task."""
-    return ranking_task(train, test, N_USERS, N_ITEMS, threshold)
+    return ranking_task(train, test, N_USERS, N_ITEMS, threshold, rating_unit=1.0)
 
 
 def relevant(threshold: float | None = 4.0, test: RatingTensors = TEST) -> dict[int, dict[int, float]]:
@@ -93,7 +93,7 @@ def test_relevance_threshold_is_three_quarters_up_the_scale() -> None:
 def test_the_task_judges_users_with_a_relevant_item_and_counts_popularity_from_training() -> None:
     found = task()
     assert found.users.tolist() == [0, 1]  # user 2's only 5 is on an item it trained on; user 3 has no 4+
-    # Gains are 1 + rating - threshold: a 4 gains 1, a 5 gains 2.
+    # Gains are 1 + (rating - threshold) / rating unit: on five stars (unit 1) a 4 gains 1, a 5 gains 2.
     assert relevant() == {0: {0: 2.0, 3: 1.0}, 1: {3: 2.0, 5: 1.0}}
     assert found.popularity.tolist() == [3 / 4, 2 / 4, 1 / 4, 0.0, 0.0, 1 / 4]
     assert found.n_items == N_ITEMS and found.threshold == 4.0
@@ -292,7 +292,7 @@ def random_case(seed: int = 0) -> tuple[RatingTensors, RatingTensors, Tensor, in
 
 def test_training_items_are_never_recommended_and_lists_are_best_first() -> None:
     train, test, scores, n_users, n_items = random_case()
-    found = ranking_task(train, test, n_users, n_items, 4.0)
+    found = ranking_task(train, test, n_users, n_items, 4.0, rating_unit=1.0)
     lists = top_lists(lambda users: scores[users], found, n_items)
     trained = {(int(u), int(i)) for u, i in train.x}
     assert len(found.users) > 5
@@ -307,7 +307,7 @@ def test_training_items_are_never_recommended_and_lists_are_best_first() -> None
 
 def test_results_do_not_depend_on_the_block_size() -> None:
     train, test, scores, n_users, n_items = random_case(1)
-    found = ranking_task(train, test, n_users, n_items, 4.0)
+    found = ranking_task(train, test, n_users, n_items, 4.0, rating_unit=1.0)
     blocks: list[int] = []
 
     def scorer(users: Tensor) -> Tensor:
@@ -333,7 +333,7 @@ def test_results_do_not_depend_on_the_block_size() -> None:
 
 def test_a_perfect_scorer_scores_one_and_per_user_metrics_stay_in_range() -> None:
     train, test, _, n_users, n_items = random_case(2)
-    found = ranking_task(train, test, n_users, n_items, 4.0)
+    found = ranking_task(train, test, n_users, n_items, 4.0, rating_unit=1.0)
     # Scores are the users' gains: relevant items first, the highest rated first.
     perfect = torch.zeros(n_users, n_items)
     for position, user in enumerate(found.users.tolist()):
@@ -363,6 +363,30 @@ def test_a_threshold_that_is_no_finite_rating_is_refused(threshold: object) -> N
     with pytest.raises(ValueError, match="threshold must be a finite rating or None"):
         task(threshold)  # type: ignore[arg-type]
     assert len(task(np.float32(4.0)).users) == 2  # numpy's numbers are ratings as Python's are
+
+
+@pytest.mark.parametrize("threshold", [4.0, None], ids=["threshold", "all"])
+@pytest.mark.parametrize("factor", [200.0, 2.0, 0.2])
+def test_the_same_ratings_on_another_scale_give_the_same_graded_ndcg(
+    threshold: float | None, factor: float
+) -> None:
+    """Gains were 1 + rating - threshold in the ratings' own units: on 0-1000 a 1000 gained 201 to an
+    800's 1 where five stars' 5 gains 2 to a 4's 1, so one order of preferences scored another
+    graded NDCG on each scale. They are in rating units (five stars' 1, 0-1000's 200) as `ials`'
+    strengths are."""
+    train, test = (RatingTensors(part.x, part.y * factor) for part in (TRAIN, TEST))
+    rescaled = ranking_task(
+        train, test, N_USERS, N_ITEMS, None if threshold is None else threshold * factor, rating_unit=factor
+    )
+    stars = evaluate_ranking(SCORER, task(threshold), ks=(1, 3))
+    assert evaluate_ranking(SCORER, rescaled, ks=(1, 3)) == pytest.approx(stars)
+    assert stars["ndcg_graded@3"] != pytest.approx(stars["ndcg@3"])  # the grades tell the 5s apart
+
+
+@pytest.mark.parametrize("unit", [0.0, -1.0, float("nan"), float("inf"), True, "1"])
+def test_a_rating_unit_that_is_no_positive_number_is_refused(unit: object) -> None:
+    with pytest.raises(ValueError, match="rating_unit must be a positive finite number"):
+        ranking_task(TRAIN, TEST, N_USERS, N_ITEMS, 4.0, rating_unit=unit)  # type: ignore[arg-type]
 
 
 def test_a_scorer_giving_nan_or_the_wrong_shape_is_named() -> None:
@@ -409,7 +433,7 @@ def test_a_rating_of_zero_or_below_is_still_relevant() -> None:
     # Every test item relevant on a scale that reaches 0 and below: gains 1 + rating - (-1).
     train = tensors([(0, 1, 1.0), (1, 1, 1.0)])
     test = tensors([(0, 0, 0.0), (1, 2, -1.0)])
-    found = ranking_task(train, test, 2, 3, None)
+    found = ranking_task(train, test, 2, 3, None, rating_unit=1.0)
     results = evaluate_ranking(constant_scorer(torch.tensor([3.0, 2.0, 1.0])), found, ks=(1, 2))
     # User 0's list [0, 2] hits at 1; user 1's [0, 2] hits at 2.
     assert results["precision@1"] == pytest.approx(0.5)
@@ -423,7 +447,7 @@ def test_ties_are_broken_by_item_so_a_list_does_not_depend_on_the_longest_k() ->
     # Every item scores alike: lists run in item order, whatever the longest k asked for.
     train = tensors([(0, 0, 3.0)])
     test = tensors([(0, 1, 5.0)])
-    found = ranking_task(train, test, 1, 40, 4.0)
+    found = ranking_task(train, test, 1, 40, 4.0, rating_unit=1.0)
     flat = constant_scorer(torch.zeros(40))
     assert top_lists(flat, found, 3).tolist() == [[1, 2, 3]]
     assert top_lists(flat, found, 40)[0, :3].tolist() == [1, 2, 3]
@@ -450,7 +474,9 @@ def test_each_list_is_its_rows_best_by_score_then_item_whatever_ties_topk_meets(
 def test_a_rating_equal_to_a_threshold_float32_cannot_hold_is_relevant() -> None:
     """Ratings are held as float32, where 7.7 is 7.6999998: compared in float64 with the threshold
     7.7, a rating of 7.7 was not "at or above 7.7", and its user went unjudged."""
-    found = ranking_task(tensors([(0, 0, 9.0)]), tensors([(0, 1, 7.7), (0, 2, 8.3)]), 1, 3, 7.7)
+    found = ranking_task(
+        tensors([(0, 0, 9.0)]), tensors([(0, 1, 7.7), (0, 2, 8.3)]), 1, 3, 7.7, rating_unit=1.0
+    )
     items, gains = found.relevant_of(0)
     assert items.tolist() == [1, 2]
     assert gains.tolist()[0] == 1.0  # the threshold's own rating gains exactly 1
@@ -459,7 +485,7 @@ def test_a_rating_equal_to_a_threshold_float32_cannot_hold_is_relevant() -> None
 
 def test_a_candidate_scored_minus_infinity_still_ranks_last_and_float64_scores_are_kept() -> None:
     train, test = tensors([(0, 0, 3.0)]), tensors([(0, 3, 5.0)])
-    found = ranking_task(train, test, 1, 4, 4.0)
+    found = ranking_task(train, test, 1, 4, 4.0, rating_unit=1.0)
     # Item 0 is excluded (rated in training); item 3, relevant, is a candidate the scorer put at -inf.
     assert top_lists(constant_scorer(torch.tensor([9.0, 2.0, 1.0, -math.inf])), found, 3).tolist() == [
         [1, 2, 3]

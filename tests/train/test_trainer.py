@@ -69,7 +69,7 @@ def test_training_loss_falls_for_every_model(name: str, tiny_encoded: EncodedSpl
     if model_entry(name).ranks:  # watched by its lists, which it has no ratings to be scored on
         for stats in history:
             assert math.isnan(stats.valid_rmse) and 0 <= stats.valid_ndcg <= 1
-        task = ranking_task(tiny_encoded.train, tiny_encoded.test, *model_size(model), 1.0)
+        task = ranking_task(tiny_encoded.train, tiny_encoded.test, *model_size(model), 1.0, rating_unit=1.0)
         final_ndcg = evaluate_ranking(model_scorer(model, model_size(model)[1]), task, ks=(10,))["ndcg@10"]
         assert final_ndcg == pytest.approx(history[-1].valid_ndcg, rel=1e-6)
         return
