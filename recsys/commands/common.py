@@ -372,11 +372,11 @@ def run(main: Callable[[], int]) -> None:
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {in_flags(str(message))}\n"
     warnings.showwarning = _show_once
     _SHOWN.clear()
-    # Only in the main thread can a handler be set. Under torchrun the agent stops its workers with
-    # SIGTERM, and one blocked in a collective would not run Python's handler: the default stays.
-    handles_term = (
-        threading.current_thread() is threading.main_thread() and "TORCHELASTIC_RUN_ID" not in os.environ
-    )
+    # Only in the main thread can a handler be set. Under torchrun too: its agent passes a SIGTERM (or
+    # Ctrl-C) on to every worker, which cleans up as one process does. A worker blocked in a collective
+    # runs the handler once the collective returns, or fails as a peer leaves (gloo); one that never
+    # returns is killed by the agent after its grace period (30 s), as the default action would have.
+    handles_term = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _terminate) if handles_term else None
     # Ctrl-C raises as Python's own handler does, recorded (left alone where it is ignored: a job
     # started in the background).

@@ -3,6 +3,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,39 @@ def test_two_ranks_match_one_process(flags: list[str], tmp_path: Path) -> None:
         assert ours["train_loss"] == pytest.approx(theirs["train_loss"], abs=TOLERANCE)
         assert theirs["ratings"] == single["n_train"]
         assert ours["ratings"] == rank_share
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("checkpoint_every", "left"),
+    [("3600", []), ("0", ["checkpoint.pt", "config.json", "data.json"])],
+    ids=["before-the-first-checkpoint", "after-one"],
+)
+def test_sigterm_to_torchrun_leaves_nothing_or_a_folder_to_resume(
+    checkpoint_every: str, left: list[str], tmp_path: Path
+) -> None:
+    """torchrun's agent passes a SIGTERM on to its workers. Under the default action rank 0 died with
+    its fresh folder's config.json, data.json and lock file in it: nothing to resume, and the folder
+    refused to a new run. Now the ranks stop as one process does."""
+    out = tmp_path / "run"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
+                "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]  # fmt: skip
+    args = ["scripts/train.py", "--dataset", "tiny", "--offline", "--epochs", "400", "--no-progress",
+            "--checkpoint-every", checkpoint_every, "--out", str(out)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "RECSYS_DATA"}
+    env |= {"RECSYS_CACHE": str(tmp_path / "cache"), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+    with subprocess.Popen(
+        [*torchrun, *args], cwd=ROOT, env=env | {"PYTHONUNBUFFERED": "1"}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as launcher:  # fmt: skip
+        assert launcher.stdout is not None
+        for line in launcher.stdout:  # the second epoch's row: training is under way
+            if line.split()[:1] == ["2"]:
+                break
+        launcher.send_signal(signal.SIGTERM)
+        _, errors = launcher.communicate(timeout=120)
+    assert (sorted(path.name for path in out.iterdir()) if out.exists() else []) == left
+    assert errors.splitlines().count("terminated") == 2, errors[-3000:]  # each rank, by the handler
 
 
 @pytest.mark.parametrize("world_size", [None, "1"])
