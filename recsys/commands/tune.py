@@ -104,14 +104,16 @@ def check_args(args: argparse.Namespace) -> None:
     if args.folds < 2:
         raise RecsysError(f"--folds must be at least 2 (cross-validation), got {args.folds}")
     if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        raise RecsysError(f"--out {args.out} already exists and is not an empty folder; choose a new one")
+        from recsys.workflows.run_folder import occupied
+
+        raise RecsysError(occupied(args.out, "--out"))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
     from recsys.files import write_json
-    from recsys.workflows.run_folder import taken_back_if_failed
+    from recsys.workflows.run_folder import claim_run_folder, in_use
     from recsys.workflows.tune import best_settings, planned_trials, plot_trials, tune
 
     dataset = dataset_from_flags(args)
@@ -120,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     split = args.split or dataset.default_split
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
     if out.is_dir() and any(out.iterdir()):
-        raise RecsysError(f"{out} already holds a search; name another with --out")
+        running = " running now" if in_use(out) else ""
+        raise RecsysError(f"{out} already holds a search{running}; name another with --out")
     ranks = model_entry(args.model).ranks  # scored by its lists' NDCG@10, the higher the better
     label, better = ("valid NDCG@10", max) if ranks else ("valid RMSE", min)
     best_so_far = -math.inf if ranks else math.inf
@@ -139,9 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-    # Made before the search, so that a path that cannot be a folder fails now; a search that fails
-    # leaves no folder behind.
-    with taken_back_if_failed(out, "`out`"):
+    # Claimed before the search, so that a path that cannot be a folder fails now and a second search
+    # into it is refused, not run to collide with this one's files; a search that fails leaves no
+    # folder behind.
+    with claim_run_folder(out, resume=False, name="`out`"):
         print(
             f"tuning {args.model} on the training part of {dataset.name} split {split}: {planned} "
             f"settings, {args.folds}-fold cross-validation inside it; the test part is read once, at the end"

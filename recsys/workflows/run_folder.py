@@ -133,6 +133,8 @@ def _check_contents(path: Path, name: str, resume: bool) -> None:
 def occupied(path: Path, name: str, *, held: bool = False) -> str:
     """The error for a fresh run given `path`, an existing folder that is not empty, by `name`
     (`held`: this process holds its lock)."""
+    if not held and in_use(path):  # its lock file alone: a search writes nothing there for minutes
+        return f"{name} {path} is in use by another recsys run"
     if why := _stopped_early(path, held=held):
         return f"{name} {path} already exists{why}, or choose a new one"
     return f"{name} {path} already exists and is not an empty folder; choose a new one"
@@ -149,21 +151,27 @@ def _stopped_early(path: Path, *, held: bool) -> str:
     described = CONFIG_FILE in entries and CHECKPOINT_FILE not in entries
     if not described or any(e not in (CONFIG_FILE, DATA_FILE) and not e.endswith(".tmp") for e in entries):
         return ""
-    if not held and (path / LOCK_FILE).exists():
-        try:
-            handle = os.open(path / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return ""
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:  # a live run holds it: it has not reached its first checkpoint yet
-            return ""
-        finally:
-            os.close(handle)
+    if not held and in_use(path):  # a live run holds it: it has not reached its first checkpoint yet
+        return ""
     return (
         f": its run stopped before writing its first {CHECKPOINT_FILE} (killed?), so there is nothing "
         "to resume; delete the folder to start that run again"
     )
+
+
+def in_use(path: Path) -> bool:
+    """Whether a live run holds the lock file in `path`."""
+    try:
+        handle = os.open(path / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # none there (or none this process may read): no run holds it
+        return False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(handle)
 
 
 def _take_back(path: Path, *, made_folder: bool, made_lock: bool, described: bool) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, Ran, run_cli
 
 from recsys.commands import train as train_command
 from recsys.commands import tune as tune_command
@@ -172,6 +172,31 @@ def test_a_search_stopped_by_ctrl_c_reports_the_best_setting_so_far(
         "stopped after 3 of 10 settings, nothing written; the best so far: lr=0.02 epochs=9"
     )
     assert "valid RMSE 0.9100" in last
+    assert not out.exists()
+
+
+def test_a_second_search_into_the_folder_of_one_running_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a search's folder stays empty until it retrains its best setting, so a second search
+    given it ran too, until the two collided at run/, or its Ctrl-C removed the first one's run/."""
+    out = tmp_path / "search"
+    args = ["--dataset", "tiny", "--trials", "2", "--no-progress", "--out", str(out)]
+    searches: list[Path] = []
+    second: list[Ran] = []
+
+    def search(*args_: object, run_dir: Path, **kwargs: object) -> None:
+        searches.append(run_dir)
+        if len(searches) == 1:  # while the first searches, a second is started into its folder
+            second.append(run_cli(tune_command.cli, "tune.py", args, tmp_path / "cache"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("recsys.workflows.tune.tune", search)
+    with pytest.raises(KeyboardInterrupt):
+        tune_command.main(args)
+    assert len(searches) == 1  # the second never searched
+    assert second[0].returncode == 2
+    assert second[0].stderr == f"error: --out {out} is in use by another recsys run\n"
     assert not out.exists()
 
 

@@ -108,7 +108,7 @@ def test_a_run_killed_before_its_first_checkpoint_is_named_as_such(tmp_path: Pat
     (tmp_path / LOCK_FILE).write_text("")
     with open(tmp_path / LOCK_FILE) as held:  # a live run's folder, before its first checkpoint
         fcntl.flock(held, fcntl.LOCK_EX)
-        assert occupied(tmp_path, "--out").endswith("not an empty folder; choose a new one")
+        assert occupied(tmp_path, "--out") == f"--out {tmp_path} is in use by another recsys run"
     (tmp_path / "notes.txt").write_text("mine")  # a folder holding more than a run's files: no guess
     assert occupied(tmp_path, "--out").endswith("not an empty folder; choose a new one")
 
