@@ -39,6 +39,8 @@ from recsys.errors import RecsysError
 from recsys.models.registry import model_entry, model_names
 from recsys.names import SEARCH_RUN_FOLDER, SPLIT_KINDS
 
+SEARCH_FILES = ("trials.csv", "trials.png", "best.json")  # what a search writes beside its run/
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -112,7 +114,7 @@ def check_args(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
-    from recsys.files import write_json
+    from recsys.files import write_json, write_text
     from recsys.workflows.run_folder import claim_run_folder, in_use
     from recsys.workflows.tune import best_settings, planned_trials, plot_trials, tune
 
@@ -166,20 +168,24 @@ def main(argv: list[str] | None = None) -> int:
                 features=args.features,
                 ordinal=args.ordinal,
             )
-        except (KeyboardInterrupt, Terminated):  # Ctrl-C or a kill: what the search found is not lost
-            # Stopped while the best setting was retrained, that run's folder (a ranking model's holds
-            # its last epoch, saved before the lists are scored) goes too: the search wrote nothing.
+            write_text(out / "trials.csv", result.table.to_csv(index=False))
+            plot_trials(result.table, out / "trials.png", result.best, result.score)
+            write_json(out / "best.json", best_settings(result))
+        except BaseException as error:
+            # Stopped, or a file that could not be written (a full disk): none of the search's files
+            # stays, so that the folder is never a search without its best.json. Stopped while the best
+            # setting was retrained, that run's folder goes too (a ranking model's holds its last
+            # epoch, saved before the lists are scored).
             shutil.rmtree(out / SEARCH_RUN_FOLDER, ignore_errors=True)
-            if best_shown:
+            for name in SEARCH_FILES:
+                (out / name).unlink(missing_ok=True)
+            if isinstance(error, KeyboardInterrupt | Terminated) and best_shown:  # what it found is not lost
                 print(
                     f"stopped after {tried} of {planned} settings, nothing written; the best so far: "
                     f"{best_shown}  ({label} {best_so_far:.4f})",
                     file=sys.stderr,
                 )
             raise
-    result.table.to_csv(out / "trials.csv", index=False)
-    plot_trials(result.table, out / "trials.png", result.best, result.score)
-    write_json(out / "best.json", best_settings(result))
     shown = " ".join(f"{name}={_shown(value)}" for name, value in result.best.items())
     print(f"best setting: {shown}  ({label} {result.table.at[0, result.score]:.4f})", file=sys.stdout)
     print(f"{test_summary(result.run, dataset.implicit)}  (read once, now)")
@@ -194,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if part
     )
-    print(
-        f"written: {out}/ (trials.csv, trials.png, best.json, run/); `{again}` trains the best setting again"
-    )
+    print(f"written: {out}/ ({', '.join(SEARCH_FILES)}, run/); `{again}` trains the best setting again")
     return 0
 
 

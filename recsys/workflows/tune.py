@@ -34,6 +34,7 @@ from recsys.data.splits import make_split
 from recsys.errors import RecsysError, plain_value
 from recsys.evaluation.ranking import evaluate_ranking, ranking_task
 from recsys.evaluation.scorers import model_scorer
+from recsys.files import atomic_write
 from recsys.models import model_entry
 from recsys.train.trainer import TrainingDiverged, fit
 from recsys.workflows.estimator import RatingRegressor
@@ -315,5 +316,5 @@ def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any], score
         axis.set_visible(False)
     axes.flat[0].legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
     plt.close(figure)

@@ -1,9 +1,11 @@
 """recsys-tune (scripts/tune.py) as a user runs it, and train.py --config reading what it wrote."""
 
+import errno
 import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 import pytest
@@ -172,6 +174,36 @@ def test_a_search_stopped_by_ctrl_c_reports_the_best_setting_so_far(
         "stopped after 3 of 10 settings, nothing written; the best so far: lr=0.02 epochs=9"
     )
     assert "valid RMSE 0.9100" in last
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("failure", ["ctrl-c", "disk full"])
+def test_a_search_stopped_or_failing_as_it_writes_its_files_leaves_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    """Regression: Ctrl-C or a full disk while trials.png was drawn left run/ and trials.csv without
+    best.json, a folder a new search refused as holding one; the full disk was a traceback."""
+    from matplotlib.figure import Figure
+
+    def savefig(figure: Figure, file: Path | IO[bytes], **kwargs: object) -> None:
+        if isinstance(file, Path):  # drawn straight into place
+            file.write_bytes(b"\x89PNG")
+        else:
+            file.write(b"\x89PNG")
+        if failure == "ctrl-c":
+            raise KeyboardInterrupt
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    out = tmp_path / "search"
+    args = ["--dataset", "tiny", "--trials", "1", "--folds", "2", "--no-progress", "--out", str(out)]
+    ran = run_cli(tune_command.cli, "tune.py", args, tmp_path / "cache")
+    if failure == "ctrl-c":
+        assert ran.returncode == 130
+        assert ran.stderr.startswith("stopped after 1 of 1 settings, nothing written; the best so far: ")
+    else:
+        assert ran.returncode == 2
+        assert ran.stderr == f"error: cannot write {out / 'trials.png'}: No space left on device\n"
     assert not out.exists()
 
 
