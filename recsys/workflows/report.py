@@ -35,7 +35,7 @@ from recsys.workflows.compare import (
     models_with_biases,
     user_table,
 )
-from recsys.workflows.run_folder import taken_back_if_failed
+from recsys.workflows.run_folder import LOCK_FILE, held_folder, taken_back_if_failed
 
 # Every file write_report may write: an earlier report's own files, replaced by the next report.
 REPORT_FILES = (
@@ -73,19 +73,21 @@ def claim_report_folder(out: Path) -> Iterator[bool]:
     """Check before anything is trained that `out` can take a report: made if new, else empty or
     holding an earlier report (whose files write_report replaces; the user's own stay). Yields
     whether it holds one; any other folder is an error naming `out`, so no report overwrites other
-    files. A block that fails takes back the folder this made, as a failed run does its run folder."""
+    files. The folder is held while the block runs, so a second comparison into it is refused; a block
+    that fails takes back the folder this made, as a failed run does its run folder."""
     with taken_back_if_failed(out, "`out`"):
         if not os.access(out, os.W_OK | os.X_OK):
             raise RecsysError(f"`out` {out}: cannot write in it")
-        for draft in out.glob(f"{DRAFT_PREFIX}*"):  # left by a run killed outright (SIGKILL) as it drew
-            shutil.rmtree(draft, ignore_errors=True)
-        names = {entry.name for entry in out.iterdir()}
-        earlier = {"report.md", "results.json"} <= names
-        if names and not earlier:
-            raise RecsysError(
-                f"`out` {out} already exists and holds no earlier report; choose a new or empty folder"
-            )
-        yield earlier
+        with held_folder(out, "`out`"):  # so a draft found here is no live comparison's
+            for draft in out.glob(f"{DRAFT_PREFIX}*"):  # left by a run killed outright (SIGKILL) as it drew
+                shutil.rmtree(draft, ignore_errors=True)
+            names = {entry.name for entry in out.iterdir()} - {LOCK_FILE}
+            earlier = {"report.md", "results.json"} <= names
+            if names and not earlier:
+                raise RecsysError(
+                    f"`out` {out} already exists and holds no earlier report; choose a new or empty folder"
+                )
+            yield earlier
 
 
 def earlier_data(out: Path) -> str | None:

@@ -93,6 +93,18 @@ def make_folder(path: Path, name: str) -> bool:
 
 
 @contextmanager
+def held_folder(path: Path, name: str) -> Iterator[None]:
+    """Hold the lock file in `path`, an existing folder, while the block runs, as a run holds its own:
+    another process's claim on it is refused. `name`: the setting `path` came from, in backticks."""
+    lock = path / LOCK_FILE
+    with _locked(lock, f"{name} {path}"):
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+
+
+@contextmanager
 def _locked(lock: Path, what: str) -> Iterator[None]:
     """Hold an exclusive flock on `lock` (created if need be); the OS releases it if the run dies."""
     try:

@@ -10,10 +10,11 @@ import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, Ran, run_cli
 
 from recsys.commands import compare as compare_command
 from recsys.workflows import report as report_module
@@ -245,6 +246,32 @@ def test_a_comparison_stopped_while_it_draws_leaves_the_earlier_report_whole(
     monkeypatch.undo()
     assert _compare_script().main([*common, "--models", "dotbias", "--out", str(out)]) == 0
     assert "dotbias" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow  # a whole comparison on tiny
+def test_a_second_comparison_into_the_folder_of_one_drawing_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a second compare.py given the same --out removed the first one's draft as one left
+    by a killed run, and the first then failed with a traceback as it drew into it."""
+    out = tmp_path / "report"
+    args = ["--dataset", "tiny", "--split", "random", "--epochs", "1", "--models", "dot",
+            "--no-measurements", "--no-progress", "--out", str(out)]  # fmt: skip
+    draw = report_module.plot_learning_curves
+    drawn: list[Path] = []
+    second: list[Ran] = []
+
+    def drawn_while_a_second_starts(comparison: Any, path: Path) -> str:
+        drawn.append(path)
+        if len(drawn) == 1:  # the first comparison draws: a second one starts into its folder
+            second.append(run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache"))
+        return draw(comparison, path)
+
+    monkeypatch.setattr(report_module, "plot_learning_curves", drawn_while_a_second_starts)
+    assert _compare_script().main(args) == 0
+    assert second[0].returncode == 2
+    assert second[0].stderr == f"error: --out {out} is in use by another recsys run\n"
+    assert {path.name for path in out.iterdir()} <= set(REPORT_FILES)
 
 
 def test_a_folder_holding_a_report_md_of_its_own_is_not_taken_for_a_report(tmp_path: Path) -> None:
