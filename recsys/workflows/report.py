@@ -407,17 +407,20 @@ def write_report(
     report's files (those this one does not draw are removed): stopped part way, the run leaves the
     earlier report whole.
     """
-    out.mkdir(parents=True, exist_ok=True)
-    draft = Path(tempfile.mkdtemp(dir=out, prefix=DRAFT_PREFIX))
     try:
-        _write_report_files(comparison, draft, fold_scores, fold_ranking, extra_sections)
-        for name in REPORT_FILES:
-            if not (draft / name).exists():
-                (out / name).unlink(missing_ok=True)
-        for path in sorted(draft.iterdir(), key=lambda path: path.name == "report.md"):  # report.md last
-            os.replace(path, out / path.name)
-    finally:
-        shutil.rmtree(draft, ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
+        draft = Path(tempfile.mkdtemp(dir=out, prefix=DRAFT_PREFIX))
+        try:
+            _write_report_files(comparison, draft, fold_scores, fold_ranking, extra_sections)
+            for name in REPORT_FILES:
+                if not (draft / name).exists():
+                    (out / name).unlink(missing_ok=True)
+            for path in sorted(draft.iterdir(), key=lambda path: path.name == "report.md"):  # report.md last
+                os.replace(path, out / path.name)
+        finally:
+            shutil.rmtree(draft, ignore_errors=True)
+    except OSError as error:  # a full disk, or a folder that cannot be written
+        raise RecsysError(f"cannot write the report in {out}: {error.strerror or error}") from None
     return out / "report.md"
 
 

@@ -2,13 +2,16 @@
 
 import copy
 import dataclasses
+import errno
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 
+from recsys.errors import RecsysError
 from recsys.models.feature_coding import coding_bytes
 from recsys.workflows.compare import Comparison
 from recsys.workflows.report import write_report
@@ -96,6 +99,24 @@ def test_interactions_are_counted_as_interactions_not_ratings(plays: Comparison,
     train, test = len(plays.data.train), len(plays.data.test)
     assert f"{train:,} training and {test:,} test interactions" in first
     assert "rating" not in first
+
+
+def test_a_full_disk_as_a_report_is_drawn_is_one_line_and_keeps_the_earlier_report(
+    plays: Comparison, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a figure that could not be written for want of room was a traceback."""
+    write_report(plays, tmp_path)
+    earlier = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+
+    def savefig(figure: Figure, path: Path, **kwargs: object) -> None:
+        path.write_bytes(b"\x89PNG")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    with pytest.raises(RecsysError) as caught:
+        write_report(plays, tmp_path)
+    assert str(caught.value) == f"cannot write the report in {tmp_path}: No space left on device"
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == earlier  # and no draft
 
 
 @pytest.fixture(scope="module")
