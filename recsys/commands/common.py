@@ -126,6 +126,12 @@ def sep_flag(text: str) -> str:
     return sep
 
 
+def path_flag(text: str) -> Path:
+    """A path flag's value with a leading `~` as the home folder: a shell leaves `--out=~/runs` (and a
+    quoted `~`) as typed, which would make a folder named `~` in the working folder."""
+    return Path(text).expanduser()
+
+
 def add_data_flags(parser: argparse.ArgumentParser) -> None:
     """--dataset, --data-dir, --ratings and its companions, --offline and --no-progress."""
     parser.add_argument(
@@ -136,7 +142,7 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--data-dir",
-        type=Path,
+        type=path_flag,
         default=None,
         help="local unpacked dataset folder, its parent, or its .zip "
         "(else $RECSYS_DATA, the cache, then a download)",
@@ -144,7 +150,7 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
     own = parser.add_argument_group("your own data (instead of --dataset)")
     own.add_argument(
         "--ratings",
-        type=Path,
+        type=path_flag,
         default=None,
         help="a ratings file: CSV, TSV or another one-character separator, with or without a header, "
         "plain or gzip/bz2/xz/zstd, or Parquet; ids may be integers or strings",
@@ -164,7 +170,10 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
         help="the file's one-character separator, e.g. ';' or '\\t' [default: found from the first lines]",
     )
     own.add_argument(
-        "--items", type=Path, default=None, help="an item table with an id and a title column (and genres)"
+        "--items",
+        type=path_flag,
+        default=None,
+        help="an item table with an id and a title column (and genres)",
     )
     own.add_argument(
         "--rating-scale",
@@ -187,7 +196,7 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
     ):
         parser.add_argument(
             f"--{side}-features",
-            type=Path,
+            type=path_flag,
             default=None,
             metavar="FILE",
             help=f"a table of what each {side} is, for {readers} (e.g. columns {example}): an id column, "

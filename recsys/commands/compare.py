@@ -11,7 +11,14 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from recsys.commands.common import CommandParser, add_data_flags, check_data_flags, dataset_from_flags, run
+from recsys.commands.common import (
+    CommandParser,
+    add_data_flags,
+    check_data_flags,
+    dataset_from_flags,
+    path_flag,
+    run,
+)
 from recsys.config import ENGINES, UNKNOWN_POLICIES, config_for
 from recsys.errors import RecsysError
 from recsys.models.registry import model_entry, model_names
@@ -88,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "saving the minutes they take after training",
     )
     parser.add_argument(
-        "--out", type=Path, default=None, help="report folder [default: reports/<dataset>-<split>]"
+        "--out", type=path_flag, default=None, help="report folder [default: reports/<dataset>-<split>]"
     )
     return parser.parse_args(argv)
 

@@ -20,6 +20,7 @@ from recsys.commands.common import (
     add_data_flags,
     check_data_flags,
     dataset_from_flags,
+    path_flag,
     run,
     test_summary,
     warn_of_unused_feature_files,
@@ -153,15 +154,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add(
         "--resume",
-        type=Path,
+        type=path_flag,
         default=None,
         metavar="RUN_DIR",
         help="continue an interrupted run from its last checkpoint, with its own settings and data",
     )
-    add("--out", type=Path, default=None, help="run folder [default: runs/<model>-<dataset>-<split>-<time>]")
+    add(
+        "--out",
+        type=path_flag,
+        default=None,
+        help="run folder [default: runs/<model>-<dataset>-<split>-<time>]",
+    )
     add(
         "--config",
-        type=Path,
+        type=path_flag,
         default=None,
         metavar="FILE",
         help="a JSON file of settings (tune.py's best.json); the flags given override it",

@@ -22,6 +22,7 @@ from recsys.commands.common import (
     check_data_flags,
     data_flags,
     dataset_from_flags,
+    path_flag,
     run,
     test_summary,
     warn_of_unused_feature_files,
@@ -89,7 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=path_flag,
         default=None,
         help="output folder [default: reports/tune-<model>-<dataset>-<split>]",
     )

@@ -35,8 +35,8 @@ OFFLINE_HINT = f"to train without a download, pass `data_dir` or set ${DATA_ROOT
 
 def cache_root() -> Path:
     """The user cache folder for downloaded datasets (not created here)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
+    if os.environ.get(CACHE_ENV):  # `~` as the home folder: a quoted or non-shell setting keeps it
+        return Path(os.environ[CACHE_ENV]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "recsys"
 
@@ -184,7 +184,7 @@ def _data_roots() -> list[Path]:
     path is read from the working folder, which in a notebook is the notebook's own)."""
     if not os.environ.get(DATA_ROOT_ENV):
         return []
-    root = Path(os.environ[DATA_ROOT_ENV])
+    root = Path(os.environ[DATA_ROOT_ENV]).expanduser()
     if not root.is_dir():
         warnings.warn(
             f"${DATA_ROOT_ENV}={root} is not a folder (seen from {Path.cwd()}); give an absolute path",

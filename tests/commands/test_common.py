@@ -10,11 +10,14 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from conftest import ROOT, run_cli
 
+from recsys.commands import compare as compare_command
 from recsys.commands import train as train_command
+from recsys.commands import tune as tune_command
 from recsys.commands.common import (
     CommandParser,
     Terminated,
@@ -252,6 +255,28 @@ def test_data_flags_that_do_not_go_together_are_refused(argv: list[str], expecte
 def test_bad_columns_and_scales_are_argparse_errors(flag: str, value: str) -> None:
     with pytest.raises(SystemExit):
         data_flags([flag, value])
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (train_command, "--out"),
+        (train_command, "--resume"),
+        (train_command, "--config"),
+        (train_command, "--ratings"),
+        (train_command, "--data-dir"),
+        (tune_command, "--out"),
+        (compare_command, "--out"),
+    ],
+)
+def test_a_tilde_in_a_path_flag_is_the_home_folder(
+    command: ModuleType, flag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a shell leaves `--out=~/runs/a` as typed, and the run made a folder named `~` in the
+    working folder."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = command.parse_args([f"{flag}=~/runs/ä b"])
+    assert getattr(args, flag[2:].replace("-", "_")) == tmp_path / "runs" / "ä b"
 
 
 def test_a_parse_error_is_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -814,6 +814,19 @@ def test_unset_cache_env_uses_xdg_cache_home(tmp_path: Path, monkeypatch: pytest
     assert cache.cache_root() == tmp_path / "xdg" / "recsys"
 
 
+def test_a_tilde_in_the_cache_or_data_root_variable_is_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: set where no shell expands it (quoted, a .env file, a service), `~` was a folder of
+    that name in the working folder."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RECSYS_CACHE", "~/cache")
+    monkeypatch.setenv("RECSYS_DATA", "~/data")
+    (tmp_path / "data").mkdir()
+    assert cache.cache_root() == tmp_path / "cache"
+    assert cache._data_roots() == [tmp_path / "data"]
+
+
 # ---------------------------------------------------------------------------------------------
 # A local zip as data_dir
 # ---------------------------------------------------------------------------------------------
