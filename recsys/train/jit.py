@@ -1,5 +1,6 @@
 """numba compilation as every kernel here wants it: cached on disk where possible, GIL released."""
 
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -40,6 +41,27 @@ def compiled(
             if "no locator available" not in str(error):
                 raise
             kernel = build(cache=False)
+        else:
+            _warn_of_unsaved_compiles(kernel)
         return cast(Function, kernel)
 
     return decorate
+
+
+def _warn_of_unsaved_compiles(kernel: Any) -> None:
+    """Have `kernel` warn, not fail, where numba cannot save what it compiled (a full disk, a file-size
+    limit): the cache only spares the next process a compile, and numba's error would end the run."""
+    cache = kernel._cache
+    save = cache.save_overload
+
+    def save_or_warn(signature: Any, compiled: Any) -> None:
+        try:
+            save(signature, compiled)
+        except OSError as error:
+            warnings.warn(
+                f"numba cannot save compiled code in {cache.cache_path} ({error.strerror or error}): "
+                "each run compiles it again",
+                stacklevel=2,
+            )
+
+    cache.save_overload = save_or_warn

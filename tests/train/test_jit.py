@@ -3,10 +3,14 @@ compile uncached where numba finds no place for a cache."""
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import pytest
+from numba.core import caching
 
 from recsys.train import jit
 
@@ -62,3 +66,21 @@ def test_other_compile_errors_are_not_swallowed(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(jit, "njit", broken)
     with pytest.raises(RuntimeError, match="something else went wrong"):
         jit.compiled()(_ratio)
+
+
+def test_a_compile_numba_cannot_save_is_a_warning_not_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a full disk where numba caches (beside the package, or ~/.cache) ended a run with
+    numba's OSError traceback as it saved its first kernel, though the cache only saves a compile."""
+
+    def full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))  # nothing cached there: it compiles
+    monkeypatch.setattr(caching.IndexDataCacheFile, "save", full)
+    kernel: Any = jit.compiled()(_ratio)
+    with pytest.warns(
+        UserWarning, match=r"numba cannot save compiled code in .* \(No space left on device\)"
+    ):
+        assert kernel(3.0, 2.0) == 1.5
