@@ -487,7 +487,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
     from recsys.train.checkpoints import load_checkpoint
     from recsys.train.trainer import torch_threads_for
     from recsys.workflows.experiment import check_model_fits_data, recorded_data, train_and_evaluate
-    from recsys.workflows.run_folder import claim_run_folder
+    from recsys.workflows.run_folder import claim_run_folder, claim_unused_run_folder
 
     lead = rank == 0  # under torchrun only rank 0 prints and writes the run folder
     with ExitStack() as claimed:
@@ -524,7 +524,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
             stamp = time.strftime("%Y%m%d-%H%M%S")
             out = Path("runs") / f"{config.model}-{dataset.name}-{config.split}-{stamp}"
             if lead:
-                claimed.enter_context(claim_run_folder(out, resume=False))
+                out = claimed.enter_context(claim_unused_run_folder(out))
         # The autograd engine on the CPU takes torch's one thread unless --threads asks for more.
         threads = args.threads if args.threads_typed or config.engine == "compiled" else None
         shown = threads or torch_threads_for(config, None) or args.threads

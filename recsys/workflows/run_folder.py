@@ -2,9 +2,10 @@
 the run lasts."""
 
 import fcntl
+import itertools
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from recsys.errors import RecsysError
@@ -12,6 +13,10 @@ from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE
 
 LOCK_FILE = ".recsys-run.lock"  # internal: held by the run that owns the folder
 _HELD: set[Path] = set()  # the folders this process's claims hold now
+
+
+class FolderTaken(RecsysError):
+    """The folder is held by another run, or a fresh run finds files in it."""
 
 
 @contextmanager
@@ -46,6 +51,23 @@ def claim_run_folder(path: Path, *, resume: bool, name: str | None = None) -> It
         finally:  # still held: the lock file goes with the run, so a finished folder holds only its files
             _HELD.discard(path.resolve())
             lock.unlink(missing_ok=True)
+
+
+@contextmanager
+def claim_unused_run_folder(path: Path) -> Iterator[Path]:
+    """Claim `path` for a fresh run, or the first of `path`-2, `path`-3, ... that no run has taken: a
+    default folder is named after the second its run started, and runs started in the same second
+    (a shell loop's, with `&`) each get one of their own. Yields the folder claimed."""
+    for number in itertools.count(1):
+        candidate = path if number == 1 else path.with_name(f"{path.name}-{number}")
+        claim = ExitStack()
+        try:
+            claim.enter_context(claim_run_folder(candidate, resume=False))
+        except FolderTaken:
+            continue
+        with claim:
+            yield candidate
+        return
 
 
 @contextmanager
@@ -115,9 +137,9 @@ def _locked(lock: Path, what: str) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RecsysError(f"{what} is in use by another recsys run") from None
+            raise FolderTaken(f"{what} is in use by another recsys run") from None
         if not _same_file(handle, lock):  # a failed start took this lock file back as we opened it
-            raise RecsysError(f"{what} is in use by another recsys run")
+            raise FolderTaken(f"{what} is in use by another recsys run")
         yield
     finally:
         os.close(handle)  # releases the lock
@@ -139,7 +161,7 @@ def _check_contents(path: Path, name: str, resume: bool) -> None:
                 f"{name} {path} has no {CHECKPOINT_FILE} to resume from{_stopped_early(path, held=True)}"
             )
     elif any(entry.name != LOCK_FILE for entry in path.iterdir()):
-        raise RecsysError(occupied(path, name, held=True))
+        raise FolderTaken(occupied(path, name, held=True))
 
 
 def occupied(path: Path, name: str, *, held: bool = False) -> str:

@@ -517,6 +517,22 @@ def test_resuming_a_finished_run_whose_checkpoint_is_damaged_says_so(good: Runs,
     assert result.stderr.count("\n") == 1
 
 
+def test_runs_started_in_one_second_without_out_each_get_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: the default folder is named after the second its run started, and a second run
+    started in it (a shell loop's, with `&`) stopped with "--out ... is in use by another recsys run"
+    (or "already exists"), naming an --out it was never given."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(train_command.time, "strftime", lambda format: "20261128-064550")
+    for _ in range(2):
+        assert train_command.main(["--dataset", "tiny", "--epochs", "1", "--no-progress"]) == 0
+    folders = [line for line in capsys.readouterr().out.splitlines() if line.startswith("run folder: ")]
+    first = Path("runs") / "dotbias-tiny-random-20261128-064550"
+    assert folders == [f"run folder: {first}", f"run folder: {first}-2"]
+    assert (tmp_path / f"{first}-2" / "metrics.json").is_file()
+
+
 @pytest.mark.slow
 def test_two_runs_started_together_on_one_out_do_not_mix(tmp_path: Path) -> None:
     """Exactly one run gets the folder; the other exits 2 and its files are not in it."""

@@ -16,7 +16,7 @@ from recsys.errors import RecsysError
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE, METRICS_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
-from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder, occupied
+from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder, claim_unused_run_folder, occupied
 
 
 def claim_error(path: Path, *, resume: bool) -> str:
@@ -35,6 +35,22 @@ def test_fresh_claim_makes_the_folder_and_holds_it(tmp_path: Path) -> None:
             assert claim_error(out, resume=resume) == f"{flag} {out} is in use by another recsys run"
         (out / "config.json").write_text("{}")
     assert sorted(p.name for p in out.iterdir()) == ["config.json"]  # the lock goes with the run
+
+
+def test_a_fresh_run_takes_the_next_unused_name_beside_a_taken_one(tmp_path: Path) -> None:
+    """Runs started in one second share a default folder name: each claims a folder of its own."""
+    base = tmp_path / "dotbias-tiny-random-20261128-064550"
+    with claim_run_folder(base, resume=False), claim_unused_run_folder(base) as second:  # held by a run
+        assert second == tmp_path / f"{base.name}-2" and second.is_dir()
+        (second / CONFIG_FILE).write_text("{}")
+        with claim_unused_run_folder(base) as third:
+            assert third == tmp_path / f"{base.name}-3"
+    (base / CONFIG_FILE).write_text("{}")  # a run that has written its files, held or not
+    with claim_unused_run_folder(base) as fourth:
+        assert fourth == tmp_path / f"{base.name}-3"  # the one left empty is free again
+    (tmp_path / "file").touch()
+    with pytest.raises(RecsysError, match="is not a folder"), claim_unused_run_folder(tmp_path / "file"):
+        pytest.fail("claimed a file")
 
 
 def test_lock_is_released_when_the_block_ends(tmp_path: Path) -> None:
