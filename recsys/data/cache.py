@@ -227,7 +227,10 @@ def _unpack(archive: Path, variant: Variant, root: Path) -> Path:
         unpacked = extract_zip(archive, staging / "archive") / variant.folder
         if not (unpacked / marker).is_file():
             raise DataError(f"{archive}: no {variant.folder}/{marker} inside")
-        _write_manifest(unpacked)
+        try:
+            _write_manifest(unpacked)
+        except OSError as error:  # a disk the unpacked files filled
+            raise DataError(f"cannot write the dataset cache {root}: {error.strerror or error}") from None
         _move_into_place(unpacked, final, marker)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

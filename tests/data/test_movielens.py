@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bz2
 import dataclasses
+import errno
 import gzip
 import hashlib
 import lzma
@@ -967,6 +968,27 @@ def test_local_zip_over_a_stale_cache_folder(
         load_movielens("ml-100k", data_dir=archive, allow_download=False)
     assert listing(stale) == ["notes.txt"]
     assert listing(stale.parent) == ["ml-100k"]  # and the unpacked copy's staging folder is gone
+
+
+def test_a_full_disk_as_the_copy_is_unpacked_is_one_error_and_leaves_nothing(
+    tmp_path: Path, isolated_cache: Path, no_data_root: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the unpacked files filling the disk, the manifest written beside them was an
+    OSError traceback."""
+    archive = archive_of(tmp_path, WHOLE_RATINGS)
+    write_text = Path.write_text
+
+    def full_at_the_manifest(path: Path, *args: object, **kwargs: object) -> int:
+        if path.name == MANIFEST:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", full_at_the_manifest)
+    root = unpacked_at(isolated_cache, archive).parent
+    with pytest.raises(DataError) as caught:
+        load_movielens("ml-100k", data_dir=archive, allow_download=False)
+    assert str(caught.value) == f"cannot write the dataset cache {root}: No space left on device"
+    assert not root.exists()  # nor its staging folder
 
 
 def test_unpack_that_loses_the_race_reads_the_winners_copy(
