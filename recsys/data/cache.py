@@ -250,9 +250,10 @@ def _private_folder(root: Path, prefix: str, suffix: str) -> Path:
         _remove_stale(root, suffix)
         return Path(tempfile.mkdtemp(dir=root, prefix=prefix, suffix=suffix))
     except OSError as error:  # with nowhere to put it, the data cannot be had (no --dataset: synthetic)
+        # mkdir's "File exists" for a file where the cache folder should be
+        reason = "a file, not a folder" if isinstance(error, FileExistsError) else error.strerror or error
         raise DataUnavailable(
-            f"cannot write the dataset cache {root}: {error.strerror or error}; "
-            f"set ${CACHE_ENV} to a writable folder"
+            f"cannot write the dataset cache {root}: {reason}; set ${CACHE_ENV} to a writable folder"
         ) from None
 
 

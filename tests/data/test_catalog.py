@@ -25,7 +25,7 @@ from recsys.data.catalog import TINY_FOLDER, dataset_from_record, load_dataset, 
 from recsys.data.movielens import VARIANTS
 from recsys.data.ratings_file import load_ratings
 from recsys.data.synthetic import TINY_CONFIG, SyntheticConfig, make_synthetic
-from recsys.errors import DataError
+from recsys.errors import DataError, DataUnavailable
 from recsys.names import DATASETS
 
 
@@ -97,6 +97,20 @@ def test_an_unwritable_cache_still_falls_back_to_synthetic_data(
     monkeypatch.setenv("RECSYS_CACHE", str(tmp_path / "file" / "cache"))
     ds, note = resolve_dataset(None, progress=False)
     assert ds.name == "synthetic" and note is not None and "cannot write the dataset cache" in note
+
+
+def test_a_cache_that_is_a_file_is_named_as_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_data_root: None
+) -> None:
+    """Regression: a file where the cache folder should be was reported as mkdir's "File exists"."""
+    (tmp_path / "cache").write_text("not a folder\n")
+    monkeypatch.setenv("RECSYS_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DataUnavailable) as caught:
+        resolve_dataset("ml-100k", progress=False)
+    assert str(caught.value) == (
+        f"cannot write the dataset cache {tmp_path / 'cache'}: a file, not a folder; set $RECSYS_CACHE to "
+        "a writable folder"
+    )
 
 
 def test_tiny_is_package_data_read_from_the_installed_package(
