@@ -321,16 +321,21 @@ class Terminated(BaseException):
 
 # The interruptions the process was sent, as raised: a handler records each before raising it.
 _RECEIVED: list[type[BaseException]] = []
+# Set once the command's main has ended: an interruption then has nothing left to stop, and raised
+# as run() ends (a Ctrl-C on seeing the last line) it was a traceback over a finished command's output.
+_MAIN_ENDED = threading.Event()
 
 
 def _terminate(signum: int, frame: object) -> None:
     _RECEIVED.append(Terminated)
-    raise Terminated
+    if not _MAIN_ENDED.is_set():
+        raise Terminated
 
 
 def _interrupt(signum: int, frame: object) -> None:
     _RECEIVED.append(KeyboardInterrupt)
-    raise KeyboardInterrupt
+    if not _MAIN_ENDED.is_set():
+        raise KeyboardInterrupt
 
 
 def _unraisable(report: Any) -> None:
@@ -393,10 +398,28 @@ def run(main: Callable[[], int]) -> None:
     if handles_int:
         signal.signal(signal.SIGINT, _interrupt)
     _RECEIVED.clear()
+    _MAIN_ENDED.clear()
     hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
+        end_process(_exit_code(main))
+    finally:  # for a caller in this process (a test's end_process returns); a command's ends above
+        if handles_term:
+            signal.signal(signal.SIGTERM, before)
+        if handles_int:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = hook
+
+
+def _exit_code(main: Callable[[], int]) -> int:
+    """Run `main` and say how it ended as an exit code, a user's mistake or an interruption in one
+    line on stderr; a bug's exception propagates. From the moment main ends, an interruption is not
+    raised: the process ends with that code, run()'s handlers still in place until it does."""
+    try:
         try:
-            code = main()
+            try:
+                return main()
+            finally:
+                _MAIN_ENDED.set()
         except (RecsysError, BrokenPipeError):
             raise
         except Exception as error:  # a bug propagates, unless an interruption caused it
@@ -406,26 +429,19 @@ def run(main: Callable[[], int]) -> None:
             raise interruption from None
     except RecsysError as error:
         print(f"error: {in_flags(str(error))}", file=sys.stderr)
-        code = 2
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        code = 130
+        return 130
     except Terminated:
         print("terminated", file=sys.stderr)
-        code = 128 + signal.SIGTERM
+        return 128 + signal.SIGTERM
     except BrokenPipeError:
         # Whoever read the output closed it (`| head`): stop quietly, as a Unix tool stops on SIGPIPE,
         # after the same cleanup as an interruption's. The rest of the output goes nowhere.
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 128 + signal.SIGPIPE
-    finally:
-        if handles_term:
-            signal.signal(signal.SIGTERM, before)
-        if handles_int:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        sys.unraisablehook = hook
-    end_process(code)
+        return 128 + signal.SIGPIPE
 
 
 def end_process(code: int) -> NoReturn:

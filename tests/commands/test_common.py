@@ -11,6 +11,7 @@ import time
 import warnings
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from conftest import ROOT, run_cli
@@ -128,6 +129,31 @@ def test_an_interrupt_swallowed_on_the_way_is_still_an_interrupt(capsys: pytest.
             run(lambda: (_ for _ in ()).throw(RuntimeError("a bug")))  # type: ignore[arg-type]
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_an_interruption_once_main_has_ended_is_no_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: Ctrl-C on seeing a command's last line landed as run() put the signal handlers
+    back, and ended the finished command with a KeyboardInterrupt traceback and no exit code of its
+    own."""
+    put_back = signal.signal
+    handlers: list[Any] = []
+
+    def interrupted_as_it_puts_back(signum: int, handler: Any) -> Any:
+        handlers.append(handler)
+        if len(handlers) == 3:  # run() set SIGTERM's and SIGINT's; it puts SIGTERM's back first
+            os.kill(os.getpid(), signal.SIGINT)  # delivered before the next line of Python
+        return put_back(signum, handler)
+
+    previous = put_back(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    try:
+        monkeypatch.setattr(signal, "signal", interrupted_as_it_puts_back)
+        try:
+            code = exit_code(lambda: 0)
+        except KeyboardInterrupt:
+            pytest.fail("the Ctrl-C escaped run(): a traceback")
+        assert code == 0
+    finally:
+        put_back(signal.SIGINT, previous)
 
 
 def test_a_system_error_of_another_cause_is_a_bug_and_propagates() -> None:
