@@ -7,6 +7,7 @@ from typing import Any
 
 from recsys.data.dataset import RatingsDataset
 from recsys.data.features import check_coverage, read_feature_file
+from recsys.data.id_columns import distinct_ids
 from recsys.data.movielens import VARIANTS, load_movielens, read_folder
 from recsys.data.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
 from recsys.errors import DataError, DataUnavailable
@@ -70,7 +71,7 @@ def with_feature_files(
     for side, path in (("user", user_features), ("item", item_features)):
         if path is not None:
             table = read_feature_file(path, side)
-            check_coverage(table, dataset.ratings[side].unique(), side, str(path))
+            check_coverage(table, distinct_ids(dataset.ratings[side]), side, str(path))
             tables[f"{side}_features"] = table
             origin[f"{side}_features"] = str(Path(path).resolve())
     return dataclasses.replace(dataset, origin=origin, **tables) if tables else dataset

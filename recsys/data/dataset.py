@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 from recsys.data.columns import find_table_columns
+from recsys.data.id_columns import id_dtype
 from recsys.data.interactions import interactions_table
 from recsys.data.ratings_table import (
     ITEM_COLUMNS,
@@ -205,9 +206,9 @@ def dataset_from_table(
     else:
         table, scale = ratings_table(raw, n, rating_scale_given, source, where)
     if raw_items is None:  # no titles: reports and recommend.py show raw ids
-        items = pd.DataFrame({column: table["item"].iloc[:0] for column in ITEM_COLUMNS})
+        items = pd.DataFrame({column: pd.Series(dtype=id_dtype(table["item"])) for column in ITEM_COLUMNS})
     else:
-        items = item_table(raw_items, table["item"].dtype, items_source, items_where)
+        items = item_table(raw_items, id_dtype(table["item"]), items_source, items_where)
         warn_unnamed_items(table, items, items_source)
     return RatingsDataset(name, table, items, scale, None, {}, dict(origin), implicit=implicit)
 

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from recsys.data.id_columns import RawIds, id_values
 from recsys.data.splits import Split
 from recsys.errors import RecsysError
 
@@ -32,7 +33,10 @@ class IdMap:
     raw_ids: np.ndarray
 
     @classmethod
-    def fit(cls, raw: np.ndarray) -> "IdMap":
+    def fit(cls, raw: RawIds) -> "IdMap":
+        if isinstance(raw, pd.Categorical):  # a table's text ids: each distinct one that occurs, once
+            occurs = np.bincount(raw.codes, minlength=len(raw.categories)) > 0
+            raw = raw.categories.to_numpy(dtype=object)[occurs]
         raw = np.asarray(raw)
         if raw.dtype.kind == "O":
             # Text ids: the distinct ones found by hashing, and only they sorted. np.unique sorts every
@@ -47,26 +51,28 @@ class IdMap:
     def __len__(self) -> int:
         return len(self.raw_ids)
 
-    def known(self, raw: np.ndarray) -> np.ndarray:
+    def known(self, raw: RawIds) -> np.ndarray:
         """Boolean mask of the raw ids that have an inner index (none where text meets integer ids)."""
         return self._positions(raw) >= 0
 
-    def encode(self, raw: np.ndarray, kind: str = "id") -> np.ndarray:
+    def encode(self, raw: RawIds, kind: str = "id") -> np.ndarray:
         """Inner indices of `raw`; an id unseen in training is an error naming it."""
-        raw = np.asarray(raw)
         positions = self._positions(raw)
         if (positions < 0).any():
-            missing = raw[positions < 0][:5].tolist()
+            missing = np.asarray(raw)[positions < 0][:5].tolist()
             raise RecsysError(
                 f"unknown {kind} id(s) {missing}: they do not occur in the training ratings "
                 f"(a different dataset or split, or a new {kind})"
             )
         return positions
 
-    def _positions(self, raw: np.ndarray) -> np.ndarray:
+    def _positions(self, raw: RawIds) -> np.ndarray:
         """Each raw id's inner index, -1 where it has none: a table lookup among dense integer ids, a
         binary search among other integer ids, a hash lookup among text ids (a binary search compares
-        Python strings one by one)."""
+        Python strings one by one), of each distinct one once where they come as codes."""
+        if isinstance(raw, pd.Categorical):
+            found = self._positions(raw.categories.to_numpy(dtype=object))
+            return np.where(raw.codes >= 0, found[raw.codes], -1)
         raw = np.asarray(raw)
         if len(self.raw_ids) == 0 or (raw.dtype.kind in "OUS") == self.integer_ids:
             return np.full(np.shape(raw), -1, dtype=np.int64)
@@ -205,8 +211,8 @@ def encode_ratings(
 ) -> RatingTensors:
     """Encode a ratings table whose ids are all known; `with_times`: x's third column its timestamps."""
     columns = [
-        users.encode(ratings["user"].to_numpy(), "user"),
-        items.encode(ratings["item"].to_numpy(), "item"),
+        users.encode(id_values(ratings["user"]), "user"),
+        items.encode(id_values(ratings["item"]), "item"),
     ]
     if with_times:
         columns.append(ratings["timestamp"].to_numpy(np.int64))
@@ -232,9 +238,8 @@ def positive_strength(values: Held, threshold: float, rating_unit: float) -> Hel
 
 def encode_split(split: Split, with_times: bool = False) -> EncodedSplit:
     """Fit id maps on `split.train` and encode both parts (`with_times`: as `encode_ratings`)."""
-    users = IdMap.fit(split.train["user"].to_numpy())
-    items = IdMap.fit(split.train["item"].to_numpy())
-    known = users.known(split.test["user"].to_numpy()) & items.known(split.test["item"].to_numpy())
+    users, items = IdMap.fit(id_values(split.train["user"])), IdMap.fit(id_values(split.train["item"]))
+    known = users.known(id_values(split.test["user"])) & items.known(id_values(split.test["item"]))
     return EncodedSplit(
         users=users,
         items=items,

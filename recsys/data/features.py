@@ -334,7 +334,8 @@ def read_feature_file(path: str | Path, side: str) -> pd.DataFrame:
                 f"{path}: {name} {raw[name].iloc[vast]} on {where(vast)} is not a finite number of at most "
                 f"{LARGEST_FEATURE:g} in size"
             )
-    ids = pd.Series(read_ids(raw[id_column], side, str(path), where))  # as a ratings file's ids are
+    # Read as a ratings file's ids are, then as plain values: a feature table is indexed by them.
+    ids = pd.Series(np.asarray(read_ids(raw[id_column], side, str(path), where)))
     repeated = ids.duplicated(keep=False).to_numpy()
     if repeated.any():
         first, second = np.flatnonzero(repeated)[:2]

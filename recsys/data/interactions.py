@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from recsys.data.id_columns import id_codes
 from recsys.data.ratings_table import (
     Where,
     has_duplicate_pairs,
@@ -51,7 +52,7 @@ def sum_events(events: pd.DataFrame) -> pd.DataFrame:
     events' weights (summed in float64, so counts stay exact), its timestamp the latest event's."""
     if not has_duplicate_pairs(events):
         return events
-    pairs = pd.factorize(pair_keys(events["user"].to_numpy(), events["item"].to_numpy()))[0]
+    pairs = pd.factorize(pair_keys(id_codes(events["user"]), id_codes(events["item"])))[0]
     strength = np.bincount(pairs, weights=events["rating"].to_numpy(dtype=np.float64))
     latest = latest_of_each_pair(events)
     table = events[latest].reset_index(drop=True)

@@ -22,6 +22,7 @@ from typing import IO, Any, NamedTuple
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 # polars' allocator (jemalloc) keeps freed pages for 10 s by default, so the chunks a column leaves
 # behind as it moves into pandas would stay resident beside the finished table; returning them at
@@ -559,15 +560,16 @@ def _raw_columns(
 ) -> tuple[dict[str, pd.Series | None], int, Where]:
     """The rating fields' columns as pandas Series, the row count, and how a row is named."""
     n = frame.height
-    series = _as_pandas(frame)
+    series = _as_pandas(frame, codes={found[field] for field in ("user", "item") if field in found})
     raw: dict[str, pd.Series | None] = {field: series[column] for field, column in found.items()}
     raw.setdefault("timestamp", None)
     return raw, n, where
 
 
-def _as_pandas(frame: pl.DataFrame) -> dict[str, pd.Series]:
+def _as_pandas(frame: pl.DataFrame, codes: Collection[str] = ()) -> dict[str, pd.Series]:
     """Each column as a pandas Series, moved one at a time: a numeric column without gaps is made
-    contiguous and shared with numpy, not copied, so the table is never held twice."""
+    contiguous and shared with numpy, not copied, and text stays in Arrow's buffers, so the table is
+    never held twice. Text columns named in `codes` (ids) become codes into their distinct values."""
     series = {}
     for name in list(frame.columns):
         column = frame.drop_in_place(name)
@@ -575,9 +577,23 @@ def _as_pandas(frame: pl.DataFrame) -> dict[str, pd.Series]:
             column = column.cast(pl.String)
         if column.dtype.is_nested():  # a Parquet list or struct column: numpy would make it 2-D
             series[name] = pd.Series(column.to_list(), dtype=object)
+        elif column.dtype == pl.String and name in codes:
+            series[name] = _dictionary_encoded(column)
+        elif column.dtype == pl.String:  # through Arrow: numpy would make a Python string of every value
+            series[name] = pd.Series(pd.array(column.to_arrow(), dtype="str"))
         else:
             series[name] = pd.Series(column.rechunk().to_numpy(), copy=False)
     return series
+
+
+def _dictionary_encoded(column: pl.Series) -> pd.Series:
+    """A text column as a Categorical, its distinct values in order of first appearance (a gap coded
+    -1), encoded by Arrow from polars' own buffers: ids are held once each, never once per row
+    (recsys.data.id_columns)."""
+    encoded = pc.dictionary_encode(column.rechunk().to_arrow(compat_level=pl.CompatLevel.newest()))
+    distinct = pd.Index(pd.array(encoded.dictionary, dtype="str"))
+    codes = encoded.indices.fill_null(-1).to_numpy()
+    return pd.Series(pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(distinct)))
 
 
 class _ConversionError(Exception):

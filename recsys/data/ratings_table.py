@@ -22,6 +22,7 @@ from recsys.data.columns import (
     find_columns,
     shown,
 )
+from recsys.data.id_columns import distinct_ids, distinct_text, id_codes
 from recsys.errors import DataError
 
 # Text that reads as an integer and back unchanged ("42", "-7"; not "007", "-0", "+7" or "4.0"), at
@@ -44,7 +45,7 @@ ITEM_COLUMNS = ["item", "title", "genres"]
 
 def warn_unnamed_items(ratings: pd.DataFrame, items: pd.DataFrame, source: Path | str) -> None:
     """Warn, with a count and an example, when rated items have no entry in the item table."""
-    unnamed = np.setdiff1d(ratings["item"].to_numpy(), items["item"].to_numpy())
+    unnamed = np.setdiff1d(distinct_ids(ratings["item"]), items["item"].to_numpy())
     if unnamed.size:
         warnings.warn(
             f"{source}: no entry for {unnamed.size} rated item "
@@ -60,9 +61,10 @@ def whole_numbers(values: np.ndarray) -> np.ndarray:
 
 
 def pair_keys(user: np.ndarray, item: np.ndarray) -> np.ndarray:
-    """One int64 per (user, item) pair, equal only for equal pairs: from the ids' offsets where
-    integer ids allow it, else from codes of the distinct ids. Built in place: one array in all.
-    Keys from two calls do not compare: to match the pairs of two tables, key their ids together."""
+    """One int64 per (user, item) pair, equal only for equal pairs: from the ids' offsets (text ids'
+    codes: `id_codes`) where they allow it, else from codes of the distinct ids. Built in place: one
+    array in all. Keys from two calls do not compare: to match the pairs of two tables, key their ids
+    together."""
     spans = [int(ids.max()) - int(ids.min()) + 1 if ids.dtype.kind in "iu" else 0 for ids in (user, item)]
     if 0 in spans or spans[0] * spans[1] >= 2**63:  # text ids, or integers too far apart
         user, item = (pd.factorize(ids)[0].astype(np.int64) for ids in (user, item))
@@ -77,7 +79,7 @@ def pair_keys(user: np.ndarray, item: np.ndarray) -> np.ndarray:
 def has_duplicate_pairs(ratings: pd.DataFrame) -> bool:
     """Whether some (user, item) pair is rated twice: by sorting the pair keys, far cheaper than
     pandas' hashing on tens of millions of rows."""
-    keys = pair_keys(ratings["user"].to_numpy(), ratings["item"].to_numpy())
+    keys = pair_keys(id_codes(ratings["user"]), id_codes(ratings["item"]))
     keys.sort()
     return bool((keys[1:] == keys[:-1]).any())
 
@@ -108,9 +110,9 @@ def latest_of_each_pair(ratings: pd.DataFrame) -> np.ndarray:
     return keep
 
 
-def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
-    """Ids as int64 when every one is an integer (or text spelling one exactly), else as strings
-    without spaces around them; a missing id is an error."""
+def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray | pd.Categorical:
+    """Ids as int64 when every one is an integer (or text spelling one exactly), else as text without
+    spaces around it, held as codes into the distinct ids (a Categorical); a missing id is an error."""
     gapless = isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu"  # nothing to check
     if not gapless:
         missing = column.isna().to_numpy()
@@ -129,15 +131,14 @@ def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray:
     if pd.api.types.is_bool_dtype(column.dtype):
         raise DataError(f"{source}: the {kind} ids are true/false values, not ids")
     # Spaces around an id are the file's layout ("1, 50, 3"), not part of it.
-    text = column.astype(str).str.strip().to_numpy(dtype=object)
-    empty = np.flatnonzero(text == "")
+    codes, distinct = distinct_text(column)
+    empty = np.flatnonzero(distinct == "")
     if empty.size:
-        raise DataError(f"{source}: missing {kind} id on {where(int(empty[0]))}")
-    if str(text[0]).lstrip("-").isdigit():  # integers read as text (beside a gap, or re-read as text)
-        spelled = pd.Series(text, dtype=object)
-        if spelled.str.fullmatch(INTEGER_TEXT).all():  # every one, and none with a leading zero
-            return spelled.astype(np.int64).to_numpy()
-    return text
+        raise DataError(f"{source}: missing {kind} id on {where(int(np.argmax(codes == empty[0])))}")
+    # Integers read as text (beside a gap, or re-read as text): every one, and none with a leading zero.
+    if distinct[codes[0]].lstrip("-").isdigit() and distinct.str.fullmatch(INTEGER_TEXT).all():
+        return distinct.astype(np.int64).to_numpy()[codes]
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(distinct))
 
 
 def non_negative_integers(column: pd.Series, what: str, source: str, where: Where) -> np.ndarray:
@@ -576,7 +577,7 @@ def item_table(
         item = values.astype(np.int64)
     else:
         # As text, as the ratings' ids are, even where every one of the table's spells an integer.
-        item = ids(column.astype(str), "item", source, where).astype(str).astype(object)
+        item = np.asarray(ids(column.astype(str), "item", source, where)).astype(str).astype(object)
     titles = raw[labels[found["title"]]].fillna("").astype(str).str.strip().to_numpy(dtype=object)
     genres = (
         raw[labels[found["genres"]]].fillna("").astype(str).to_numpy(dtype=object)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from recsys.data.dataset import RatingsDataset
+from recsys.data.id_columns import id_codes
 from recsys.data.split_settings import check_split_seed, check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
@@ -54,7 +55,7 @@ def user_split(ratings: pd.DataFrame, test_frac: float, seed: int) -> Split:
     """Hold out a random `test_frac` of each user's ratings, always leaving one in training."""
     check_test_frac(test_frac)
     keys = np.random.default_rng(seed).random(len(ratings))
-    rank, count = _rank_within_user(ratings["user"].to_numpy(), keys)
+    rank, count = _rank_within_user(id_codes(ratings["user"]), keys)
     n_test = np.minimum(np.round(count * test_frac), count - 1)
     return _by_mask(ratings, rank < n_test)
 
@@ -64,7 +65,7 @@ def user_last_split(ratings: pd.DataFrame, test_n: int) -> Split:
     check_test_n(test_n)
     # Oldest first, ties in time in file order (lexsort is stable): of two ratings in the same second
     # the later line is the later, as the time split takes it.
-    rank, count = _rank_within_user(ratings["user"].to_numpy(), ratings["timestamp"].to_numpy())
+    rank, count = _rank_within_user(id_codes(ratings["user"]), ratings["timestamp"].to_numpy())
     return _by_mask(ratings, (rank >= count - test_n) & (count > test_n))
 
 

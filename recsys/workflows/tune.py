@@ -30,6 +30,7 @@ from recsys.config import (
 )
 from recsys.data.dataset import RatingsDataset, default_y_range
 from recsys.data.encoding import IdMap, RatingTensors
+from recsys.data.id_columns import id_values
 from recsys.data.splits import make_split
 from recsys.errors import RecsysError, plain_value
 from recsys.evaluation.ranking import evaluate_ranking, ranking_task
@@ -224,10 +225,9 @@ def _ranking_validation(
     """A ranking model's validation NDCG@10 on each fold: trained on the others' pairs, its lists
     judged on the fold's (relevant: reaching the relevance threshold, as the test part's are). The ids
     are those of the whole training part, so every fold's tables are alike."""
-    users, items = IdMap.fit(train["user"].to_numpy()), IdMap.fit(train["item"].to_numpy())
-    x = torch.from_numpy(
-        np.stack([users.encode(train["user"].to_numpy()), items.encode(train["item"].to_numpy())], axis=1)
-    )
+    user, item = id_values(train["user"]), id_values(train["item"])
+    users, items = IdMap.fit(user), IdMap.fit(item)
+    x = torch.from_numpy(np.stack([users.encode(user), items.encode(item)], axis=1))
     y = torch.tensor(train["rating"].to_numpy(dtype=np.float32))
     cuts = list(cv.split(np.arange(len(train))))
 
