@@ -33,6 +33,7 @@ _HOMES = {
     ],
     "recsys.workflows.report": ["write_report"],
     "recsys.workflows.recommend": ["recommend", "cold_start", "similar_items", "explain"],
+    "recsys.workflows.recommend_data": ["RecommendData"],
     "recsys.workflows.estimator": ["RatingRegressor"],
 }
 __all__ = sorted(name for names in _HOMES.values() for name in names)

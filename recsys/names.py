@@ -17,9 +17,11 @@ def feature_groups(features: str) -> tuple[str, ...]:
 
 
 # The files of a run folder: DATA_FILE records where the data was read, so that resuming and
-# recommending find it again without --data-dir.
+# recommending find it again without --data-dir; RECOMMEND_FILE what recommending reads of the data
+# (recsys.workflows.recommend_data). A run writes its DESCRIPTION before its first checkpoint.
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.json"
-CHECKPOINT_FILE, DATA_FILE = "checkpoint.pt", "data.json"
+CHECKPOINT_FILE, DATA_FILE, RECOMMEND_FILE = "checkpoint.pt", "data.json", "recommend.npz"
+DESCRIPTION = (CONFIG_FILE, DATA_FILE, RECOMMEND_FILE)
 # tune.py's search folder holds the run its best setting trained, in this folder.
 SEARCH_RUN_FOLDER = "run"
 

@@ -1,7 +1,9 @@
 """Use a trained run: `python scripts/recommend.py RUN_DIR --user 196` (or --similar ITEM, --explain,
 or --rate "TITLE=RATING" ... for a new user).
 
-The checkpoint holds no ratings or titles, so the dataset named in its config is loaded again.
+The checkpoint holds no ratings or titles: what each user rated and the items' titles come from the
+run folder's recommend.npz, written at training (the data is read again only for the feature table of
+a new user's cold start, on a model that reads side features).
 """
 
 import argparse
@@ -12,7 +14,7 @@ from pathlib import Path
 
 from recsys.commands.common import CommandParser, run
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, SEARCH_RUN_FOLDER
+from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, RECOMMEND_FILE, SEARCH_RUN_FOLDER
 from recsys.workflows.rated_items import rating_pair, read_rated
 
 # Items a list holds unless --top says otherwise.
@@ -79,7 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--data-dir",
         type=Path,
         default=None,
-        help="local copy of the run's dataset [default: where the run read it, else the usual lookup]",
+        help="local copy of the run's dataset, for a cold start placed by side features [default: where "
+        "the run read it, else the usual lookup]",
     )
     parser.add_argument("--offline", action="store_true", help="never download")
     args = parser.parse_args(argv)
@@ -112,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         recommend,
         recommend_from_ratings,
         similar_items,
-        trained_on,
     )
+    from recsys.workflows.recommend_data import RecommendData
 
     inside = args.run_dir / SEARCH_RUN_FOLDER
     if not (args.run_dir / CHECKPOINT_FILE).exists() and (inside / CHECKPOINT_FILE).exists():
@@ -136,36 +139,29 @@ def main(argv: list[str] | None = None) -> int:
         item = checkpoint.items.parse(args.item, "item")
         print(pd.DataFrame([explain(checkpoint, user, item)]).to_string(index=False))
         return 0
-    # Only a new user of a model that reads features needs the run's feature files again: one folded
-    # in, or a cold start, which a row of the users' file places.
-    new_user = args.rate is not None or args.ratings_of is not None
-    new_user |= args.cold_start and user is not None and not knows_user(checkpoint, user)
-    dataset = dataset_from_record(
-        recorded_data(args.run_dir),
-        checkpoint.config.dataset,
-        args.data_dir,
-        allow_download=not args.offline,
-        features=new_user and reads_features(checkpoint.config.model, checkpoint.config.engine),
-    )
-    if not trained_on(checkpoint, dataset):
-        warnings.warn(
-            f"{args.run_dir}: its ratings have changed since it was trained; what each user rated, and "
-            "so what is left out, comes from them as they are now",
-            stacklevel=1,
-        )
+    data = RecommendData.load(args.run_dir / RECOMMEND_FILE)
     if args.rate is not None:
-        table = recommend_from_ratings(checkpoint, dataset, args.rate, args.top)
+        table = recommend_from_ratings(checkpoint, data, args.rate, args.top)
     elif args.ratings_of is not None:
-        read = read_rated(args.ratings_of, dataset.implicit)
-        table = recommend_from_ratings(checkpoint, dataset, read.rated, args.top, read.places, ids=read.ids)
+        read = read_rated(args.ratings_of, data.implicit)
+        table = recommend_from_ratings(checkpoint, data, read.rated, args.top, read.places, ids=read.ids)
     elif user is None:
-        table = similar_items(checkpoint, dataset, args.similar, args.top)
+        table = similar_items(checkpoint, data, args.similar, args.top)
     elif args.cold_start and not knows_user(checkpoint, user):
-        placed = ", placed by its side features" if described_by_features(checkpoint, dataset, user) else ""
+        # A row of the users' feature file places a new user: it is read again, as it may have grown.
+        features = None
+        if reads_features(checkpoint.config.model, checkpoint.config.engine):
+            features = dataset_from_record(
+                recorded_data(args.run_dir),
+                checkpoint.config.dataset,
+                args.data_dir,
+                allow_download=not args.offline,
+            ).user_features
+        placed = ", placed by its side features" if described_by_features(checkpoint, features, user) else ""
         print(f"user {user} is new to this model: a cold start{placed}", file=sys.stderr)
-        table = cold_start(checkpoint, dataset, args.top, user)
+        table = cold_start(checkpoint, data, args.top, user, features)
     else:
-        table = recommend(checkpoint, dataset, user, args.top)
+        table = recommend(checkpoint, data, user, args.top)
     if table.empty:  # pandas would print "Empty DataFrame" and its columns
         why = f"user {user} has rated every item this model knows" if user is not None else "no other items"
         print(f"no items to list: {why}", file=sys.stderr)

@@ -53,11 +53,11 @@ class IdMap:
 
     def known(self, raw: RawIds) -> np.ndarray:
         """Boolean mask of the raw ids that have an inner index (none where text meets integer ids)."""
-        return self._positions(raw) >= 0
+        return self.positions(raw) >= 0
 
     def encode(self, raw: RawIds, kind: str = "id") -> np.ndarray:
         """Inner indices of `raw`; an id unseen in training is an error naming it."""
-        positions = self._positions(raw)
+        positions = self.positions(raw)
         if (positions < 0).any():
             missing = np.asarray(raw)[positions < 0][:5].tolist()
             raise RecsysError(
@@ -66,12 +66,12 @@ class IdMap:
             )
         return positions
 
-    def _positions(self, raw: RawIds) -> np.ndarray:
+    def positions(self, raw: RawIds) -> np.ndarray:
         """Each raw id's inner index, -1 where it has none: a table lookup among dense integer ids, a
         binary search among other integer ids, a hash lookup among text ids (a binary search compares
         Python strings one by one), of each distinct one once where they come as codes."""
         if isinstance(raw, pd.Categorical):
-            found = self._positions(raw.categories.to_numpy(dtype=object))
+            found = self.positions(raw.categories.to_numpy(dtype=object))
             return np.where(raw.codes >= 0, found[raw.codes], -1)
         raw = np.asarray(raw)
         if len(self.raw_ids) == 0 or (raw.dtype.kind in "OUS") == self.integer_ids:

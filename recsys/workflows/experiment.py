@@ -46,6 +46,7 @@ from recsys.names import (
     CONFIG_FILE,
     DATA_FILE,
     METRICS_FILE,
+    RECOMMEND_FILE,
     feature_groups,
 )
 from recsys.train.allocator import keep_freed_memory
@@ -54,6 +55,7 @@ from recsys.train.distributed import distributed_rank
 from recsys.train.memory import check_fits
 from recsys.train.threads import torch_threads
 from recsys.train.trainer import EpochStats, fit, ratings_fingerprint
+from recsys.workflows.recommend_data import RecommendData
 from recsys.workflows.run_folder import run_folder_of_a_call
 
 # An autograd run takes at least this many optimizer steps: on a small file the tuned batch sizes
@@ -396,6 +398,7 @@ def train_and_evaluate(
             if run_dir is not None:
                 write_json(run_dir / CONFIG_FILE, config.to_dict())
                 write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
+                RecommendData.of(dataset, data.users, data.items).save(run_dir / RECOMMEND_FILE)
 
             def checkpoint(stats: EpochStats, training: dict[str, Any]) -> None:
                 nonlocal last_training

@@ -1,8 +1,9 @@
 """Using a trained run: top items for a user, a cold start for a new one, a new user's top items from
 a few ratings (fold-in), similar items, and why.
 
-Every function takes raw ids and titles and returns raw ids and titles; the dataset supplies the
-titles and what each user already rated, which a checkpoint does not hold.
+Every function takes raw ids and titles and returns raw ids and titles; the run's RecommendData
+(its run folder's, or of the dataset) supplies the titles and what each user already rated, which a
+checkpoint does not hold.
 """
 
 import difflib
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recsys.data.dataset import RatingsDataset, span_text
+from recsys.data.dataset import span_text
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError, plain_value
 from recsys.evaluation.biases import learned_biases
@@ -24,21 +25,8 @@ from recsys.evaluation.metrics import predict
 from recsys.models import RatingModel, rating_model
 from recsys.models.fold_in import fold_in
 from recsys.train.checkpoints import Checkpoint
-from recsys.train.trainer import ratings_fingerprint
-from recsys.workflows.experiment import described_users, new_user_starts, placed_users, prepare
-
-
-def trained_on(checkpoint: Checkpoint, dataset: RatingsDataset) -> bool:
-    """Whether `dataset` splits into the ratings the run trained and validated on (True where the
-    checkpoint keeps no digest of them): a ratings file edited since would tell other rated items."""
-    saved = (checkpoint.training or {}).get("ratings")
-    if saved is None:
-        return True
-    try:
-        data, _ = prepare(dataset, checkpoint.config)
-    except RecsysError:  # the data no longer splits as it did
-        return False
-    return bool(ratings_fingerprint(data.train, data.test) == saved)
+from recsys.workflows.experiment import described_users, new_user_starts, placed_users
+from recsys.workflows.recommend_data import RecommendData
 
 
 def _check_top(top: int) -> None:
@@ -47,9 +35,12 @@ def _check_top(top: int) -> None:
         raise RecsysError(f"`top` must be a whole number of at least 1, got {top!r}")
 
 
-def _titled(dataset: RatingsDataset, raw_items: np.ndarray, column: str, values: np.ndarray) -> pd.DataFrame:
-    """A table of raw item ids, their titles (empty when the item table lacks one) and `values`."""
-    return pd.DataFrame({"item": raw_items, "title": dataset.titles(raw_items), column: values})
+def _titled(
+    checkpoint: Checkpoint, data: RecommendData, inner: np.ndarray, column: str, values: np.ndarray
+) -> pd.DataFrame:
+    """A table of the model's items `inner` by raw id, their titles and `values`."""
+    titles = data.titles_of(checkpoint.items, inner)
+    return pd.DataFrame({"item": checkpoint.items.decode(inner), "title": titles, column: values})
 
 
 def _plain_id(raw: object, kind: str) -> int | str:
@@ -112,9 +103,7 @@ def item_index(checkpoint: Checkpoint, item: int | str) -> int:
     return int(checkpoint.items.encode(np.array([_as_id(checkpoint.items, item, "item")]), "item")[0])
 
 
-def recommend(
-    checkpoint: Checkpoint, dataset: RatingsDataset, user: int | str, top: int = 10
-) -> pd.DataFrame:
+def recommend(checkpoint: Checkpoint, data: RecommendData, user: int | str, top: int = 10) -> pd.DataFrame:
     """The `top` items `user` has not rated, by predicted rating: columns item, title, predicted."""
     _check_top(top)
     user = _as_id(checkpoint.users, user, "user")  # as the ratings hold it, to find what they rated
@@ -122,43 +111,45 @@ def recommend(
     n_items = len(checkpoint.items)
     pairs = torch.stack([torch.full((n_items,), index), torch.arange(n_items)], dim=1)
     predicted = predict(checkpoint.model, pairs).cpu().numpy()
-    candidates = _unrated(checkpoint, dataset, user)
+    candidates = _unrated(checkpoint, data, user)
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]
-    return _titled(dataset, checkpoint.items.decode(best), _score_column(checkpoint), predicted[best])
+    return _titled(checkpoint, data, best, _score_column(checkpoint), predicted[best])
 
 
-def _unrated(checkpoint: Checkpoint, dataset: RatingsDataset, user: int | str | None) -> np.ndarray:
-    """The inner indices of the model's items that raw user `user` (None: nobody) has not rated in
-    `dataset`."""
+def _unrated(checkpoint: Checkpoint, data: RecommendData, user: int | str | None) -> np.ndarray:
+    """The inner indices of the model's items that raw user `user` (None: nobody) has not rated."""
     every = np.arange(len(checkpoint.items))
-    if user is None:
-        return every
-    rated = dataset.ratings.loc[dataset.ratings["user"] == user, "item"].to_numpy()
-    return np.setdiff1d(every, checkpoint.items.encode(rated[checkpoint.items.known(rated)], "item"))
+    return every if user is None else np.setdiff1d(every, data.rated_by(checkpoint.users, user))
 
 
-def described_by_features(checkpoint: Checkpoint, dataset: RatingsDataset, user: int | str) -> bool:
-    """Whether raw user `user`, new to the model, has a row in `dataset`'s user feature table that the
-    model reads (experiment.described_users)."""
+def described_by_features(
+    checkpoint: Checkpoint, user_features: pd.DataFrame | None, user: int | str
+) -> bool:
+    """Whether raw user `user`, new to the model, has a row in the user feature table `user_features`
+    that the model reads (experiment.described_users)."""
     try:
         user = _as_id(checkpoint.users, user, "user")
     except RecsysError:  # text that no integer id can be
         return False
     model = rating_model(checkpoint.model)
-    return bool(described_users(model, checkpoint.config, dataset.user_features, np.array([user]))[0])
+    return bool(described_users(model, checkpoint.config, user_features, np.array([user]))[0])
 
 
 def cold_start(
-    checkpoint: Checkpoint, dataset: RatingsDataset, top: int = 10, user: int | str | None = None
+    checkpoint: Checkpoint,
+    data: RecommendData,
+    top: int = 10,
+    user: int | str | None = None,
+    user_features: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The `top` items for a user the model has never seen; where `user` (a raw id) has ratings in
-    `dataset` all the same (they came after the training part), the items they rated are left out.
+    the data all the same (they came after the training part), the items they rated are left out.
 
-    A user the data's feature table describes (`described_by_features`) is placed where its features
-    and those items put it, and ranked by predicted rating. Otherwise, with no factors to go on, by
-    learned item bias when the model has biases (the score column is `item_bias` or
+    A user the feature table `user_features` describes (`described_by_features`) is placed where its
+    features and those items put it, and ranked by predicted rating. Otherwise, with no factors to go
+    on, by learned item bias when the model has biases (the score column is `item_bias` or
     `implied_item_bias`; bpr's, which is what it scores for a user of no factors), else by popularity
-    in `dataset` (`n_ratings`).
+    in the data (`n_ratings`).
     """
     _check_top(top)
     if user is not None:
@@ -166,13 +157,11 @@ def cold_start(
             user = _as_id(checkpoint.users, user, "user")
         except RecsysError:  # text that no integer id can be: nobody the ratings hold
             user = None
-    candidates = _unrated(checkpoint, dataset, user)
-    if user is not None and described_by_features(checkpoint, dataset, user):
+    candidates = _unrated(checkpoint, data, user)
+    if user is not None and described_by_features(checkpoint, user_features, user):
         model, n_items = rating_model(checkpoint.model), len(checkpoint.items)
         rated = np.setdiff1d(np.arange(n_items), candidates)
-        placed = placed_users(
-            model, checkpoint.config, dataset.user_features, np.array([user]), [rated], n_items
-        )
+        placed = placed_users(model, checkpoint.config, user_features, np.array([user]), [rated], n_items)
         column, scores = _score_column(checkpoint), placed.scores(torch.tensor([0]))[0].numpy()
     else:
         biases = learned_biases(checkpoint.model)
@@ -183,10 +172,9 @@ def cold_start(
         elif ranking_bias is not None:  # bpr: a user of no factors scores each item its bias
             column, scores = "item_bias", ranking_bias
         else:
-            counts = dataset.ratings["item"].value_counts()
-            column, scores = "n_ratings", counts.reindex(checkpoint.items.raw_ids, fill_value=0).to_numpy()
+            column, scores = "n_ratings", data.popularity(len(checkpoint.items))
     best = candidates[np.argsort(-scores[candidates], kind="stable")[:top]]
-    return _titled(dataset, checkpoint.items.decode(best), column, scores[best])
+    return _titled(checkpoint, data, best, column, scores[best])
 
 
 def _ranking_item_bias(model: RatingModel) -> np.ndarray | None:
@@ -210,9 +198,7 @@ def close_titles(title: str, titles: list[str], n: int = 5) -> list[str]:
     return [titles[i] for i in order[:n] if ratios[i] >= 0.6]
 
 
-def find_item(
-    checkpoint: Checkpoint, dataset: RatingsDataset, name: int | str, *, id_first: bool = False
-) -> int:
+def find_item(checkpoint: Checkpoint, data: RecommendData, name: int | str, *, id_first: bool = False) -> int:
     """The inner index of the item titled `name` (case-insensitive; the lowest id among duplicates),
     else of the item whose id is `name` (data without titles is queried by id); `id_first`: the id
     is looked for first (`name` came from a column of ids, and a title may spell another item's id).
@@ -222,9 +208,8 @@ def find_item(
     name = str(_plain_id(name, "item")).strip()  # as a ratings file's ids and `recommend`'s user are read
     if id_first and (index := _item_with_id(checkpoint, name)) is not None:
         return index
-    titles = dataset.items.loc[checkpoint.items.known(dataset.items["item"].to_numpy())]
-    shown = titles["title"].astype(str)  # an empty table's column has no string type
-    matches = titles.loc[shown.str.casefold() == name.casefold(), "item"].to_numpy()
+    shown = pd.Series(data.titles, dtype=str)  # the item table's order: close matches tie in it
+    matches = checkpoint.items.decode(data.titled_items[(shown.str.casefold() == name.casefold()).to_numpy()])
     if len(matches) > 1:  # catalogues repeat titles: say which item answers, and how to ask for another
         listed = ", ".join(str(item) for item in sorted(matches)[:5]) + (", ..." if len(matches) > 5 else "")
         warnings.warn(
@@ -249,7 +234,7 @@ def _item_with_id(checkpoint: Checkpoint, name: str) -> int | None:
 
 
 def similar_items(
-    checkpoint: Checkpoint, dataset: RatingsDataset, item: int | str, top: int = 10
+    checkpoint: Checkpoint, data: RecommendData, item: int | str, top: int = 10
 ) -> pd.DataFrame:
     """The `top` items nearest to `item` (a title, or an id: see `find_item`) by cosine similarity of
     item factors: item, title, cosine."""
@@ -257,8 +242,8 @@ def similar_items(
     vectors = item_vectors(checkpoint.model)
     if vectors is None:
         raise RecsysError(f"model {checkpoint.config.model!r} has no item factors to compare")
-    neighbours, similarity = cosine_neighbours(vectors, find_item(checkpoint, dataset, item), top)
-    return _titled(dataset, checkpoint.items.decode(neighbours), "cosine", similarity)
+    neighbours, similarity = cosine_neighbours(vectors, find_item(checkpoint, data, item), top)
+    return _titled(checkpoint, data, neighbours, "cosine", similarity)
 
 
 def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[str, float]:
@@ -289,7 +274,7 @@ def explain(checkpoint: Checkpoint, user: int | str, item: int | str) -> dict[st
 
 def recommend_from_ratings(
     checkpoint: Checkpoint,
-    dataset: RatingsDataset,
+    data: RecommendData,
     rated: Sequence[tuple[int | str, float]] | Mapping[int | str, float],
     top: int = 10,
     places: Sequence[str] | None = None,
@@ -300,7 +285,7 @@ def recommend_from_ratings(
     them), by predicted rating: the user is folded into the trained model (recsys.models.fold_in),
     with no retraining. `ids`: the pairs name items by id first, by title only where no id is the
     name (they came from a column of ids).
-    An item named twice, a rating off the dataset's scale (on interactions: a count or weight of 0 or
+    An item named twice, a rating off the data's scale (on interactions: a count or weight of 0 or
     less), or a model without user vectors is an error, led by the pair's place in `places` (such as
     "FILE, line N") where given."""
     _check_top(top)
@@ -317,20 +302,20 @@ def recommend_from_ratings(
             raise RecsysError(
                 f"rating {plain_value(rating)!r} for {plain_value(pair[0])!r} is not a finite number"
             )
-    low, high = dataset.rating_scale
+    low, high = data.rating_scale
     items: dict[int, int | str] = {}
     ratings = []
     for number, (name, rating) in enumerate(rated):
         try:
-            if dataset.implicit and not rating > 0:
+            if data.implicit and not rating > 0:
                 raise RecsysError(
                     f"{rating:g} for {plain_value(name)!r}: an interaction's count or weight is above 0"
                 )
-            if not dataset.implicit and not low <= rating <= high:
+            if not data.implicit and not low <= rating <= high:
                 raise RecsysError(
                     f"rating {rating:g} for {plain_value(name)!r} is off the scale {span_text(low, high)}"
                 )
-            index = find_item(checkpoint, dataset, name, id_first=ids)
+            index = find_item(checkpoint, data, name, id_first=ids)
             if index in items:
                 raise RecsysError(
                     f"{plain_value(name)!r} and {plain_value(items[index])!r} name the same item: "
@@ -347,15 +332,13 @@ def recommend_from_ratings(
     model = rating_model(checkpoint.model)
     # A model that uses features starts the new user from what it rated (it has no side features:
     # no id of its own, which a row of the feature table could name).
-    placed = new_user_starts(
-        model, checkpoint.config, dataset.user_features, None, [known.numpy()], len(checkpoint.items)
-    )
+    placed = new_user_starts(model, checkpoint.config, None, None, [known.numpy()], len(checkpoint.items))
     config = checkpoint.config
     folded = fold_in(model, rated_as, relevant=config.relevant, starts=placed, rating_unit=config.rating_unit)
     predicted = folded.scores(torch.tensor([0]))[0].numpy()
     candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]
-    return _titled(dataset, checkpoint.items.decode(best), _score_column(checkpoint), predicted[best])
+    return _titled(checkpoint, data, best, _score_column(checkpoint), predicted[best])
 
 
 def _score_column(checkpoint: Checkpoint) -> str:

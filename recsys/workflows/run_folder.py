@@ -9,7 +9,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE
+from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DESCRIPTION
 
 LOCK_FILE = ".recsys-run.lock"  # internal: held by the run that owns the folder
 _HELD: set[Path] = set()  # the folders this process's claims hold now
@@ -183,7 +183,7 @@ def _stopped_early(path: Path, *, held: bool) -> str:
     except OSError:
         return ""
     described = CONFIG_FILE in entries and CHECKPOINT_FILE not in entries
-    if not described or any(e not in (CONFIG_FILE, DATA_FILE) and not e.endswith(".tmp") for e in entries):
+    if not described or any(e not in DESCRIPTION and not e.endswith(".tmp") for e in entries):
         return ""
     if not held and in_use(path):  # a live run holds it: it has not reached its first checkpoint yet
         return ""
@@ -209,12 +209,12 @@ def in_use(path: Path) -> bool:
 
 
 def _take_back(path: Path, *, made_folder: bool, made_lock: bool, described: bool) -> None:
-    """Remove the lock file and folder this claim made, and the run's description (config, data) if
+    """Remove the lock file and folder this claim made, and the run's DESCRIPTION (config, data) if
     it never reached a checkpoint: with one the folder stays, to resume from. `described`: the
     folder was found empty, so a description in it is this run's (a folder refused for holding
     files keeps every one of them)."""
     if described and not (path / CHECKPOINT_FILE).exists():  # the folder was empty: these are this run's own
-        for name in (CONFIG_FILE, DATA_FILE):
+        for name in DESCRIPTION:
             (path / name).unlink(missing_ok=True)
     if made_lock:
         (path / LOCK_FILE).unlink(missing_ok=True)

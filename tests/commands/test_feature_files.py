@@ -58,17 +58,15 @@ def test_bfm_trains_on_a_users_file_and_records_it(tmp_path: Path) -> None:
         other.returncode == 2
         and "--resume reads the run's own feature files again; drop --user-features" in other.stderr
     )
-    # Moved away: only a new user of the model needs the file again.
+    # Moved away: only a new user's cold start, which a row of the file places, needs it again.
     users.rename(tmp_path / "moved.csv")
     item = str(load_dataset("tiny").ratings["item"].iloc[0])
-    similar = run_cli(
-        recommend_command.cli, "recommend.py", [str(out), "--similar", item], tmp_path / "cache"
-    )
-    assert similar.returncode == 0, similar.stderr
-    rated = run_cli(
-        recommend_command.cli, "recommend.py", [str(out), "--rate", f"{item}=5"], tmp_path / "cache"
-    )
-    assert rated.returncode == 2 and str(users) in rated.stderr and "Traceback" not in rated.stderr
+    for query in (["--similar", item], ["--rate", f"{item}=5"]):
+        answer = run_cli(recommend_command.cli, "recommend.py", [str(out), *query], tmp_path / "cache")
+        assert answer.returncode == 0, answer.stderr
+    new_user = [str(out), "--user", "999999", "--cold-start"]
+    cold = run_cli(recommend_command.cli, "recommend.py", new_user, tmp_path / "cache")
+    assert cold.returncode == 2 and str(users) in cold.stderr and "Traceback" not in cold.stderr
 
 
 def test_a_feature_file_changed_after_training_is_refused_on_resume_and_new_users_coded_as_trained(

@@ -153,7 +153,7 @@ def test_train_tiny_writes_config_and_metrics(good: Runs) -> None:
     result = ok(good.results["main"])
     out = good.outs["main"]
     files = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
-    assert files == ["checkpoint.pt", "config.json", "data.json", "metrics.json"]
+    assert files == ["checkpoint.pt", "config.json", "data.json", "metrics.json", "recommend.npz"]
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == "dotbias"
     assert config["dataset"] == "tiny"

@@ -32,12 +32,13 @@ from recsys.models import (
     registered,
     sigmoid_range,
 )
-from recsys.names import CHECKPOINT_FILE
+from recsys.names import CHECKPOINT_FILE, RECOMMEND_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.train.trainer import fit
 from recsys.workflows.compare import compare_models, models_with_biases
 from recsys.workflows.experiment import prepare, train_and_evaluate
 from recsys.workflows.recommend import cold_start, explain, recommend, similar_items
+from recsys.workflows.recommend_data import RecommendData
 from recsys.workflows.report import write_report
 
 NAME = "offset-dot"
@@ -239,21 +240,22 @@ def test_recommend_similar_cold_start_and_explain(
     offset_model: str, run_dir: Path, tiny: RatingsDataset
 ) -> None:
     checkpoint = load_checkpoint(run_dir / CHECKPOINT_FILE)
+    data = RecommendData.load(run_dir / RECOMMEND_FILE)
     user, item = int(checkpoint.users.raw_ids[3]), int(checkpoint.items.raw_ids[7])
 
-    top = recommend(checkpoint, tiny, user, top=5)
+    top = recommend(checkpoint, data, user, top=5)
     assert len(top) == 5 and top["predicted"].is_monotonic_decreasing
     rated = set(tiny.ratings.loc[tiny.ratings["user"] == user, "item"])
     assert not rated & set(top["item"])
 
     title = str(tiny.titles(np.array([item]))[0])
-    similar = similar_items(checkpoint, tiny, title, top=4)
+    similar = similar_items(checkpoint, data, title, top=4)
     assert len(similar) == 4 and item not in set(similar["item"])
     vectors = item_vectors(checkpoint.model)
     assert vectors is not None and vectors.shape == (len(checkpoint.items), checkpoint.config.n_factors)
 
     assert learned_biases(checkpoint.model) is None
-    assert cold_start(checkpoint, tiny, top=3).columns.tolist() == ["item", "title", "n_ratings"]
+    assert cold_start(checkpoint, data, top=3).columns.tolist() == ["item", "title", "n_ratings"]
 
     parts = explain(checkpoint, user, item)
     assert list(parts) == ["offset", "factors", "score", "prediction"]

@@ -349,6 +349,7 @@ def test_run_dir_gets_config_metrics_and_checkpoint(tiny: RatingsDataset, tmp_pa
         "config.json",
         "data.json",
         "metrics.json",
+        "recommend.npz",
     ]
     checkpoint = load_checkpoint(run_dir / "checkpoint.pt")
     assert checkpoint.config == result.config

@@ -17,7 +17,7 @@ from recsys.errors import RecsysError
 from recsys.evaluation.biases import learned_biases
 from recsys.evaluation.factors import item_vectors
 from recsys.evaluation.metrics import predict
-from recsys.names import CHECKPOINT_FILE
+from recsys.names import CHECKPOINT_FILE, RECOMMEND_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
 from recsys.workflows.rated_items import read_rated
@@ -29,8 +29,8 @@ from recsys.workflows.recommend import (
     recommend,
     recommend_from_ratings,
     similar_items,
-    trained_on,
 )
+from recsys.workflows.recommend_data import RecommendData
 
 
 def train_run(model: str, run_dir: Path) -> Checkpoint:
@@ -63,6 +63,17 @@ def dataset() -> RatingsDataset:
     return load_dataset("tiny")
 
 
+@pytest.fixture(scope="module")
+def data(run_dir: Path) -> RecommendData:
+    """What the run folder keeps of tiny for recommending."""
+    return RecommendData.load(run_dir / RECOMMEND_FILE)
+
+
+def of(dataset: RatingsDataset, checkpoint: Checkpoint) -> RecommendData:
+    """What recommending from `checkpoint` reads of `dataset`."""
+    return RecommendData.of(dataset, checkpoint.users, checkpoint.items)
+
+
 def model_predictions(checkpoint: Checkpoint, user: int, items: np.ndarray) -> np.ndarray:
     """The model's own predictions for raw `user` and raw `items`."""
     users = checkpoint.users.encode(np.full(len(items), user), "user")
@@ -71,10 +82,10 @@ def model_predictions(checkpoint: Checkpoint, user: int, items: np.ndarray) -> n
 
 
 def test_recommend_excludes_rated_items_and_ranks_by_the_models_predictions(
-    checkpoint: Checkpoint, dataset: RatingsDataset
+    checkpoint: Checkpoint, data: RecommendData, dataset: RatingsDataset
 ) -> None:
     user = int(dataset.ratings["user"].value_counts().index[0])  # the heaviest rater: most to exclude
-    table = recommend(checkpoint, dataset, user, top=len(checkpoint.items))
+    table = recommend(checkpoint, data, user, top=len(checkpoint.items))
     rated = set(dataset.ratings.loc[dataset.ratings["user"] == user, "item"])
     assert list(table.columns) == ["item", "title", "predicted"]
     assert not rated & set(table["item"])
@@ -86,27 +97,27 @@ def test_recommend_excludes_rated_items_and_ranks_by_the_models_predictions(
     assert table["title"].str.startswith("Synthetic item").all()
 
 
-def test_recommend_respects_top(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+def test_recommend_respects_top(checkpoint: Checkpoint, data: RecommendData) -> None:
     user = int(checkpoint.users.raw_ids[0])
-    assert len(recommend(checkpoint, dataset, user, top=3)) == 3
+    assert len(recommend(checkpoint, data, user, top=3)) == 3
     for top in (0, 2.5, True):
         with pytest.raises(RecsysError, match="`top` must be a whole number of at least 1"):
-            recommend(checkpoint, dataset, user, top=top)  # type: ignore[arg-type]
+            recommend(checkpoint, data, user, top=top)  # type: ignore[arg-type]
 
 
 def test_an_id_typed_as_text_or_as_a_number_finds_the_same_user_and_item(
-    checkpoint: Checkpoint, dataset: RatingsDataset
+    checkpoint: Checkpoint, data: RecommendData, dataset: RatingsDataset
 ) -> None:
     user, item = int(checkpoint.users.raw_ids[0]), int(checkpoint.items.raw_ids[0])
-    assert recommend(checkpoint, dataset, str(user)).equals(recommend(checkpoint, dataset, user))
+    assert recommend(checkpoint, data, str(user)).equals(recommend(checkpoint, data, user))
     assert explain(checkpoint, str(user), str(item)) == explain(checkpoint, user, item)
-    assert similar_items(checkpoint, dataset, item).equals(similar_items(checkpoint, dataset, str(item)))
+    assert similar_items(checkpoint, data, item).equals(similar_items(checkpoint, data, str(item)))
     # The spaces around a typed id or title are not part of it, as recommend's user's are not.
-    assert similar_items(checkpoint, dataset, f"  {item} ").equals(similar_items(checkpoint, dataset, item))
+    assert similar_items(checkpoint, data, f"  {item} ").equals(similar_items(checkpoint, data, item))
     title = str(dataset.items.loc[dataset.items["item"] == item, "title"].iloc[0])
-    assert similar_items(checkpoint, dataset, f" {title}  ").equals(similar_items(checkpoint, dataset, title))
+    assert similar_items(checkpoint, data, f" {title}  ").equals(similar_items(checkpoint, data, title))
     with pytest.raises(RecsysError, match="user id 'someone': this model's user ids are integers"):
-        recommend(checkpoint, dataset, "someone")
+        recommend(checkpoint, data, "someone")
     assert not knows_user(checkpoint, "someone")  # a question: no, not an error
     assert knows_user(checkpoint, str(user)) and knows_user(checkpoint, user)
 
@@ -120,18 +131,16 @@ def test_an_id_typed_as_text_or_as_a_number_finds_the_same_user_and_item(
     ],
 )
 def test_a_user_id_that_is_no_one_id_is_an_error_naming_it(
-    checkpoint: Checkpoint, dataset: RatingsDataset, user: object, message: str
+    checkpoint: Checkpoint, data: RecommendData, user: object, message: str
 ) -> None:
     with pytest.raises(RecsysError, match=re.escape(message)):
-        recommend(checkpoint, dataset, user, 3)  # type: ignore[arg-type]
+        recommend(checkpoint, data, user, 3)  # type: ignore[arg-type]
 
 
-def test_a_whole_float_id_is_that_id_everywhere(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+def test_a_whole_float_id_is_that_id_everywhere(checkpoint: Checkpoint, data: RecommendData) -> None:
     user, item = int(checkpoint.users.raw_ids[0]), int(checkpoint.items.raw_ids[0])
-    assert recommend(checkpoint, dataset, float(user), 3).equals(recommend(checkpoint, dataset, user, 3))
-    assert similar_items(checkpoint, dataset, float(item), 3).equals(
-        similar_items(checkpoint, dataset, item, 3)
-    )
+    assert recommend(checkpoint, data, float(user), 3).equals(recommend(checkpoint, data, user, 3))
+    assert similar_items(checkpoint, data, float(item), 3).equals(similar_items(checkpoint, data, item, 3))
 
 
 @pytest.mark.parametrize(
@@ -146,27 +155,27 @@ def test_a_whole_float_id_is_that_id_everywhere(checkpoint: Checkpoint, dataset:
     ],
 )
 def test_a_new_users_ratings_that_are_no_pairs_of_numbers_are_named(
-    checkpoint: Checkpoint, dataset: RatingsDataset, rated: list[object], message: str
+    checkpoint: Checkpoint, data: RecommendData, rated: list[object], message: str
 ) -> None:
     with pytest.raises(RecsysError, match=re.escape(message)):
-        recommend_from_ratings(checkpoint, dataset, rated, 3)  # type: ignore[arg-type]
+        recommend_from_ratings(checkpoint, data, rated, 3)  # type: ignore[arg-type]
 
 
-def test_a_new_users_ratings_may_be_a_dict(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+def test_a_new_users_ratings_may_be_a_dict(checkpoint: Checkpoint, data: RecommendData) -> None:
     item = int(checkpoint.items.raw_ids[0])
-    from_dict = recommend_from_ratings(checkpoint, dataset, {item: 5.0}, 3)
-    assert from_dict.equals(recommend_from_ratings(checkpoint, dataset, [(item, 5.0)], 3))
+    from_dict = recommend_from_ratings(checkpoint, data, {item: 5.0}, 3)
+    assert from_dict.equals(recommend_from_ratings(checkpoint, data, [(item, 5.0)], 3))
 
 
 def test_recommend_to_an_unknown_user_is_an_error_naming_it(
-    checkpoint: Checkpoint, dataset: RatingsDataset
+    checkpoint: Checkpoint, data: RecommendData
 ) -> None:
     with pytest.raises(RecsysError, match=r"user 999999 is not in this model's training data.*`cold_start`"):
-        recommend(checkpoint, dataset, 999999)
+        recommend(checkpoint, data, 999999)
 
 
-def test_cold_start_ranks_by_item_bias(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
-    table = cold_start(checkpoint, dataset, top=5)
+def test_cold_start_ranks_by_item_bias(checkpoint: Checkpoint, data: RecommendData) -> None:
+    table = cold_start(checkpoint, data, top=5)
     biases = learned_biases(checkpoint.model)
     assert biases is not None
     assert list(table.columns) == ["item", "title", "item_bias"]
@@ -182,7 +191,7 @@ def test_a_ranking_models_cold_start_is_what_it_scores_for_a_user_of_no_factors(
     config = config_for(model, dataset="tiny", epochs=3)
     train_and_evaluate(load_dataset("tiny"), config, run_dir=tmp_path, progress=False)
     checkpoint = load_checkpoint(tmp_path)
-    table = cold_start(checkpoint, dataset, top=5)
+    table = cold_start(checkpoint, of(dataset, checkpoint), top=5)
     assert list(table.columns) == ["item", "title", column]
     if model == "bpr":
         users = checkpoint.model.user_factors.weight
@@ -195,19 +204,22 @@ def test_a_ranking_models_cold_start_is_what_it_scores_for_a_user_of_no_factors(
 
 
 def test_cold_start_leaves_out_what_a_user_new_to_the_model_rated_since(
-    checkpoint: Checkpoint, dataset: RatingsDataset
+    checkpoint: Checkpoint, data: RecommendData, dataset: RatingsDataset
 ) -> None:
     """A user the ratings hold but the training part did not (their ratings came later, as a split
     by time leaves them) is a cold start, and still not shown the items they rated."""
-    top = cold_start(checkpoint, dataset, top=5)
+    top = cold_start(checkpoint, data, top=5)
     newcomer = pd.DataFrame(
         {"user": [999_999, 999_999], "item": top["item"].iloc[[0, 2]].to_numpy(), "rating": [5.0, 4.0]}
     )
     later = dataclasses.replace(dataset, ratings=pd.concat([dataset.ratings, newcomer], ignore_index=True))
-    table = cold_start(checkpoint, later, top=5, user=999_999)
+    table = cold_start(checkpoint, of(later, checkpoint), top=5, user=999_999)
     assert not set(table["item"]) & set(newcomer["item"])
     assert table["item"].tolist()[:2] == top["item"].iloc[[1, 3]].tolist()  # the rest keep their order
-    assert cold_start(checkpoint, later, top=5, user="someone")["item"].tolist() == top["item"].tolist()
+    assert (
+        cold_start(checkpoint, of(later, checkpoint), top=5, user="someone")["item"].tolist()
+        == top["item"].tolist()
+    )
 
 
 def test_cold_start_places_a_user_the_feature_table_describes(tmp_path: Path) -> None:
@@ -222,16 +234,23 @@ def test_cold_start_places_a_user_the_feature_table_describes(tmp_path: Path) ->
     checkpoint = load_checkpoint(tmp_path / CHECKPOINT_FILE)
     kinds = planted.item_features["kind"]
     for user, liked in ((1000, "x"), (1001, "y")):
-        assert described_by_features(checkpoint, dataset, user)
-        table = cold_start(checkpoint, dataset, top=10, user=user)
+        assert described_by_features(checkpoint, dataset.user_features, user)
+        table = cold_start(
+            checkpoint, of(dataset, checkpoint), top=10, user=user, user_features=dataset.user_features
+        )
         assert list(table.columns[-1:]) == ["predicted"]
         assert (kinds.loc[table["item"]] == liked).mean() >= 0.9, (user, table)
-    assert not described_by_features(checkpoint, dataset, 2000)
-    assert "item_bias" in cold_start(checkpoint, dataset, top=5, user=2000).columns
+    assert not described_by_features(checkpoint, dataset.user_features, 2000)
+    assert (
+        "item_bias"
+        in cold_start(
+            checkpoint, of(dataset, checkpoint), top=5, user=2000, user_features=dataset.user_features
+        ).columns
+    )
 
 
 def test_cold_start_without_biases_ranks_by_popularity(dot: Checkpoint, dataset: RatingsDataset) -> None:
-    table = cold_start(dot, dataset, top=5)
+    table = cold_start(dot, of(dataset, dot), top=5)
     counts = dataset.ratings["item"].value_counts()
     assert list(table.columns) == ["item", "title", "n_ratings"]
     assert table["n_ratings"].is_monotonic_decreasing
@@ -239,10 +258,12 @@ def test_cold_start_without_biases_ranks_by_popularity(dot: Checkpoint, dataset:
     np.testing.assert_array_equal(table["n_ratings"], counts.reindex(table["item"]))
 
 
-def test_similar_items_are_the_nearest_by_cosine(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+def test_similar_items_are_the_nearest_by_cosine(
+    checkpoint: Checkpoint, data: RecommendData, dataset: RatingsDataset
+) -> None:
     query_item = int(checkpoint.items.raw_ids[9])
     title = dataset.items.set_index("item").at[query_item, "title"]
-    table = similar_items(checkpoint, dataset, title.upper(), top=4)
+    table = similar_items(checkpoint, data, title.upper(), top=4)
     assert list(table.columns) == ["item", "title", "cosine"]
     assert len(table) == 4 and query_item not in set(table["item"])
     assert table["cosine"].is_monotonic_decreasing
@@ -255,11 +276,13 @@ def test_similar_items_are_the_nearest_by_cosine(checkpoint: Checkpoint, dataset
     assert table["cosine"].iloc[0] == pytest.approx(brute.max())
 
 
-def test_an_item_id_finds_what_its_title_finds(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+def test_an_item_id_finds_what_its_title_finds(
+    checkpoint: Checkpoint, data: RecommendData, dataset: RatingsDataset
+) -> None:
     query_item = int(checkpoint.items.raw_ids[9])
     title = dataset.items.set_index("item").at[query_item, "title"]
-    by_title = similar_items(checkpoint, dataset, title, top=4)
-    pd.testing.assert_frame_equal(similar_items(checkpoint, dataset, str(query_item), top=4), by_title)
+    by_title = similar_items(checkpoint, data, title, top=4)
+    pd.testing.assert_frame_equal(similar_items(checkpoint, data, str(query_item), top=4), by_title)
 
 
 def test_a_title_several_items_share_names_the_item_used(
@@ -273,22 +296,24 @@ def test_a_title_several_items_share_names_the_item_used(
     with pytest.warns(
         UserWarning, match=rf"2 items are titled 'same title' .*; using {lowest}, the lowest id"
     ):
-        table = similar_items(checkpoint, shared, "same title", top=3)
-    pd.testing.assert_frame_equal(table, similar_items(checkpoint, shared, str(lowest), top=3))
+        table = similar_items(checkpoint, of(shared, checkpoint), "same title", top=3)
+    pd.testing.assert_frame_equal(
+        table, similar_items(checkpoint, of(shared, checkpoint), str(lowest), top=3)
+    )
 
 
 def test_data_without_titles_is_queried_by_item_id(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
     untitled = dataclasses.replace(dataset, items=dataset.items.iloc[:0].astype("int64"))
     query_item = int(checkpoint.items.raw_ids[2])
-    table = similar_items(checkpoint, untitled, str(query_item), top=3)
+    table = similar_items(checkpoint, of(untitled, checkpoint), str(query_item), top=3)
     assert len(table) == 3 and query_item not in set(table["item"])
     with pytest.raises(RecsysError, match="no item titled 'nope', nor with that id"):
-        similar_items(checkpoint, untitled, "nope")
+        similar_items(checkpoint, of(untitled, checkpoint), "nope")
 
 
-def test_an_unknown_title_suggests_close_matches(checkpoint: Checkpoint, dataset: RatingsDataset) -> None:
+def test_an_unknown_title_suggests_close_matches(checkpoint: Checkpoint, data: RecommendData) -> None:
     with pytest.raises(RecsysError, match="no item titled 'Synthetic item 1O', nor with that id") as raised:
-        similar_items(checkpoint, dataset, "Synthetic item 1O")
+        similar_items(checkpoint, data, "Synthetic item 1O")
     suggestions = str(raised.value).split("did you mean: ")[1].split("; ")
     assert "Synthetic item 10" in suggestions and len(suggestions) <= 5
 
@@ -302,7 +327,9 @@ def test_explain_parts_sum_to_the_models_prediction(checkpoint: Checkpoint) -> N
     assert parts["prediction"] == pytest.approx(low + (high - low) / (1 + np.exp(-parts["score"])))
 
 
-def test_explain_of_an_unknown_user_does_not_suggest_a_cold_start(checkpoint: Checkpoint) -> None:
+def test_explain_of_an_unknown_user_does_not_suggest_a_cold_start(
+    checkpoint: Checkpoint, data: RecommendData
+) -> None:
     """A cold start has no prediction to take apart (recommend.py refuses --cold-start with
     --explain): the error says what --explain needs instead of pointing there."""
     item = int(checkpoint.items.raw_ids[0])
@@ -315,16 +342,6 @@ def test_explain_of_an_unknown_user_does_not_suggest_a_cold_start(checkpoint: Ch
 def test_explain_needs_a_model_with_biases(dot: Checkpoint) -> None:
     with pytest.raises(RecsysError, match="'dot' has no bias terms to explain"):
         explain(dot, int(dot.users.raw_ids[0]), int(dot.items.raw_ids[0]))
-
-
-def test_a_run_tells_whether_the_ratings_are_those_it_trained_on(checkpoint: Checkpoint) -> None:
-    tiny = load_dataset("tiny")
-    assert trained_on(checkpoint, tiny)
-    ratings = tiny.ratings.copy()
-    ratings.loc[ratings.index[0], "rating"] = 6 - ratings["rating"].iloc[0]  # one rating edited
-    assert not trained_on(checkpoint, dataclasses.replace(tiny, ratings=ratings))
-    fewer = dataclasses.replace(tiny, ratings=tiny.ratings.iloc[1:])
-    assert not trained_on(checkpoint, fewer)
 
 
 def test_a_column_of_ids_finds_an_item_by_id_before_a_title_that_spells_another_id(
@@ -340,9 +357,11 @@ def test_a_column_of_ids_finds_an_item_by_id_before_a_title_that_spells_another_
     (tmp_path / "titles.csv").write_text(f"title,rating\n{named},5\n")
     by_id, by_title = read_rated(tmp_path / "ids.csv"), read_rated(tmp_path / "titles.csv")
     assert by_id.ids and not by_title.ids
-    listed = recommend_from_ratings(checkpoint, tricky, by_id.rated, top=len(checkpoint.items), ids=by_id.ids)
+    listed = recommend_from_ratings(
+        checkpoint, of(tricky, checkpoint), by_id.rated, top=len(checkpoint.items), ids=by_id.ids
+    )
     assert named not in set(listed["item"]) and other in set(listed["item"])  # what was rated is left out
     listed = recommend_from_ratings(
-        checkpoint, tricky, by_title.rated, top=len(checkpoint.items), ids=by_title.ids
+        checkpoint, of(tricky, checkpoint), by_title.rated, top=len(checkpoint.items), ids=by_title.ids
     )
     assert other not in set(listed["item"]) and named in set(listed["item"])

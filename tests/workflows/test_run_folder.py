@@ -13,7 +13,7 @@ from conftest import ROOT
 from recsys.config import config_for
 from recsys.data.catalog import load_dataset
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE, METRICS_FILE
+from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, DATA_FILE, DESCRIPTION, METRICS_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
 from recsys.workflows.run_folder import LOCK_FILE, claim_run_folder, claim_unused_run_folder, occupied
@@ -110,7 +110,7 @@ def test_resume_claim_needs_a_checkpoint_and_makes_nothing(tmp_path: Path) -> No
 def test_a_run_killed_before_its_first_checkpoint_is_named_as_such(tmp_path: Path) -> None:
     """SIGKILL (or the OOM killer) in a run's first epochs leaves its description, its lock file and
     no checkpoint: both --out and --resume say so and what to do, rather than a bare refusal."""
-    for name in (CONFIG_FILE, DATA_FILE, LOCK_FILE):
+    for name in (*DESCRIPTION, LOCK_FILE):
         (tmp_path / name).write_text("{}")
     why = (
         f": its run stopped before writing its first {CHECKPOINT_FILE} (killed?), so there is nothing to "
@@ -120,7 +120,7 @@ def test_a_run_killed_before_its_first_checkpoint_is_named_as_such(tmp_path: Pat
     assert claim_error(tmp_path, resume=True) == resumed
     assert occupied(tmp_path, "--out") == f"--out {tmp_path} already exists{why}, or choose a new one"
     assert claim_error(tmp_path, resume=False) == f"`out` {tmp_path} already exists{why}, or choose a new one"
-    assert {CONFIG_FILE, DATA_FILE} <= {entry.name for entry in tmp_path.iterdir()}  # refused: kept
+    assert set(DESCRIPTION) <= {entry.name for entry in tmp_path.iterdir()}  # refused: kept
     (tmp_path / LOCK_FILE).write_text("")
     with open(tmp_path / LOCK_FILE) as held:  # a live run's folder, before its first checkpoint
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -155,8 +155,8 @@ def test_failed_run_without_a_checkpoint_takes_back_its_description(tmp_path: Pa
     """A run that diverged in its first epoch has nothing to resume: the folder is free again."""
     out = tmp_path / "new"
     with pytest.raises(RuntimeError), claim_run_folder(out, resume=False):
-        (out / CONFIG_FILE).write_text("{}")
-        (out / DATA_FILE).write_text("{}")
+        for name in DESCRIPTION:
+            (out / name).write_text("{}")
         raise RuntimeError
     assert not out.exists()
     with pytest.raises(RuntimeError), claim_run_folder(tmp_path, resume=False):  # a folder it did not make

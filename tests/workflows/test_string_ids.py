@@ -10,10 +10,11 @@ from recsys.config import config_for
 from recsys.data.dataset import RatingsDataset, ratings_frame
 from recsys.data.encoding import IdMap
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE
+from recsys.names import CHECKPOINT_FILE, RECOMMEND_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
 from recsys.workflows.recommend import explain, recommend, similar_items
+from recsys.workflows.recommend_data import RecommendData
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +35,15 @@ def test_a_run_on_string_ids_keeps_them_through_its_checkpoint(
     checkpoint = load_checkpoint(tmp_path / CHECKPOINT_FILE)
     assert not checkpoint.users.integer_ids and checkpoint.users.raw_ids[0] == "reader-001"
     assert np.array_equal(checkpoint.items.raw_ids, result.data.items.raw_ids)
-    top = recommend(checkpoint, string_ids, checkpoint.users.parse("reader-001", "user"), 3)
+    data = RecommendData.load(tmp_path / RECOMMEND_FILE)  # text ids and titles stored in the run folder
+    top = recommend(checkpoint, data, checkpoint.users.parse("reader-001", "user"), 3)
     assert len(top) == 3 and all(item.startswith("978-") for item in top["item"])
     assert not top["title"].str.startswith("[item").any()  # titles found by string id
     title = string_ids.items["title"].iloc[0]
-    assert len(similar_items(checkpoint, string_ids, title, 2)) == 2
+    assert len(similar_items(checkpoint, data, title, 2)) == 2
     assert set(explain(checkpoint, "reader-001", top["item"].iloc[0])) >= {"prediction"}
     with pytest.raises(RecsysError, match=r"user '' is not in .*ids such as 'reader-001', 'reader-002'"):
-        recommend(checkpoint, string_ids, "")
+        recommend(checkpoint, data, "")
 
 
 def test_id_maps_parse_what_a_user_types_as_their_id_type() -> None:
