@@ -78,9 +78,12 @@ class IdMap:
             return np.full(np.shape(raw), -1, dtype=np.int64)
         if not self.integer_ids:
             return self._text_index.get_indexer(raw.astype(object)).astype(np.int64)
-        table = self._dense_table
-        if table is not None and _integer_range(raw) is not None:
-            offset = raw.astype(np.int64) - int(self.raw_ids[0])
+        table, bounds = self._dense_table, _integer_range(raw)
+        if table is not None and bounds is not None:
+            low = int(self.raw_ids[0])
+            if low <= bounds[0] and bounds[1] < low + len(table):  # all inside: one gather, no masks
+                return table[raw - low]
+            offset = raw.astype(np.int64) - low
             inside = (offset >= 0) & (offset < len(table))
             return np.where(inside, table[np.where(inside, offset, 0)], -1)
         position = np.searchsorted(self.raw_ids, raw).clip(max=len(self.raw_ids) - 1)
@@ -216,7 +219,7 @@ def encode_ratings(
     ]
     if with_times:
         columns.append(ratings["timestamp"].to_numpy(np.int64))
-    x = np.stack(columns, axis=1).astype(np.int64)
+    x = np.stack(columns, axis=1).astype(np.int64, copy=False)
     return RatingTensors(torch.from_numpy(x), torch.tensor(ratings["rating"].to_numpy(np.float32)))
 
 

@@ -44,6 +44,7 @@ from recsys.errors import RecsysError
 from recsys.evaluation.metrics import evaluate, mae, rmse
 from recsys.models import RatingModel, SampledModel, model_entry, rating_model
 from recsys.models.layers import check_pair_range
+from recsys.status import status_line
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import (
     average_gradients,
@@ -445,7 +446,9 @@ def _fit(
         # Once here, not in each step: the compiled kernels read rows unchecked, and torch's lookups
         # name no column.
         check_pair_range(part.x, rating_model(model).n_users, rating_model(model).n_items, what)
-    epochs = _epochs_for(model, train, valid, config, threads)
+    lead = progress and distributed_rank()[0] == 0
+    with status_line(f"setting up the {config.engine} engine on {len(train):,} ratings", lead):
+        epochs = _epochs_for(model, train, valid, config, threads)
     try:
         ratings = ratings_fingerprint(train, valid) if on_checkpoint is not None or resume is not None else ""
         history = _restore(epochs, generator, resume, ratings) if resume is not None else []

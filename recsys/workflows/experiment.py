@@ -49,6 +49,7 @@ from recsys.names import (
     RECOMMEND_FILE,
     feature_groups,
 )
+from recsys.status import status_line
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.checkpoints import Checkpoint, save_checkpoint
 from recsys.train.distributed import distributed_rank
@@ -372,33 +373,40 @@ def train_and_evaluate(
         # thread it never waits for a second one that another process holds.
         one_thread = config.engine == "compiled" or (config.engine == "device" and config.device == "cpu")
         with torch_threads(SCORING_TORCH_THREADS if one_thread else None):
-            data, config = prepare(dataset, config)
-            check_fits(config, len(data.users), len(data.items))
-            generator = torch.Generator().manual_seed(config.seed)
-            model = model_for(config, len(data.users), len(data.items), generator)
-            if model.uses_features:
-                model.set_features(*data_features(config, dataset, data))
-                if reads_time(config):
-                    model.set_times(data.train.x[:, 0], data.train.x[:, 2])
-                    _warn_if_one_day_each(cast(BayesianFM, model), dataset, len(data.users))
-                # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it nothing.
-                sides = feature_sides_read(config.model)
-                warn_if_no_side_features(
-                    config,
-                    has_side_features(dataset, config.model),
-                    f"{dataset.name} has no {' or '.join(sides)} side features (give it a table of what its "
-                    f"{' or '.join(f'{side}s' for side in sides)} are)",
-                )
-            # The final checkpoint keeps the last epoch's training state: a finished run resumes as a no-op.
-            last_training = None
-            if resume is not None:
-                _check_resumable(resume, data, dataset)
-                model.load_state_dict(resume.model.state_dict())
-                last_training = resume.training
-            if run_dir is not None:
-                write_json(run_dir / CONFIG_FILE, config.to_dict())
-                write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
-                RecommendData.of(dataset, data.users, data.items).save(run_dir / RECOMMEND_FILE)
+            kind = "user-item pairs" if dataset.implicit else "ratings"
+            lead = progress and distributed_rank()[0] == 0
+            with status_line(f"splitting and encoding {len(dataset.ratings):,} {kind}", lead) as say:
+                data, config = prepare(dataset, config)
+                check_fits(config, len(data.users), len(data.items))
+                say(f"building {config.model} for {len(data.users):,} users and {len(data.items):,} items")
+                generator = torch.Generator().manual_seed(config.seed)
+                model = model_for(config, len(data.users), len(data.items), generator)
+                if model.uses_features:
+                    model.set_features(*data_features(config, dataset, data))
+                    if reads_time(config):
+                        model.set_times(data.train.x[:, 0], data.train.x[:, 2])
+                        _warn_if_one_day_each(cast(BayesianFM, model), dataset, len(data.users))
+                    # svdpp reads the users' table alone: the items' (ml-latest-small's genres) give it
+                    # nothing.
+                    sides = feature_sides_read(config.model)
+                    warn_if_no_side_features(
+                        config,
+                        has_side_features(dataset, config.model),
+                        f"{dataset.name} has no {' or '.join(sides)} side features (give it a table of what "
+                        f"its {' or '.join(f'{side}s' for side in sides)} are)",
+                    )
+                # The final checkpoint keeps the last epoch's training state: a finished run resumes as
+                # a no-op.
+                last_training = None
+                if resume is not None:
+                    _check_resumable(resume, data, dataset)
+                    model.load_state_dict(resume.model.state_dict())
+                    last_training = resume.training
+                if run_dir is not None:
+                    say(f"writing what each user rated into {run_dir}")
+                    write_json(run_dir / CONFIG_FILE, config.to_dict())
+                    write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
+                    RecommendData.of(dataset, data.users, data.items).save(run_dir / RECOMMEND_FILE)
 
             def checkpoint(stats: EpochStats, training: dict[str, Any]) -> None:
                 nonlocal last_training

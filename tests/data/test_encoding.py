@@ -106,6 +106,17 @@ def test_narrow_integer_ids_take_the_table_and_wide_ones_the_binary_search() -> 
     assert IdMap.fit(np.array(["a", "b"]))._dense_table is None
 
 
+def test_ids_all_within_a_dense_tables_range_are_looked_up_as_any_others() -> None:
+    """Queries inside the table's range skip its bounds checks: the ids absent between still have
+    no index."""
+    ids = IdMap.fit(np.array([10, 12, 13, 17, 12]))
+    assert ids._dense_table is not None
+    inside = np.array([17, 10, 11, 13, 16, 12])
+    assert ids.positions(inside).tolist() == [3, 0, -1, 2, -1, 1]
+    assert ids.positions(np.append(inside, 18)).tolist() == [3, 0, -1, 2, -1, 1, -1]
+    assert ids.positions(inside.astype(np.int32)).tolist() == [3, 0, -1, 2, -1, 1]
+
+
 def test_huge_integer_ids_are_looked_up_without_overflow() -> None:
     raw = np.array([2**63 - 10, 2**63 - 3, 2**63 - 10], dtype=np.uint64)
     ids = IdMap.fit(raw)

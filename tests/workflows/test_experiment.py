@@ -357,6 +357,25 @@ def test_run_dir_gets_config_metrics_and_checkpoint(tiny: RatingsDataset, tmp_pa
     assert evaluate_test(checkpoint.model, result.data, "drop")["rmse"] == result.test["rmse"]
 
 
+def test_the_steps_before_the_first_epoch_say_what_they_do_unless_progress_is_off(
+    tiny: RatingsDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At 25M ratings splitting, encoding, writing the run folder and setting up the engine take tens
+    of seconds between the run's header and its first epoch: a status line says which is running."""
+    config = dataclasses.replace(BASES["compiled"], epochs=1)
+    train_and_evaluate(tiny, config, run_dir=tmp_path / "run", progress=True)
+    shown = capsys.readouterr().err
+    for step in (
+        "splitting and encoding 4,000 ratings...",
+        "building dotbias for ",
+        f"writing what each user rated into {tmp_path / 'run'}...",
+        "setting up the compiled engine on 3,200 ratings...",
+    ):
+        assert step in shown, (step, shown)
+    train_and_evaluate(tiny, config, progress=False)
+    assert capsys.readouterr().err == ""
+
+
 # --- resuming: checkpoints carry the training state ------------------------------------------------
 
 
