@@ -36,13 +36,12 @@ from recsys.models import Factorisation
 from recsys.train.jit import compiled
 from recsys.train.per_rating import ACCUMULATOR_START
 from recsys.train.prefetch import prefetch_row
+from recsys.train.row_layout import CACHE_LINE, FLOATS_PER_LINE, padded_width
 
 # A block's ratings, aimed at: enough that a block's work dwarfs handing it to a thread, few enough
 # that the grid has blocks to share out (and its rows stay in cache).
 RATINGS_PER_BLOCK = 50_000
 MAX_GRID = 32
-_CACHE_LINE = 64
-_FLOATS_PER_LINE = _CACHE_LINE // 4
 # How many ratings ahead to ask the CPU for the user and item rows (their cache misses overlap).
 _PREFETCH_AHEAD = 4
 
@@ -479,12 +478,12 @@ def _padded(table: np.ndarray) -> np.ndarray:
     A table laid out so already is trained in place (a copy of 5M users' rows was gigabytes); any
     other is copied, and written back with `write_back`."""
     rows, width = table.shape
-    if width % _FLOATS_PER_LINE == 0 and table.flags.c_contiguous and table.ctypes.data % _CACHE_LINE == 0:
+    if width % FLOATS_PER_LINE == 0 and table.flags.c_contiguous and table.ctypes.data % CACHE_LINE == 0:
         return table
-    padded_width = -(-width // _FLOATS_PER_LINE) * _FLOATS_PER_LINE
-    buffer = np.zeros(rows * padded_width + _FLOATS_PER_LINE, np.float32)
-    start = (-buffer.ctypes.data % _CACHE_LINE) // buffer.itemsize
-    padded = buffer[start : start + rows * padded_width].reshape(rows, padded_width)
+    widened = padded_width(width)
+    buffer = np.zeros(rows * widened + FLOATS_PER_LINE, np.float32)
+    start = (-buffer.ctypes.data % CACHE_LINE) // buffer.itemsize
+    padded = buffer[start : start + rows * widened].reshape(rows, widened)
     padded[:, :width] = table
     return padded
 

@@ -9,13 +9,17 @@ from pathlib import Path
 from typing import cast
 
 import torch
+from torch import nn
 
 from recsys.config import RunConfig, available_cores
 from recsys.errors import RecsysError
-from recsys.models import SampledModel, build_model, model_entry
+from recsys.models import SampledModel, build_model, model_entry, rating_model
+from recsys.train.row_layout import FLOATS_PER_LINE, padded_width
 
 # Copies of every parameter a run holds: the weights, their gradients and Adam's two moments. The
-# compiled engine holds fewer (padded weights and one AdaGrad sum per row), so this bounds both.
+# compiled engine holds the weights and one AdaGrad sum per row, and beside them working copies of
+# the factor tables padded to whole cache lines (`working_copy_bytes`, counted apart: for a narrow
+# table, such as one factor widened to 16, they outweigh the four copies).
 COPIES_PER_PARAMETER = 4
 # How far below the memory available the arithmetic bound must stay for the exact count to be skipped:
 # room for a registered model larger than the built-in ones.
@@ -47,10 +51,37 @@ def training_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
         model = build_model(config.model, n_users, n_items, table_width(config), config.y_range)
     parameters = sum(p.numel() * p.element_size() for p in model.parameters())
     return (
-        COPIES_PER_PARAMETER * parameters * config.built_members
+        (COPIES_PER_PARAMETER * parameters + working_copy_bytes(config, model)) * config.built_members
         + solver_bytes(config)
         + chain_bytes(config, n_users, n_items)
     )
+
+
+def trains_working_copies(config: RunConfig) -> bool:
+    """Whether `config`'s engine trains copies of the factor tables laid out on cache lines
+    (recsys.train.row_layout): the compiled engine's per-rating AdaGrad and bpr."""
+    return config.engine == "compiled" and not config.samples and model_entry(config.model).fit != "als"
+
+
+def working_copy_bytes(config: RunConfig, model: nn.Module) -> int:
+    """Bytes of the working copies `config`'s engine trains of `model`'s factor tables: one with rows
+    padded to whole cache lines of each table whose width is not (a table already so laid out is
+    trained in place), and bpr's item table in any case, copied in the order of its groups."""
+    tables = rating_model(model).factorisation() if trains_working_copies(config) else None
+    if tables is None:
+        return 0
+    factors = [
+        tables.user_factors,
+        tables.item_factors,
+        *([tables.implicit.factors] if tables.implicit is not None else []),
+    ]
+    bpr = model_entry(config.model).fit == "bpr"
+    copied = [
+        table
+        for table in factors
+        if table.shape[1] % FLOATS_PER_LINE or (bpr and table is tables.item_factors)
+    ]
+    return sum(4 * table.shape[0] * padded_width(table.shape[1]) for table in copied)
 
 
 # A sampler's chains pool their kept draws in one model, but each holds its current draw: a float64
@@ -100,9 +131,12 @@ def table_width(config: RunConfig) -> int:
 def bound_bytes(config: RunConfig, n_users: int, n_items: int) -> int:
     """An over-estimate of `training_bytes` for the built-in models, from arithmetic alone: their
     tables (svdpp's second item table among them), biases and projections hold at most
-    (users + 2 items + 2k + 2)(k + 1) float32s a member, k the tables' width."""
+    (users + 2 items + 2k + 2)(k + 1) float32s a member, k the tables' width, and their working
+    copies (users + 2 items) rows of k padded to whole cache lines."""
     k = table_width(config)
     tables = COPIES_PER_PARAMETER * 4 * (n_users + 2 * n_items + 2 * k + 2) * (k + 1) * config.built_members
+    if trains_working_copies(config):  # the user, item and svdpp's implicit factors, padded
+        tables += 4 * (n_users + 2 * n_items) * padded_width(k) * config.built_members
     return tables + solver_bytes(config) + chain_bytes(config, n_users, n_items)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from recsys.config import config_for
 from recsys.errors import RecsysError
-from recsys.models import MODELS
+from recsys.models import MODELS, build_model
 from recsys.models.base import MAX_KEPT_DRAWS
 from recsys.train import memory
 from recsys.train.memory import (
@@ -20,12 +20,50 @@ from recsys.train.memory import (
 
 
 def test_training_bytes_counts_every_parameter_without_allocating_it() -> None:
-    config = config_for("dotbias", n_factors=10, members=1)
+    config = config_for("dotbias", n_factors=16, members=1)
     # Factors and one bias per user and item, float32, times the copies training holds.
-    assert training_bytes(config, 3, 5) == COPIES_PER_PARAMETER * 4 * (3 + 5) * (10 + 1)
+    assert training_bytes(config, 3, 5) == COPIES_PER_PARAMETER * 4 * (3 + 5) * (16 + 1)
     assert training_bytes(dataclasses.replace(config, members=3), 3, 5) == 3 * training_bytes(config, 3, 5)
     huge = config_for("embproj", n_factors=10**7)
     assert training_bytes(huge, 10, 10) > 10**14  # the factor-by-factor projection counts too
+
+
+@pytest.mark.parametrize(
+    ("model", "n_factors", "copied"),
+    [
+        ("dotbias", 10, (3 + 5) * 16),  # user and item rows of 10 factors padded to 16
+        ("dotbias", 50, (3 + 5) * 64),
+        ("dotbias", 64, 0),  # whole cache lines already: trained in place
+        ("svdpp", 20, (3 + 5 + 5) * 32),  # and the implicit factors
+        ("bpr", 32, 5 * 32),  # its item table is copied in the order of its groups, whatever its width
+        ("bpr", 10, (3 + 5) * 16),
+        ("ials", 10, 0),  # solved in place
+    ],
+)
+def test_the_compiled_engines_padded_working_copies_are_counted(
+    model: str, n_factors: int, copied: int
+) -> None:
+    """A table whose rows are not whole 64-byte cache lines trains in a padded copy beside it: with 1
+    factor, 16 floats a row beside the 4 copies of 2 that the parameters count."""
+    config = config_for(model, n_factors=n_factors, members=1)
+    parameters = sum(p.numel() for p in build_model(model, 3, 5, n_factors, config.y_range).parameters())
+    counted = training_bytes(config, 3, 5) - memory.solver_bytes(config)
+    assert counted == 4 * (COPIES_PER_PARAMETER * parameters + copied)
+
+
+def test_a_model_that_fits_only_without_its_working_copies_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = config_for("dotbias", n_factors=1, members=2)
+    # Two members' rows of a factor and a bias, in the copies training holds; and each member's
+    # working copies of the user and item rows, the factor padded to 16 floats.
+    parameters = 2 * COPIES_PER_PARAMETER * 4 * (1000 + 2000) * (1 + 1)
+    copies = 2 * 4 * (1000 + 2000) * 16
+    monkeypatch.setattr(memory, "available_memory", lambda: parameters + copies // 2)
+    with pytest.raises(RecsysError, match=r"`n_factors` 1: dotbias with 1,000 users and 2,000 items"):
+        check_fits(config, 1000, 2000)
+    monkeypatch.setattr(memory, "available_memory", lambda: parameters + copies)
+    check_fits(config, 1000, 2000)
 
 
 def test_available_memory_is_a_positive_figure() -> None:
