@@ -1,0 +1,42 @@
+"""recsys.workflows.recommend_data: what a run folder keeps of its data for recommending, and reads
+back as it was."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recsys.data.dataset import RatingsDataset
+from recsys.data.encoding import IdMap
+from recsys.errors import RecsysError
+from recsys.workflows.recommend_data import RecommendData
+
+
+def test_every_users_rated_items_and_the_titles_come_back_from_the_file(tmp_path: Path) -> None:
+    """Text ids, a user who rated only in the test part (not in the model), an item the model does
+    not know and one the item table does not name."""
+    ratings = pd.DataFrame(
+        {
+            "user": ["a", "b", "zé", "zé", "b", "a"],
+            "item": ["x", "y", "x", "w", "w", "v"],
+            "rating": [1.0, 2, 3, 4, 5, 2],
+        }
+    )
+    titles = pd.DataFrame({"item": ["y", "w"], "title": ["Why", "Double U"]})
+    with pytest.warns(UserWarning, match="no entry for 2 rated item ids"):
+        dataset = RatingsDataset.from_frame(ratings, items=titles)
+    users, items = IdMap(np.array(["a", "b"], dtype=object)), IdMap(np.array(["w", "x", "y"], dtype=object))
+    RecommendData.of(dataset, users, items).save(tmp_path / "recommend.npz")
+    data = RecommendData.load(tmp_path / "recommend.npz")
+    assert data.rating_scale == (1.0, 5.0) and not data.implicit
+    rated = {user: sorted(data.rated_by(users, user).tolist()) for user in ("a", "b", "zé", "nobody")}
+    assert rated == {"a": [1], "b": [0, 2], "zé": [0, 1], "nobody": []}  # "v" is no item of the model's
+    assert data.popularity(len(items)).tolist() == [2, 2, 1]
+    assert data.titles_of(items, np.arange(3)).tolist() == ["Double U", "[item x]", "Why"]
+
+
+def test_a_damaged_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "recommend.npz").write_bytes(b"PK\x03\x04 not really")
+    with pytest.raises(RecsysError, match=r"recommend.npz is damaged .*; train the run again"):
+        RecommendData.load(tmp_path / "recommend.npz")
