@@ -12,7 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from recsys.commands.common import CommandParser, run
+from recsys.commands.common import CommandParser, path_flag, run
 from recsys.errors import RecsysError
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, RECOMMEND_FILE, SEARCH_RUN_FOLDER
 from recsys.workflows.rated_items import rating_pair, read_rated
@@ -46,7 +46,7 @@ def check_checkpoint_is_the_runs(run_dir: Path, model: str, dataset: str) -> Non
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description=__doc__)
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder written by train.py")
+    parser.add_argument("run_dir", type=path_flag, metavar="RUN_DIR", help="a run folder written by train.py")
     query = parser.add_mutually_exclusive_group(required=True)
     query.add_argument("--user", help="raw user id: recommend the items they have not rated")
     query.add_argument(
@@ -62,7 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     query.add_argument(
         "--ratings-of",
-        type=Path,
+        type=path_flag,
         metavar="FILE",
         help="a new user's ratings as a CSV file with item and rating columns: as --rate (on a run "
         "trained on interactions, an item column alone does: each line one event)",
@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--item", help="raw item id for --explain")
     parser.add_argument(
         "--data-dir",
-        type=Path,
+        type=path_flag,
         default=None,
         help="local copy of the run's dataset, for a cold start placed by side features [default: where "
         "the run read it, else the usual lookup]",

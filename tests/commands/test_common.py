@@ -17,6 +17,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 from recsys.commands import compare as compare_command
+from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
 from recsys.commands import tune as tune_command
 from recsys.commands.common import (
@@ -303,6 +304,17 @@ def test_a_tilde_in_a_path_flag_is_the_home_folder(
     monkeypatch.setenv("HOME", str(tmp_path))
     args = command.parse_args([f"{flag}=~/runs/ä b"])
     assert getattr(args, flag[2:].replace("-", "_")) == tmp_path / "runs" / "ä b"
+
+
+@pytest.mark.parametrize("flag", ["--ratings-of", "--data-dir"])
+def test_a_tilde_in_recommends_paths_is_the_home_folder(
+    flag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    query = [] if flag == "--ratings-of" else ["--user", "1"]
+    args = recommend_command.parse_args(["~/runs/a", *query, f"{flag}=~/ä b"])
+    assert args.run_dir == tmp_path / "runs" / "a"
+    assert getattr(args, flag[2:].replace("-", "_")) == tmp_path / "ä b"
 
 
 def test_a_parse_error_is_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
