@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import io
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -134,6 +135,23 @@ def python_output(script: str, environment: dict[str, str], timeout: float) -> s
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+def terminated_after_epoch(
+    command: list[str], epoch: int, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """Start `command` (a training run printing a row per epoch), send it SIGTERM once the row of
+    `epoch` shows, and return its exit code and stderr."""
+    with subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None
+        for line in child.stdout:  # that epoch's row: training is under way
+            if line.split()[:1] == [str(epoch)]:
+                break
+        child.send_signal(signal.SIGTERM)
+        _, errors = child.communicate(timeout=120)
+    return child.returncode, errors
 
 
 def run_cli(cli: Callable[[], None], script: str, args: list[str], cache: Path) -> Ran:

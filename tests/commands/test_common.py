@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, terminated_after_epoch
 
 from recsys.commands import compare as compare_command
 from recsys.commands import recommend as recommend_command
@@ -198,16 +198,8 @@ def test_a_terminated_run_takes_back_the_folder_it_made(tmp_path: Path) -> None:
     out = tmp_path / "run"
     command = [sys.executable, "-u", "scripts/train.py", "--dataset", "synthetic", "--epochs", "200",
                "--checkpoint-every", "3600", "--no-progress", "--out", str(out)]  # fmt: skip
-    with subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as child:
-        assert child.stdout is not None
-        for line in child.stdout:  # the first epoch's row: training is under way
-            if line.split()[:1] == ["1"]:
-                break
-        child.send_signal(signal.SIGTERM)
-        _, errors = child.communicate(timeout=120)
-    assert child.returncode == 143 and errors.strip().endswith("terminated"), errors
+    code, errors = terminated_after_epoch(command, 1)
+    assert code == 143 and errors.strip().endswith("terminated"), errors
     assert not out.exists()  # no checkpoint yet: nothing to resume, so nothing is left
 
 

@@ -3,14 +3,13 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, terminated_after_epoch
 from torch import distributed as dist
 
 from recsys.errors import RecsysError
@@ -76,7 +75,7 @@ def test_two_ranks_match_one_process(flags: list[str], tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("checkpoint_every", "left"),
-    [("3600", []), ("0", ["checkpoint.pt", "config.json", "data.json"])],
+    [("3600", []), ("0", ["checkpoint.pt", "config.json", "data.json", "recommend.npz"])],
     ids=["before-the-first-checkpoint", "after-one"],
 )
 def test_sigterm_to_torchrun_leaves_nothing_or_a_folder_to_resume(
@@ -92,16 +91,7 @@ def test_sigterm_to_torchrun_leaves_nothing_or_a_folder_to_resume(
             "--checkpoint-every", checkpoint_every, "--out", str(out)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "RECSYS_DATA"}
     env |= {"RECSYS_CACHE": str(tmp_path / "cache"), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
-    with subprocess.Popen(
-        [*torchrun, *args], cwd=ROOT, env=env | {"PYTHONUNBUFFERED": "1"}, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    ) as launcher:  # fmt: skip
-        assert launcher.stdout is not None
-        for line in launcher.stdout:  # the second epoch's row: training is under way
-            if line.split()[:1] == ["2"]:
-                break
-        launcher.send_signal(signal.SIGTERM)
-        _, errors = launcher.communicate(timeout=120)
+    _, errors = terminated_after_epoch([*torchrun, *args], 2, env=env | {"PYTHONUNBUFFERED": "1"})
     assert (sorted(path.name for path in out.iterdir()) if out.exists() else []) == left
     # Each rank ended by the handler. Unbuffered, a rank writes the word and its newline apart, so
     # the two ranks' lines may interleave ("terminatedterminated").
