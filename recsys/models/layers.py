@@ -122,8 +122,9 @@ def check_pair_range(x: Tensor, n_users: int, n_items: int, what: str = "") -> N
         if lows[column] < 0 or highs[column] >= n:
             values = x[:, column]
             row = int(((values < 0) | (values >= n)).nonzero()[0])
+            held = f"{kind}s 0..{n - 1}" if n else f"{kind}s: it has none"
             raise IndexError(
-                f"{what}{kind} index {int(values[row])} (row {row}) is outside the model's {kind}s 0..{n - 1}"
+                f"{what}{kind} index {int(values[row])} (row {row}) is outside the model's {held}"
             )
 
 

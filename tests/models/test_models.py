@@ -315,6 +315,14 @@ def test_an_index_outside_the_tables_is_named_with_its_column_and_range(
         model(x[:2])  # the rows inside still predict
 
 
+def test_a_model_with_no_items_says_so_for_any_index() -> None:
+    model = build_model("dot", N_USERS, 0, N_FACTORS, Y_RANGE, torch.Generator().manual_seed(0))
+    with pytest.raises(
+        IndexError, match=r"item index 0 \(row 0\) is outside the model's items: it has none$"
+    ):
+        model(torch.tensor([[0, 0]]))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_init_scale_multiplies_every_initial_weight(name: str) -> None:
     plain, scaled = (
