@@ -82,7 +82,7 @@ class IdMap:
         if table is not None and bounds is not None:
             low = int(self.raw_ids[0])
             if low <= bounds[0] and bounds[1] < low + len(table):  # all inside: one gather, no masks
-                return table[raw - low]
+                return table[raw.astype(np.int64, copy=False) - low]  # an offset may not fit raw's type
             offset = raw.astype(np.int64) - low
             inside = (offset >= 0) & (offset < len(table))
             return np.where(inside, table[np.where(inside, offset, 0)], -1)

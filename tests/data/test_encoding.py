@@ -117,6 +117,15 @@ def test_ids_all_within_a_dense_tables_range_are_looked_up_as_any_others() -> No
     assert ids.positions(inside.astype(np.int32)).tolist() == [3, 0, -1, 2, -1, 1]
 
 
+def test_narrow_queries_inside_a_dense_table_below_zero_are_looked_up_exactly() -> None:
+    """An id's offset from a table that starts below zero may not fit the query's own type: a 16-bit
+    30000 lies 40000 past -10000, and an unsigned id cannot take a negative start."""
+    ids = IdMap.fit(np.arange(-10000, 30001))
+    assert ids.decode(ids.encode(np.array([30000, -10000], dtype=np.int16))).tolist() == [30000, -10000]
+    small = IdMap.fit(np.arange(-5, 11))
+    assert small.encode(np.array([3, 10], dtype=np.uint64)).tolist() == [8, 15]
+
+
 def test_huge_integer_ids_are_looked_up_without_overflow() -> None:
     raw = np.array([2**63 - 10, 2**63 - 3, 2**63 - 10], dtype=np.uint64)
     ids = IdMap.fit(raw)
