@@ -138,7 +138,11 @@ def ids(column: pd.Series, kind: str, source: str, where: Where) -> np.ndarray |
     # Integers read as text (beside a gap, or re-read as text): every one, and none with a leading zero.
     if distinct[codes[0]].lstrip("-").isdigit() and distinct.str.fullmatch(INTEGER_TEXT).all():
         return distinct.astype(np.int64).to_numpy()[codes]
-    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(distinct))
+    # Categories in the ids' own order, so that sorting or grouping the table orders ids as text would.
+    order = distinct.argsort()
+    places = np.empty(len(order), dtype=codes.dtype)
+    places[order] = np.arange(len(order), dtype=codes.dtype)
+    return pd.Categorical.from_codes(places[codes], dtype=pd.CategoricalDtype(distinct[order]))
 
 
 def non_negative_integers(column: pd.Series, what: str, source: str, where: Where) -> np.ndarray:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import encode_split
 from recsys.data.ratings_file import load_ratings
 from recsys.data.splits import Split, make_split
@@ -64,3 +65,15 @@ def test_text_ids_are_read_split_and_encoded_as_codes_into_their_distinct_values
             assert torch.equal(getattr(encoded[kind], part).x, getattr(reference, part).x)
             assert torch.equal(getattr(encoded[kind], part).y, getattr(reference, part).y)
         assert np.array_equal(encoded[kind].unknown_test_ratings, reference.unknown_test_ratings)
+
+
+def test_a_table_of_text_ids_sorts_and_groups_them_as_text() -> None:
+    """Its categories are the ids in their own order, not in order of first appearance: a notebook's
+    `sort_values("user")` or `groupby("user")` orders them as it did when they were strings."""
+    frame = pd.DataFrame(
+        {"user": ["u9", "u1", "u5", "u1"], "item": ["b", "a", "c", "b"], "rating": [3, 4, 5, 1]}
+    )
+    ratings = RatingsDataset.from_frame(frame).ratings
+    assert ratings.sort_values("user", kind="stable")["user"].tolist() == ["u1", "u1", "u5", "u9"]
+    assert ratings.groupby("user", observed=True).size().to_dict() == {"u1": 2, "u5": 1, "u9": 1}
+    assert list(ratings["item"].cat.categories) == ["a", "b", "c"]
