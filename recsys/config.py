@@ -496,6 +496,11 @@ class RunConfig:
         return 1 if self.samples else self.members
 
     @property
+    def unit(self) -> float:
+        """The rating unit errors and strengths are measured in: `rating_unit`, 1 until fitted to data."""
+        return self.rating_unit or 1.0
+
+    @property
     def ranks(self) -> bool:
         """Whether the model learns to rank (bpr, ials): its scores are no ratings."""
         return model_entry(self.model).ranks

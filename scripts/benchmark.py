@@ -795,7 +795,7 @@ def u1_ranking(folder: Path, model: str) -> tuple[torch.nn.Module, EncodedSplit,
     dataset = load_movielens("ml-100k", folder)
     result = train_and_evaluate(dataset, config_for(model, dataset="ml-100k", split="u1"), progress=False)
     data = result.data
-    threshold, unit = relevance_threshold(dataset.rating_scale), result.config.rating_unit or 1.0
+    threshold, unit = relevance_threshold(dataset.rating_scale), result.config.unit
     task = ranking_task(data.train, data.test, len(data.users), len(data.items), threshold, rating_unit=unit)
     return result.model, data, task
 
@@ -1415,7 +1415,7 @@ def bench_ltr_lists(
     """`contender`'s top-N lists on `split` scored by evaluate_ranking on the task every contender gets
     (`task_digest`: its fingerprint), with its fit's clocks; cornac's BPR failing is a row saying so."""
     data, config = ltr_split(dataset, split)
-    unit = config.rating_unit or 1.0
+    unit = config.unit
     task = ranking_task(
         data.train, data.test, len(data.users), len(data.items), config.relevant, rating_unit=unit
     )
@@ -1469,7 +1469,7 @@ def search_peer(dataset: RatingsDataset, split: str, peer: str, threads: int = L
     n_users, n_items = len(data.users), len(data.items)
     kept, held = hold_out_positives(data.train, config.relevant)
     matrix = positive_matrix(kept, config.relevant, n_users, n_items)
-    task = ranking_task(kept, held, n_users, n_items, config.relevant, rating_unit=config.rating_unit or 1.0)
+    task = ranking_task(kept, held, n_users, n_items, config.relevant, rating_unit=config.unit)
 
     def validation_ndcg(settings: dict[str, Any]) -> float:
         model = peer_model(peer, settings, threads)

@@ -422,7 +422,7 @@ class DeviceEpochs:
         self.batch_size = batch_size(len(train), bags)
         first = self.members[0].tables
         self.table_rows = (len(first.user_factors), len(first.item_factors))
-        self.twice_weight = 2 / (config.rating_unit or 1.0) ** 2  # errors in units of five stars
+        self.twice_weight = 2 / config.unit**2  # errors in units of five stars
         self.lr = torch.zeros((), device=self.values.device)  # read by the captured graphs
         # SVD++'s steps find their users' bags, whose sizes the host must read: no graph for them. Nor
         # under torchrun, whose gathers in a captured graph no GPU here has yet run.

@@ -175,10 +175,10 @@ class RankingEpochs:
             n_users,
             n_items,
             choices=self.reads_choices,
-            rating_unit=config.rating_unit or 1.0,
+            rating_unit=config.unit,
         )
         self.watch = RankingWatch(
-            train, valid, n_users, n_items, relevant, config.rating_unit or 1.0, config.seed, config.epochs
+            train, valid, n_users, n_items, relevant, config.unit, config.seed, config.epochs
         )
         self.epoch = 0  # the last run: what the watch judges
 

@@ -155,7 +155,7 @@ class _AutogradEpochs:
         if config.sparse and not rating_model(model).sparse_gradients:
             raise RecsysError(f"`sparse`: {config.model} takes dense gradients only; leave `sparse` out")
         self.model, self.train, self.config = model, train, config
-        self.error_weight = (config.rating_unit or 1.0) ** 2  # errors in units of five stars
+        self.error_weight = config.unit**2  # errors in units of five stars
         self.n_batches = -(-len(train) // config.batch_size)
         use_sparse_gradients(model, config.sparse)
         self.optimizers = make_optimizers(model, config)
@@ -269,7 +269,7 @@ class _CompiledEpochs:
                     config.l2,
                     member_seed(config.seed, place),
                     member_threads,
-                    config.rating_unit or 1.0,
+                    config.unit,
                 )
             )
         self.config = config

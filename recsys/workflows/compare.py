@@ -180,7 +180,7 @@ def compare_models(
         test = evaluate_test(model, data, unknown)
         baseline_rows.append(ModelScore(name, test["rmse"], test["mae"], 0.0, _fitted_size(model)))
     # Every run's config was fitted to the one dataset: one rating unit, in which lists are graded.
-    rating_unit = next(iter(results.values())).config.rating_unit or 1.0
+    rating_unit = next(iter(results.values())).config.unit
     ranking = rank_models(trained, data, threshold, seed, rating_unit)
     curves = {
         name: fold_in_curve(

@@ -461,9 +461,7 @@ def _task(data: EncodedSplit, config: RunConfig) -> RankingTask:
     """`data`'s test part judged as `config` judges it: relevant from `relevant`, graded in its
     rating unit."""
     n_users, n_items = len(data.users), len(data.items)
-    return ranking_task(
-        data.train, data.test, n_users, n_items, config.relevant, rating_unit=config.rating_unit or 1.0
-    )
+    return ranking_task(data.train, data.test, n_users, n_items, config.relevant, rating_unit=config.unit)
 
 
 def _warn_if_one_day_each(model: BayesianFM, dataset: RatingsDataset, n_users: int) -> None:
@@ -543,7 +541,7 @@ def _check_linear_scores_fit(config: RunConfig, scale: tuple[float, float]) -> N
     """Refuse a Bayesian model's autograd fit on a scale far from five stars: its scores, unlike the
     sigmoid models', are in the ratings' own units, so its steps and penalty (tuned on five stars)
     are far too small or too large there, and it trains to no better than the ratings' mean."""
-    unit, (least, most) = config.rating_unit or 1.0, LINEAR_SCORE_UNITS
+    unit, (least, most) = config.unit, LINEAR_SCORE_UNITS
     if config.engine == "autograd" and model_entry(config.model).sampled and not least <= unit <= most:
         raise RecsysError(
             f"`engine` autograd: {config.model} on it scores in the ratings' own units with steps "

@@ -254,7 +254,7 @@ def _ranking_validation(
                 ) from None
             task = ranking_task(
                 fold_train, fold_valid, len(users), len(items), config.relevant,
-                rating_unit=config.rating_unit or 1.0,
+                rating_unit=config.unit,
             )  # fmt: skip
             scores.append(evaluate_ranking(model_scorer(model, len(items)), task, ks=(10,))["ndcg@10"])
         return np.asarray(scores)
