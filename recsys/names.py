@@ -1,7 +1,7 @@
 """The names that flags and configs accept, importable without pandas or torch, so that `--help` and
 a mistyped flag answer at once."""
 
-MOVIELENS_VARIANTS = ("ml-100k", "ml-1m", "ml-10m", "ml-20m", "ml-25m", "ml-latest-small")
+MOVIELENS_VARIANTS = ("ml-100k", "ml-1m", "ml-10m", "ml-20m", "ml-25m", "ml-32m", "ml-latest-small")
 DATASETS = (*MOVIELENS_VARIANTS, "tiny", "synthetic")
 PREDEFINED_FOLDS = ("u1", "u2", "u3", "u4", "u5", "ua", "ub")
 SPLIT_KINDS = ("random", "user", "user-last", "time", *PREDEFINED_FOLDS)

@@ -1,6 +1,6 @@
 """MovieLens: the variants, their file layouts, and how each is read.
 
-The ratings of the CSV layout (ml-latest-small, ml-20m, ml-25m) and ml-100k's tab-separated u.data
+The ratings of the CSV layout (ml-latest-small, ml-20m, ml-25m, ml-32m) and ml-100k's tab-separated u.data
 and fold files are sets of columns, named or by position, read by the reader of a user's own files
 (recsys.data.ratings_file), so a byte-order mark, quoted fields or columns in another order read as
 they do there, and a bad value is named by its line; ml-1m/10m's ratings.dat too, its "::" read
@@ -104,6 +104,8 @@ VARIANTS: dict[str, Variant] = {
             261_978_986,
             sha256="8b21cfb7eb1706b4ec0aac894368d90acf26ebdfb6aced3ebd4ad5bd1eb9c6aa",
         ),
+        # GroupLens publishes only an md5 for 32M (ml-32m.zip.md5); the size is the zip's as served.
+        Variant("ml-32m", "ml-32m", "csv", (0.5, 5), 238_950_008, md5="d472be332d4daa821edc399621853b57"),
         # "latest" changes over time: this pins one release, and a newer one fails closed.
         Variant(
             "ml-latest-small",

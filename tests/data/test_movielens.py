@@ -167,6 +167,7 @@ def test_variant_table_matches_the_docs() -> None:
         "ml-10m": ("ml-10M100K", "dat", (0.5, 5)),
         "ml-20m": ("ml-20m", "csv", (0.5, 5)),
         "ml-25m": ("ml-25m", "csv", (0.5, 5)),
+        "ml-32m": ("ml-32m", "csv", (0.5, 5)),
         "ml-latest-small": ("ml-latest-small", "csv", (0.5, 5)),
     }
     for variant in VARIANTS.values():
