@@ -157,7 +157,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=path_flag,
         default=None,
         metavar="RUN_DIR",
-        help="continue an interrupted run from its last checkpoint, with its own settings and data",
+        help="continue an interrupted run from its last checkpoint, with its own settings and data "
+        "(files since moved: --ratings, --items, --user-features, --item-features or --data-dir say where)",
     )
     add(
         "--out",
@@ -307,6 +308,27 @@ def _check_config_file(run_dir: Path, written: RunConfig, trained: RunConfig) ->
         )
 
 
+def check_moved_file_flags(args: argparse.Namespace) -> None:
+    """A resumed run reads its data as it read it: its files' new places may be given, nothing else."""
+    for flag, value in (
+        ("--dataset", args.dataset),
+        ("--columns", args.columns),
+        ("--sep", args.sep),
+        ("--rating-scale", args.rating_scale),
+        ("--implicit", args.implicit or None),
+    ):
+        if value is not None:
+            raise RecsysError(
+                f"{flag}: --resume reads the run's own data as it read it; drop {flag} (--ratings, --items, "
+                "--user-features, --item-features and --data-dir may say where its files are now)"
+            )
+    if args.ratings is not None and args.data_dir is not None:
+        raise RecsysError(
+            "--ratings names where a run's ratings file is now, --data-dir where its dataset's folder is; "
+            "drop the one the run did not read"
+        )
+
+
 def check_resume_flags(args: argparse.Namespace, config: RunConfig) -> None:
     """A resumed run keeps its own settings: a flag that would change one is an error, not ignored."""
     for flag, field in CONFIG_FLAGS.items():
@@ -366,15 +388,13 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
     args.threads = check_threads(default_threads() if args.threads is None else args.threads)
     if not args.checkpoint_every >= 0:  # also refuses nan
         raise RecsysError(f"--checkpoint-every must be 0 or more seconds, got {args.checkpoint_every:g}")
-    check_data_flags(args)
+    if args.resume is not None:
+        check_moved_file_flags(args)
+    else:
+        check_data_flags(args)
     if args.resume is not None:
         if args.out is not None:
             raise RecsysError("--resume continues in its own run folder; drop --out")
-        if args.ratings is not None:
-            raise RecsysError("--resume reads the run's own data again; drop --ratings")
-        for side in ("user", "item"):
-            if getattr(args, f"{side}_features", None) is not None:
-                raise RecsysError(f"--resume reads the run's own feature files again; drop --{side}-features")
         if args.config is not None:
             raise RecsysError("--resume continues with the run's own settings; drop --config")
         config = resumed_config(args.resume)
@@ -483,7 +503,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
     A named run folder is claimed before the data is loaded; the default one, named after the
     dataset, once it is. `resumed`: a resumed run's config.json, as check_args read it.
     """
-    from recsys.data.catalog import dataset_from_record
+    from recsys.data.catalog import MOVABLE_FILES, dataset_from_record, relocated
     from recsys.train.checkpoints import load_checkpoint
     from recsys.train.trainer import torch_threads_for
     from recsys.workflows.experiment import check_model_fits_data, recorded_data, train_and_evaluate
@@ -498,8 +518,9 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
         if resume is not None:
             assert resumed is not None, "check_args read the run's config.json"
             _check_config_file(args.resume, resumed, resume.config)
+            moved = {key: getattr(args, key, None) for key in MOVABLE_FILES}
             dataset = dataset_from_record(
-                recorded_data(args.resume),
+                relocated(recorded_data(args.resume), moved),
                 resume.config.dataset,
                 args.data_dir,
                 progress=not args.no_progress and lead,

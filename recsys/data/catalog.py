@@ -108,6 +108,34 @@ def dataset_from_record(
     return with_feature_files(dataset, record.get("user_features"), record.get("item_features"))
 
 
+# The files a run read, by their key in its data.json, and the flag that names each one's new place
+# on --resume.
+MOVABLE_FILES = {
+    "ratings": "--ratings",
+    "items": "--items",
+    "user_features": "--user-features",
+    "item_features": "--item-features",
+}
+
+
+def relocated(record: Mapping[str, Any], moved: Mapping[str, Path | None]) -> dict[str, Any]:
+    """`record` (a run's data.json) with the files `moved` names (by key, None for one not moved) at
+    their new places. Moving changes nothing else: the file is read as before, and a resumed run checks
+    its ratings' fingerprint and its features' digests against the checkpoint, so other data is refused."""
+    record = dict(record)
+    for key, path in moved.items():
+        if path is None:
+            continue
+        if key not in record:
+            trained_on = f" (it was trained on {record.get('dataset', 'data given in Python')})"
+            raise DataError(
+                f"{MOVABLE_FILES[key]} {path}: the run read no {key.replace('_', ' ')} file"
+                f"{trained_on if key == 'ratings' else ''}, so it has none to look for there"
+            )
+        record[key] = str(path)
+    return record
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -150,7 +178,7 @@ def _recorded_data(
             if key in record and not Path(record[key]).exists():
                 raise DataError(
                     f"the run read its {key} from {record[key]} (recorded in its {DATA_FILE}), which is no "
-                    f"longer there; put the file back, or write its new place into {DATA_FILE}"
+                    f"longer there; put the file back, or resume the run with {MOVABLE_FILES[key]} NEW_PATH"
                 )
         options = {
             key: record[key] for key in ("columns", "sep", "header", "items", "implicit") if key in record

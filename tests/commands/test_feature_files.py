@@ -48,16 +48,6 @@ def test_bfm_trains_on_a_users_file_and_records_it(tmp_path: Path) -> None:
     assert json.loads((out / DATA_FILE).read_text())["user_features"] == str(users.resolve())
     resumed = run_cli(train_command.cli, "train.py", ["--resume", str(out)], tmp_path / "cache")
     assert resumed.returncode == 0, resumed.stderr
-    other = run_cli(
-        train_command.cli,
-        "train.py",
-        ["--resume", str(out), "--user-features", str(users)],
-        tmp_path / "cache",
-    )
-    assert (
-        other.returncode == 2
-        and "--resume reads the run's own feature files again; drop --user-features" in other.stderr
-    )
     # Moved away: only a new user's cold start, which a row of the file places, needs it again.
     users.rename(tmp_path / "moved.csv")
     item = str(load_dataset("tiny").ratings["item"].iloc[0])

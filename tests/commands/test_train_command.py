@@ -35,7 +35,7 @@ from recsys.data.ratings_file import load_ratings
 from recsys.errors import RecsysError
 from recsys.evaluation.metrics import evaluate_test
 from recsys.models import MODELS, DotProductBias, Ensemble, SampledModel, model_entry
-from recsys.names import CONFIG_FILE
+from recsys.names import CONFIG_FILE, DATA_FILE
 from recsys.train.checkpoints import load_checkpoint
 from recsys.workflows.experiment import prepare
 
@@ -668,6 +668,46 @@ def test_resume_refuses_a_config_file_edited_away_from_its_checkpoint(tmp_path: 
     assert ran.returncode == 2 and "Traceback" not in ran.stderr
     assert "its config.json says epochs 8 against 4 in its checkpoint" in ran.stderr
     assert json.loads((out / CONFIG_FILE).read_text())["epochs"] == 8  # nothing written over it
+
+
+def test_a_run_whose_files_moved_resumes_from_where_the_flags_say_and_records_it(tmp_path: Path) -> None:
+    """A moved ratings file had to be written into data.json by hand; --ratings and --items on
+    --resume say where the files are now, read as the run read them, and other data is still refused."""
+    rows = [f"u{u};i{i};{1 + (u * 7 + i) % 5}" for u in range(30) for i in range(0, 40, 3)]
+    ratings, items = tmp_path / "own.csv", tmp_path / "titles.csv"
+    ratings.write_text("user;item;rating\n" + "\n".join(rows) + "\n")
+    items.write_text("item,title\n" + "\n".join(f"i{i},Film {i}" for i in range(0, 40, 3)) + "\n")
+    dataset = load_ratings(ratings, sep=";", items=items)
+    out = tmp_path / "run"
+    cut_short(dataset, config_for("dotbias", dataset=dataset.name, epochs=4, split="random"), out, 2)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    ratings, items = ratings.rename(moved / "renamed.csv"), items.rename(moved / "titles.csv")
+    record = json.loads((out / DATA_FILE).read_text())
+
+    def resume(*flags: str) -> Ran:
+        return run_cli(train_command.cli, "train.py", ["--resume", str(out), *flags], tmp_path / "c")
+
+    gone = resume()
+    assert gone.returncode == 2 and "or resume the run with --ratings NEW_PATH" in gone.stderr
+    edited = moved / "edited.csv"
+    edited.write_text(ratings.read_text().replace("u0;i0;1", "u0;i0;5"))
+    for flags, message in (
+        (["--ratings", str(edited), "--items", str(items)], "differ from those the run was trained on"),
+        (["--ratings", str(ratings), "--sep", ";"], "--sep: --resume reads the run's own data as it read it"),
+        (["--ratings", str(ratings), "--user-features", str(items)], "the run read no user features file,"),
+    ):
+        refused = resume(*flags, "--no-progress")
+        assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr
+        assert json.loads((out / DATA_FILE).read_text()) == record  # nothing written over it
+    ran = resume("--ratings", str(ratings), "--items", str(items), "--no-progress")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((out / DATA_FILE).read_text()) == {
+        **record,
+        "ratings": str(ratings.resolve()),
+        "items": str(items.resolve()),
+    }
+    assert resume().returncode == 0  # finished, from the places now recorded
 
 
 def test_resume_onto_an_edited_ratings_file_names_the_file(tmp_path: Path) -> None:
