@@ -47,9 +47,11 @@ from recsys.config import (
 from recsys.data.split_settings import FRACTION_SPLITS, check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
-from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, METRICS_FILE
+from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, DATA_FILE, METRICS_FILE
 
 if TYPE_CHECKING:
+    from recsys.data.dataset import RatingsDataset
+    from recsys.train.checkpoints import Checkpoint
     from recsys.train.trainer import EpochStats
 
 DEFAULTS = RunConfig()
@@ -378,7 +380,44 @@ def finished_message(run_dir: Path) -> str | None:
     except (OSError, ValueError, TypeError, KeyError):
         return None
     checkpoint_body(run_dir / CHECKPOINT_FILE)
-    return f"{run_dir} is finished ({epochs} epochs, {score}); nothing to resume, nothing changed"
+    return f"{run_dir} is finished ({epochs} epochs, {score})"
+
+
+def moved_files(args: argparse.Namespace) -> dict[str, Path | None]:
+    """Where a resumed run's files are now, by their key in its data.json, as the flags say (None: where
+    the run read them)."""
+    from recsys.data.catalog import MOVABLE_FILES
+
+    return {key: getattr(args, key, None) for key in MOVABLE_FILES}
+
+
+def resumed_dataset(args: argparse.Namespace, checkpoint: "Checkpoint", progress: bool) -> "RatingsDataset":
+    """The data of the run `args.resume`, read as the run read it, from where the flags say it is now."""
+    from recsys.data.catalog import dataset_from_record, relocated
+    from recsys.workflows.experiment import recorded_data
+
+    record = recorded_data(args.resume)
+    if args.data_dir is not None and "ratings" in record:
+        raise RecsysError(
+            f"--data-dir {args.data_dir}: the run read the ratings file {record['ratings']}, not a dataset's "
+            "folder; --ratings names where that file is now"
+        )
+    return dataset_from_record(
+        relocated(record, moved_files(args)),
+        checkpoint.config.dataset,
+        args.data_dir,
+        progress=progress,
+        allow_download=not args.offline,
+    )
+
+
+def record_moved_files(args: argparse.Namespace) -> None:
+    """Check a finished run's files at their new places against its checkpoint, and record them."""
+    from recsys.train.checkpoints import load_checkpoint
+    from recsys.workflows.experiment import record_moved_data
+
+    checkpoint = load_checkpoint(args.resume / CHECKPOINT_FILE)
+    record_moved_data(args.resume, resumed_dataset(args, checkpoint, not args.no_progress), checkpoint)
 
 
 def check_args(args: argparse.Namespace) -> RunConfig | None:
@@ -480,7 +519,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     resumed = check_args(args)
     if args.resume is not None and (finished := finished_message(args.resume)):
-        print(finished)
+        if args.data_dir is not None or any(path is not None for path in moved_files(args).values()):
+            record_moved_files(args)
+            print(f"{finished}; nothing to resume, the new places of its files recorded in its {DATA_FILE}")
+        else:
+            print(f"{finished}; nothing to resume, nothing changed")
         return 0
     from recsys.train.distributed import distributed_session  # after the checks: torch takes seconds
 
@@ -503,10 +546,9 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
     A named run folder is claimed before the data is loaded; the default one, named after the
     dataset, once it is. `resumed`: a resumed run's config.json, as check_args read it.
     """
-    from recsys.data.catalog import MOVABLE_FILES, dataset_from_record, relocated
     from recsys.train.checkpoints import load_checkpoint
     from recsys.train.trainer import torch_threads_for
-    from recsys.workflows.experiment import check_model_fits_data, recorded_data, train_and_evaluate
+    from recsys.workflows.experiment import check_model_fits_data, train_and_evaluate
     from recsys.workflows.run_folder import claim_run_folder, claim_unused_run_folder
 
     lead = rank == 0  # under torchrun only rank 0 prints and writes the run folder
@@ -518,14 +560,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
         if resume is not None:
             assert resumed is not None, "check_args read the run's config.json"
             _check_config_file(args.resume, resumed, resume.config)
-            moved = {key: getattr(args, key, None) for key in MOVABLE_FILES}
-            dataset = dataset_from_record(
-                relocated(recorded_data(args.resume), moved),
-                resume.config.dataset,
-                args.data_dir,
-                progress=not args.no_progress and lead,
-                allow_download=not args.offline,
-            )
+            dataset = resumed_dataset(args, resume, not args.no_progress and lead)
             if lead and (where := dataset.folder or dataset.origin.get("ratings")) is not None:
                 print(f"data: {where}", file=sys.stderr)
         else:

@@ -89,6 +89,16 @@ def planted_truth(dataset: RatingsDataset) -> PlantedTruth | None:
     return truth if same else None
 
 
+# The files a run read, by their key in its data.json, and the flag that names each one's new place
+# on --resume.
+MOVABLE_FILES = {
+    "ratings": "--ratings",
+    "items": "--items",
+    "user_features": "--user-features",
+    "item_features": "--item-features",
+}
+
+
 def dataset_from_record(
     record: Mapping[str, Any],
     name: str,
@@ -102,20 +112,16 @@ def dataset_from_record(
     `name` from the folder it was read from, if that is still there (`data_dir` overrides it), else
     found as usual; with `features`, the feature files it recorded read again too."""
     _check_record_types(record)
+    for key, flag in MOVABLE_FILES.items():
+        if key in record and (features or key in ("ratings", "items")) and not Path(record[key]).exists():
+            raise DataError(
+                f"the run read its {key.replace('_', ' ')} from {record[key]} (recorded in its {DATA_FILE}), "
+                f"which is no longer there; put the file back, or resume the run with {flag} NEW_PATH"
+            )
     dataset = _recorded_data(record, name, data_dir, progress=progress, allow_download=allow_download)
     if not features:
         return dataset
     return with_feature_files(dataset, record.get("user_features"), record.get("item_features"))
-
-
-# The files a run read, by their key in its data.json, and the flag that names each one's new place
-# on --resume.
-MOVABLE_FILES = {
-    "ratings": "--ratings",
-    "items": "--items",
-    "user_features": "--user-features",
-    "item_features": "--item-features",
-}
 
 
 def relocated(record: Mapping[str, Any], moved: Mapping[str, Path | None]) -> dict[str, Any]:
@@ -174,12 +180,6 @@ def _recorded_data(
     if "ratings" in record:
         from recsys.data.ratings_file import load_ratings
 
-        for key in ("ratings", "items"):
-            if key in record and not Path(record[key]).exists():
-                raise DataError(
-                    f"the run read its {key} from {record[key]} (recorded in its {DATA_FILE}), which is no "
-                    f"longer there; put the file back, or resume the run with {MOVABLE_FILES[key]} NEW_PATH"
-                )
         options = {
             key: record[key] for key in ("columns", "sep", "header", "items", "implicit") if key in record
         }

@@ -475,6 +475,15 @@ def _warn_if_one_day_each(model: BayesianFM, dataset: RatingsDataset, n_users: i
         )
 
 
+def record_moved_data(run_dir: Path, dataset: RatingsDataset, checkpoint: Checkpoint) -> None:
+    """Write where a finished run's data is now into its data.json, once it is checked to be the data
+    the run was trained on, as a resume checks it: a new user's cold start reads it again from there."""
+    with run_folder_of_a_call(run_dir, resume=True):
+        data, _ = prepare(dataset, checkpoint.config)
+        _check_resumable(checkpoint, data, dataset)
+        write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
+
+
 def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit, dataset: RatingsDataset) -> None:
     """A checkpoint resumes only onto the same users, items and ratings (named by the file they came
     from, where one did), with its training state saved."""

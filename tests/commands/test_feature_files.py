@@ -57,6 +57,11 @@ def test_bfm_trains_on_a_users_file_and_records_it(tmp_path: Path) -> None:
     new_user = [str(out), "--user", "999999", "--cold-start"]
     cold = run_cli(recommend_command.cli, "recommend.py", new_user, tmp_path / "cache")
     assert cold.returncode == 2 and str(users) in cold.stderr and "Traceback" not in cold.stderr
+    assert "or resume the run with --user-features NEW_PATH" in cold.stderr
+    moved = ["--resume", str(out), "--user-features", str(tmp_path / "moved.csv")]
+    assert run_cli(train_command.cli, "train.py", moved, tmp_path / "cache").returncode == 0
+    cold = run_cli(recommend_command.cli, "recommend.py", new_user, tmp_path / "cache")
+    assert cold.returncode == 0 and "a cold start" in cold.stderr, cold.stderr
 
 
 def test_a_feature_file_changed_after_training_is_refused_on_resume_and_new_users_coded_as_trained(

@@ -707,7 +707,18 @@ def test_a_run_whose_files_moved_resumes_from_where_the_flags_say_and_records_it
         "ratings": str(ratings.resolve()),
         "items": str(items.resolve()),
     }
-    assert resume().returncode == 0  # finished, from the places now recorded
+    back = ratings.rename(tmp_path / "back.csv")
+    folder = resume("--data-dir", str(moved))
+    assert folder.returncode == 2 and f"--data-dir {moved}: the run read the ratings file" in folder.stderr
+    # A finished run only checks and records them: a new user's cold start may read its data again.
+    other = resume("--ratings", str(edited))
+    assert other.returncode == 2 and "differ from those the run was trained on" in other.stderr
+    assert json.loads((out / DATA_FILE).read_text())["ratings"] == str(ratings.resolve())
+    finished = resume("--ratings", str(back))
+    assert finished.returncode == 0, finished.stderr
+    assert "the new places of its files recorded in its data.json" in finished.stdout
+    assert json.loads((out / DATA_FILE).read_text())["ratings"] == str(back)
+    assert resume().stdout.endswith("nothing to resume, nothing changed\n")
 
 
 def test_resume_onto_an_edited_ratings_file_names_the_file(tmp_path: Path) -> None:
