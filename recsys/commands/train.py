@@ -380,7 +380,7 @@ def finished_message(run_dir: Path) -> str | None:
     except (OSError, ValueError, TypeError, KeyError):
         return None
     checkpoint_body(run_dir / CHECKPOINT_FILE)
-    return f"{run_dir} is finished ({epochs} epochs, {score})"
+    return f"{run_dir} is finished ({epochs} epoch{'' if epochs == 1 else 's'}, {score})"
 
 
 def moved_files(args: argparse.Namespace) -> dict[str, Path | None]:
