@@ -520,7 +520,8 @@ def main(argv: list[str] | None = None) -> int:
     resumed = check_args(args)
     if args.resume is not None and (finished := finished_message(args.resume)):
         if args.data_dir is not None or any(path is not None for path in moved_files(args).values()):
-            record_moved_files(args)
+            if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, one process writes the folder
+                record_moved_files(args)
             print(f"{finished}; nothing to resume, the new places of its files recorded in its {DATA_FILE}")
         else:
             print(f"{finished}; nothing to resume, nothing changed")
