@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from recsys.config import reads_features
-    from recsys.data.catalog import dataset_from_record
+    from recsys.data.catalog import recorded_user_features
     from recsys.train.checkpoints import load_checkpoint
     from recsys.workflows.experiment import recorded_data
     from recsys.workflows.recommend import (
@@ -151,12 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         # A row of the users' feature file places a new user: it is read again, as it may have grown.
         features = None
         if reads_features(checkpoint.config.model, checkpoint.config.engine):
-            features = dataset_from_record(
+            features = recorded_user_features(
                 recorded_data(args.run_dir),
                 checkpoint.config.dataset,
                 args.data_dir,
                 allow_download=not args.offline,
-            ).user_features
+            )
         placed = ", placed by its side features" if described_by_features(checkpoint, features, user) else ""
         print(f"user {user} is new to this model: a cold start{placed}", file=sys.stderr)
         table = cold_start(checkpoint, data, args.top, user, features)

@@ -1,9 +1,11 @@
 """Every dataset by name: the MovieLens variants, the committed tiny set, and synthetic data."""
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from recsys.data.dataset import RatingsDataset
 from recsys.data.features import check_coverage, read_feature_file
@@ -112,16 +114,37 @@ def dataset_from_record(
     `name` from the folder it was read from, if that is still there (`data_dir` overrides it), else
     found as usual; with `features`, the feature files it recorded read again too."""
     _check_record_types(record)
-    for key, flag in MOVABLE_FILES.items():
-        if key in record and (features or key in ("ratings", "items")) and not Path(record[key]).exists():
-            raise DataError(
-                f"the run read its {key.replace('_', ' ')} from {record[key]} (recorded in its {DATA_FILE}), "
-                f"which is no longer there; put the file back, or resume the run with {flag} NEW_PATH"
-            )
+    _check_recorded_files(record, MOVABLE_FILES if features else ("ratings", "items"))
     dataset = _recorded_data(record, name, data_dir, progress=progress, allow_download=allow_download)
     if not features:
         return dataset
     return with_feature_files(dataset, record.get("user_features"), record.get("item_features"))
+
+
+def recorded_user_features(
+    record: Mapping[str, Any], name: str, data_dir: Path | None = None, *, allow_download: bool = True
+) -> pd.DataFrame | None:
+    """The users' side-feature table of the data a run recorded (its data.json), for a new user's cold
+    start: its file read alone, where the run had one (not the ratings, which at ML-25M's size take
+    seconds); None for a ratings file, which has none of its own; else the dataset's own (MovieLens')."""
+    _check_record_types(record)
+    if "user_features" in record:
+        _check_recorded_files(record, ("user_features",))
+        return read_feature_file(record["user_features"], "user")
+    if "ratings" in record:
+        return None
+    return dataset_from_record(record, name, data_dir, allow_download=allow_download).user_features
+
+
+def _check_recorded_files(record: Mapping[str, Any], keys: Iterable[str]) -> None:
+    """Each of the files `keys` names in `record` is there, or one line says where it was recorded."""
+    for key in keys:
+        if key in record and not Path(record[key]).exists():
+            raise DataError(
+                f"the run read its {key.replace('_', ' ')} from {record[key]} (recorded in its {DATA_FILE}), "
+                f"which is no longer there; put the file back, or resume the run with {MOVABLE_FILES[key]} "
+                "NEW_PATH"
+            )
 
 
 def relocated(record: Mapping[str, Any], moved: Mapping[str, Path | None]) -> dict[str, Any]:

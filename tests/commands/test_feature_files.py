@@ -218,6 +218,23 @@ def test_a_cold_start_of_a_new_user_with_a_row_in_the_users_file_is_placed_by_it
     assert unknown.stdout.split()[:3] == ["item", "title", "item_bias"], unknown.stdout
 
 
+def test_a_cold_start_reads_the_users_file_alone_not_the_ratings(tmp_path: Path) -> None:
+    """A cold start read the whole ratings file again (seconds at ML-25M's size) for the users' table:
+    it now reads that table alone, so it answers with the ratings file moved away."""
+    users = _users_file(tmp_path / "users.csv")
+    users.write_text(users.read_text() + "999999,31,a\n", encoding="utf-8")
+    ratings = tmp_path / "ratings.csv"
+    load_dataset("tiny").ratings.to_csv(ratings, index=False)
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    args = ["--ratings", str(ratings), "--model", "bfm", "--members", "1", "--epochs", "2", "--no-progress"]
+    args += ["--user-features", str(users), "--out", str(out)]
+    assert run_cli(train_command.cli, "train.py", args, cache).returncode == 0
+    ratings.unlink()
+    new_user = [str(out), "--user", "999999", "--cold-start"]
+    cold = run_cli(recommend_command.cli, "recommend.py", new_user, cache)
+    assert cold.returncode == 0 and "a cold start, placed by its side features" in cold.stderr, cold.stderr
+
+
 def test_svdpp_told_to_read_side_features_of_data_with_item_features_alone_says_it_has_none(
     tmp_path: Path,
 ) -> None:
