@@ -1,1 +1,1 @@
-"""The console commands (recsys-train, recsys-compare, recsys-recommend)."""
+"""The console commands (recsys-train, recsys-compare, recsys-recommend, recsys-tune; `python -m recsys`)."""
