@@ -451,7 +451,7 @@ def end_process(code: int) -> NoReturn:
     (docs/performance.md); the system frees the memory at once. Every file a command writes is
     closed before its main returns, and no command leaves threads or child processes behind.
     """
-    for stream in (sys.stdout, sys.stderr):
+    for stream in filter(None, (sys.stdout, sys.stderr)):  # None: closed before the start (`>&-`)
         with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing reaches it
             stream.flush()
     os._exit(code)

@@ -377,6 +377,16 @@ def test_end_process_flushes_both_streams_and_exits_with_the_code(code: int, str
     assert getattr(ran, stream) == "left in the buffer"
 
 
+@pytest.mark.parametrize("closed", [1, 2])
+def test_end_process_with_a_stream_closed_from_the_start_exits_with_the_code(closed: int) -> None:
+    """`recsys-train ... >&-` (or `2>&-`): Python starts with that stream None; end_process's flush of
+    it ended a finished run in an AttributeError and exit code 1."""
+    program = "from recsys.commands.common import end_process\nprint('lost')\nend_process(0)\n"
+    shell = f'exec "$0" -c "$1" {closed}>&-'  # the stream closed as a shell closes it
+    ran = subprocess.run(["sh", "-c", shell, sys.executable, program], capture_output=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+
+
 def test_a_console_command_names_itself_in_its_description() -> None:
     text = "Train: `python scripts/train.py --model dotbias`."
     assert CommandParser(prog="recsys-train", description=text).description == (
