@@ -204,7 +204,16 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
             "data's own: MovieLens' demographics, genres, years and tags]",
         )
     parser.add_argument("--offline", action="store_true", help="never download")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (drawn only where stderr is a terminal)"
+    )
+
+
+def progress_shown(args: argparse.Namespace) -> bool:
+    """Whether the command draws progress bars and status lines: not with --no-progress, and only on a
+    terminal. Redirected (`> log 2>&1`, nohup.out) every redraw stayed in the file, carriage returns
+    and all, ten a second; with stderr closed (`2>&-`) the first one failed."""
+    return not args.no_progress and sys.stderr is not None and sys.stderr.isatty()
 
 
 def check_data_flags(args: argparse.Namespace) -> None:
@@ -270,7 +279,7 @@ def dataset_from_flags(args: argparse.Namespace) -> "RatingsDataset":
         dataset, note = resolve_dataset(
             args.dataset,
             args.data_dir,
-            progress=not args.no_progress and rank == 0,
+            progress=progress_shown(args) and rank == 0,
             allow_download=not args.offline,
             fallback=not needs_folds,
         )

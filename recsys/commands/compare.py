@@ -17,6 +17,7 @@ from recsys.commands.common import (
     check_data_flags,
     dataset_from_flags,
     path_flag,
+    progress_shown,
     run,
 )
 from recsys.config import ENGINES, UNKNOWN_POLICIES, config_for
@@ -201,7 +202,7 @@ def _compare_into(
                 seed=args.seed,
                 unknown=args.unknown,
                 truth=planted_truth(dataset),
-                progress=not args.no_progress,
+                progress=progress_shown(args),
                 relevant="scale" if args.relevant is None else args.relevant,
                 engine=engine,
                 epochs=args.epochs,

@@ -21,6 +21,7 @@ from recsys.commands.common import (
     check_data_flags,
     dataset_from_flags,
     path_flag,
+    progress_shown,
     run,
     test_summary,
     warn_of_unused_feature_files,
@@ -417,7 +418,7 @@ def record_moved_files(args: argparse.Namespace) -> None:
     from recsys.workflows.experiment import record_moved_data
 
     checkpoint = load_checkpoint(args.resume / CHECKPOINT_FILE)
-    record_moved_data(args.resume, resumed_dataset(args, checkpoint, not args.no_progress), checkpoint)
+    record_moved_data(args.resume, resumed_dataset(args, checkpoint, progress_shown(args)), checkpoint)
 
 
 def check_args(args: argparse.Namespace) -> RunConfig | None:
@@ -561,7 +562,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
         if resume is not None:
             assert resumed is not None, "check_args read the run's config.json"
             _check_config_file(args.resume, resumed, resume.config)
-            dataset = resumed_dataset(args, resume, not args.no_progress and lead)
+            dataset = resumed_dataset(args, resume, progress_shown(args) and lead)
             if lead and (where := dataset.folder or dataset.origin.get("ratings")) is not None:
                 print(f"data: {where}", file=sys.stderr)
         else:
@@ -596,7 +597,7 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
             dataset,
             config,
             run_dir=out if lead else None,
-            progress=not args.no_progress,
+            progress=progress_shown(args),
             on_epoch=EpochTable(config.ranks) if lead else None,
             resume=resume,
             threads=threads,

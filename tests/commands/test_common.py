@@ -387,6 +387,29 @@ def test_end_process_with_a_stream_closed_from_the_start_exits_with_the_code(clo
     assert ran.returncode == 0, ran.stderr
 
 
+@pytest.mark.parametrize(
+    ("stderr", "flags", "shown"),
+    [("tty", [], True), ("tty", ["--no-progress"], False), ("file", [], False), ("closed", [], False)],
+)
+def test_progress_is_drawn_on_a_terminal_only(
+    stderr: str, flags: list[str], shown: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Into a log (`> log 2>&1`) each progress redraw was kept; with stderr closed (`2>&-`, None)
+    tqdm's first write failed."""
+    from recsys.commands.common import progress_shown
+
+    leader, follower = os.openpty()
+    streams = {"tty": os.fdopen(follower, "w"), "file": (tmp_path / "log").open("w"), "closed": None}
+    monkeypatch.setattr(sys, "stderr", streams[stderr])
+    try:
+        assert progress_shown(data_flags(flags)) is shown
+    finally:
+        os.close(leader)
+        for stream in streams.values():
+            if stream is not None:
+                stream.close()
+
+
 def test_a_console_command_names_itself_in_its_description() -> None:
     text = "Train: `python scripts/train.py --model dotbias`."
     assert CommandParser(prog="recsys-train", description=text).description == (

@@ -95,10 +95,12 @@ def empty_folder(factory: pytest.TempPathFactory, name: str) -> Path:
 @pytest.fixture(scope="module")
 def good(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     base = tmp_path_factory.mktemp("good")
-    outs = {"main": base / "run", "offline": base / "offline"}
+    outs = {"main": base / "run", "offline": base / "offline", "logged": base / "logged"}
     jobs = {
         "main": Job(["--dataset", "tiny", "--epochs", "2", "--no-progress", "--out", str(outs["main"])],
                     empty_folder(tmp_path_factory, "cache")),
+        "logged": Job(["--dataset", "tiny", "--epochs", "1", "--engine", "autograd",
+                       "--out", str(outs["logged"])], empty_folder(tmp_path_factory, "cache")),
         "help": Job(["--help"], empty_folder(tmp_path_factory, "cache")),
         "offline": Job(["--offline", "--epochs", "1", "--no-progress", "--out", str(outs["offline"])],
                        empty_folder(tmp_path_factory, "cache")),
@@ -147,6 +149,14 @@ def test_train_tiny_prints_the_epoch_table_and_test_rmse(good: Runs) -> None:
     assert len(TEST_RMSE.findall(result.stdout)) == 1
     assert "on tiny (4,000 ratings)" in result.stdout
     assert f"run folder: {good.outs['main']}" in result.stdout
+
+
+def test_a_run_whose_stderr_is_no_terminal_draws_no_progress(good: Runs) -> None:
+    """`train.py ... > log 2>&1`: the status lines and the epoch's bar were kept in the log, each
+    redraw behind a carriage return; without a terminal there are none, as with --no-progress."""
+    result = ok(good.results["logged"])
+    assert "\r" not in result.stderr and "it/s" not in result.stderr
+    assert "splitting" not in result.stderr and "test RMSE" in result.stdout
 
 
 def test_train_tiny_writes_config_and_metrics(good: Runs) -> None:
