@@ -327,6 +327,18 @@ class Terminated(BaseException):
     raises KeyboardInterrupt, so that the same cleanup runs: a download's partial file, a fresh run
     folder without a checkpoint."""
 
+    signum = signal.SIGTERM
+    said = "terminated"
+
+
+class HungUp(Terminated):
+    """SIGHUP: the terminal or ssh session the command ran in closed. Its default action ended the
+    process without the cleanup, leaving a fresh run folder without a checkpoint, or a tune.py --out
+    holding only its lock, which the search run again refused as taken."""
+
+    signum = signal.SIGHUP
+    said = "hung up"
+
 
 # The interruptions the process was sent, as raised: a handler records each before raising it.
 _RECEIVED: list[type[BaseException]] = []
@@ -335,16 +347,15 @@ _RECEIVED: list[type[BaseException]] = []
 _MAIN_ENDED = threading.Event()
 
 
-def _terminate(signum: int, frame: object) -> None:
-    _RECEIVED.append(Terminated)
-    if not _MAIN_ENDED.is_set():
-        raise Terminated
+def _raising(interruption: type[BaseException]) -> Callable[[int, object], None]:
+    """A signal handler that records `interruption` and raises it, until main has ended."""
 
+    def handler(signum: int, frame: object) -> None:
+        _RECEIVED.append(interruption)
+        if not _MAIN_ENDED.is_set():
+            raise interruption
 
-def _interrupt(signum: int, frame: object) -> None:
-    _RECEIVED.append(KeyboardInterrupt)
-    if not _MAIN_ENDED.is_set():
-        raise KeyboardInterrupt
+    return handler
 
 
 def _unraisable(report: Any) -> None:
@@ -390,8 +401,8 @@ def _show_once(
 def run(main: Callable[[], int]) -> None:
     """Run a script's main and end the process with its code: a user's mistake (RecsysError) is one
     `error:` line and exit code 2, and a warning one `warning:` line. A bug's exception propagates,
-    with its traceback. Ctrl-C ends with 130, SIGTERM with 143 and a closed output pipe with 141, each
-    after the cleanup it triggers."""
+    with its traceback. Ctrl-C ends with 130, SIGTERM with 143, SIGHUP with 129 and a closed output pipe
+    with 141, each after the cleanup it triggers."""
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {in_flags(str(message))}\n"
     warnings.showwarning = _show_once
     _SHOWN.clear()
@@ -400,12 +411,16 @@ def run(main: Callable[[], int]) -> None:
     # runs the handler once the collective returns, or fails as a peer leaves (gloo); one that never
     # returns is killed by the agent after its grace period (30 s), as the default action would have.
     handles_term = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _terminate) if handles_term else None
+    before = signal.signal(signal.SIGTERM, _raising(Terminated)) if handles_term else None
     # Ctrl-C raises as Python's own handler does, recorded (left alone where it is ignored: a job
     # started in the background).
     handles_int = handles_term and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if handles_int:
-        signal.signal(signal.SIGINT, _interrupt)
+        signal.signal(signal.SIGINT, _raising(KeyboardInterrupt))
+    # A hang-up ends the command as SIGTERM does; left alone where it is ignored (`nohup`).
+    handles_hup = handles_term and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    if handles_hup:
+        signal.signal(signal.SIGHUP, _raising(HungUp))
     _RECEIVED.clear()
     _MAIN_ENDED.clear()
     hook, sys.unraisablehook = sys.unraisablehook, _unraisable
@@ -416,6 +431,8 @@ def run(main: Callable[[], int]) -> None:
             signal.signal(signal.SIGTERM, before)
         if handles_int:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if handles_hup:
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
         sys.unraisablehook = hook
 
 
@@ -442,9 +459,10 @@ def _exit_code(main: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Terminated:
-        print("terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    except Terminated as stop:
+        with contextlib.suppress(OSError):  # a hung-up terminal takes no more output
+            print(stop.said, file=sys.stderr)
+        return 128 + stop.signum
     except BrokenPipeError:
         # Whoever read the output closed it (`| head`): stop quietly, as a Unix tool stops on SIGPIPE,
         # after the same cleanup as an interruption's. The rest of the output goes nowhere.

@@ -141,7 +141,7 @@ def test_an_interruption_once_main_has_ended_is_no_traceback(monkeypatch: pytest
 
     def interrupted_as_it_puts_back(signum: int, handler: Any) -> Any:
         handlers.append(handler)
-        if len(handlers) == 3:  # run() set SIGTERM's and SIGINT's; it puts SIGTERM's back first
+        if len(handlers) == 4:  # run() set SIGTERM's, SIGINT's and SIGHUP's; it puts SIGTERM's back first
             os.kill(os.getpid(), signal.SIGINT)  # delivered before the next line of Python
         return put_back(signum, handler)
 
@@ -176,6 +176,34 @@ def test_a_sigterm_ends_as_ctrl_c_does_with_code_143(capsys: pytest.CaptureFixtu
     assert exit_code(main) == 143
     assert capsys.readouterr().err == "terminated\n"
     assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
+
+
+def test_a_hang_up_cleans_up_as_sigterm_does_with_code_129(capsys: pytest.CaptureFixture[str]) -> None:
+    """The terminal or ssh session closed (SIGHUP): its default action ended the process without the
+    cleanup, leaving a fresh run folder, or tune.py's --out holding only its lock."""
+    before = signal.getsignal(signal.SIGHUP)
+
+    def main() -> int:
+        if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:  # sent, it would end pytest
+            return 0
+        os.kill(os.getpid(), signal.SIGHUP)  # delivered to this, the main thread: raises here
+        time.sleep(5)
+        return 0
+
+    assert exit_code(main) == 129
+    assert capsys.readouterr().err == "hung up\n"
+    assert signal.getsignal(signal.SIGHUP) is before
+
+
+def test_an_ignored_hang_up_stays_ignored() -> None:
+    """`nohup recsys-train ...`: the command goes on after its terminal closes."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        seen: list[object] = []
+        assert exit_code(lambda: seen.append(signal.getsignal(signal.SIGHUP)) or 0) == 0
+        assert seen == [signal.SIG_IGN] and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 def test_under_torchrun_sigterm_is_the_commands_too(monkeypatch: pytest.MonkeyPatch) -> None:
