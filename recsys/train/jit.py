@@ -2,9 +2,12 @@
 
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
+import numba
 from numba import njit
+
+from recsys.errors import RecsysError
 
 Function = TypeVar("Function", bound=Callable[..., Any])
 
@@ -25,6 +28,9 @@ def compiled(
     """
 
     def decorate(function: Function) -> Function:
+        if getattr(numba.config, "DISABLE_JIT"):  # noqa: B009  (numba.config has no stubs for it)
+            return cast(Function, _refused_uncompiled(function))
+
         def build(cache: bool) -> Any:
             return njit(
                 cache=cache,
@@ -46,6 +52,20 @@ def compiled(
         return cast(Function, kernel)
 
     return decorate
+
+
+def _refused_uncompiled(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function` under NUMBA_DISABLE_JIT=1: refusing to run, in one line. numba left it Python, where
+    the kernels that call an LLVM intrinsic (prefetch) fail and the others would take hours; and the
+    cache hook after it failed on a function that is no dispatcher, a traceback."""
+
+    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
+        raise RecsysError(
+            f"NUMBA_DISABLE_JIT is set, and recsys's numba kernels ({function.__name__} here) run only "
+            "compiled: unset it"
+        )
+
+    return refuse
 
 
 def _warn_of_unsaved_compiles(kernel: Any) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from numba.core import caching
 
+from recsys.errors import RecsysError
 from recsys.train import jit
 
 
@@ -84,3 +85,12 @@ def test_a_compile_numba_cannot_save_is_a_warning_not_a_failure(
         UserWarning, match=r"numba cannot save compiled code in .* \(No space left on device\)"
     ):
         assert kernel(3.0, 2.0) == 1.5
+
+
+def test_with_the_jit_disabled_a_kernel_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NUMBA_DISABLE_JIT=1: numba leaves the function Python, and the cache hook then failed on it with
+    an AttributeError traceback; a kernel now says, when called, that it runs only compiled."""
+    monkeypatch.setattr(numba.config, "DISABLE_JIT", True)
+    kernel = jit.compiled()(_ratio)
+    with pytest.raises(RecsysError, match=r"^NUMBA_DISABLE_JIT is set, .* \(_ratio here\) run only compiled"):
+        kernel(3.0, 2.0)
