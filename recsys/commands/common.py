@@ -6,6 +6,7 @@ its flags, and answer `--help` or a mistake, before it loads the libraries that 
 
 import argparse
 import contextlib
+import io
 import math
 import os
 import re
@@ -406,6 +407,7 @@ def run(main: Callable[[], int]) -> None:
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {in_flags(str(message))}\n"
     warnings.showwarning = _show_once
     _SHOWN.clear()
+    _escape_what_cannot_be_encoded()
     # Only in the main thread can a handler be set. Under torchrun too: its agent passes a SIGTERM (or
     # Ctrl-C) on to every worker, which cleans up as one process does. A worker blocked in a collective
     # runs the handler once the collective returns, or fails as a peer leaves (gloo); one that never
@@ -434,6 +436,15 @@ def run(main: Callable[[], int]) -> None:
         if handles_hup:
             signal.signal(signal.SIGHUP, signal.SIG_DFL)
         sys.unraisablehook = hook
+
+
+def _escape_what_cannot_be_encoded() -> None:
+    """stdout writes a character its encoding lacks escaped (`\\xe9`), as Python's stderr does: under
+    PYTHONIOENCODING=ascii a title or path such as `résultats` ended a finished run in a
+    UnicodeEncodeError."""
+    for stream in filter(None, (sys.stdout, sys.stderr)):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _exit_code(main: Callable[[], int]) -> int:

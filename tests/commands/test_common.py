@@ -438,6 +438,20 @@ def test_progress_is_drawn_on_a_terminal_only(
                 stream.close()
 
 
+def test_what_the_output_encoding_lacks_is_escaped_not_a_traceback() -> None:
+    """PYTHONIOENCODING=ascii (or an ASCII locale without UTF-8 mode) and a title or path such as
+    `résultats`: print raised UnicodeEncodeError, a traceback after the run's work was done."""
+    program = "from recsys.commands.common import run\nrun(lambda: print('run folder: résultats') or 0)\n"
+    ran = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == b"run folder: r\\xe9sultats\n"
+
+
 def test_a_console_command_names_itself_in_its_description() -> None:
     text = "Train: `python scripts/train.py --model dotbias`."
     assert CommandParser(prog="recsys-train", description=text).description == (
