@@ -14,6 +14,7 @@ import shlex
 import signal
 import sys
 import threading
+import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -447,6 +448,16 @@ def _escape_what_cannot_be_encoded() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+def _own_warning(error: BaseException) -> bool:
+    """Whether `error` is one of recsys's warnings raised as an error (`python -W error`,
+    PYTHONWARNINGS=error): what it warns of is then the command's end, said in one line as a user's
+    mistake is, where it was a traceback. Another package's warning keeps its traceback."""
+    if not isinstance(error, Warning) or error.__traceback__ is None:
+        return False
+    raised_in = Path(traceback.extract_tb(error.__traceback__)[-1].filename)
+    return raised_in.is_relative_to(Path(__file__).resolve().parents[1])
+
+
 def _exit_code(main: Callable[[], int]) -> int:
     """Run `main` and say how it ended as an exit code, a user's mistake or an interruption in one
     line on stderr; a bug's exception propagates. From the moment main ends, an interruption is not
@@ -461,6 +472,8 @@ def _exit_code(main: Callable[[], int]) -> int:
             raise
         except Exception as error:  # a bug propagates, unless an interruption caused it
             interruption = _interruption(error)
+            if interruption is None and _own_warning(error):
+                raise RecsysError(str(error)) from None
             if interruption is None:
                 raise
             raise interruption from None

@@ -248,6 +248,30 @@ def test_a_warning_is_one_warning_line(capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr().out == "warning: slow disk\n"
 
 
+def test_a_warning_of_recsys_made_an_error_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -W error` (or PYTHONWARNINGS=error): the library's own warning ended a command in a
+    traceback; another package's keeps its traceback."""
+    from recsys.commands.common import warn_of_unused_feature_files
+    from recsys.config import config_for
+
+    def own() -> int:
+        given = argparse.Namespace(user_features=Path("users.csv"), item_features=None)
+        warn_of_unused_feature_files(given, config_for("dot"))
+        return 0
+
+    def theirs() -> int:
+        warnings.warn("a package's deprecation", DeprecationWarning, stacklevel=1)
+        return 0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert exit_code(own) == 2
+        said = capsys.readouterr().err
+        assert said.startswith("error: ") and "--user-features is unused" in said and said.count("\n") == 1
+        with pytest.raises(DeprecationWarning, match="a package's deprecation"):
+            run(theirs)
+
+
 def test_a_warning_given_again_is_shown_once(capsys: pytest.CaptureFixture[str]) -> None:
     """tune.py's trials and folds each fit a model, and each fit warned alike: four lines of one warning."""
 
