@@ -24,7 +24,6 @@ the most accurate), large data in blocks of about `RATINGS_PER_BLOCK` ratings.
 import math
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from itertools import pairwise
 
@@ -37,6 +36,7 @@ from recsys.train.jit import compiled
 from recsys.train.per_rating import ACCUMULATOR_START
 from recsys.train.prefetch import prefetch_row
 from recsys.train.row_layout import CACHE_LINE, FLOATS_PER_LINE, padded_width
+from recsys.train.threads import side_by_side
 
 # A block's ratings, aimed at: enough that a block's work dwarfs handing it to a thread, few enough
 # that the grid has blocks to share out (and its rows stay in cache).
@@ -409,7 +409,7 @@ def _sorted_by_block(
     n = len(ratings[0])
     runs = list(pairwise(n * part // threads for part in range(threads + 1)))
     counts = np.zeros((threads, n_blocks), np.int64)
-    _on_threads(
+    side_by_side(
         [
             partial(_count_blocks, ratings, groups, item_grid, first, last, row)
             for (first, last), row in zip(runs, counts, strict=True)
@@ -420,7 +420,7 @@ def _sorted_by_block(
     # Where each run's ratings of each block start: after the block's ratings of the runs before.
     positions = offsets[:-1] + np.cumsum(counts, axis=0) - counts
     out = (np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.float32))
-    _on_threads(
+    side_by_side(
         [
             partial(_scatter_blocks, ratings, groups, item_grid, first, last, row, out)
             for (first, last), row in zip(runs, positions, strict=True)
@@ -434,16 +434,6 @@ def draw_strata(grid: int, generator: torch.Generator) -> list[list[int]]:
     the blocks (g, (g + s) mod grid), which share no user and no item."""
     shifts = torch.randperm(grid, generator=generator).tolist()
     return [[g * grid + (g + s) % grid for g in range(grid)] for s in shifts]
-
-
-def _on_threads(tasks: Sequence[Callable[[], object]]) -> None:
-    """Run `tasks` (nogil kernels) at once, one thread each; the first to raise raises here."""
-    if len(tasks) == 1:
-        tasks[0]()
-        return
-    with ThreadPoolExecutor(len(tasks)) as pool:
-        for future in [pool.submit(task) for task in tasks]:
-            future.result()
 
 
 @compiled(fastmath=True)
@@ -583,7 +573,7 @@ class CompiledEpochs:
         )
         # Each thread shuffles a run of consecutive blocks (about equal numbers of ratings).
         cuts = [self.n_blocks * part // self.threads for part in range(self.threads + 1)]
-        _on_threads(
+        side_by_side(
             [
                 partial(_shuffle_blocks, self.ratings, self.offsets, seed, first, last)
                 for first, last in pairwise(cuts)
@@ -715,4 +705,7 @@ def run_strata(
                 items_done[strata[k][group] % grid] += 1
                 ready.notify_all()
 
-    _on_threads([worker] * threads)
+    def stop() -> None:  # interrupted: no more blocks (an assignment, so without the lock)
+        failed[0] = True
+
+    side_by_side([worker] * threads, stop)

@@ -1,9 +1,14 @@
-"""torch's own intra-op threads, set for a block of work and restored after."""
+"""Threads: torch's own intra-op threads, set for a block of work and restored after; numba's for an
+engine's run; and tasks run side by side on threads of their own."""
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -45,3 +50,40 @@ class NumbaThreads:
 
     def restore(self) -> None:
         self._numba.set_num_threads(self.before)
+
+
+def side_by_side(tasks: Sequence[Callable[[], T]], stop: Callable[[], None] | None = None) -> list[T]:
+    """Each of `tasks` (nogil kernels) on a thread of its own, at once, and their results in order; a
+    task's error raises here.
+
+    Waited for by joining daemon threads, which a Ctrl-C or SIGTERM (an exception raised in this
+    thread) cannot leave holding a lock: a ThreadPoolExecutor's wait, interrupted inside one of its
+    conditions, left the workers waiting on it for ever and the command hung in the pool's shutdown.
+    Interrupted, this returns at once, after `stop` (which asks the tasks to end early); the tasks
+    end on their own.
+    """
+    if len(tasks) == 1:
+        return [tasks[0]()]
+    results: list[T | None] = [None] * len(tasks)
+    errors: list[BaseException | None] = [None] * len(tasks)
+
+    def run(place: int) -> None:
+        try:
+            results[place] = tasks[place]()
+        except BaseException as error:
+            errors[place] = error
+
+    threads = [threading.Thread(target=run, args=(place,), daemon=True) for place in range(len(tasks))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        if stop is not None:
+            stop()
+        raise
+    for error in errors:
+        if error is not None:
+            raise error
+    return results  # type: ignore[return-value]  # each task has returned

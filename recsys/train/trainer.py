@@ -19,7 +19,6 @@ import hashlib
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -55,7 +54,7 @@ from recsys.train.distributed import (
 from recsys.train.engine import Engine
 from recsys.train.optim import LazyAdam
 from recsys.train.per_rating import epoch_learning_rate, member_seed, seeded_generator
-from recsys.train.threads import NumbaThreads, torch_threads
+from recsys.train.threads import NumbaThreads, side_by_side, torch_threads
 
 T = TypeVar("T")
 
@@ -253,8 +252,8 @@ class _CompiledEpochs:
 
         x = train.x.cpu()
         # Members side by side where each can still have a thread; else one after another on all.
-        side_by_side = min(len(members), threads)
-        member_threads = max(1, threads // side_by_side)
+        at_once = min(len(members), threads)
+        member_threads = max(1, threads // at_once)
         self.members = []
         for place, member_tables in enumerate(tables):
             if member_tables is None:
@@ -273,7 +272,7 @@ class _CompiledEpochs:
                 )
             )
         self.config = config
-        self.pool = ThreadPoolExecutor(side_by_side) if side_by_side > 1 else None
+        self.side_by_side = at_once > 1
 
     def state_dict(self) -> dict[str, Any]:
         states = [member.state_dict() for member in self.members]
@@ -310,13 +309,10 @@ class _CompiledEpochs:
 
     def _on_members(self, tasks: list[Callable[[], T]]) -> list[T]:
         """Each member's task, side by side on the pool where there is one, and their results."""
-        if self.pool is None:
-            return [task() for task in tasks]
-        return list(self.pool.map(lambda task: task(), tasks))
+        return side_by_side(tasks) if self.side_by_side else [task() for task in tasks]
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
+        """Nothing to give back: the members' threads end with each call."""
 
 
 class _SampledEpochs:
