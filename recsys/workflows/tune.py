@@ -206,9 +206,21 @@ def _rating_validation(
     """A setting's validation RMSE on each fold, by scikit-learn's cross-validation of RatingRegressor."""
 
     def validate(fields: dict[str, Any]) -> np.ndarray:
-        scores = cross_validate(
-            estimator.set_params(**fields), X, y, cv=cv, scoring="neg_root_mean_squared_error"
-        )
+        # A failed fit raised, not scored NaN with a warning: scikit-learn's "All the fits failed" had
+        # ended the search in a traceback, where the failure is one line.
+        try:
+            scores = cross_validate(
+                estimator.set_params(**fields),
+                X,
+                y,
+                cv=cv,
+                scoring="neg_root_mean_squared_error",
+                error_score="raise",
+            )
+        except TrainingDiverged:  # this setting's score: none (last in the table)
+            return np.full(cv.get_n_splits(), np.nan)
+        except (RecsysError, ValueError) as error:  # RatingRegressor says a user's mistake as ValueError
+            raise RecsysError(f"cross-validation of {estimator.model}: {error}") from None
         return -np.asarray(scores["test_score"])
 
     return validate

@@ -122,6 +122,20 @@ def test_a_ranking_model_is_searched_by_validation_ndcg_and_a_diverging_setting_
         tune(tiny, "bpr", "random", trials=1, folds=2)
 
 
+def test_a_rating_setting_that_diverges_on_every_fold_is_passed_over_in_one_line(
+    tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scikit-learn's cross_validate scored a failed fit NaN, and raised "All the fits failed" (a
+    traceback in tune.py) where every fold's did: a setting whose every fold diverged ended the search."""
+    space = {"lr": [1e30, 0.05], "epochs": [3], "n_factors": [8]}
+    monkeypatch.setattr("recsys.workflows.tune.search_space", lambda model, engine: space)
+    table = tune(tiny, "dotbias", "random", trials=2, folds=2).table
+    assert table["lr"].tolist() == [0.05, 1e30] and np.isnan(table.at[1, "valid_rmse"])
+    space["lr"] = [1e30]
+    with pytest.raises(RecsysError, match="every one of the 1 settings tried diverged"):
+        tune(tiny, "dotbias", "random", trials=1, folds=2)
+
+
 def test_poisoned_test_pairs_change_nothing_a_ranking_search_chose(tiny: RatingsDataset) -> None:
     searches = [tune(data, "ials", "random", trials=3, folds=2) for data in (tiny, poison_test(tiny))]
     assert searches[0].table.equals(searches[1].table)
