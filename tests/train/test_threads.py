@@ -1,13 +1,79 @@
-"""Tasks side by side on threads, and the strata of a grid on them, stopped by an interruption."""
+"""recsys.train.threads: torch's threads set for a block of work and the caller's given back after;
+tasks side by side on threads, and the strata of a grid on them, stopped by an interruption."""
+
+from __future__ import annotations
 
 import _thread
 import threading
 import time
 
 import pytest
+import torch
 
 from recsys.train.compiled import run_strata
-from recsys.train.threads import side_by_side
+from recsys.train.threads import side_by_side, torch_threads
+
+
+class ProcessSetting:
+    """torch's thread count as one value for the whole process, as two fits in a notebook's threads
+    saw it (the second read the first's one thread as the caller's), without OpenMP's per-thread
+    copies, which decide what each thread reads by when it first ran a torch op."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+
+    def set(self, threads: int) -> None:
+        self.threads = threads
+
+    def get(self) -> int:
+        return self.threads
+
+
+@pytest.fixture
+def setting(monkeypatch: pytest.MonkeyPatch) -> ProcessSetting:
+    """The caller's torch threads: two, one more than the blocks below ask for."""
+    setting = ProcessSetting(2)
+    monkeypatch.setattr(torch, "set_num_threads", setting.set)
+    monkeypatch.setattr(torch, "get_num_threads", setting.get)
+    return setting
+
+
+def test_nested_blocks_give_back_the_outer_setting_then_the_callers(setting: ProcessSetting) -> None:
+    with torch_threads(3):
+        with torch_threads(1):
+            assert setting.threads == 1
+        assert setting.threads == 3
+    assert setting.threads == 2
+
+
+def test_blocks_in_two_threads_give_back_the_callers_threads_whichever_closes_first(
+    setting: ProcessSetting,
+) -> None:
+    """A first run's block opens, a second's opens in another thread, the first closes and then the
+    second: the caller's two threads come back, not the one the second found set."""
+    first_open, second_open, first_closed = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, int] = {}
+
+    def first() -> None:
+        with torch_threads(1):
+            first_open.set()
+            second_open.wait(10)
+        first_closed.set()
+
+    def second() -> None:
+        first_open.wait(10)
+        with torch_threads(1):
+            second_open.set()
+            first_closed.wait(10)
+            seen["after the first closed"] = setting.threads
+
+    runs = [threading.Thread(target=first), threading.Thread(target=second)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert seen == {"after the first closed": 1}  # the second's block still holds its setting
+    assert setting.threads == 2
 
 
 def _until_threads_end(before: int) -> None:
