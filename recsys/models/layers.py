@@ -1,5 +1,8 @@
 """The pieces every model is built from: the y_range squash, seeded tables, row lookups, the penalty."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -15,6 +18,15 @@ def init_normal_(weight: Tensor, generator: torch.Generator | None) -> Tensor:
         return weight.normal_(0.0, INIT_STD, generator=generator)
 
 
+@contextmanager
+def global_rng_kept() -> Iterator[None]:
+    """torch's global RNG as it was after the block: torch's layers draw their own initialisation from
+    it, which a model then overwrites from its generator, and a caller's `torch.manual_seed` stream
+    would otherwise move on by every model built (the next `torch.randn` after a fit differed)."""
+    with torch.random.fork_rng(devices=[]):
+        yield
+
+
 def scale_weights_(model: nn.Module, factor: float) -> None:
     """Multiply every parameter of `model` by `factor` in place (its initial scale, searched)."""
     with torch.no_grad():
@@ -24,14 +36,16 @@ def scale_weights_(model: nn.Module, factor: float) -> None:
 
 def embedding_table(n: int, n_factors: int, generator: torch.Generator | None) -> nn.Embedding:
     """An embedding table initialised from `generator`."""
-    embedding = nn.Embedding(n, n_factors)
+    with global_rng_kept():
+        embedding = nn.Embedding(n, n_factors)
     init_normal_(embedding.weight, generator)
     return embedding
 
 
 def bias_table(n: int) -> nn.Embedding:
     """One bias per id, starting at zero (the model's starting score already sits mid-range)."""
-    table = nn.Embedding(n, 1)
+    with global_rng_kept():
+        table = nn.Embedding(n, 1)
     nn.init.zeros_(table.weight)
     return table
 

@@ -7,7 +7,7 @@ from torch import Tensor, nn
 
 from recsys.models.base import Factorisation, YRange
 from recsys.models.dot import DotModel, DotProduct
-from recsys.models.layers import init_normal_, one_hot_linear
+from recsys.models.layers import global_rng_kept, init_normal_, one_hot_linear
 
 
 class LinearDotProduct(DotModel):
@@ -32,8 +32,9 @@ class LinearDotProduct(DotModel):
     ) -> None:
         super().__init__(n_users, n_items, y_range)
         self.sparse = sparse
-        self.user_linear = nn.Linear(n_users, n_factors, bias=bias)
-        self.item_linear = nn.Linear(n_items, n_factors, bias=bias)
+        with global_rng_kept():
+            self.user_linear = nn.Linear(n_users, n_factors, bias=bias)
+            self.item_linear = nn.Linear(n_items, n_factors, bias=bias)
         for layer in (self.user_linear, self.item_linear):
             init_normal_(layer.weight, generator)
             if layer.bias is not None:
@@ -77,8 +78,9 @@ class EmbeddingProjection(DotProduct):
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__(n_users, n_items, n_factors, y_range, generator)
-        self.user_projection = nn.Linear(n_factors, n_factors)
-        self.item_projection = nn.Linear(n_factors, n_factors)
+        with global_rng_kept():
+            self.user_projection = nn.Linear(n_factors, n_factors)
+            self.item_projection = nn.Linear(n_factors, n_factors)
         for layer in (self.user_projection, self.item_projection):
             # Identity start, so training begins where DotProduct would.
             with torch.no_grad():

@@ -255,6 +255,16 @@ def test_initialisation_uses_the_generator_not_the_global_rng(name: str) -> None
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_building_a_model_leaves_the_global_rng_where_the_caller_seeded_it(name: str) -> None:
+    """torch's layers draw a default initialisation from the global RNG before the model overwrites it
+    from its generator: a caller's seeded stream moved on by every model built."""
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    make(name, seed=4)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize(
     ("x", "message"),
     [
