@@ -1,12 +1,16 @@
 """Threads: torch's own intra-op threads, set for a block of work and restored after; numba's for an
 engine's run; and tasks run side by side on threads of their own."""
 
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
 import torch
+
+from recsys.errors import RecsysError
 
 T = TypeVar("T")
 
@@ -16,6 +20,29 @@ T = TypeVar("T")
 _settings_lock = threading.Lock()
 _open_blocks: dict[object, int] = {}
 _callers_threads = 0
+
+
+def _gnu_openmp_started() -> bool:
+    """Whether numba's threads for `prange` loops run on GNU OpenMP and have started in this process."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    omppool = sys.modules.get("numba.np.ufunc.omppool")  # imported by numba as its threads start
+    layer, vendor = getattr(parallel, "_threading_layer", None), getattr(omppool, "openmp_vendor", None)
+    return layer == "omp" and vendor == "GNU"
+
+
+# Set in a child of os.fork() (multiprocessing's default start on Linux before Python 3.14) whose
+# parent had started numba's GNU OpenMP threads: they do not exist in the child, and numba's first
+# parallel loop there kills the process with SIGTERM (a multiprocessing.Pool then waits for it forever).
+_forked_after_openmp = False
+
+
+def _note_fork_in_child() -> None:
+    """Run by os.fork() in the child: whether the parent had started numba's OpenMP threads."""
+    global _forked_after_openmp
+    _forked_after_openmp = _forked_after_openmp or _gnu_openmp_started()
+
+
+os.register_at_fork(after_in_child=_note_fork_in_child)
 
 
 @contextmanager
@@ -54,6 +81,14 @@ class NumbaThreads:
     they were."""
 
     def __init__(self, threads: int) -> None:
+        """Raises RecsysError in a forked process whose parent had started numba's OpenMP threads."""
+        if _forked_after_openmp:
+            raise RecsysError(
+                "this process was forked (multiprocessing's 'fork' start) after numba's OpenMP threads ran "
+                "in its parent (ials, bpmf, bfm), and they do not survive a fork: start the processes "
+                "with multiprocessing.get_context('spawn') or 'forkserver' (a ProcessPoolExecutor's "
+                "mp_context; joblib's default loky backend already does), or fork before the first such run"
+            )
         import numba  # imported only by runs that use it
 
         self._numba = numba

@@ -4,8 +4,11 @@ tasks side by side on threads, and the strata of a grid on them, stopped by an i
 from __future__ import annotations
 
 import _thread
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -128,3 +131,42 @@ def test_interrupted_strata_take_no_more_blocks() -> None:
     release.set()
     _until_threads_end(before)
     assert 1 <= len(trained) < grid * grid
+
+
+FORKED_AFTER_OPENMP = """
+import multiprocessing, sys
+from recsys import config_for, load_dataset, train_and_evaluate
+
+def run(queue):
+    try:
+        train_and_evaluate(tiny, config_for("ials", dataset="tiny", epochs=1), progress=False)
+        queue.put("trained")
+    except Exception as error:
+        queue.put(f"{type(error).__name__}: {error}")
+
+if __name__ == "__main__":
+    tiny = load_dataset("tiny")
+    train_and_evaluate(tiny, config_for("ials", dataset="tiny", epochs=1), progress=False)
+    fork = multiprocessing.get_context("fork")
+    queue = fork.Queue()
+    child = fork.Process(target=run, args=(queue,))
+    child.start()
+    child.join(60)
+    print(child.exitcode, queue.get(timeout=1) if not queue.empty() else "nothing")
+"""
+
+
+@pytest.mark.slow
+def test_a_forked_child_of_a_parent_that_ran_numbas_openmp_threads_gets_an_error_not_sigterm(
+    tmp_path: Path,
+) -> None:
+    """numba's first parallel loop in such a child killed it with SIGTERM (-15), which leaves a
+    multiprocessing.Pool waiting forever; the child's run now raises a RecsysError saying what to do."""
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED_AFTER_OPENMP)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    exitcode, _, message = done.stdout.strip().partition(" ")
+    assert exitcode == "0", done.stdout
+    assert message.startswith("RecsysError: this process was forked"), message
+    assert "multiprocessing.get_context('spawn')" in message
