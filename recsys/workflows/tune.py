@@ -301,17 +301,16 @@ def best_settings(result: TuneResult) -> dict[str, Any]:
 
 def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any], score: str = VALID_RMSE) -> None:
     """The validation score (`score`, a column of `table`) against each searched hyperparameter, one
-    panel each, saved to `path`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    panel each, saved to `path`. A Figure without pyplot, as the report's: the caller's matplotlib
+    backend (a notebook's inline one) is left as it is."""
+    from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     columns = list(names)
     width = min(3, math.ceil(math.sqrt(len(columns))))
     rows = math.ceil(len(columns) / width)
-    figure, axes = plt.subplots(rows, width, figsize=(4 * width, 3 * rows), squeeze=False)
+    figure = Figure(figsize=(4 * width, 3 * rows))
+    axes = figure.subplots(rows, width, squeeze=False)
     for axis, name in zip(axes.flat, columns, strict=False):
         axis.scatter(table[name], table[score], s=14)
         axis.scatter(table[name].iloc[:1], table[score].iloc[:1], s=40, color="red", label="best")
@@ -329,4 +328,3 @@ def plot_trials(table: pd.DataFrame, path: Path, names: Mapping[str, Any], score
     axes.flat[0].legend()
     figure.tight_layout()
     atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
-    plt.close(figure)

@@ -3,6 +3,7 @@ and scored once."""
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from recsys.workflows.tune import (
     TuneResult,
     best_settings,
     planned_trials,
+    plot_trials,
     run_settings,
     search_space,
     tune,
@@ -177,3 +179,18 @@ def test_a_grid_smaller_than_the_trials_asked_is_searched_whole_and_said_so() ->
     size = math.prod(len(values) for values in search_space("ials", grid.engine).values())
     assert planned_trials(grid, 10**9) == size and planned_trials(grid, 3) == 3
     assert planned_trials(config_for("dotbias"), 10**9) == 10**9
+
+
+def test_plotting_the_trials_leaves_the_callers_matplotlib_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """plot_trials switched the process to matplotlib's Agg backend: in a notebook, its inline plots
+    stopped showing after a search was plotted."""
+    import matplotlib
+
+    switched: list[str] = []
+    monkeypatch.setattr(matplotlib, "use", lambda backend, **_: switched.append(backend))
+    table = pd.DataFrame({"lr": [0.01, 0.05, 0.1], "valid_rmse": [0.95, 0.93, 0.97]})
+    plot_trials(table, tmp_path / "trials.png", {"lr": 0.05})
+    assert switched == []
+    assert (tmp_path / "trials.png").read_bytes().startswith(b"\x89PNG")
