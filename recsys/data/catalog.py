@@ -91,14 +91,8 @@ def planted_truth(dataset: RatingsDataset) -> PlantedTruth | None:
     return truth if same else None
 
 
-# The files a run read, by their key in its data.json, and the flag that names each one's new place
-# on --resume.
-MOVABLE_FILES = {
-    "ratings": "--ratings",
-    "items": "--items",
-    "user_features": "--user-features",
-    "item_features": "--item-features",
-}
+# The files a run read, by their key in its data.json: a resumed run may be told each one's new place.
+MOVABLE_FILES = ("ratings", "items", "user_features", "item_features")
 
 
 def dataset_from_record(
@@ -142,8 +136,8 @@ def _check_recorded_files(record: Mapping[str, Any], keys: Iterable[str]) -> Non
         if key in record and not Path(record[key]).exists():
             raise DataError(
                 f"the run read its {key.replace('_', ' ')} from {record[key]} (recorded in its {DATA_FILE}), "
-                f"which is no longer there; put the file back, or resume the run with {MOVABLE_FILES[key]} "
-                "NEW_PATH"
+                f"which is no longer there; put the file back, or resume the run (train.py) with `{key}` at "
+                "its new place"
             )
 
 
@@ -158,7 +152,7 @@ def relocated(record: Mapping[str, Any], moved: Mapping[str, Path | None]) -> di
         if key not in record:
             trained_on = f" (it was trained on {record.get('dataset', 'data given in Python')})"
             raise DataError(
-                f"{MOVABLE_FILES[key]} {path}: the run read no {key.replace('_', ' ')} file"
+                f"`{key}` {path}: the run read no {key.replace('_', ' ')} file"
                 f"{trained_on if key == 'ratings' else ''}, so it has none to look for there"
             )
         record[key] = str(path)

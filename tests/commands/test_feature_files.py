@@ -2,6 +2,7 @@
 resume reads the run's data again from that record), and a bad file is one line naming file and line."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +58,8 @@ def test_bfm_trains_on_a_users_file_and_records_it(tmp_path: Path) -> None:
     new_user = [str(out), "--user", "999999", "--cold-start"]
     cold = run_cli(recommend_command.cli, "recommend.py", new_user, tmp_path / "cache")
     assert cold.returncode == 2 and str(users) in cold.stderr and "Traceback" not in cold.stderr
-    assert "or resume the run with --user-features NEW_PATH" in cold.stderr
+    # The flag where the process has parsed train.py's flags, else the data.json key.
+    assert re.search(r"resume the run \(train\.py\) with (--user-features|`user_features`) at its new", cold.stderr)
     moved = ["--resume", str(out), "--user-features", str(tmp_path / "moved.csv")]
     assert run_cli(train_command.cli, "train.py", moved, tmp_path / "cache").returncode == 0
     cold = run_cli(recommend_command.cli, "recommend.py", new_user, tmp_path / "cache")

@@ -6,7 +6,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from recsys.__main__ import COMMANDS
+from recsys.commands.dispatch import COMMANDS
 
 
 def _module(*args: str) -> subprocess.CompletedProcess[str]:

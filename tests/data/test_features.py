@@ -168,7 +168,7 @@ def test_a_recorded_run_reads_its_feature_files_again(tmp_path: Path) -> None:
     again = dataset_from_record(dict(dataset.origin), "tiny")
     assert again.item_features is not None and again.item_features["colour"].tolist() == ["red", "blue"]
     path.unlink()
-    with pytest.raises(DataError, match=r"items\.csv \(recorded in its data\.json\), which is no longer there"):
+    with pytest.raises(DataError, match=r"items\.csv \(recorded in its data\.json\), which is no longer"):
         dataset_from_record(dict(dataset.origin), "tiny")
 
 
