@@ -59,7 +59,8 @@ def test_bfm_trains_on_a_users_file_and_records_it(tmp_path: Path) -> None:
     cold = run_cli(recommend_command.cli, "recommend.py", new_user, tmp_path / "cache")
     assert cold.returncode == 2 and str(users) in cold.stderr and "Traceback" not in cold.stderr
     # The flag where the process has parsed train.py's flags, else the data.json key.
-    assert re.search(r"resume the run \(train\.py\) with (--user-features|`user_features`) at its new", cold.stderr)
+    moved_file = r"resume the run \(train\.py\) with (--user-features|`user_features`) at its new place"
+    assert re.search(moved_file, cold.stderr)
     moved = ["--resume", str(out), "--user-features", str(tmp_path / "moved.csv")]
     assert run_cli(train_command.cli, "train.py", moved, tmp_path / "cache").returncode == 0
     cold = run_cli(recommend_command.cli, "recommend.py", new_user, tmp_path / "cache")
