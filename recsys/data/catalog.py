@@ -155,6 +155,8 @@ def relocated(record: Mapping[str, Any], moved: Mapping[str, Path | None]) -> di
                 f"`{key}` {path}: the run read no {key.replace('_', ' ')} file"
                 f"{trained_on if key == 'ratings' else ''}, so it has none to look for there"
             )
+        if not Path(path).exists():  # else named as a recorded file gone, which this one never was
+            raise DataError(f"`{key}` {path}: no such file")
         record[key] = str(path)
     return record
 

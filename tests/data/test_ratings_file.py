@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from recsys.data import ratings_file
-from recsys.data.catalog import dataset_from_record
+from recsys.data.catalog import dataset_from_record, relocated
 from recsys.data.dataset import RatingsDataset, describe_scale
 from recsys.data.ratings_file import load_ratings
 from recsys.data.ratings_table import data_name, rating_step
@@ -1067,6 +1067,16 @@ def test_a_run_record_whose_file_is_gone_says_where_the_place_is_recorded(tmp_pa
             DataError, match=r"gone\.csv \(recorded in its data\.json\), which is no longer there"
         ):
             dataset_from_record(record, "r")
+
+
+def test_a_new_place_that_is_no_file_is_named_as_given_not_as_recorded(tmp_path: Path) -> None:
+    """`--resume RUN --ratings TYPO`: the place given was said to be the one recorded in data.json, and
+    to be 'no longer there', a file the user had never named."""
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,4\n2,1,3\n")
+    record = {"dataset": "r", "ratings": str(ratings)}
+    with pytest.raises(DataError, match=r"^`ratings` \S*typo\.csv: no such file$"):
+        relocated(record, {"ratings": tmp_path / "typo.csv"})
+    assert relocated(record, {"ratings": ratings, "items": None}) == record
 
 
 def test_a_run_without_its_data_record_says_so(tmp_path: Path) -> None:
