@@ -22,6 +22,8 @@ def feature_groups(features: str) -> tuple[str, ...]:
 CONFIG_FILE, METRICS_FILE = "config.json", "metrics.json"
 CHECKPOINT_FILE, DATA_FILE, RECOMMEND_FILE = "checkpoint.pt", "data.json", "recommend.npz"
 DESCRIPTION = (CONFIG_FILE, DATA_FILE, RECOMMEND_FILE)
+# The files a run read, by their key in its DATA_FILE: a resumed run may be told each one's new place.
+MOVABLE_FILES = ("ratings", "items", "user_features", "item_features")
 # tune.py's search folder holds the run its best setting trained, in this folder.
 SEARCH_RUN_FOLDER = "run"
 

@@ -147,6 +147,21 @@ def test_in_flags_names_a_setting_the_command_has_no_flag_for_as_train_pys(
     assert in_flags(message) == "change train.py's --test-frac (now 0.2) or --seed"
 
 
+def test_in_flags_names_a_run_file_the_command_reads_none_of_as_train_pys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """recommend.py has no --user-features: its message on a moved feature file asked for
+    `user_features`, a data.json key, where the place is given to train.py's --resume."""
+    monkeypatch.setattr(common, "_FLAG_OF", {})
+    parser = CommandParser()
+    parser.add_argument("--user")  # recommend.py's: no --ratings or --user-features
+    parser.parse_args([])
+    message = "resume the run with `user_features` at its new place; `ratings` too; `user`"
+    assert in_flags(message) == (
+        "resume the run with train.py's --user-features at its new place; train.py's --ratings too; --user"
+    )
+
+
 def test_in_flags_names_a_setting_no_flag_sets_as_a_config_files_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """train.py has no --relevant: a message asking to lower `relevant` names the --config key."""
     monkeypatch.setattr(common, "_FLAG_OF", {})

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from recsys.errors import DataUnavailable, RecsysError
-from recsys.names import DATASETS, PREDEFINED_FOLDS
+from recsys.names import DATASETS, MOVABLE_FILES, PREDEFINED_FOLDS
 
 if TYPE_CHECKING:
     from recsys.config import RunConfig
@@ -43,7 +43,8 @@ def in_flags(message: str) -> str:
     (RunConfig's from their Settings, the rest from the command's parser); others as they are. A
     RunConfig setting the running command has no flag for is named as train.py's flag, so that no
     message asks for a flag the command would refuse (tune.py and compare.py have no --test-frac),
-    and one that no flag sets (`relevant`) as a key of a --config file."""
+    and one that no flag sets (`relevant`) as a key of a --config file; so is a run's file (`ratings`,
+    `user_features`) where the command reads none (recommend.py, naming where to give a moved one)."""
     from recsys.config import SETTINGS
 
     def flag(match: re.Match[str]) -> str:
@@ -52,6 +53,8 @@ def in_flags(message: str) -> str:
             if _FLAG_OF and setting.flag not in _FLAG_OF.values():
                 return f"train.py's {setting.flag}"
             return setting.flag
+        if _FLAG_OF and match[1] not in _FLAG_OF and match[1] in MOVABLE_FILES:  # recommend.py has none
+            return f"train.py's --{match[1].replace('_', '-')}"
         if setting is not None and match[1] not in _FLAG_OF:  # a setting no flag sets: a --config key
             config = "a --config file" if not _FLAG_OF or "config" in _FLAG_OF else "train.py's --config file"
             return f'"{match[1]}" in {config}'

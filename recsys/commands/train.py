@@ -48,7 +48,14 @@ from recsys.config import (
 from recsys.data.split_settings import FRACTION_SPLITS, check_test_frac, check_test_n
 from recsys.errors import RecsysError
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
-from recsys.names import CHECKPOINT_FILE, CHECKPOINT_SECONDS, CONFIG_FILE, DATA_FILE, METRICS_FILE
+from recsys.names import (
+    CHECKPOINT_FILE,
+    CHECKPOINT_SECONDS,
+    CONFIG_FILE,
+    DATA_FILE,
+    METRICS_FILE,
+    MOVABLE_FILES,
+)
 
 if TYPE_CHECKING:
     from recsys.data.dataset import RatingsDataset
@@ -387,8 +394,6 @@ def finished_message(run_dir: Path) -> str | None:
 def moved_files(args: argparse.Namespace) -> dict[str, Path | None]:
     """Where a resumed run's files are now, by their key in its data.json, as the flags say (None: where
     the run read them)."""
-    from recsys.data.catalog import MOVABLE_FILES
-
     return {key: getattr(args, key, None) for key in MOVABLE_FILES}
 
 

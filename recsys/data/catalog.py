@@ -13,7 +13,7 @@ from recsys.data.id_columns import distinct_ids
 from recsys.data.movielens import VARIANTS, load_movielens, read_folder
 from recsys.data.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
 from recsys.errors import DataError, DataUnavailable
-from recsys.names import DATA_FILE, DATASETS
+from recsys.names import DATA_FILE, DATASETS, MOVABLE_FILES
 
 # The committed tiny sample is package data (pyproject.toml), so it is there in every install, not only
 # in a checkout; the readers need real files, which a wheel installed by pip unpacks.
@@ -91,10 +91,6 @@ def planted_truth(dataset: RatingsDataset) -> PlantedTruth | None:
     return truth if same else None
 
 
-# The files a run read, by their key in its data.json: a resumed run may be told each one's new place.
-MOVABLE_FILES = ("ratings", "items", "user_features", "item_features")
-
-
 def dataset_from_record(
     record: Mapping[str, Any],
     name: str,
@@ -136,7 +132,7 @@ def _check_recorded_files(record: Mapping[str, Any], keys: Iterable[str]) -> Non
         if key in record and not Path(record[key]).exists():
             raise DataError(
                 f"the run read its {key.replace('_', ' ')} from {record[key]} (recorded in its {DATA_FILE}), "
-                f"which is no longer there; put the file back, or resume the run (train.py) with `{key}` at "
+                f"which is no longer there; put the file back, or resume the run with `{key}` at "
                 "its new place"
             )
 

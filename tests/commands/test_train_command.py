@@ -699,7 +699,7 @@ def test_a_run_whose_files_moved_resumes_from_where_the_flags_say_and_records_it
         return run_cli(train_command.cli, "train.py", ["--resume", str(out), *flags], tmp_path / "c")
 
     gone = resume()
-    assert gone.returncode == 2 and "resume the run (train.py) with --ratings at its new place" in gone.stderr
+    assert gone.returncode == 2 and "resume the run with --ratings at its new place" in gone.stderr
     edited = moved / "edited.csv"
     edited.write_text(ratings.read_text().replace("u0;i0;1", "u0;i0;5"))
     for flags, message in (
