@@ -181,7 +181,7 @@ def test_a_sigterm_ends_as_ctrl_c_does_with_code_143(capsys: pytest.CaptureFixtu
 def test_a_hang_up_cleans_up_as_sigterm_does_with_code_129(capsys: pytest.CaptureFixture[str]) -> None:
     """The terminal or ssh session closed (SIGHUP): its default action ended the process without the
     cleanup, leaving a fresh run folder, or tune.py's --out holding only its lock."""
-    before = signal.getsignal(signal.SIGHUP)
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as a shell starts one (nohup: ignored)
 
     def main() -> int:
         if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:  # sent, it would end pytest
@@ -190,9 +190,12 @@ def test_a_hang_up_cleans_up_as_sigterm_does_with_code_129(capsys: pytest.Captur
         time.sleep(5)
         return 0
 
-    assert exit_code(main) == 129
-    assert capsys.readouterr().err == "hung up\n"
-    assert signal.getsignal(signal.SIGHUP) is before
+    try:
+        assert exit_code(main) == 129
+        assert capsys.readouterr().err == "hung up\n"
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 def test_an_ignored_hang_up_stays_ignored() -> None:
