@@ -454,11 +454,14 @@ def _escape_what_cannot_be_encoded() -> None:
 def _own_warning(error: BaseException) -> bool:
     """Whether `error` is one of recsys's warnings raised as an error (`python -W error`,
     PYTHONWARNINGS=error): what it warns of is then the command's end, said in one line as a user's
-    mistake is, where it was a traceback. Another package's warning keeps its traceback."""
+    mistake is, where it was a traceback. Another package's warning keeps its traceback: numpy's and
+    torch's are raised inside the call, so recsys's line that made one holds that call, not a
+    `warnings.warn(`."""
     if not isinstance(error, Warning) or error.__traceback__ is None:
         return False
-    raised_in = Path(traceback.extract_tb(error.__traceback__)[-1].filename)
-    return raised_in.is_relative_to(Path(__file__).resolve().parents[1])
+    raised = traceback.extract_tb(error.__traceback__)[-1]
+    recsys = Path(__file__).resolve().parents[1]
+    return Path(raised.filename).is_relative_to(recsys) and (raised.line or "").startswith("warnings.warn(")
 
 
 def _exit_code(main: Callable[[], int]) -> int:

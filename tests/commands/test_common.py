@@ -13,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import ROOT, run_cli, terminated_after_epoch
 
@@ -266,6 +267,13 @@ def test_a_warning_of_recsys_made_an_error_is_one_error_line(capsys: pytest.Capt
         warnings.warn("a package's deprecation", DeprecationWarning, stacklevel=1)
         return 0
 
+    # numpy's warning, raised by a call on a line of recsys (`np.log(0)` in a kernel's caller).
+    in_recsys = compile("np.log(np.zeros(1))", str(ROOT / "recsys" / "train" / "compiled.py"), "exec")
+
+    def numpys() -> int:
+        exec(in_recsys, {"np": np})
+        return 0
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert exit_code(own) == 2
@@ -273,6 +281,8 @@ def test_a_warning_of_recsys_made_an_error_is_one_error_line(capsys: pytest.Capt
         assert said.startswith("error: ") and "--user-features is unused" in said and said.count("\n") == 1
         with pytest.raises(DeprecationWarning, match="a package's deprecation"):
             run(theirs)
+        with pytest.raises(RuntimeWarning, match="divide by zero encountered in log"):
+            run(numpys)
 
 
 def test_a_warning_given_again_is_shown_once(capsys: pytest.CaptureFixture[str]) -> None:
