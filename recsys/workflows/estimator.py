@@ -53,6 +53,12 @@ from recsys.workflows.experiment import (
     warn_if_worse_than_mean,
 )
 
+
+class InputError(RecsysError, ValueError):
+    """A caller's mistake in parameters, X or y: a ValueError, as scikit-learn's estimators report one,
+    and a RecsysError, so that recsys' own searches tell it from a bug's ValueError."""
+
+
 # RunConfig's settings the estimator takes as parameters (None: the model's tuned default), from
 # their Settings; then its own: what predict does with unseen ids, and the threads it runs on.
 CONFIG_PARAMETERS = tuple(name for name, setting in SETTINGS.items() if setting.estimator and name != "model")
@@ -145,7 +151,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         """
         self._check_unknown()
         if self.model in model_names() and model_entry(self.model).ranks:  # unknown: refused below
-            raise ValueError(
+            raise InputError(
                 f"model {self.model!r} ranks items and predicts no rating; RatingRegressor trains the "
                 "rating models (train a ranking model with recsys.train_and_evaluate)"
             )
@@ -171,7 +177,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             if self.config_.ordinal:  # y off a scale of steps: refused here, as the sampler reads y
                 rating_steps(ratings.astype(np.float32).astype(np.float64))
         except RecsysError as error:  # scikit-learn reports bad parameters as ValueErrors
-            raise ValueError(str(error)) from None
+            raise InputError(str(error)) from None
         encoded = np.stack([self.users_.encode(users), self.items_.encode(items)], axis=1)
         pairs = np.column_stack([encoded, _times(X)]) if timed else encoded
         train = RatingTensors(torch.from_numpy(pairs), torch.from_numpy(ratings.astype(np.float32)))
@@ -189,7 +195,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             try:
                 cast(BayesianFM, self.model_).set_times(train.x[:, 0], train.x[:, 2])
             except RecsysError as error:
-                raise ValueError(f"X: {error}") from None
+                raise InputError(f"X: {error}") from None
         with torch_threads(self.threads):
             fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
         self.model_.cpu()
@@ -203,7 +209,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
             overrides = {name: getattr(self, name) for name in CONFIG_PARAMETERS if name != "engine"}
             return config_for(self.model, engine=getattr(self, "engine"), **overrides)  # noqa: B009
         except RecsysError as error:  # scikit-learn reports bad parameters as ValueErrors
-            raise ValueError(str(error)) from None
+            raise InputError(str(error)) from None
 
     def _feature_tables(self, config: RunConfig) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
         """`user_features` and `item_features`, checked as feature files are (a ValueError), with a
@@ -217,7 +223,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                     check_feature_table(tables[side], side, f"{side}_features"), ids, side, f"{side}_features"
                 )
         except RecsysError as error:
-            raise ValueError(str(error)) from None
+            raise InputError(str(error)) from None
         reason, unread = unread_feature_sides(config, given)
         if unread:
             names = " and ".join(f"{side}_features" for side in unread)
@@ -255,7 +261,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         )
         placed = user_known | described
         if self.unknown == "error" and not (placed & item_known).all():
-            raise ValueError(self._unseen_message(user_column[~placed], item_column[~item_known]))
+            raise InputError(self._unseen_message(user_column[~placed], item_column[~item_known]))
         predictions = np.full(len(known), fallback_rating(self.model_, self.train_mean_), dtype=np.float64)
         if known.any():
             inner = np.stack([self.users_.encode(users[known]), self.items_.encode(items[known])], axis=1)
@@ -282,7 +288,7 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         """`unknown` is a policy predict has (checked by fit too, so a search fails early)."""
         if self.unknown not in PREDICT_UNKNOWN:
             why = " (it scores known ids only; predict owes a rating for every row)"
-            raise ValueError(
+            raise InputError(
                 f"unknown={self.unknown!r}{why if self.unknown == 'drop' else ''}; "
                 f"choose one of: {', '.join(PREDICT_UNKNOWN)}"
             )
@@ -308,7 +314,7 @@ def _id_columns(X: np.ndarray, timed: bool = False) -> tuple[tuple[np.ndarray, s
     another width (two columns, or three with the times where `timed`) is an error."""
     if X.shape[1] != 2 + timed:
         wanted = "three columns, the user and the item ids and each rating's time (`features` has time)"
-        raise ValueError(
+        raise InputError(
             f"X must have {wanted if timed else 'two columns, the user and the item ids'}; got "
             f"{X.shape[1]} feature(s)"
         )
@@ -325,10 +331,10 @@ def _times(X: np.ndarray) -> np.ndarray:
         try:
             return timestamps(column, len(column), "X", row_of_frame)
         except DataError as error:
-            raise ValueError(str(error)) from None
+            raise InputError(str(error)) from None
     bad = np.flatnonzero(~np.isfinite(seconds))
     if bad.size:
-        raise ValueError(
+        raise InputError(
             f"X: time {plain_value(X[bad[0], 2])!r} in row {int(bad[0]) + 1} is no number of seconds since "
             "1970 (or date)"
         )
@@ -345,7 +351,7 @@ def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
     several = np.flatnonzero([isinstance(value, tuple | list | set | dict | np.ndarray) for value in values])
     if several.size:
         value = values[several[0]]
-        raise ValueError(
+        raise InputError(
             f"X: {kind} id {value!r} in row {int(several[0]) + 1} is a {type(value).__name__}; each id is "
             "one integer or text"
         )
@@ -354,7 +360,7 @@ def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:
     # which has no truth value; a missing id is then named by `_integers`.
     empty = np.flatnonzero([isinstance(value, str) and value == "" for value in trimmed])
     if empty.size:
-        raise ValueError(f"X: missing {kind} id (empty text) in row {int(empty[0]) + 1}")
+        raise InputError(f"X: missing {kind} id (empty text) in row {int(empty[0]) + 1}")
     return trimmed
 
 
@@ -366,7 +372,7 @@ def _columns_checked(X: Any, timed: bool) -> Any:
     if isinstance(X, list | tuple) and any(
         isinstance(value, bool | np.bool_) for row in X if isinstance(row, list | tuple) for value in row[:2]
     ):
-        raise ValueError("X: true/false values in its (user, item) columns, not ids")
+        raise InputError("X: true/false values in its (user, item) columns, not ids")
     if isinstance(X, pd.DataFrame):
         X = _integer_ids_kept(X)
     dtypes = getattr(X, "dtypes", None)
@@ -374,14 +380,14 @@ def _columns_checked(X: Any, timed: bool) -> Any:
         (dtypes if isinstance(dtypes, pd.Series) else pd.Series(dtype=object)).items()
     ):
         if place < 2 and pd.api.types.is_bool_dtype(dtype):
-            raise ValueError(f"X: column {name!r} holds true/false values ({dtype}), not ids")
+            raise InputError(f"X: column {name!r} holds true/false values ({dtype}), not ids")
         if timed and place == 2 and pd.api.types.is_datetime64_any_dtype(dtype):
             X = X.copy()
             X[name] = (pd.to_datetime(X[name], utc=True) - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(
                 seconds=1
             )
         elif pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
-            raise ValueError(f"X: column {name!r} holds dates or durations ({dtype}), not ids")
+            raise InputError(f"X: column {name!r} holds dates or durations ({dtype}), not ids")
     return X
 
 
@@ -418,16 +424,16 @@ def _refuse_non_ratings(y: Any) -> None:
         return
     dtype = getattr(y, "dtype", values.dtype)
     if values.dtype.kind in "mM" or pd.api.types.is_datetime64_any_dtype(dtype):
-        raise ValueError(f"y holds dates or durations ({dtype}), not ratings")
+        raise InputError(f"y holds dates or durations ({dtype}), not ratings")
     if values.dtype.kind not in "OUS":
         return
     for row, value in enumerate(values.ravel()):
         if value is None or value is pd.NA or value is pd.NaT:
-            raise ValueError(f"y: missing rating (None or NA) in row {row + 1}")
+            raise InputError(f"y: missing rating (None or NA) in row {row + 1}")
         try:
             float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"y: rating {plain_value(value)!r} in row {row + 1} is not a number") from None
+            raise InputError(f"y: rating {plain_value(value)!r} in row {row + 1} is not a number") from None
 
 
 def _ids_given(values: np.ndarray, kind: str) -> np.ndarray:
@@ -457,9 +463,9 @@ def _integers(values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
     column = pd.Series(values).infer_objects()  # an object column of numbers reads as numbers
     missing = column.isna().to_numpy()
     if missing.any():
-        raise ValueError(f"X: missing {kind} id (NaN or None) in row {int(np.flatnonzero(missing)[0]) + 1}")
+        raise InputError(f"X: missing {kind} id (NaN or None) in row {int(np.flatnonzero(missing)[0]) + 1}")
     if pd.api.types.is_bool_dtype(column.dtype):
-        raise ValueError(f"X: the {kind} ids are true/false values, not ids")
+        raise InputError(f"X: the {kind} ids are true/false values, not ids")
     if pd.api.types.is_integer_dtype(column.dtype):
         if column.dtype == np.uint64 and int(column.max()) > np.iinfo(np.int64).max:  # kept as text
             return np.zeros(len(column), dtype=bool), np.zeros(len(column), dtype=np.int64)
@@ -476,7 +482,7 @@ def _integers(values: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
                 if math.isfinite(value) and value == round(value)
                 else "is not an integer; ids are integers or text (is X the (user, item) columns?)"
             )
-            raise ValueError(f"X: {kind} id {value!r} in row {row + 1} {why}")
+            raise InputError(f"X: {kind} id {value!r} in row {row + 1} {why}")
         return whole, numbers.astype(np.int64)
     integer = column.astype(str).str.fullmatch(INTEGER_TEXT).to_numpy(dtype=bool)
     numbers = np.zeros(len(column), dtype=np.int64)

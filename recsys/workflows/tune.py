@@ -219,7 +219,7 @@ def _rating_validation(
             )
         except TrainingDiverged:  # this setting's score: none (last in the table)
             return np.full(cv.get_n_splits(), np.nan)
-        except (RecsysError, ValueError) as error:  # RatingRegressor says a user's mistake as ValueError
+        except RecsysError as error:  # a bug's ValueError keeps its traceback
             raise RecsysError(f"cross-validation of {estimator.model}: {error}") from None
         return -np.asarray(scores["test_score"])
 

@@ -138,6 +138,22 @@ def test_a_rating_setting_that_diverges_on_every_fold_is_passed_over_in_one_line
         tune(tiny, "dotbias", "random", trials=1, folds=2)
 
 
+def test_a_callers_mistake_in_a_fold_is_one_line_and_a_bugs_value_error_keeps_its_traceback(
+    tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from recsys.workflows.estimator import InputError, RatingRegressor
+
+    for raised, expected in ((InputError("no scale"), RecsysError), (ValueError("a bug"), ValueError)):
+
+        def fails(self: RatingRegressor, X: object, y: object, raised: Exception = raised) -> None:
+            raise raised
+
+        monkeypatch.setattr(RatingRegressor, "fit", fails)
+        with pytest.raises(expected) as error:
+            tune(tiny, "dotbias", "random", trials=1, folds=2)
+        assert isinstance(error.value, RecsysError) == (expected is RecsysError), error.value
+
+
 def test_poisoned_test_pairs_change_nothing_a_ranking_search_chose(tiny: RatingsDataset) -> None:
     searches = [tune(data, "ials", "random", trials=3, folds=2) for data in (tiny, poison_test(tiny))]
     assert searches[0].table.equals(searches[1].table)
