@@ -37,9 +37,11 @@ _forked_after_openmp = False
 
 
 def _note_fork_in_child() -> None:
-    """Run by os.fork() in the child: whether the parent had started numba's OpenMP threads."""
-    global _forked_after_openmp
+    """Run by os.fork() in the child: whether the parent had started numba's OpenMP threads; and a
+    lock of the child's own, as another thread of the parent may have held the parent's."""
+    global _forked_after_openmp, _settings_lock
     _forked_after_openmp = _forked_after_openmp or _gnu_openmp_started()
+    _settings_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_note_fork_in_child)

@@ -170,3 +170,24 @@ def test_a_forked_child_of_a_parent_that_ran_numbas_openmp_threads_gets_an_error
     assert exitcode == "0", done.stdout
     assert message.startswith("RecsysError: this process was forked"), message
     assert "multiprocessing.get_context('spawn')" in message
+
+
+def test_a_child_forked_while_another_thread_set_torchs_threads_can_set_them() -> None:
+    """The parent's lock, held by another thread at the fork, is held for ever in the child."""
+    import os
+
+    from recsys.train import threads
+
+    with threads._settings_lock:  # as another thread's block would hold it
+        child = os.fork()
+        if child == 0:
+            with torch_threads(1):
+                pass
+            os._exit(0)
+    deadline = time.monotonic() + 30
+    while (ended := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if ended[0] == 0:  # stuck on the lock
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    assert ended[0] == child and os.waitstatus_to_exitcode(ended[1]) == 0
