@@ -236,6 +236,15 @@ def check_data_flags(args: argparse.Namespace) -> None:
             raise RecsysError(f"{flag} describes a --ratings file; add --ratings PATH")
 
 
+def command_named(name: str) -> str:
+    """How to run the command `name` as this one was run, for a line that names it to run next:
+    `python -m recsys NAME`, the console command `recsys-NAME`, or the script `NAME.py`."""
+    program = Path(sys.argv[0]).name
+    if program.startswith("python -m recsys"):
+        return f"python -m recsys {name}"
+    return f"recsys-{name}" if program.startswith("recsys-") else f"{name}.py"
+
+
 def data_flags(args: argparse.Namespace) -> str:
     """The data flags `args` were given, as a shell command line repeats them: a command that names
     another to run next (tune.py's `train.py --config ...`) must name the same data, or it trains

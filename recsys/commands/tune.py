@@ -20,6 +20,7 @@ from recsys.commands.common import (
     Terminated,
     add_data_flags,
     check_data_flags,
+    command_named,
     data_flags,
     dataset_from_flags,
     path_flag,
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     again = " ".join(
         part
         for part in (
-            f"train.py --config {shlex.quote(str(out / 'best.json'))}",
+            f"{command_named('train')} --config {shlex.quote(str(out / 'best.json'))}",
             data_flags(args),
             f"--split {split}",
             f"--seed {args.seed}" if args.seed else "",

@@ -26,6 +26,7 @@ from recsys.commands.common import (
     Terminated,
     add_data_flags,
     check_data_flags,
+    command_named,
     dataset_from_flags,
     run,
 )
@@ -535,3 +536,17 @@ def test_the_sample_data_scripts_answer_a_bad_flag_in_one_line(script: str, args
     assert ran.returncode == 2
     assert ran.stderr.startswith("error: ") and ran.stderr.count("\n") == 1, ran.stderr
     assert ran.stderr.endswith(f"({script} --help lists the flags)\n")
+
+
+@pytest.mark.parametrize(
+    ("program", "expected"),
+    [("scripts/tune.py", "train.py"), ("/venv/bin/recsys-tune", "recsys-train"),
+     ("python -m recsys tune", "python -m recsys train")],
+)  # fmt: skip
+def test_a_command_named_to_run_next_is_run_as_this_one_was(
+    program: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tune.py's last line named `train.py --config ...` under `python -m recsys`, where the user may
+    have no scripts folder."""
+    monkeypatch.setattr(sys, "argv", [program])
+    assert command_named("train") == expected
