@@ -555,7 +555,10 @@ def _train_one_epoch(
     progress: bool,
     train: RatingTensors,
 ) -> EpochStats:
-    """One epoch and its validation; a loss that is no longer finite stops training with advice."""
+    """One epoch and its validation; a loss, or a validation RMSE, that is no longer finite stops
+    training with advice. The loss is each rating's error before its step, so an epoch's last steps
+    can diverge unseen by it: all of them on the device engine where the epoch is one step (fewer
+    ratings than a step holds), which without the RMSE's check ended the run with a NaN model."""
     start = time.perf_counter()
     train_loss, ratings = epochs.run_epoch(epoch, generator, progress)
     if not math.isfinite(train_loss):
@@ -563,6 +566,10 @@ def _train_one_epoch(
             f"training loss became {train_loss} in epoch {epoch}; {_advice(config, train)}"
         )
     metrics = epochs.evaluate(valid)
+    if len(valid) and not math.isfinite(metrics.get("rmse", 0.0)):  # empty: NaN, no divergence
+        raise TrainingDiverged(
+            f"validation RMSE became {metrics['rmse']} in epoch {epoch}; {_advice(config, train)}"
+        )
     return EpochStats(
         epoch,
         train_loss,

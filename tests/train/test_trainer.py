@@ -329,3 +329,18 @@ def test_the_autograd_engine_on_the_cpu_takes_one_torch_thread_unless_asked() ->
     device = config_for("dotbias", engine="device")  # on the CPU one thread, as a torchrun rank
     assert torch_threads_for(device, None) == AUTOGRAD_CPU_THREADS
     assert torch_threads_for(device, 1) == 1
+
+
+def test_a_model_that_diverged_in_an_epochs_last_steps_stops_training(tiny_encoded: EncodedSplit) -> None:
+    """The device engine takes tiny's epoch in one step, its loss read before it: the rows that step
+    made NaN show in the validation RMSE alone (the run ended with a NaN model)."""
+    config = config_for("dotbias", engine="device", dataset="tiny", epochs=1, members=1, lr=1e30)
+    with pytest.raises(TrainingDiverged, match=r"validation RMSE became nan in epoch 1; lower `lr`"):
+        fit_on(tiny_encoded, config)
+
+
+def test_an_empty_validation_part_is_no_divergence(tiny_encoded: EncodedSplit) -> None:
+    none = RatingTensors(tiny_encoded.test.x[:0], tiny_encoded.test.y[:0])
+    data = dataclasses.replace(tiny_encoded, test=none)
+    _, history = fit_on(data, config_for("dotbias", engine="device", dataset="tiny", epochs=1, members=1))
+    assert math.isnan(history[0].valid_rmse) and math.isfinite(history[0].train_loss)
