@@ -473,6 +473,16 @@ def _own_warning(error: BaseException) -> bool:
     return Path(raised.filename).is_relative_to(recsys) and (raised.line or "").startswith("warnings.warn(")
 
 
+def _out_of_device_memory(error: BaseException) -> bool:
+    """Whether `error` is torch's OutOfMemoryError (a GPU's memory ran out): recsys' fit check before a
+    run measures the host's memory alone, so a model too large for a GPU ended in a traceback. Told
+    by its type's name and module, as this module imports no torch."""
+    return any(
+        kind.__name__ == "OutOfMemoryError" and kind.__module__.startswith("torch")
+        for kind in type(error).__mro__
+    )
+
+
 def _exit_code(main: Callable[[], int]) -> int:
     """Run `main` and say how it ended as an exit code, a user's mistake or an interruption in one
     line on stderr; a bug's exception propagates. From the moment main ends, an interruption is not
@@ -489,6 +499,12 @@ def _exit_code(main: Callable[[], int]) -> int:
             interruption = _interruption(error)
             if interruption is None and _own_warning(error):
                 raise RecsysError(str(error)) from None
+            if interruption is None and _out_of_device_memory(error):
+                first = str(error).strip().splitlines()[0] if str(error).strip() else "out of memory"
+                raise RecsysError(
+                    f"the run does not fit in the device's memory ({first}); use fewer `n_factors` or "
+                    "`members`, or train on the CPU (`device` cpu)"
+                ) from None
             if interruption is None:
                 raise
             raise interruption from None

@@ -550,3 +550,18 @@ def test_a_command_named_to_run_next_is_run_as_this_one_was(
     have no scripts folder."""
     monkeypatch.setattr(sys, "argv", [program])
     assert command_named("train") == expected
+
+
+def test_a_gpu_out_of_memory_is_one_line_naming_what_to_change(capsys: pytest.CaptureFixture[str]) -> None:
+    """The fit check before a run measures the host's memory alone: a model too large for a GPU ended
+    in torch's OutOfMemoryError traceback."""
+    import torch
+
+    def main() -> int:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore")
+
+    assert exit_code(main) == 2
+    assert capsys.readouterr().err == (
+        "error: the run does not fit in the device's memory (CUDA out of memory. Tried to allocate 2.00 "
+        "GiB); use fewer --n-factors or --members, or train on the CPU (--device cpu)\n"
+    )
