@@ -27,6 +27,20 @@ def global_rng_kept() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def float32_default() -> Iterator[None]:
+    """torch's default dtype float32 for the block, the caller's after: a model is built in float32,
+    as the engines train it, whatever the caller set (`torch.set_default_dtype(torch.float64)` in a
+    notebook had built float64 tables, which the compiled engine refused with an internal error, and
+    drawn other initial weights)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def scale_weights_(model: nn.Module, factor: float) -> None:
     """Multiply every parameter of `model` by `factor` in place (its initial scale, searched)."""
     with torch.no_grad():

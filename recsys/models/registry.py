@@ -241,10 +241,13 @@ def build_model(
     _check_build(
         n_users=n_users, n_items=n_items, n_factors=n_factors, members=members, init_scale=init_scale
     )
+    from recsys.models.layers import float32_default  # torch: imported once a model is built
+
     builder = _builder(model_entry(name).model_class())
-    built = [
-        builder(n_users, n_items, n_factors, y_range=y_range, generator=generator) for _ in range(members)
-    ]
+    with float32_default():
+        built = [
+            builder(n_users, n_items, n_factors, y_range=y_range, generator=generator) for _ in range(members)
+        ]
     if members > 1:
         from recsys.models.ensemble import Ensemble  # torch: imported once a model is built
 

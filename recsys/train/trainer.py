@@ -42,7 +42,7 @@ from recsys.data.ratings_table import FLOAT32_MAX
 from recsys.errors import RecsysError
 from recsys.evaluation.metrics import evaluate, mae, rmse
 from recsys.models import RatingModel, SampledModel, model_entry, rating_model
-from recsys.models.layers import check_pair_range
+from recsys.models.layers import check_pair_range, float32_default
 from recsys.status import status_line
 from recsys.train.allocator import keep_freed_memory
 from recsys.train.distributed import (
@@ -395,7 +395,7 @@ def fit(
     """
     if len(train) == 0:
         raise RecsysError("no training ratings")
-    with torch_threads(torch_threads_for(config, threads)):
+    with torch_threads(torch_threads_for(config, threads)), float32_default():
         return _fit(model, train, valid, config, generator, threads, progress, on_epoch, on_checkpoint,
                     checkpoint_every, resume)  # fmt: skip
 

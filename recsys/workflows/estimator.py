@@ -39,6 +39,7 @@ from recsys.data.ratings_table import (
 from recsys.errors import DataError, RecsysError, plain_value
 from recsys.evaluation.metrics import fallback_rating, predict
 from recsys.models.bayes import BayesianFM
+from recsys.models.layers import float32_default
 from recsys.models.registry import model_entry, model_names
 from recsys.names import feature_groups
 from recsys.train.memory import check_fits
@@ -184,20 +185,23 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
         no_validation = RatingTensors(train.x[:0], train.y[:0])
         config = self.config_
         generator = torch.Generator().manual_seed(config.seed)
-        self.model_ = model_for(config, len(self.users_), len(self.items_), generator)
-        tables = self._feature_tables(config)
-        if self.model_.uses_features:
-            raw_ids = (self.users_.raw_ids, self.items_.raw_ids)
-            self.model_.set_features(
-                *features_of(feature_groups(config.features), *raw_ids, encoded, *tables)
-            )
-        if timed:
-            try:
-                cast(BayesianFM, self.model_).set_times(train.x[:, 0], train.x[:, 2])
-            except RecsysError as error:
-                raise InputError(f"X: {error}") from None
-        with torch_threads(self.threads):
-            fit(self.model_, train, no_validation, config, generator, threads=self.threads, progress=False)
+        with float32_default():  # features and times coded in float32, as the model is built
+            self.model_ = model_for(config, len(self.users_), len(self.items_), generator)
+            tables = self._feature_tables(config)
+            if self.model_.uses_features:
+                raw_ids = (self.users_.raw_ids, self.items_.raw_ids)
+                self.model_.set_features(
+                    *features_of(feature_groups(config.features), *raw_ids, encoded, *tables)
+                )
+            if timed:
+                try:
+                    cast(BayesianFM, self.model_).set_times(train.x[:, 0], train.x[:, 2])
+                except RecsysError as error:
+                    raise InputError(f"X: {error}") from None
+            with torch_threads(self.threads):
+                fit(
+                    self.model_, train, no_validation, config, generator, threads=self.threads, progress=False
+                )
         self.model_.cpu()
         self.train_mean_ = float(ratings.mean())
         warn_if_worse_than_mean(self.model_, train, self.train_mean_, config)

@@ -39,6 +39,7 @@ from recsys.models.base import RatingModel
 from recsys.models.bayes import BayesianFM
 from recsys.models.feature_coding import keeps_codings, saved_codings
 from recsys.models.fold_in import FoldedUsers, fold_in
+from recsys.models.layers import float32_default
 from recsys.models.registry import model_entry
 from recsys.names import (
     CHECKPOINT_FILE,
@@ -366,7 +367,7 @@ def train_and_evaluate(
     """
     keep_freed_memory()  # fit sets it too; here it is in place before the data is prepared
     run_dir = Path(run_dir) if run_dir is not None else None
-    with run_folder_of_a_call(run_dir, resume=resume is not None):
+    with run_folder_of_a_call(run_dir, resume=resume is not None), float32_default():
         if resume is not None:
             config = resume.config
         # Beside the compiled engine torch only builds the tables and scores the test ratings: on one

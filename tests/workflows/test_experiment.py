@@ -538,3 +538,26 @@ def test_a_run_records_the_name_of_the_data_it_was_given(tmp_path: Path) -> None
     )
     assert result.config.dataset == "tiny"
     assert json.loads((tmp_path / "run" / "config.json").read_text())["dataset"] == "tiny"
+
+
+@pytest.mark.parametrize(
+    ("model", "engine"), [("dotbias", "compiled"), ("svdpp", "device"), ("bfm", "compiled")]
+)
+def test_a_float64_default_dtype_trains_what_float32_does_and_is_given_back(
+    tiny: RatingsDataset, model: str, engine: str
+) -> None:
+    """Under torch.set_default_dtype(torch.float64) (a notebook's), the compiled engine refused the
+    float64 tables it was built with in an internal ValueError, the device engine mixed dtypes in
+    index_add_, and the Gibbs samplers drew other numbers: the models are now built and trained in
+    float32, as under torch's own default, and the caller's default comes back."""
+    config = config_for(model, dataset="tiny", engine=engine, epochs=2)
+    expected = train_and_evaluate(tiny, config, progress=False).test["rmse"]
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        result = train_and_evaluate(tiny, config, progress=False)
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(before)
+    assert result.test["rmse"] == expected
+    assert {parameter.dtype for parameter in result.model.parameters()} == {torch.float32}
