@@ -433,11 +433,10 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
     args.threads = check_threads(default_threads() if args.threads is None else args.threads)
     if not args.checkpoint_every >= 0:  # also refuses nan
         raise RecsysError(f"--checkpoint-every must be 0 or more seconds, got {args.checkpoint_every:g}")
-    if args.resume is not None:
-        check_moved_file_flags(args)
-    else:
+    if args.resume is None:
         check_data_flags(args)
-    if args.resume is not None:
+    else:
+        check_moved_file_flags(args)
         if args.out is not None:
             raise RecsysError("--resume continues in its own run folder; drop --out")
         if args.config is not None:
