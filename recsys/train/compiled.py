@@ -583,6 +583,7 @@ class CompiledEpochs:
         self.l2 = l2
         self.error_weight = 1.0 / rating_unit**2  # errors in units of five stars, as the autograd loss
         self.paired = True  # two ratings side by side where they share no row (False: one at a time)
+        self.stopped = False  # `stop`: no further blocks, for good (the run was interrupted)
 
     def _named_accumulators(self) -> dict[str, np.ndarray]:
         names = [*Factorisation._fields[:4], *(["implicit_factors"] if self.has_implicit else [])]
@@ -628,12 +629,20 @@ class CompiledEpochs:
             )
 
         if self.threads == 1:
-            train([block for stratum in order for block in stratum])
+            for stratum in order:  # a call a stratum, so that a stop takes effect between them
+                if self.stopped:
+                    break
+                train(stratum)
         else:
-            run_strata(order, self.grid, self.threads, train)
+            run_strata(order, self.grid, self.threads, train, lambda: self.stopped)
         for table, padded in zip(self.factor_tables, (*self.tables[:2], self.implicit[0]), strict=False):
             write_back(table, padded)
         return float(squared_errors.sum()) / len(self.ratings[2])
+
+    def stop(self) -> None:
+        """Take no further blocks: an ensemble's member trains on its own thread, which an interruption
+        of the run (Ctrl-C in a notebook) does not reach, and had trained the rest of its epoch on."""
+        self.stopped = True
 
     def _settings(self, lr: float) -> tuple[float, float, float, float, bool, float, float]:
         low, high = self.y_range if self.y_range is not None else (0.0, 1.0)
@@ -659,13 +668,18 @@ class CompiledEpochs:
 
 
 def run_strata(
-    strata: list[list[int]], grid: int, threads: int, train: Callable[[Sequence[int]], None]
+    strata: list[list[int]],
+    grid: int,
+    threads: int,
+    train: Callable[[Sequence[int]], None],
+    stopped: Callable[[], bool] = lambda: False,
 ) -> None:
     """The strata's blocks (of a `grid` x `grid` cut) on `threads` threads, each taken by whichever
     thread is free (a thread slowed by other processes takes fewer), without a barrier between
     strata: a block starts once its user group and its item group have finished every earlier
     stratum. Each row then sees the same updates in the same order as with strata run one after
-    another, so the result is the same; a thread that finishes early starts on the next stratum."""
+    another, so the result is the same; a thread that finishes early starts on the next stratum.
+    `stopped` is asked before each block: once true, the threads take no more."""
     ready = threading.Condition()
     # Strata finished so far by each user group and by each item group.
     users_done, items_done = [0] * grid, [0] * grid
@@ -676,7 +690,7 @@ def run_strata(
     def take() -> tuple[int, int] | None:
         with ready:
             while True:
-                if failed[0]:
+                if failed[0] or stopped():
                     return None
                 while first_open[0] < len(strata) and all(taken[first_open[0]]):
                     first_open[0] += 1

@@ -309,7 +309,12 @@ class _CompiledEpochs:
 
     def _on_members(self, tasks: list[Callable[[], T]]) -> list[T]:
         """Each member's task, side by side on the pool where there is one, and their results."""
-        return side_by_side(tasks) if self.side_by_side else [task() for task in tasks]
+        return side_by_side(tasks, self._stop_members) if self.side_by_side else [task() for task in tasks]
+
+    def _stop_members(self) -> None:
+        """Interrupted: each member takes no further blocks (they train on threads of their own)."""
+        for member in self.members:
+            member.stop()
 
     def close(self) -> None:
         """Nothing to give back: the members' threads end with each call."""

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -79,10 +80,13 @@ def test_blocks_in_two_threads_give_back_the_callers_threads_whichever_closes_fi
     assert setting.threads == 2
 
 
-def _until_threads_end(before: int) -> None:
-    """Wait (at most 30 s) until the threads started since `before` threads were alive have ended."""
+def _until_threads_end(before: set[threading.Thread]) -> None:
+    """Wait (at most 30 s) until the threads started since `before` were alive have ended (tqdm's
+    monitor, which a status line may start, aside)."""
     deadline = time.monotonic() + 30
-    while threading.active_count() > before and time.monotonic() < deadline:
+    while time.monotonic() < deadline and any(
+        thread not in before and thread.name != "tqdm_monitor" for thread in threading.enumerate()
+    ):
         time.sleep(0.01)
 
 
@@ -105,7 +109,7 @@ def test_an_interruption_returns_at_once_and_asks_the_tasks_to_stop() -> None:
         _thread.interrupt_main()  # Ctrl-C, as the main thread sees it
         release.wait(30)
 
-    before = threading.active_count()
+    before = set(threading.enumerate())
     with pytest.raises(KeyboardInterrupt):
         side_by_side([interrupts, lambda: release.wait(30)], stop=stopped.set)
     assert stopped.is_set() and not release.is_set()  # returned with both tasks still running
@@ -125,7 +129,7 @@ def test_interrupted_strata_take_no_more_blocks() -> None:
             _thread.interrupt_main()
             release.wait(30)
 
-    before = threading.active_count()
+    before = set(threading.enumerate())
     with pytest.raises(KeyboardInterrupt):
         run_strata(strata, grid, 2, train)
     release.set()
@@ -191,3 +195,40 @@ def test_a_child_forked_while_another_thread_set_torchs_threads_can_set_them() -
         os.kill(child, 9)
         os.waitpid(child, 0)
     assert ended[0] == child and os.waitstatus_to_exitcode(ended[1]) == 0
+
+
+def test_an_interrupted_ensemble_epoch_stops_its_members(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ensemble's members train side by side on threads of their own, which a Ctrl-C in a notebook
+    does not reach: they trained the rest of their epoch behind the caller's back."""
+    from recsys.config import config_for
+    from recsys.data.catalog import load_dataset
+    from recsys.data.encoding import RatingTensors
+    from recsys.models import build_model
+    from recsys.train import compiled
+    from recsys.train.trainer import fit
+
+    monkeypatch.setattr(compiled, "grid_size", lambda n_ratings: 3)  # 3 strata of 3 blocks an epoch
+    kernel, release, blocks, running = compiled._train_blocks, threading.Event(), [], set()
+    both_running = threading.Barrier(2, action=_thread.interrupt_main)  # then Ctrl-C, as main sees it
+
+    def train_blocks(*args: Any) -> None:
+        blocks.extend(args[4])
+        if threading.current_thread() not in running:  # a member's first call
+            running.add(threading.current_thread())
+            both_running.wait(30)
+            release.wait(30)
+        kernel(*args)
+
+    monkeypatch.setattr(compiled, "_train_blocks", train_blocks)
+    ratings = load_dataset("tiny").ratings
+    x = torch.tensor(ratings[["user", "item"]].to_numpy() - 1, dtype=torch.int64)
+    train = RatingTensors(x, torch.tensor(ratings["rating"].to_numpy(), dtype=torch.float32))
+    nothing = RatingTensors(x[:0], train.y[:0])
+    config = config_for("dotbias", members=2, epochs=1)
+    model = build_model("dotbias", 120, 200, config.n_factors, config.y_range, torch.Generator(), members=2)
+    before = set(threading.enumerate())
+    with pytest.raises(KeyboardInterrupt):
+        fit(model, train, nothing, config, torch.Generator(), threads=2, progress=False)
+    release.set()
+    _until_threads_end(before)
+    assert len(blocks) < 2 * 3 * 3  # without the stop, each member's three strata of three blocks
