@@ -483,6 +483,20 @@ def _out_of_device_memory(error: BaseException) -> bool:
     )
 
 
+def _users_mistake(error: Exception) -> RecsysError | None:
+    """`error` as the one line of a user's mistake where it is one though not a RecsysError: one of
+    recsys's warnings raised as an error, or a GPU's memory run out; None for a bug's."""
+    if _own_warning(error):
+        return RecsysError(str(error))
+    if _out_of_device_memory(error):
+        first = str(error).strip().splitlines()[0] if str(error).strip() else "out of memory"
+        return RecsysError(
+            f"the run does not fit in the device's memory ({first}); use fewer `n_factors` or `members`, "
+            "or train on the CPU (`device` cpu)"
+        )
+    return None
+
+
 def _exit_code(main: Callable[[], int]) -> int:
     """Run `main` and say how it ended as an exit code, a user's mistake or an interruption in one
     line on stderr; a bug's exception propagates. From the moment main ends, an interruption is not
@@ -496,18 +510,10 @@ def _exit_code(main: Callable[[], int]) -> int:
         except (RecsysError, BrokenPipeError):
             raise
         except Exception as error:  # a bug propagates, unless an interruption caused it
-            interruption = _interruption(error)
-            if interruption is None and _own_warning(error):
-                raise RecsysError(str(error)) from None
-            if interruption is None and _out_of_device_memory(error):
-                first = str(error).strip().splitlines()[0] if str(error).strip() else "out of memory"
-                raise RecsysError(
-                    f"the run does not fit in the device's memory ({first}); use fewer `n_factors` or "
-                    "`members`, or train on the CPU (`device` cpu)"
-                ) from None
-            if interruption is None:
+            cause = _interruption(error) or _users_mistake(error)
+            if cause is None:
                 raise
-            raise interruption from None
+            raise cause from None
     except RecsysError as error:
         print(f"error: {in_flags(str(error))}", file=sys.stderr)
         return 2

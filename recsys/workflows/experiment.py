@@ -406,7 +406,7 @@ def train_and_evaluate(
                 if run_dir is not None:
                     say(f"writing what each user rated into {run_dir}")
                     write_json(run_dir / CONFIG_FILE, config.to_dict())
-                    write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
+                    _write_data_record(run_dir, dataset)
                     RecommendData.of(dataset, data.users, data.items).save(run_dir / RECOMMEND_FILE)
 
             def checkpoint(stats: EpochStats, training: dict[str, Any]) -> None:
@@ -476,13 +476,18 @@ def _warn_if_one_day_each(model: BayesianFM, dataset: RatingsDataset, n_users: i
         )
 
 
+def _write_data_record(run_dir: Path, dataset: RatingsDataset) -> None:
+    """The run folder's data.json: where `dataset` was read and how, for a resume to read it again."""
+    write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
+
+
 def record_moved_data(run_dir: Path, dataset: RatingsDataset, checkpoint: Checkpoint) -> None:
     """Write where a finished run's data is now into its data.json, once it is checked to be the data
     the run was trained on, as a resume checks it: a new user's cold start reads it again from there."""
     with run_folder_of_a_call(run_dir, resume=True):
         data, _ = prepare(dataset, checkpoint.config)
         _check_resumable(checkpoint, data, dataset)
-        write_json(run_dir / DATA_FILE, {"dataset": dataset.name, **dataset.origin})
+        _write_data_record(run_dir, dataset)
 
 
 def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit, dataset: RatingsDataset) -> None:
