@@ -106,36 +106,35 @@ def test_a_model_searches_its_engines_space_unless_its_registry_entry_names_its_
     assert set(sampler) == {"epochs", "members", "n_factors"}  # its chains, too
 
 
-def test_a_ranking_model_is_searched_by_validation_ndcg_and_a_diverging_setting_is_passed_over(
-    tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("model", "blown", "score", "test", "highest"),
+    [("bpr", 1e9, "valid_ndcg@10", "ndcg@10", 1.0), ("dotbias", 1e30, "valid_rmse", "rmse", 5.0)],
+)
+def test_a_diverging_setting_is_passed_over_and_every_one_diverging_is_refused_in_one_line(
+    tiny: RatingsDataset,
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+    blown: float,
+    score: str,
+    test: str,
+    highest: float,
 ) -> None:
-    space = {"lr": [1e9, 0.05], "epochs": [3], "n_factors": [8]}  # the first setting's steps blow up
+    """A ranking model by validation NDCG@10, a rating model by RMSE. scikit-learn's cross_validate
+    had scored a rating model's failed fit NaN, and raised "All the fits failed" (a traceback in
+    tune.py) where every fold's did."""
+    space = {"lr": [blown, 0.05], "epochs": [3], "n_factors": [8]}  # the first setting's steps blow up
     monkeypatch.setattr("recsys.workflows.tune.search_space", lambda model, engine: space)
-    result = tune(tiny, "bpr", "random", trials=2, folds=2)
-    assert result.score == "valid_ndcg@10"
+    result = tune(tiny, model, "random", trials=2, folds=2)
+    assert result.score == score
     table = result.table
-    assert table["lr"].tolist() == [0.05, 1e9]  # the best first; the diverged setting has no score
-    assert 0 < table.at[0, "valid_ndcg@10"] <= 1 and np.isnan(table.at[1, "valid_ndcg@10"])
+    assert table["lr"].tolist() == [0.05, blown]  # the best first; the diverged setting has no score
+    assert 0 < table.at[0, score] <= highest and np.isnan(table.at[1, score])
     assert result.best == {"lr": 0.05, "epochs": 3, "n_factors": 8}
-    assert result.run.config.lr == 0.05 and 0 <= result.run.test["ndcg@10"] <= 1
+    assert result.run.config.lr == 0.05 and 0 <= result.run.test[test] <= highest
     # Every setting diverging leaves nothing to retrain: refused after the search, not inside a retraining.
-    space["lr"] = [1e9]
+    space["lr"] = [blown]
     with pytest.raises(RecsysError, match="every one of the 1 settings tried diverged"):
-        tune(tiny, "bpr", "random", trials=1, folds=2)
-
-
-def test_a_rating_setting_that_diverges_on_every_fold_is_passed_over_in_one_line(
-    tiny: RatingsDataset, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """scikit-learn's cross_validate scored a failed fit NaN, and raised "All the fits failed" (a
-    traceback in tune.py) where every fold's did: a setting whose every fold diverged ended the search."""
-    space = {"lr": [1e30, 0.05], "epochs": [3], "n_factors": [8]}
-    monkeypatch.setattr("recsys.workflows.tune.search_space", lambda model, engine: space)
-    table = tune(tiny, "dotbias", "random", trials=2, folds=2).table
-    assert table["lr"].tolist() == [0.05, 1e30] and np.isnan(table.at[1, "valid_rmse"])
-    space["lr"] = [1e30]
-    with pytest.raises(RecsysError, match="every one of the 1 settings tried diverged"):
-        tune(tiny, "dotbias", "random", trials=1, folds=2)
+        tune(tiny, model, "random", trials=1, folds=2)
 
 
 def test_a_callers_mistake_in_a_fold_is_one_line_and_a_bugs_value_error_keeps_its_traceback(
