@@ -221,17 +221,21 @@ def progress_shown(args: argparse.Namespace) -> bool:
     return not args.no_progress and sys.stderr is not None and sys.stderr.isatty()
 
 
+def reading_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
+    """The flags that say how a --ratings file is read, with their values (None: not given)."""
+    return [
+        ("--columns", args.columns),
+        ("--sep", args.sep),
+        ("--rating-scale", args.rating_scale),
+        ("--implicit", args.implicit or None),
+    ]
+
+
 def check_data_flags(args: argparse.Namespace) -> None:
     """--ratings replaces --dataset and --data-dir; its companions need it."""
     if args.ratings is not None and (args.dataset is not None or args.data_dir is not None):
         raise RecsysError("--ratings names the data itself; drop --dataset and --data-dir")
-    for flag, value in (
-        ("--columns", args.columns),
-        ("--sep", args.sep),
-        ("--items", args.items),
-        ("--rating-scale", args.rating_scale),
-        ("--implicit", args.implicit or None),
-    ):
+    for flag, value in [*reading_flags(args), ("--items", args.items)]:
         if value is not None and args.ratings is None:
             raise RecsysError(f"{flag} describes a --ratings file; add --ratings PATH")
 

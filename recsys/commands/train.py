@@ -22,6 +22,7 @@ from recsys.commands.common import (
     dataset_from_flags,
     path_flag,
     progress_shown,
+    reading_flags,
     run,
     test_summary,
     warn_of_unused_feature_files,
@@ -320,13 +321,7 @@ def _check_config_file(run_dir: Path, written: RunConfig, trained: RunConfig) ->
 
 def check_moved_file_flags(args: argparse.Namespace) -> None:
     """A resumed run reads its data as it read it: its files' new places may be given, nothing else."""
-    for flag, value in (
-        ("--dataset", args.dataset),
-        ("--columns", args.columns),
-        ("--sep", args.sep),
-        ("--rating-scale", args.rating_scale),
-        ("--implicit", args.implicit or None),
-    ):
+    for flag, value in [("--dataset", args.dataset), *reading_flags(args)]:
         if value is not None:
             raise RecsysError(
                 f"{flag}: --resume reads the run's own data as it read it; drop {flag} (--ratings, --items, "
