@@ -147,6 +147,29 @@ def test_in_flags_names_a_setting_the_command_has_no_flag_for_as_train_pys(
     assert in_flags(message) == "change train.py's --test-frac (now 0.2) or --seed"
 
 
+@pytest.mark.parametrize(
+    ("program", "train"),
+    [
+        ("compare.py", "train.py"),
+        ("recsys-compare", "recsys-train"),
+        ("python -m recsys compare", "python -m recsys train"),
+    ],
+)
+def test_in_flags_names_train_as_the_user_runs_the_commands(
+    monkeypatch: pytest.MonkeyPatch, program: str, train: str
+) -> None:
+    """Under `python -m recsys` or a console command, a flag only train has is train's as the user
+    runs it, not a script the user may not have."""
+    monkeypatch.setattr(common, "_FLAG_OF", {})
+    monkeypatch.setattr("sys.argv", [program])
+    parser = CommandParser()
+    parser.add_argument("--user")
+    parser.parse_args([])
+    assert (
+        in_flags("change `test_frac` or `ratings`") == f"change {train}'s --test-frac or {train}'s --ratings"
+    )
+
+
 def test_in_flags_names_a_run_file_the_command_reads_none_of_as_train_pys(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -41,22 +41,26 @@ _FLAG_OF: dict[str, str] = {}
 def in_flags(message: str) -> str:
     """A library message in a shell user's words: each `setting` it names as the flag that sets it
     (RunConfig's from their Settings, the rest from the command's parser); others as they are. A
-    RunConfig setting the running command has no flag for is named as train.py's flag, so that no
-    message asks for a flag the command would refuse (tune.py and compare.py have no --test-frac),
-    and one that no flag sets (`relevant`) as a key of a --config file; so is a run's file (`ratings`,
-    `user_features`) where the command reads none (recommend.py, naming where to give a moved one)."""
+    RunConfig setting the running command has no flag for is named as train's flag (as the user runs
+    train), so that no message asks for a flag the command would refuse (tune and compare have no
+    --test-frac), and one that no flag sets (`relevant`) as a key of a --config file; so is a run's
+    file (`ratings`, `user_features`) where the command reads none (recommend, naming where to give a
+    moved one)."""
     from recsys.config import SETTINGS
 
     def flag(match: re.Match[str]) -> str:
         setting = SETTINGS.get(match[1])
         if setting is not None and setting.flag is not None:
             if _FLAG_OF and setting.flag not in _FLAG_OF.values():
-                return f"train.py's {setting.flag}"
+                return f"{command_named('train')}'s {setting.flag}"
             return setting.flag
         if _FLAG_OF and match[1] not in _FLAG_OF and match[1] in MOVABLE_FILES:  # recommend.py has none
-            return f"train.py's --{match[1].replace('_', '-')}"
+            return f"{command_named('train')}'s --{match[1].replace('_', '-')}"
         if setting is not None and match[1] not in _FLAG_OF:  # a setting no flag sets: a --config key
-            config = "a --config file" if not _FLAG_OF or "config" in _FLAG_OF else "train.py's --config file"
+            if not _FLAG_OF or "config" in _FLAG_OF:
+                config = "a --config file"
+            else:
+                config = f"{command_named('train')}'s --config file"
             return f'"{match[1]}" in {config}'
         return _FLAG_OF.get(match[1], match[0])
 

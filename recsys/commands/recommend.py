@@ -12,7 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from recsys.commands.common import CommandParser, path_flag, run
+from recsys.commands.common import CommandParser, command_named, path_flag, run
 from recsys.errors import RecsysError
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, RECOMMEND_FILE, SEARCH_RUN_FOLDER
 from recsys.workflows.rated_items import rating_pair, read_rated
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if stopped is not None and stopped < checkpoint.config.epochs:
         warnings.warn(
             f"{args.run_dir}: its run stopped after epoch {stopped} of {checkpoint.config.epochs}, so these "
-            f"come from a model half trained; `train.py --resume {args.run_dir}` finishes it",
+            f"come from a model half trained; `{command_named('train')} --resume {args.run_dir}` finishes it",
             stacklevel=1,
         )
     # parse_args guarantees --user with --explain and --cold-start, and --item with --explain.
