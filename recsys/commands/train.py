@@ -519,9 +519,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     resumed = check_args(args)
     if args.resume is not None and (finished := finished_message(args.resume)):
+        if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, one process writes and says it
+            return 0
         if args.data_dir is not None or any(path is not None for path in moved_files(args).values()):
-            if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, one process writes the folder
-                record_moved_files(args)
+            record_moved_files(args)
             print(f"{finished}; nothing to resume, the new places of its files recorded in its {DATA_FILE}")
         else:
             print(f"{finished}; nothing to resume, nothing changed")

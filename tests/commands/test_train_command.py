@@ -724,6 +724,11 @@ def test_a_run_whose_files_moved_resumes_from_where_the_flags_say_and_records_it
     other = resume("--ratings", str(edited))
     assert other.returncode == 2 and "differ from those the run was trained on" in other.stderr
     assert json.loads((out / DATA_FILE).read_text())["ratings"] == str(ratings.resolve())
+    with pytest.MonkeyPatch.context() as patch:  # under torchrun a rank but the first leaves it to rank 0
+        patch.setenv("RANK", "1")
+        second = resume("--ratings", str(back))
+    assert second.returncode == 0 and second.stdout == "", second.stdout
+    assert json.loads((out / DATA_FILE).read_text())["ratings"] == str(ratings.resolve())
     finished = resume("--ratings", str(back))
     assert finished.returncode == 0, finished.stderr
     assert "the new places of its files recorded in its data.json" in finished.stdout
