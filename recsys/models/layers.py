@@ -7,9 +7,14 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from recsys.process_settings import ProcessSetting
+
 # fastai's initialisation for collaborative-filtering embeddings: small, so the first dot products
 # sit near zero and the sigmoid starts in its linear middle.
 INIT_STD = 0.01
+
+# torch's default dtype is the process's, not a Python thread's.
+_DEFAULT_DTYPE = ProcessSetting(torch.get_default_dtype, torch.set_default_dtype)
 
 
 def init_normal_(weight: Tensor, generator: torch.Generator | None) -> Tensor:
@@ -32,13 +37,10 @@ def float32_default() -> Iterator[None]:
     """torch's default dtype float32 for the block, the caller's after: a model is built in float32,
     as the engines train it, whatever the caller set (`torch.set_default_dtype(torch.float64)` in a
     notebook had built float64 tables, which the compiled engine refused with an internal error, and
-    drawn other initial weights)."""
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
-    try:
+    drawn other initial weights). Blocks in several Python threads share the one default
+    (`ProcessSetting`): the first to close had given its float64 back under the other's model."""
+    with _DEFAULT_DTYPE.held(torch.float32):
         yield
-    finally:
-        torch.set_default_dtype(before)
 
 
 def scale_weights_(model: nn.Module, factor: float) -> None:

@@ -11,15 +11,14 @@ from typing import TypeVar
 import torch
 
 from recsys.errors import RecsysError
+from recsys.process_settings import ProcessSetting
 
 T = TypeVar("T")
 
-# torch's thread count is the process's, not a Python thread's: the blocks of `torch_threads` open
-# now, in any thread, each with the count it asked for (in the order they opened), and the caller's
-# count from before the first of them, which the last to close gives back.
-_settings_lock = threading.Lock()
-_open_blocks: dict[object, int] = {}
-_callers_threads = 0
+# torch's thread count is the process's, not a Python thread's.
+_TORCH_THREADS = ProcessSetting(
+    lambda: torch.get_num_threads(), lambda threads: torch.set_num_threads(threads)
+)
 
 
 def _gnu_openmp_started() -> bool:
@@ -37,11 +36,9 @@ _forked_after_openmp = False
 
 
 def _note_fork_in_child() -> None:
-    """Run by os.fork() in the child: whether the parent had started numba's OpenMP threads; and a
-    lock of the child's own, as another thread of the parent may have held the parent's."""
-    global _forked_after_openmp, _settings_lock
+    """Run by os.fork() in the child: whether the parent had started numba's OpenMP threads."""
+    global _forked_after_openmp
     _forked_after_openmp = _forked_after_openmp or _gnu_openmp_started()
-    _settings_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_note_fork_in_child)
@@ -54,27 +51,14 @@ def torch_threads(threads: int | None) -> Iterator[None]:
     On cores that other work contends for, torch's OpenMP workers wait on each other at the end of
     every parallel operation, for as long as another process holds one of them: the autograd
     engine's small steps ran ten times slower on two threads than on one beside a search's parallel
-    fits, and a compiled u1 run several times slower beside two busy processes.
-    Blocks open at once in several Python threads (two fits in a notebook's threads, a threading
-    search) share the one setting: the latest opened holds while it is open, and the caller's own
-    comes back when the last closes, whatever order they close in.
+    fits, and a compiled u1 run several times slower beside two busy processes. Blocks in several
+    Python threads share the one setting (`ProcessSetting`).
     """
-    global _callers_threads
     if threads is None:
         yield
         return
-    block = object()
-    with _settings_lock:
-        if not _open_blocks:
-            _callers_threads = torch.get_num_threads()
-        _open_blocks[block] = threads
-        torch.set_num_threads(threads)
-    try:
+    with _TORCH_THREADS.held(threads):
         yield
-    finally:
-        with _settings_lock:
-            del _open_blocks[block]
-            torch.set_num_threads(next(reversed(_open_blocks.values()), _callers_threads))
 
 
 class NumbaThreads:
@@ -94,15 +78,13 @@ class NumbaThreads:
         import numba  # imported only by runs that use it
 
         self._numba = numba
-        with _settings_lock:  # no `torch_threads` block in another thread sets torch's in between
-            torch_before = torch.get_num_threads()
+        # numba's OpenMP pool, launched by a process's first of these calls, sets OpenMP's threads, and
+        # so torch's, to all of numba's: a sampler's float64 sums in torch then split over the cores,
+        # and the first run in a process differed from the next in the last bits (train loss, noise
+        # draws). So torch's are kept.
+        with _TORCH_THREADS.kept():
             self.before = numba.get_num_threads()
             numba.set_num_threads(min(threads, getattr(numba.config, "NUMBA_NUM_THREADS")))  # noqa: B009
-            # numba's OpenMP pool, launched by a process's first of these calls, sets OpenMP's threads,
-            # and so torch's, to all of numba's: a sampler's float64 sums in torch then split over the
-            # cores, and the first run in a process differed from the next in the last bits (train
-            # loss, noise draws).
-            torch.set_num_threads(torch_before)
 
     def restore(self) -> None:
         self._numba.set_num_threads(self.before)

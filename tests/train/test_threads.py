@@ -182,7 +182,7 @@ def test_a_child_forked_while_another_thread_set_torchs_threads_can_set_them() -
 
     from recsys.train import threads
 
-    with threads._settings_lock:  # as another thread's block would hold it
+    with threads._TORCH_THREADS._lock:  # as another thread's block would hold it
         child = os.fork()
         if child == 0:
             with torch_threads(1):
