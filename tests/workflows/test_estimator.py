@@ -753,3 +753,21 @@ def test_times_written_as_dates_in_text_are_read_as_a_ratings_files_are() -> Non
     assert np.array_equal(as_text.predict(text), timed.predict(X))
     with pytest.raises(ValueError, match=r"X: timestamp 'never' on row 2 is not a time"):
         timed.predict(text.iloc[:2].assign(time=["14.11.2023 22:13", "never"]))
+
+
+def test_times_given_as_date_objects_are_read_as_the_same_seconds() -> None:
+    """Regression: a column of Timestamp or datetime objects (an object column, or rows as lists) was
+    read by pandas as datetime64 and counted in microseconds: fit refused it as milliseconds, and predict
+    put every pair on a day fit never saw, silently."""
+    seconds = np.array([0, 1, 2, 3] * 5) * 86_400 + 1_700_000_000
+    X = pd.DataFrame({"user": [1, 2, 3, 4] * 5, "item": [1, 2] * 10, "time": seconds})
+    y = [1.0, 2.0, 4.0, 5.0] * 5
+    timed = RatingRegressor("bfm", features="time", epochs=2, threads=1).fit(X, y)
+    stamps = pd.Series(list(pd.to_datetime(seconds, unit="s", utc=True)), dtype=object)
+    datetimes = pd.Series([stamp.to_pydatetime() for stamp in stamps], dtype=object)
+    for times in (stamps, datetimes):
+        assert np.array_equal(timed.predict(X.assign(time=times)), timed.predict(X))
+        as_objects = RatingRegressor("bfm", features="time", epochs=2, threads=1).fit(X.assign(time=times), y)
+        assert np.array_equal(as_objects.predict(X), timed.predict(X))
+    rows = [[user, item, stamp] for user, item, stamp in zip(X["user"], X["item"], stamps, strict=True)]
+    assert np.array_equal(timed.predict(rows), timed.predict(X))
