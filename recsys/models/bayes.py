@@ -11,6 +11,7 @@ product).
 
 from typing import ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -44,6 +45,13 @@ BURN_IN_SHARE = 0.2
 DAY_SECONDS = 24 * 3600
 # A time beyond this many seconds from 1970 (the year 5138) is one in smaller units (milliseconds).
 MAX_SECONDS = 10**11
+
+
+def beyond_seconds(times: Tensor | np.ndarray) -> int | None:
+    """The farthest of `times` from 1970 where it lies too far for seconds since 1970 (they are in
+    smaller units, milliseconds say), which the time group refuses; None where they read as seconds."""
+    farthest = max(abs(int(times.min())), abs(int(times.max())))
+    return farthest if farthest > MAX_SECONDS else None
 
 
 def days_since(times: Tensor, origin: int | Tensor) -> Tensor:
@@ -244,14 +252,14 @@ class BayesianFM(BayesianMF):
     def set_times(self, users: Tensor, times: Tensor) -> None:
         """Add the time group: a bin for each day on which a user rated, from the training ratings'
         `users` and `times` (seconds)."""
-        first, last = int(times.min()), int(times.max())
-        farthest = max(abs(first), abs(last))
-        if farthest > MAX_SECONDS:
+        farthest = beyond_seconds(times)
+        if farthest is not None:
             raise RecsysError(
                 f"the ratings' times reach {farthest:,}, over 3,000 years from 1970 as the time group reads "
                 "them (seconds since 1970): are they milliseconds? convert them, or leave time out of "
                 "`features`"
             )
+        first, last = int(times.min()), int(times.max())
         origin = first - first % DAY_SECONDS  # the first day's start: days are calendar days (UTC)
         self.time_origin = torch.tensor(origin, dtype=torch.int64)
         self.time_days = days_since(torch.tensor(last), origin) + 1

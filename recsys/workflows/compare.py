@@ -32,6 +32,7 @@ from recsys.evaluation.ranking import KS, evaluate_ranking, ranking_task, releva
 from recsys.evaluation.scorers import Scorer, constant_scorer, model_scorer, random_scorer
 from recsys.models import model_names
 from recsys.models.base import member_forms, rating_model
+from recsys.models.bayes import beyond_seconds
 from recsys.models.registry import model_entry
 from recsys.names import feature_groups
 from recsys.studies.bag_cost import MODES as BAG_MODES
@@ -234,8 +235,8 @@ def _feature_group_rows(
     has_side = has_side_features(dataset, trained.config.model)
     # Without side features, a set naming them would be the ids' run again under another name.
     sets = [features for features in FEATURE_SETS if has_side or "side" not in feature_groups(features)]
-    if trained.config.model in READS_TIME:  # the last set (every other group the data gives) and time
-        sets.append(",".join([*feature_groups(sets[-1]), "time"]))
+    if trained.config.model in READS_TIME and _times_read_as_seconds(trained, dataset):
+        sets.append(",".join([*feature_groups(sets[-1]), "time"]))  # every other group the data gives
     for features in sets:
         same = sorted(feature_groups(features)) == sorted(feature_groups(trained.config.features))
         run = (
@@ -257,6 +258,20 @@ def _feature_group_rows(
         cold = {f"cold_{n}": rmse for n, rmse in zip(COLD_START, curve["rmse"], strict=False)}
         rows.append({"model": name, "features": features or "ids", "rmse": run.test["rmse"], **cold})
     return rows
+
+
+def _times_read_as_seconds(trained: RunResult, dataset: RatingsDataset) -> bool:
+    """Whether the time group can read the training ratings' times; if not (milliseconds, which it
+    refuses), a warning that the comparison leaves it out rather than ending on its error."""
+    times = trained.data.train_times
+    farthest = None if times is None else beyond_seconds(times)
+    if farthest is not None:
+        warnings.warn(
+            f"{dataset.name}: the ratings' times reach {farthest:,}, too far from 1970 for seconds "
+            f"(milliseconds?): {trained.config.model}'s time group is left out of the comparison",
+            stacklevel=3,
+        )
+    return farthest is None
 
 
 # A few synthetic ratings each compiled model trains on before any clock starts.

@@ -122,6 +122,18 @@ def test_a_comparison_of_bfm_with_times_shares_pairs_with_every_other_reader(
     assert len(frame) == 6 and np.isfinite(frame.select_dtypes("number").to_numpy()).all()
 
 
+def test_a_comparison_leaves_out_a_time_group_that_cannot_read_the_times(tiny: RatingsDataset) -> None:
+    """Regression: on times in milliseconds (read, and split by, as any times are) the time group the
+    comparison adds of its own accord refused them, and the whole comparison ended on that error,
+    naming a flag compare.py does not have; it is now left out, with a warning."""
+    ratings = tiny.ratings.head(1000).assign(timestamp=lambda ratings: ratings["timestamp"] * 1000)
+    in_milliseconds = dataclasses.replace(tiny, ratings=ratings, user_features=None, item_features=None)
+    with pytest.warns(UserWarning, match=r"\(milliseconds\?\): bfm's time group is left out"):
+        comparison = compare.compare_models(in_milliseconds, "time", models=["bfm"], epochs=2)
+    assert comparison.feature_groups is not None
+    assert comparison.feature_groups["features"].tolist() == ["ids", "implicit"]
+
+
 def test_every_model_and_ranking_baseline_is_judged_on_the_same_lists(tiny_comparison: Comparison) -> None:
     ranking = tiny_comparison.ranking
     trained = [name for name in tiny_comparison.models if name not in BASELINES]
