@@ -509,10 +509,17 @@ def _refuse_times_as_ratings(layout: TextLayout, column: str, source: str, impli
     if column not in layout.times:
         return
     what = "event weights" if implicit else "ratings"
+    # With a fourth column, the ratings are likelier there: naming the third the ratings would read
+    # the times as ratings again.
+    named = (
+        "user=1,item=2,timestamp=3,rating=4"
+        if len(layout.names) == 4
+        else "user=1,item=2,timestamp=3 (interactions) or user=1,item=2,rating=3"
+    )
     raise DataError(
         f"{source}: no header, so its third column would be read as {what}, but it holds times "
         f"({layout.times[column]!r} on line {layout.skip + 1}); say which column is which, e.g. `columns` "
-        "user=1,item=2,timestamp=3 (interactions) or user=1,item=2,rating=3"
+        f"{named}"
     )
 
 

@@ -1267,6 +1267,18 @@ def test_times_in_the_third_column_of_a_headerless_file_are_not_read_as_ratings(
     assert named.implicit and len(named.ratings) == 3
 
 
+def test_times_in_the_third_of_four_headerless_columns_point_to_the_ratings_in_the_fourth(
+    tmp_path: Path,
+) -> None:
+    """Regression: the error for user, item, time, rating without a header suggested
+    `user=1,item=2,rating=3`, which reads the times as the ratings; it names the fourth column now."""
+    path = write(tmp_path / "ratings.csv", "u1,i1,1609682369,5\nu2,i1,1609682370,3\nu1,i2,1609682371,4\n")
+    with pytest.raises(DataError, match=r"holds times .*`columns` user=1,item=2,timestamp=3,rating=4$"):
+        load_ratings(path)
+    named = load_ratings(path, columns={"user": "1", "item": "2", "timestamp": "3", "rating": "4"})
+    assert named.ratings["rating"].tolist() == [5, 3, 4]
+
+
 def test_large_ratings_in_a_headerless_file_are_still_ratings(tmp_path: Path) -> None:
     # Not every big number is a time: one row below 1e8 keeps the column as ratings.
     path = write(tmp_path / "r.csv", "u1,i1,150000000\nu2,i1,5\nu1,i2,1000\n")
