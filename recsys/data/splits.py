@@ -63,6 +63,9 @@ def user_split(ratings: pd.DataFrame, test_frac: float, seed: int) -> Split:
 def user_last_split(ratings: pd.DataFrame, test_n: int) -> Split:
     """Hold out each user's last `test_n` ratings by time (users with fewer stay in training)."""
     check_test_n(test_n)
+    # No user has more ratings than the table: a larger test_n holds out as few (none), and may be too
+    # large for the int64 counts it is compared with.
+    test_n = min(test_n, len(ratings))
     # Oldest first, ties in time in file order (lexsort is stable): of two ratings in the same second
     # the later line is the later, as the time split takes it.
     rank, count = _rank_within_user(id_codes(ratings["user"]), ratings["timestamp"].to_numpy())

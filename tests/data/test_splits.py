@@ -181,6 +181,15 @@ def test_ties_in_time_go_by_file_order_alike_in_both_time_splits() -> None:
     assert sorted(split(ds, "time", test_frac=2 / 6).test["item"]) == [5, 6]
 
 
+@pytest.mark.parametrize("test_n", [15, 2**63, 10**30])
+def test_user_last_with_more_to_hold_out_than_any_user_has_holds_out_none(test_n: int) -> None:
+    """Regression: a test_n past int64 (a typo of many digits) ended in numpy's OverflowError, a
+    traceback, where any count at least the largest user's keeps every rating in training."""
+    parts = split(hand_made(), "user-last", test_n=test_n)
+    assert parts.test.empty
+    check_partition(hand_made().ratings, parts)
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad arguments
 # ---------------------------------------------------------------------------------------------
