@@ -227,6 +227,16 @@ def _as_pandas(frame: object, expected: str) -> pd.DataFrame:
     )
 
 
+def _named_index_as_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its named index levels after its columns, found or named as columns are: a frame
+    indexed by its times (`set_index("timestamp")`) had them passed over, its row order read as time."""
+    levels = dict.fromkeys(frame.index.names)  # each name once, in order
+    names = [name for name in levels if name is not None and name not in frame.columns]
+    if not names:
+        return frame
+    return frame.reset_index(level=names)[[*frame.columns, *names]]
+
+
 def dataset_from_frame(
     frame: "pd.DataFrame | pl.DataFrame",
     columns: Mapping[str, str | None],
@@ -245,6 +255,7 @@ def dataset_from_frame(
         )
     check_scale(rating_scale, "the ratings frame")
     check_unique_columns(frame, "the ratings frame")
+    frame = _named_index_as_columns(frame)
     labels = {str(label): label for label in frame.columns}
     given = {field: str(column) for field, column in columns.items() if column is not None}
     found = find_table_columns(

@@ -1145,6 +1145,26 @@ def test_a_frame_keeps_its_ids_types_and_reads_its_times() -> None:
         RatingsDataset.from_frame(frame, rating_scale=(1, 4))
 
 
+def test_a_frame_indexed_by_its_times_reads_them() -> None:
+    """Regression: a frame with its times as its index (`set_index("date")`, a frame of events) had
+    them passed over, silently, and its row order taken for time; `timestamp="date"` was refused."""
+    frame = pd.DataFrame(
+        {
+            "user": [1, 1, 2, 2],
+            "item": [1, 2, 1, 2],
+            "rating": [1.0, 2.0, 3.0, 4.0],
+            "date": pd.to_datetime(["1970-01-03", "1970-01-01", "1970-01-02", "1970-01-04"]),
+        }
+    )
+    days = [2 * 86_400, 0, 86_400, 3 * 86_400]
+    for indexed, named in [(frame.set_index("date"), None), (frame.set_index(["user", "date"]), "date")]:
+        assert RatingsDataset.from_frame(indexed, timestamp=named).ratings["timestamp"].tolist() == days
+        assert RatingsDataset.from_frame(indexed, timestamp=named).ratings["user"].tolist() == [1, 1, 2, 2]
+    # A column of the name comes first: the index is no second column of it.
+    renamed = frame.set_index("date").rename_axis("user")
+    assert RatingsDataset.from_frame(renamed).ratings["timestamp"].tolist() == [0, 1, 2, 3]
+
+
 @pytest.mark.parametrize("dtype", ["UInt64", "uint64[pyarrow]"])
 def test_a_frames_nullable_unsigned_ids_past_int64_keep_their_spelling(dtype: str) -> None:
     # Regression: pandas' and Arrow's uint64 ids of 2**63 and more wrapped round to negative int64 ids,
