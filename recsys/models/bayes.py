@@ -54,6 +54,17 @@ def beyond_seconds(times: Tensor | np.ndarray) -> int | None:
     return farthest if farthest > MAX_SECONDS else None
 
 
+def check_seconds(times: Tensor | np.ndarray) -> None:
+    """Refuse times too far from 1970 for seconds (`beyond_seconds`): each would be a day of its own."""
+    farthest = beyond_seconds(times)
+    if farthest is not None:
+        raise RecsysError(
+            f"the ratings' times reach {farthest:,}, over 3,000 years from 1970 as the time group reads "
+            "them (seconds since 1970): are they milliseconds? convert them, or leave time out of "
+            "`features`"
+        )
+
+
 def days_since(times: Tensor, origin: int | Tensor) -> Tensor:
     """Each time's day (seconds), counted from `origin`'s."""
     return torch.div(times.long() - origin, DAY_SECONDS, rounding_mode="floor")
@@ -252,13 +263,7 @@ class BayesianFM(BayesianMF):
     def set_times(self, users: Tensor, times: Tensor) -> None:
         """Add the time group: a bin for each day on which a user rated, from the training ratings'
         `users` and `times` (seconds)."""
-        farthest = beyond_seconds(times)
-        if farthest is not None:
-            raise RecsysError(
-                f"the ratings' times reach {farthest:,}, over 3,000 years from 1970 as the time group reads "
-                "them (seconds since 1970): are they milliseconds? convert them, or leave time out of "
-                "`features`"
-            )
+        check_seconds(times)
         first, last = int(times.min()), int(times.max())
         origin = first - first % DAY_SECONDS  # the first day's start: days are calendar days (UTC)
         self.time_origin = torch.tensor(origin, dtype=torch.int64)

@@ -38,7 +38,7 @@ from recsys.data.ratings_table import (
 )
 from recsys.errors import DataError, RecsysError, plain_value
 from recsys.evaluation.metrics import fallback_rating, predict
-from recsys.models.bayes import BayesianFM
+from recsys.models.bayes import BayesianFM, check_seconds
 from recsys.models.layers import float32_default
 from recsys.models.registry import model_entry, model_names
 from recsys.names import feature_groups
@@ -193,11 +193,8 @@ class RatingRegressor(RegressorMixin, BaseEstimator):
                 self.model_.set_features(
                     *features_of(feature_groups(config.features), *raw_ids, encoded, *tables)
                 )
-            if timed:
-                try:
-                    cast(BayesianFM, self.model_).set_times(train.x[:, 0], train.x[:, 2])
-                except RecsysError as error:
-                    raise InputError(f"X: {error}") from None
+            if timed:  # times `_times` has checked
+                cast(BayesianFM, self.model_).set_times(train.x[:, 0], train.x[:, 2])
             with torch_threads(self.threads):
                 fit(
                     self.model_, train, no_validation, config, generator, threads=self.threads, progress=False
@@ -326,10 +323,23 @@ def _id_columns(X: np.ndarray, timed: bool = False) -> tuple[tuple[np.ndarray, s
 
 
 def _times(X: np.ndarray) -> np.ndarray:
-    """A validated X's third column, each rating's time in whole seconds since 1970: numbers, or dates
-    as text, read as a ratings file's are; among numbers, one that is no finite number is an error
-    naming its row. Kept as objects: pandas would take a column of date objects (Timestamps, datetimes)
-    for datetime64, which pd.to_numeric counts in micro- or nanoseconds."""
+    """A validated X's third column, each rating's time in whole seconds since 1970, checked as the
+    time group reads them: fit and predict alike refuse milliseconds, which predict had put on days
+    fit never saw, silently."""
+    seconds = _seconds(X)
+    try:
+        check_seconds(seconds)
+    except RecsysError as error:
+        raise InputError(f"X: {error}") from None
+    return seconds.astype(np.int64)
+
+
+def _seconds(X: np.ndarray) -> np.ndarray:
+    """A validated X's third column as whole seconds (numbers as float64, so that one past int64 is
+    shown as it is): numbers, or dates as text, read as a ratings
+    file's are; among numbers, one that is no finite number is an error naming its row. Kept as
+    objects: pandas would take a column of date objects (Timestamps, datetimes) for datetime64, which
+    pd.to_numeric counts in micro- or nanoseconds."""
     column = pd.Series(X[:, 2], dtype=object)
     seconds = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
     if not np.isfinite(seconds).any():  # no number at all: dates written as text ("2024-05-01 10:00")
@@ -343,7 +353,7 @@ def _times(X: np.ndarray) -> np.ndarray:
             f"X: time {plain_value(X[bad[0], 2])!r} in row {int(bad[0]) + 1} is no number of seconds since "
             "1970 (or date)"
         )
-    return np.floor(seconds).astype(np.int64)
+    return np.floor(seconds)
 
 
 def _trimmed(values: np.ndarray, kind: str) -> np.ndarray:

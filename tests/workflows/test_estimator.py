@@ -771,3 +771,15 @@ def test_times_given_as_date_objects_are_read_as_the_same_seconds() -> None:
         assert np.array_equal(as_objects.predict(X), timed.predict(X))
     rows = [[user, item, stamp] for user, item, stamp in zip(X["user"], X["item"], stamps, strict=True)]
     assert np.array_equal(timed.predict(rows), timed.predict(X))
+
+
+def test_predict_refuses_times_in_milliseconds_as_fit_does() -> None:
+    """Regression: fit refused times in milliseconds, but predict read them as seconds, every pair on a
+    day (in the year 55,000) fit never saw, and gave the user-days' mean, silently."""
+    seconds = np.array([0, 1, 2, 3] * 5) * 86_400 + 1_700_000_000
+    X = pd.DataFrame({"user": [1, 2, 3, 4] * 5, "item": [1, 2] * 10, "time": seconds})
+    timed = RatingRegressor("bfm", features="time", epochs=2, threads=1).fit(X, [1.0, 2.0, 4.0, 5.0] * 5)
+    with pytest.raises(ValueError, match=r"X: the ratings' times reach 1,700,259,200,000, .*milliseconds"):
+        timed.predict(X.assign(time=seconds * 1000))
+    with pytest.raises(ValueError, match=r"X: the ratings' times reach 100,000,000,000,000,000,000, "):
+        timed.predict(X.assign(time=np.where(X.index == 0, 1e20, seconds)))
