@@ -336,10 +336,10 @@ def _times(X: np.ndarray) -> np.ndarray:
 
 def _seconds(X: np.ndarray) -> np.ndarray:
     """A validated X's third column as whole seconds (numbers as float64, so that one past int64 is
-    shown as it is): numbers, or dates as text, read as a ratings
-    file's are; among numbers, one that is no finite number is an error naming its row. Kept as
-    objects: pandas would take a column of date objects (Timestamps, datetimes) for datetime64, which
-    pd.to_numeric counts in micro- or nanoseconds."""
+    shown as it is): numbers, or dates as text, read as a ratings file's are; among numbers, one that
+    is no finite number is an error naming its row. Kept as objects: pandas would take a column of
+    date objects (Timestamps, datetimes) for datetime64, which pd.to_numeric counts in micro- or
+    nanoseconds."""
     column = pd.Series(X[:, 2], dtype=object)
     seconds = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
     if not np.isfinite(seconds).any():  # no number at all: dates written as text ("2024-05-01 10:00")
