@@ -567,18 +567,7 @@ def item_table(
         found = {"item": names[0], "title": names[1], **({"genres": names[2]} if len(names) > 2 else {})}
     column = raw[labels[found["item"]]]
     if id_type.kind in "iu":
-        missing = np.flatnonzero(column.isna().to_numpy() | (column.astype(str) == "").to_numpy())
-        if missing.size:
-            raise DataError(f"{source}: missing item id on {where(int(missing[0]))}")
-        values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        bad = np.flatnonzero(~whole_numbers(values))
-        if bad.size:
-            row = int(bad[0])
-            raise DataError(
-                f"{source}: item id {str(column.iloc[row])[:40]!r} on {where(row)} is not an "
-                "integer, as the ratings' item ids are"
-            )
-        item = values.astype(np.int64)
+        item = _integer_item_ids(column, source, where)
     else:
         # As text, as the ratings' ids are, even where every one of the table's spells an integer.
         item = np.asarray(ids(column.astype(str), "item", source, where)).astype(str).astype(object)
@@ -590,6 +579,30 @@ def item_table(
     )
     table = pd.DataFrame({"item": item, "title": titles, "genres": genres})[ITEM_COLUMNS]
     return first_entry_of_each_item(table, source, where)
+
+
+def _integer_item_ids(column: pd.Series, source: str, where: Where) -> np.ndarray:
+    """An item table's ids as the ratings' integer ids are: exactly where they are integers or spell
+    one (a float rounds ids past 2**53 onto their neighbours), else as whole floats ("1.0", "0009")."""
+    missing = np.flatnonzero(column.isna().to_numpy() | (column.astype(str) == "").to_numpy())
+    if missing.size:
+        raise DataError(f"{source}: missing item id on {where(int(missing[0]))}")
+    if pd.api.types.is_signed_integer_dtype(column.dtype):
+        return column.to_numpy(dtype=np.int64)
+    text = column.astype(str).str.strip()
+    spelled = text.str.fullmatch(r"-?[0-9]{1,18}").to_numpy(dtype=bool)  # fits an int64
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    whole = whole_numbers(values)
+    bad = np.flatnonzero(~(spelled | whole))
+    if bad.size:
+        row = int(bad[0])
+        raise DataError(
+            f"{source}: item id {str(column.iloc[row])[:40]!r} on {where(row)} is not an "
+            "integer, as the ratings' item ids are"
+        )
+    item = np.where(whole, values, 0).astype(np.int64)
+    item[spelled] = text[spelled].astype(np.int64).to_numpy()
+    return item
 
 
 def first_entry_of_each_item(table: pd.DataFrame, source: str, where: Where) -> pd.DataFrame:

@@ -984,6 +984,20 @@ def test_item_ids_are_typed_like_the_ratings_ids(tmp_path: Path) -> None:
     assert load_ratings(numbered, items=float_ids).items["item"].tolist() == [1, 2]
 
 
+def test_item_ids_past_2_to_the_53_keep_their_titles(tmp_path: Path) -> None:
+    """An item table's integer ids are read exactly, as the ratings' are: through a float, ids past
+    2**53 were refused as not integers (a frame's too), and would have taken a neighbour's title."""
+    big = 2**53 + 1
+    ratings = write(tmp_path / "r.csv", f"user,item,rating\n1,{big},3\n2,{big + 2},4\n")
+    items = write(tmp_path / "i.csv", f"item,title\n{big + 2},Second\n00{big},First\n")
+    dataset = load_ratings(ratings, items=items)
+    assert dataset.titles(np.array([big, big + 2])).tolist() == ["First", "Second"]
+    frame = pd.DataFrame({"user": [1, 2], "item": [big, big + 2], "rating": [3.0, 4.0]})
+    named = pd.DataFrame({"item": [big + 2, big], "title": ["B", "A"]})
+    titled = RatingsDataset.from_frame(frame, items=named)
+    assert titled.titles(np.array([big, big + 2])).tolist() == ["A", "B"]
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
