@@ -572,6 +572,7 @@ def item_table(
         # As text, as the ratings' ids are, even where every one of the table's spells an integer.
         item = np.asarray(ids(column.astype(str), "item", source, where)).astype(str).astype(object)
     titles = raw[labels[found["title"]]].fillna("").astype(str).str.strip().to_numpy(dtype=object)
+    titles[titles == ""] = None  # no title: shown as "[item <id>]", as an item without an entry is, not blank
     genres = (
         raw[labels[found["genres"]]].fillna("").astype(str).to_numpy(dtype=object)
         if "genres" in found

@@ -973,6 +973,15 @@ def test_item_files_with_or_without_a_header(content: str, tmp_path: Path) -> No
     assert dataset.titles(np.array([1, 2])).tolist() == ["One", "Two"]
 
 
+def test_an_empty_title_shows_as_the_items_id(tmp_path: Path) -> None:
+    """An item table's empty or blank title names no item: it shows as one without an entry does, not
+    as a blank in recommend.py's lists and the report's tables."""
+    ratings = write(tmp_path / "r.csv", "user,item,rating\n1,1,3\n2,2,4\n1,3,5\n")
+    items = write(tmp_path / "i.csv", 'item,title\n1,One\n2,\n3,"  "\n')
+    dataset = load_ratings(ratings, items=items)
+    assert dataset.titles(np.array([1, 2, 3])).tolist() == ["One", "[item 2]", "[item 3]"]
+
+
 def test_item_ids_are_typed_like_the_ratings_ids(tmp_path: Path) -> None:
     text_ids = write(tmp_path / "t.csv", "user,isbn,rating\n1,0345,3\n2,12,4\n")
     items = write(tmp_path / "i.csv", "isbn,title\n0345,Zero-led\n12,Twelve\n")
