@@ -436,13 +436,16 @@ def check_args(args: argparse.Namespace) -> RunConfig | None:
             raise RecsysError("--resume continues in its own run folder; drop --out")
         if args.config is not None:
             raise RecsysError("--resume continues with the run's own settings; drop --config")
+        from recsys.workflows.run_folder import check_resumable
+
+        check_resumable(args.resume, "--resume")
         config = resumed_config(args.resume)
         check_resume_flags(args, config)
         return config
     provisional_config(args, args.device or "cpu")
-    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        from recsys.workflows.run_folder import occupied
+    from recsys.workflows.run_folder import occupied, taken
 
+    if args.out is not None and taken(args.out):
         raise RecsysError(occupied(args.out, "--out"))
     return None
 

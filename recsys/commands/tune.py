@@ -107,9 +107,9 @@ def check_args(args: argparse.Namespace) -> None:
     _tuned_config(args)  # a model or engine that reads no `features`, or groups it has not
     if args.folds < 2:
         raise RecsysError(f"--folds must be at least 2 (cross-validation), got {args.folds}")
-    if args.out is not None and args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        from recsys.workflows.run_folder import occupied
+    from recsys.workflows.run_folder import occupied, taken
 
+    if args.out is not None and taken(args.out):
         raise RecsysError(occupied(args.out, "--out"))
 
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_args(args)
     from recsys.files import write_json, write_text
-    from recsys.workflows.run_folder import claim_run_folder, in_use
+    from recsys.workflows.run_folder import claim_run_folder, in_use, taken
     from recsys.workflows.tune import best_settings, planned_trials, plot_trials, tune
 
     dataset = dataset_from_flags(args)
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     warn_of_unused_feature_files(args, _tuned_config(args))
     split = args.split or dataset.default_split
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
-    if out.is_dir() and any(out.iterdir()):
+    if out.is_dir() and taken(out):
         running = " running now" if in_use(out) else ""
         raise RecsysError(f"{out} already holds a search{running}; name another with --out")
     ranks = model_entry(args.model).ranks  # scored by its lists' NDCG@10, the higher the better

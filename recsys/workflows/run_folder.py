@@ -156,12 +156,36 @@ def _same_file(handle: int, path: Path) -> bool:
 def _check_contents(path: Path, name: str, resume: bool) -> None:
     """A fresh run needs a folder holding nothing but the lock; a resumed one needs a checkpoint."""
     if resume:
-        if not (path / CHECKPOINT_FILE).is_file():
-            raise RecsysError(
-                f"{name} {path} has no {CHECKPOINT_FILE} to resume from{_stopped_early(path, held=True)}"
-            )
-    elif any(entry.name != LOCK_FILE for entry in path.iterdir()):
+        check_resumable(path, name, held=True)
+    elif _holds_files(path):
         raise FolderTaken(occupied(path, name, held=True))
+
+
+def _holds_files(path: Path) -> bool:
+    """Whether the folder `path` holds anything but the lock file, which is all that a run killed
+    before it wrote anything (SIGKILL or the OOM killer while its data loaded, a search's trials)
+    leaves: such a folder is as good as empty."""
+    return any(entry.name != LOCK_FILE for entry in path.iterdir())
+
+
+def taken(path: Path) -> bool:
+    """Whether `path` cannot be a fresh run's folder: a file, a folder holding files, or one that a
+    live run holds."""
+    return path.exists() and (not path.is_dir() or _holds_files(path) or in_use(path))
+
+
+def check_resumable(path: Path, name: str, *, held: bool = False) -> None:
+    """Refuse to resume from `path` (by `name`, its setting in backticks) unless it is a folder with a
+    checkpoint, saying why where a run stopped before its first one (`held`: this process holds its
+    lock; otherwise a live run's folder is named as in use)."""
+    if not path.is_dir():
+        raise RecsysError(f"{name} {path} is not a folder")
+    if (path / CHECKPOINT_FILE).is_file():
+        return
+    if not held and in_use(path):
+        raise FolderTaken(f"{name} {path} is in use by another recsys run")
+    why = _stopped_early(path, held=held)
+    raise RecsysError(f"{name} {path} has no {CHECKPOINT_FILE} to resume from{why}")
 
 
 def occupied(path: Path, name: str, *, held: bool = False) -> str:
@@ -176,13 +200,16 @@ def occupied(path: Path, name: str, *, held: bool = False) -> str:
 
 def _stopped_early(path: Path, *, held: bool) -> str:
     """Where `path` holds only the description of a run that no process holds (`held`: this one
-    holds its lock) and that never wrote a checkpoint (one killed by SIGKILL, the OOM killer or a
-    crash in its first epochs), words saying so and what to do; else ""."""
+    holds its lock), or only the lock file it left, and that never wrote a checkpoint (one killed by
+    SIGKILL, the OOM killer or a crash in its first epochs), words saying so and what to do; else ""."""
     try:
-        entries = {entry.name for entry in path.iterdir()} - {LOCK_FILE}
+        names = {entry.name for entry in path.iterdir()}
     except OSError:
         return ""
-    described = CONFIG_FILE in entries and CHECKPOINT_FILE not in entries
+    entries = names - {LOCK_FILE}
+    # A run's config, or the lock file it left (not this process's: killed before it wrote anything).
+    was_a_run = CONFIG_FILE in entries or (not held and LOCK_FILE in names)
+    described = was_a_run and CHECKPOINT_FILE not in entries
     if not described or any(e not in DESCRIPTION and not e.endswith(".tmp") for e in entries):
         return ""
     if not held and in_use(path):  # a live run holds it: it has not reached its first checkpoint yet

@@ -499,7 +499,7 @@ def test_resuming_a_sampler_names_what_it_has(flags: list[str], expected: str) -
 @pytest.mark.parametrize(
     ("key", "expected"),
     [("model", "--model dot: --resume continues"), ("epochs", "planned for 2 epochs"),
-     ("seed", "--seed 3"), ("missing", "not a readable recsys run folder")],
+     ("seed", "--seed 3"), ("missing", "has no checkpoint.pt to resume from")],
 )  # fmt: skip
 def test_resume_refuses_flags_that_would_change_the_run(key: str, expected: str, resumed: Runs) -> None:
     result = resumed.results[key]
@@ -525,6 +525,27 @@ def test_resuming_a_finished_run_whose_checkpoint_is_damaged_says_so(good: Runs,
     assert result.returncode == 2 and "is finished" not in result.stdout
     assert result.stderr.startswith(f"error: {checkpoint}: damaged checkpoint (truncated")
     assert result.stderr.count("\n") == 1
+
+
+def test_a_folder_whose_run_was_killed_before_it_wrote_anything_is_free_again(tmp_path: Path) -> None:
+    """SIGKILL or the OOM killer while a run loads its data leaves its folder holding only the lock
+    file, hidden from `ls`: --out takes it as the empty folder it is, and --resume says what happened
+    (it had been 'not an empty folder' and 'config.json: No such file or directory')."""
+    from recsys.workflows.run_folder import LOCK_FILE
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_FILE).touch()
+    resumed = run_cli(train_command.cli, "train.py", ["--resume", str(out)], tmp_path / "cache")
+    assert resumed.returncode == 2 and resumed.stderr == (
+        f"error: --resume {out} has no checkpoint.pt to resume from: its run stopped before writing its "
+        "first checkpoint.pt (killed?), so there is nothing to resume; delete the folder to start that "
+        "run again\n"
+    )
+    args = ["--dataset", "tiny", "--epochs", "1", "--no-progress", "--out", str(out)]
+    trained = run_cli(train_command.cli, "train.py", args, tmp_path / "cache")
+    assert trained.returncode == 0, trained.stderr
+    assert (out / "checkpoint.pt").is_file() and not (out / LOCK_FILE).exists()
 
 
 def test_runs_started_in_one_second_without_out_each_get_a_folder(

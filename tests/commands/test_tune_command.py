@@ -133,6 +133,21 @@ def test_an_out_under_a_file_is_one_line_before_the_search(tmp_path: Path) -> No
     assert "tuning" not in ran.stdout
 
 
+def test_a_search_killed_before_it_wrote_a_file_can_run_again_into_its_folder(tmp_path: Path) -> None:
+    """A search killed by SIGKILL or the OOM killer during its trials leaves its folder holding only the
+    lock file, hidden from `ls`: the search run again takes it as empty (it had been refused as 'not an
+    empty folder')."""
+    from recsys.workflows.run_folder import LOCK_FILE
+
+    out = tmp_path / "search"
+    out.mkdir()
+    (out / LOCK_FILE).touch()
+    args = ["--dataset", "tiny", "--trials", "1", "--folds", "2", "--no-progress", "--out", str(out)]
+    ran = run_cli(tune_command.cli, "tune.py", args, tmp_path / "c")
+    assert ran.returncode == 0, ran.stderr
+    assert (out / "best.json").is_file() and not (out / LOCK_FILE).exists()
+
+
 def test_a_fold_too_small_for_a_ranking_model_is_named_as_the_fold(tmp_path: Path) -> None:
     """Six users' ratings train `bpr` whole; a fold of the search holding one user's positives alone
     is named as that fold, with the way out (fewer folds), not blamed on the data."""
