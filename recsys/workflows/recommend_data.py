@@ -8,6 +8,7 @@ in the test part (`other_users`, sorted); and the item table's titles of the mod
 table's order (`titled_items`, `titles`). Text is stored as UTF-8 bytes with the end of each value.
 """
 
+import io
 import zipfile
 from dataclasses import dataclass
 from itertools import pairwise
@@ -22,6 +23,10 @@ from recsys.data.encoding import IdMap
 from recsys.data.id_columns import id_values
 from recsys.errors import RecsysError
 from recsys.files import atomic_write
+
+# What numpy and zipfile raise for a file that is not what `save` wrote: an empty one is an EOFError, a
+# garbled zip header can be NotImplementedError ("zip file version").
+DAMAGE = (OSError, ValueError, KeyError, IndexError, EOFError, NotImplementedError, zipfile.BadZipFile)
 
 
 @dataclass(frozen=True)
@@ -107,9 +112,18 @@ class RecommendData:
 
     @classmethod
     def load(cls, path: Path) -> "RecommendData":
-        """The data `save` wrote; a file that is not one is an error naming it."""
+        """The data `save` wrote; a file that is not one, or cannot be read, is an error naming it."""
         try:
-            with np.load(path) as stored:
+            content = path.read_bytes()
+        except FileNotFoundError:
+            raise RecsysError(
+                f"{path.parent} has no {path.name}, which train.py writes into every run folder (what "
+                "each user rated, the items' titles): train the run again"
+            ) from None
+        except OSError as error:  # not damage: a folder in its place, or no permission to read it
+            raise RecsysError(f"cannot read {path}: {error.strerror or error}") from None
+        try:
+            with np.load(io.BytesIO(content)) as stored:
                 others = (
                     stored["other_users"] if "other_users" in stored else _unpacked(stored, "other_users")
                 )
@@ -122,12 +136,7 @@ class RecommendData:
                     stored["titled_items"],
                     _unpacked(stored, "titles"),
                 )
-        except FileNotFoundError:
-            raise RecsysError(
-                f"{path.parent} has no {path.name}, which train.py writes into every run folder (what "
-                "each user rated, the items' titles): train the run again"
-            ) from None
-        except (OSError, ValueError, KeyError, IndexError, zipfile.BadZipFile) as error:
+        except DAMAGE as error:
             raise RecsysError(f"{path} is damaged ({error}); train the run again") from None
 
 

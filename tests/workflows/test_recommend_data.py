@@ -40,3 +40,20 @@ def test_a_damaged_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "recommend.npz").write_bytes(b"PK\x03\x04 not really")
     with pytest.raises(RecsysError, match=r"recommend.npz is damaged .*; train the run again"):
         RecommendData.load(tmp_path / "recommend.npz")
+
+
+def test_an_empty_file_is_damaged_and_one_that_cannot_be_read_is_named_as_such(tmp_path: Path) -> None:
+    """An empty recommend.npz (a disk that filled, a copy cut short) had been numpy's EOFError
+    traceback; a folder in its place (or a file without read permission) had been called damaged,
+    with the advice to train the run again."""
+    path = tmp_path / "recommend.npz"
+    path.write_bytes(b"")
+    with pytest.raises(
+        RecsysError, match=r"recommend.npz is damaged \(No data left in file\); train the run"
+    ):
+        RecommendData.load(path)
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(RecsysError) as caught:
+        RecommendData.load(path)
+    assert str(caught.value) == f"cannot read {path}: Is a directory"
