@@ -542,6 +542,16 @@ FIT_NAMES = {
 }
 
 
+def differences(written: RunConfig, trained: RunConfig) -> str:
+    """The settings in which a run folder's config.json (`written`) differs from its checkpoint's
+    (`trained`), each as "name WRITTEN against TRAINED"; "" where none does."""
+    return ", ".join(
+        f"{name} {getattr(written, name)!r} against {getattr(trained, name)!r}"
+        for name in SETTINGS
+        if getattr(written, name) != getattr(trained, name)
+    )
+
+
 def unread(fit: str) -> tuple[str, ...]:
     """The settings the compiled engine's `fit` does not read (a Gibbs sampler draws the priors'
     strength; implicit ALS has no learning rate; a ranking score has no y_range)."""

@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 from recsys.commands.common import CommandParser, command_named, path_flag, run
+from recsys.config import RunConfig, differences
 from recsys.errors import RecsysError
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, RECOMMEND_FILE, SEARCH_RUN_FOLDER
 from recsys.workflows.rated_items import rating_pair, read_rated
@@ -29,19 +30,19 @@ def _rating_pair(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def check_checkpoint_is_the_runs(run_dir: Path, model: str, dataset: str) -> None:
-    """The run folder's config.json and its checkpoint (of `model` on `dataset`) must be one run's: a
-    checkpoint copied in from another run would be used with this one's data and words."""
+def check_checkpoint_is_the_runs(run_dir: Path, trained: RunConfig) -> None:
+    """The run folder's config.json and its checkpoint (trained with `trained`) must be one run's: a
+    checkpoint copied in from another run (another model, data or seed) would be used with this one's
+    data and words."""
     try:
-        written = json.loads((run_dir / CONFIG_FILE).read_text())
-    except (OSError, ValueError):  # no config.json to go by: the checkpoint speaks for itself
-        return
-    for name, held in (("model", model), ("dataset", dataset)):
-        if isinstance(written, dict) and name in written and written[name] != held:
-            raise RecsysError(
-                f"{run_dir}: its {CHECKPOINT_FILE} holds {name} {held!r}, where its {CONFIG_FILE} says "
-                f"{written[name]!r}: the checkpoint is another run's"
-            )
+        written = RunConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text()))
+    except (OSError, ValueError, TypeError, AttributeError, RecsysError):
+        return  # no config.json to go by: the checkpoint speaks for itself
+    if differ := differences(written, trained):
+        raise RecsysError(
+            f"{run_dir}: its {CONFIG_FILE} says {differ} in its {CHECKPOINT_FILE}: the checkpoint is "
+            "another run's"
+        )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.run_dir / CHECKPOINT_FILE).exists() and (inside / CHECKPOINT_FILE).exists():
         raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {inside}")
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
-    check_checkpoint_is_the_runs(args.run_dir, checkpoint.config.model, checkpoint.config.dataset)
+    check_checkpoint_is_the_runs(args.run_dir, checkpoint.config)
     # A checkpoint written before the run's metrics has one: one of a run stopped short, or a ranking
     # model's last epoch, saved before its final lists were scored (trained in full: nothing to say).
     stopped = checkpoint.metrics.get("epoch")

@@ -42,6 +42,7 @@ from recsys.config import (
     config_for,
     default_model,
     default_threads,
+    differences,
     refuse_autograd_only,
     refuse_unread,
     unread,
@@ -307,14 +308,9 @@ def resumed_config(run_dir: Path) -> RunConfig:
 def _check_config_file(run_dir: Path, written: RunConfig, trained: RunConfig) -> None:
     """The run folder's config.json (`written`), which the flags were checked against, must say what
     its checkpoint trains with: an edited one would have the run continue otherwise than it says."""
-    if written != trained:
-        differ = [
-            f"{name} {getattr(written, name)!r} against {getattr(trained, name)!r}"
-            for name in SETTINGS
-            if getattr(written, name) != getattr(trained, name)
-        ]
+    if differ := differences(written, trained):
         raise RecsysError(
-            f"--resume {run_dir}: its {CONFIG_FILE} says {', '.join(differ)} in its checkpoint; the "
+            f"--resume {run_dir}: its {CONFIG_FILE} says {differ} in its checkpoint; the "
             f"checkpoint's settings are the run's: restore {CONFIG_FILE} to them"
         )
 

@@ -288,18 +288,25 @@ def test_a_tune_search_folder_points_to_the_run_it_trained(run_dir: Path, tmp_pa
     assert result.stderr == f"error: {search} is a tune.py search; the run it trained is {search / 'run'}\n"
 
 
-def test_a_checkpoint_from_another_run_is_named_as_such(run_dir: Path, tmp_path: Path) -> None:
-    """A run folder whose config.json names another model than its checkpoint holds (a checkpoint
-    copied in from another run) is refused, not used with this run's data."""
+@pytest.mark.parametrize(
+    ("setting", "written"), [("model", "svdpp"), ("seed", 1)], ids=["another-model", "another-seed"]
+)
+def test_a_checkpoint_from_another_run_is_named_as_such(
+    setting: str, written: object, run_dir: Path, tmp_path: Path
+) -> None:
+    """A run folder whose config.json says another model, or another seed, than its checkpoint holds
+    (a checkpoint copied in from another run) is refused, not used with this run's data (another
+    seed's, on the same data, had been used without a word)."""
     folder = tmp_path / "mixed"
     shutil.copytree(run_dir, folder)
-    written = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**written, "model": "svdpp"}))
+    config = json.loads((folder / "config.json").read_text())
+    trained = config[setting]
+    (folder / "config.json").write_text(json.dumps({**config, setting: written}))
     result = run_script(str(folder), "--user", "1", cache=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        f"error: {folder}: its checkpoint.pt holds model 'dotbias', where its config.json says 'svdpp': "
-        "the checkpoint is another run's"
+        f"error: {folder}: its config.json says {setting} {written!r} against {trained!r} in its "
+        "checkpoint.pt: the checkpoint is another run's"
     )
 
 
