@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         item = checkpoint.items.parse(args.item, "item")
         print(pd.DataFrame([explain(checkpoint, user, item)]).to_string(index=False))
         return 0
-    data = RecommendData.load(args.run_dir / RECOMMEND_FILE)
+    data = RecommendData.load(args.run_dir / RECOMMEND_FILE, checkpoint.users, checkpoint.items)
     if args.rate is not None:
         table = recommend_from_ratings(checkpoint, data, args.rate, args.top)
     elif args.ratings_of is not None:

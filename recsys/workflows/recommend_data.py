@@ -5,9 +5,12 @@ The file is a numpy .npz of plain arrays, by name: `rating_scale` and `implicit`
 items as compressed rows (`rated_starts`, `rated_items`: inner item indices, every rating of an
 item the model knows), a row per user of the model in its order, then one per user who rated only
 in the test part (`other_users`, sorted); and the item table's titles of the model's items in the
-table's order (`titled_items`, `titles`). Text is stored as UTF-8 bytes with the end of each value.
+table's order (`titled_items`, `titles`); and `model_ids`, a digest of the users and items the model
+knows, so that the file is read only beside its own run's checkpoint. Text is stored as UTF-8 bytes
+with the end of each value.
 """
 
+import hashlib
 import io
 import zipfile
 from dataclasses import dataclass
@@ -40,6 +43,7 @@ class RecommendData:
     other_users: IdMap
     titled_items: np.ndarray
     titles: np.ndarray
+    model_ids: str  # model_ids(users, items) of the model's maps
 
     @classmethod
     def of(cls, dataset: RatingsDataset, users: IdMap, items: IdMap) -> "RecommendData":
@@ -65,6 +69,7 @@ class RecommendData:
             other_users,
             titled[titled >= 0].astype(np.int32),
             titles[titled >= 0],
+            model_ids(users, items),
         )
 
     def rated_by(self, users: IdMap, user: int | str) -> np.ndarray:
@@ -104,6 +109,7 @@ class RecommendData:
             "rated_starts": self.rated_starts,
             "rated_items": self.rated_items,
             "titled_items": self.titled_items,
+            "model_ids": np.array(self.model_ids),
             **_packed("titles", self.titles),
         }
         others = self.other_users.raw_ids
@@ -111,8 +117,10 @@ class RecommendData:
         atomic_write(path, lambda file: np.savez(file, **arrays))
 
     @classmethod
-    def load(cls, path: Path) -> "RecommendData":
-        """The data `save` wrote; a file that is not one, or cannot be read, is an error naming it."""
+    def load(cls, path: Path, users: IdMap, items: IdMap) -> "RecommendData":
+        """The data `save` wrote for a model that knows `users` and `items` (its checkpoint's maps); a
+        file that is not one, cannot be read, or was written for another model (another run's) is an
+        error naming it."""
         try:
             content = path.read_bytes()
         except FileNotFoundError:
@@ -127,7 +135,7 @@ class RecommendData:
                 others = (
                     stored["other_users"] if "other_users" in stored else _unpacked(stored, "other_users")
                 )
-                return cls(
+                data = cls(
                     (float(stored["rating_scale"][0]), float(stored["rating_scale"][1])),
                     bool(stored["implicit"]),
                     stored["rated_starts"],
@@ -135,9 +143,28 @@ class RecommendData:
                     IdMap(others),
                     stored["titled_items"],
                     _unpacked(stored, "titles"),
+                    str(stored["model_ids"]),
                 )
         except DAMAGE as error:
             raise RecsysError(f"{path} is damaged ({error}); train the run again") from None
+        if data.model_ids != model_ids(users, items):
+            raise RecsysError(
+                f"{path} is another run's: it was written for other users and items than its checkpoint's "
+                "model knows; train the run again"
+            )
+        return data
+
+
+def model_ids(users: IdMap, items: IdMap) -> str:
+    """A digest of the raw ids of a model's `users`, then its `items`."""
+    digest = hashlib.blake2b(digest_size=16)
+    for ids in (users, items):
+        raw = ids.raw_ids
+        parts = [raw.astype(np.int64)] if ids.integer_ids else list(_packed("ids", raw).values())
+        digest.update(np.int64(len(raw)).tobytes())  # where the users end and the items begin
+        for part in parts:
+            digest.update(np.ascontiguousarray(part).data)
+    return digest.hexdigest()
 
 
 def _packed(name: str, texts: np.ndarray) -> dict[str, np.ndarray]:

@@ -21,9 +21,11 @@ from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
 from recsys.config import config_for
 from recsys.data.catalog import TINY_FOLDER, load_dataset
+from recsys.data.encoding import IdMap
 from recsys.names import CHECKPOINT_FILE, RECOMMEND_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
+from recsys.workflows.recommend_data import RecommendData
 
 
 @pytest.fixture(scope="module")
@@ -307,6 +309,23 @@ def test_a_checkpoint_from_another_run_is_named_as_such(
     assert result.stderr.strip() == (
         f"error: {folder}: its config.json says {setting} {written!r} against {trained!r} in its "
         "checkpoint.pt: the checkpoint is another run's"
+    )
+
+
+def test_another_runs_recommend_file_is_refused(
+    run_dir: Path, checkpoint: Checkpoint, tmp_path: Path
+) -> None:
+    """A recommend.npz copied in from a run on other data had been read as this run's: its rows of
+    rated items given to this model's users, whose lists then left out other items than they rated."""
+    folder = tmp_path / "mixed"
+    shutil.copytree(run_dir, folder)
+    others = IdMap(checkpoint.users.raw_ids[1:])  # a run that did not know the first user
+    RecommendData.of(load_dataset("tiny"), others, checkpoint.items).save(folder / RECOMMEND_FILE)
+    result = run_script(str(folder), "--user", "1", cache=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"error: {folder / RECOMMEND_FILE} is another run's: it was written for other users and items than "
+        "its checkpoint's model knows; train the run again\n"
     )
 
 

@@ -240,7 +240,7 @@ def test_recommend_similar_cold_start_and_explain(
     offset_model: str, run_dir: Path, tiny: RatingsDataset
 ) -> None:
     checkpoint = load_checkpoint(run_dir / CHECKPOINT_FILE)
-    data = RecommendData.load(run_dir / RECOMMEND_FILE)
+    data = RecommendData.load(run_dir / RECOMMEND_FILE, checkpoint.users, checkpoint.items)
     user, item = int(checkpoint.users.raw_ids[3]), int(checkpoint.items.raw_ids[7])
 
     top = recommend(checkpoint, data, user, top=5)

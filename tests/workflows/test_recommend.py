@@ -64,9 +64,9 @@ def dataset() -> RatingsDataset:
 
 
 @pytest.fixture(scope="module")
-def data(run_dir: Path) -> RecommendData:
+def data(run_dir: Path, checkpoint: Checkpoint) -> RecommendData:
     """What the run folder keeps of tiny for recommending."""
-    return RecommendData.load(run_dir / RECOMMEND_FILE)
+    return RecommendData.load(run_dir / RECOMMEND_FILE, checkpoint.users, checkpoint.items)
 
 
 def of(dataset: RatingsDataset, checkpoint: Checkpoint) -> RecommendData:

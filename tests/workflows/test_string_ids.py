@@ -35,7 +35,8 @@ def test_a_run_on_string_ids_keeps_them_through_its_checkpoint(
     checkpoint = load_checkpoint(tmp_path / CHECKPOINT_FILE)
     assert not checkpoint.users.integer_ids and checkpoint.users.raw_ids[0] == "reader-001"
     assert np.array_equal(checkpoint.items.raw_ids, result.data.items.raw_ids)
-    data = RecommendData.load(tmp_path / RECOMMEND_FILE)  # text ids and titles stored in the run folder
+    # text ids and titles stored in the run folder
+    data = RecommendData.load(tmp_path / RECOMMEND_FILE, checkpoint.users, checkpoint.items)
     top = recommend(checkpoint, data, checkpoint.users.parse("reader-001", "user"), 3)
     assert len(top) == 3 and all(item.startswith("978-") for item in top["item"])
     assert not top["title"].str.startswith("[item").any()  # titles found by string id
