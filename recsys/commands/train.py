@@ -585,7 +585,10 @@ def train(args: argparse.Namespace, rank: int, device: str, resumed: RunConfig |
         # The autograd engine on the CPU takes torch's one thread unless --threads asks for more.
         threads = args.threads if args.threads_typed or config.engine == "compiled" else None
         shown = threads or torch_threads_for(config, None) or args.threads
-        check_model_fits_data(dataset, config)  # before the header: a run that cannot start says only why
+        # Before the header: a run that cannot start says only why (a resumed run's data is checked
+        # against its checkpoint instead, as it is split).
+        if resume is None:
+            check_model_fits_data(dataset, config)
         if lead:
             print(
                 f"{config.model} on {dataset.name} ({len(dataset.ratings):,} "

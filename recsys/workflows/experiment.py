@@ -108,23 +108,30 @@ class RunResult:
         }
 
 
-def prepare(dataset: RatingsDataset, config: RunConfig) -> tuple[EncodedSplit, RunConfig]:
+def prepare(
+    dataset: RatingsDataset, config: RunConfig, resume: Checkpoint | None = None
+) -> tuple[EncodedSplit, RunConfig]:
     """Split and encode `dataset`; resolve the y_range and rating unit from its rating scale when
     unset, cap an autograd run's batch size so that it takes at least MIN_STEPS steps, and name the
     data in the config as it is named (config_for's default is ml-100k), so a run records what it read.
 
     A split that leaves nothing to train on, or no test rating the model can be scored on, is an
-    error naming the flag that changes it.
+    error naming the flag that changes it. With `resume` (its checkpoint's `config`), the data must be
+    what that run was trained on, checked as soon as it is split: other data is named as such, not by
+    a setting of the run's that does not fit it.
     """
-    check_model_fits_data(dataset, config)
+    if resume is None:  # (data the run was trained on fitted its model)
+        check_model_fits_data(dataset, config)
     split = make_split(
         dataset, config.split, test_frac=config.test_frac, test_n=config.test_n, seed=config.seed
     )
-    if len(split.train) == 0:
+    if len(split.train) == 0 and resume is None:
         raise RecsysError(
             f"split {config.split} of {dataset.name} leaves no training ratings{_split_hint(config)}"
         )
     data = encode_split(split, with_times=reads_time(config))
+    if resume is not None:
+        _check_resumable(resume, data, dataset)
     if len(data.test) == 0:
         raise RecsysError(
             f"split {config.split} of {dataset.name} leaves no test rating whose user and item are both "
@@ -377,7 +384,7 @@ def train_and_evaluate(
             kind = "user-item pairs" if dataset.implicit else "ratings"
             lead = progress and distributed_rank()[0] == 0
             with status_line(f"splitting and encoding {len(dataset.ratings):,} {kind}", lead) as say:
-                data, config = prepare(dataset, config)
+                data, config = prepare(dataset, config, resume)
                 check_fits(config, len(data.users), len(data.items))
                 say(f"building {config.model} for {len(data.users):,} users and {len(data.items):,} items")
                 generator = torch.Generator().manual_seed(config.seed)
@@ -400,7 +407,6 @@ def train_and_evaluate(
                 # a no-op.
                 last_training = None
                 if resume is not None:
-                    _check_resumable(resume, data, dataset)
                     model.load_state_dict(resume.model.state_dict())
                     last_training = resume.training
                 if run_dir is not None:
@@ -485,8 +491,7 @@ def record_moved_data(run_dir: Path, dataset: RatingsDataset, checkpoint: Checkp
     """Write where a finished run's data is now into its data.json, once it is checked to be the data
     the run was trained on, as a resume checks it: a new user's cold start reads it again from there."""
     with run_folder_of_a_call(run_dir, resume=True):
-        data, _ = prepare(dataset, checkpoint.config)
-        _check_resumable(checkpoint, data, dataset)
+        prepare(dataset, checkpoint.config, checkpoint)
         _write_data_record(run_dir, dataset)
 
 
@@ -496,15 +501,15 @@ def _check_resumable(checkpoint: Checkpoint, data: EncodedSplit, dataset: Rating
     same_ids = np.array_equal(checkpoint.users.raw_ids, data.users.raw_ids) and np.array_equal(
         checkpoint.items.raw_ids, data.items.raw_ids
     )
+    source = dataset.origin.get("ratings", dataset.name)
     if not same_ids:
         raise RecsysError(
-            f"cannot resume: the {checkpoint.config.dataset} split no longer matches the checkpoint's "
-            "users and items (the data changed since the run started)"
+            f"cannot resume: the users and items of {source} are not those the run was trained on (the "
+            "data changed since the run started)"
         )
     if checkpoint.training is None:
         raise RecsysError("cannot resume: the checkpoint holds no training state to continue from")
     if checkpoint.training.get("ratings") != ratings_fingerprint(data.train, data.test):
-        source = dataset.origin.get("ratings", dataset.name)
         raise RecsysError(
             f"cannot resume: the ratings of {source} differ from those the run was trained on (the data "
             "changed since the run started)"

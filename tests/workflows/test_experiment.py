@@ -456,6 +456,21 @@ def test_resume_refuses_other_data(tiny: RatingsDataset, tmp_path: Path) -> None
         train_and_evaluate(other, config, progress=False, resume=checkpoint)
 
 
+def test_resume_onto_data_on_another_scale_names_it_as_other_data(
+    tiny: RatingsDataset, tmp_path: Path
+) -> None:
+    """Another run's data.json (data on a scale of 0.2-1) had been refused for the run's relevance
+    threshold, which a shell user was told to change in a --config file; it is other data."""
+    config = config_for("dotbias", dataset="tiny", epochs=2)
+    train_and_evaluate(tiny, config, run_dir=tmp_path / "run", progress=False)
+    checkpoint = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    ratings = tiny.ratings.assign(rating=tiny.ratings["rating"] / 5)
+    other = dataclasses.replace(tiny, ratings=ratings, rating_scale=(0.2, 1.0))
+    with pytest.raises(RecsysError) as caught:
+        train_and_evaluate(other, config, progress=False, resume=checkpoint)
+    assert str(caught.value).startswith("cannot resume: the ratings of tiny differ from those the run was")
+
+
 @pytest.mark.parametrize("engine", ["compiled", "autograd"])
 def test_resume_refuses_the_same_ids_with_other_ratings(
     engine: str, tiny: RatingsDataset, tmp_path: Path
