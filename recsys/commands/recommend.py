@@ -8,6 +8,7 @@ a new user's cold start, on a model that reads side features).
 
 import argparse
 import json
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     if stopped is not None and stopped < checkpoint.config.epochs:
         warnings.warn(
             f"{args.run_dir}: its run stopped after epoch {stopped} of {checkpoint.config.epochs}, so these "
-            f"come from a model half trained; `{command_named('train')} --resume {args.run_dir}` finishes it",
+            f"come from a model half trained; `{command_named('train')} --resume "
+            f"{shlex.quote(str(args.run_dir))}` finishes it",
             stacklevel=1,
         )
     # parse_args guarantees --user with --explain and --cold-start, and --item with --explain.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -358,11 +359,14 @@ def test_a_run_on_ratings_asks_a_new_users_file_for_its_rating_column(run_dir: P
 
 
 def test_a_run_stopped_before_its_last_epoch_is_said_to_be_half_trained(tmp_path: Path) -> None:
-    out = tmp_path / "run"
+    """The command that finishes it can be pasted into a shell: a folder with a space in its path had
+    been named as typed, which the shell split in two."""
+    out = tmp_path / "my runs" / "run 1"
     cut_short(load_dataset("tiny"), config_for("bpmf", dataset="tiny", epochs=20), out, 3)
     result = run_script(str(out), "--user", "1", "--top", "2", cache=tmp_path / "cache")
     assert result.returncode == 0, result.stderr
-    assert "its run stopped after epoch 3 of 20" in result.stderr and "--resume" in result.stderr
+    assert "its run stopped after epoch 3 of 20" in result.stderr
+    assert f"`train.py --resume {shlex.quote(str(out))}` finishes it" in result.stderr
 
 
 def test_a_ranking_run_stopped_while_its_lists_are_scored_is_not_half_trained(tmp_path: Path) -> None:
