@@ -1,8 +1,11 @@
-"""Files written whole or not at all: a crash leaves the previous file or the new one, never a torn one."""
+"""Files written whole or not at all (a crash leaves the previous file or the new one, never a torn one),
+and read only where they are files."""
 
+import errno
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +37,20 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         if isinstance(error, OSError):
             raise RecsysError(f"cannot write {path}: {error.strerror or error}") from None
         raise
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of the regular file `path`. Anything else in its place is an OSError, as a missing
+    file is: a link to /dev/zero or /dev/full reads zeros until memory runs out, a named pipe waits
+    for a writer (opened here without waiting, and refused)."""
+    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(handle, "rb") as file:
+        mode = os.fstat(handle).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return file.read()
 
 
 def write_text(path: Path, text: str) -> None:

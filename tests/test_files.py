@@ -9,7 +9,7 @@ from typing import IO
 import pytest
 
 from recsys.errors import RecsysError
-from recsys.files import atomic_write, write_json
+from recsys.files import atomic_write, read_file, write_json
 
 
 def test_atomic_write_replaces_the_file_and_leaves_no_temporary(tmp_path: Path) -> None:
@@ -74,3 +74,19 @@ def test_json_is_strict_with_a_number_that_is_not_finite_as_null(tmp_path: Path)
         "curve": [1.0, None, {"x": None}],
         "n": 3,
     }
+
+
+def test_read_file_reads_a_regular_file_and_refuses_anything_else(tmp_path: Path) -> None:
+    """A run file that is a link to /dev/zero had been read until memory ran out, and a named pipe
+    waited for a writer that never came."""
+    (tmp_path / "config.json").write_bytes(b"{}")
+    assert read_file(tmp_path / "config.json") == b"{}"
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "zeros").symlink_to("/dev/zero")
+    for name in ("pipe", "zeros"):
+        with pytest.raises(OSError, match="not a regular file"):
+            read_file(tmp_path / name)
+    with pytest.raises(IsADirectoryError):
+        read_file(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        read_file(tmp_path / "missing")

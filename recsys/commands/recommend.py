@@ -16,6 +16,7 @@ from pathlib import Path
 from recsys.commands.common import CommandParser, command_named, path_flag, run
 from recsys.config import RunConfig, differences
 from recsys.errors import RecsysError
+from recsys.files import read_file
 from recsys.names import CHECKPOINT_FILE, CONFIG_FILE, RECOMMEND_FILE, SEARCH_RUN_FOLDER
 from recsys.workflows.rated_items import rating_pair, read_rated
 
@@ -36,7 +37,7 @@ def check_checkpoint_is_the_runs(run_dir: Path, trained: RunConfig) -> None:
     checkpoint copied in from another run (another model, data or seed) would be used with this one's
     data and words."""
     try:
-        written = RunConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text()))
+        written = RunConfig.from_dict(json.loads(read_file(run_dir / CONFIG_FILE)))
     except (OSError, ValueError, TypeError, AttributeError, RecsysError):
         return  # no config.json to go by: the checkpoint speaks for itself
     if differ := differences(written, trained):

@@ -49,6 +49,7 @@ from recsys.config import (
 )
 from recsys.data.split_settings import FRACTION_SPLITS, check_test_frac, check_test_n
 from recsys.errors import RecsysError
+from recsys.files import read_file
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
 from recsys.names import (
     CHECKPOINT_FILE,
@@ -297,7 +298,7 @@ def config_file_values(path: Path) -> dict[str, Any]:
 def resumed_config(run_dir: Path) -> RunConfig:
     """The config a run folder was started with, read without torch."""
     try:
-        return RunConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text()))
+        return RunConfig.from_dict(json.loads(read_file(run_dir / CONFIG_FILE)))
     except (OSError, ValueError, TypeError, AttributeError, RecsysError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise RecsysError(
@@ -370,7 +371,7 @@ def finished_message(run_dir: Path) -> str | None:
     from recsys.train.checkpoint_file import checkpoint_body  # torch-free: checks the file's framing
 
     try:
-        metrics = json.loads((run_dir / METRICS_FILE).read_text())
+        metrics = json.loads(read_file(run_dir / METRICS_FILE))
         epochs = len(metrics["history"])
         if "test_ranking" in metrics:
             score = f"test NDCG@10 {_written(metrics['test_ranking']['ndcg@10']):.4f}"

@@ -34,7 +34,7 @@ from recsys.errors import DataError, RecsysError
 from recsys.evaluation.metrics import evaluate, evaluate_test
 from recsys.evaluation.ranking import RankingTask, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluation.scorers import model_scorer
-from recsys.files import write_json
+from recsys.files import read_file, write_json
 from recsys.models.base import RatingModel
 from recsys.models.bayes import BayesianFM
 from recsys.models.feature_coding import keeps_codings, saved_codings
@@ -577,7 +577,7 @@ def recorded_data(run_dir: Path) -> dict[str, Any]:
     otherwise be looked for elsewhere without a word."""
     path = run_dir / DATA_FILE
     try:
-        record = json.loads(path.read_text())
+        record = json.loads(read_file(path))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as error:

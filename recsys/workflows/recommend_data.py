@@ -25,7 +25,7 @@ from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import IdMap
 from recsys.data.id_columns import id_values
 from recsys.errors import RecsysError
-from recsys.files import atomic_write
+from recsys.files import atomic_write, read_file
 
 # What numpy and zipfile raise for a file that is not what `save` wrote: an empty one is an EOFError, a
 # garbled zip header can be NotImplementedError ("zip file version").
@@ -122,7 +122,7 @@ class RecommendData:
         file that is not one, cannot be read, or was written for another model (another run's) is an
         error naming it."""
         try:
-            content = path.read_bytes()
+            content = read_file(path)
         except FileNotFoundError:
             raise RecsysError(
                 f"{path.parent} has no {path.name}, which train.py writes into every run folder (what "

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from recsys.errors import RecsysError
 from recsys.evaluation.biases import learned_biases
 from recsys.evaluation.factors import cosine_neighbours, item_vectors, principal_components
-from recsys.files import write_json
+from recsys.files import read_file, write_json
 from recsys.models.base import rating_model
 from recsys.models.feature_coding import keeps_codings
 from recsys.workflows.compare import (
@@ -95,7 +95,7 @@ def earlier_data(out: Path) -> str | None:
     where its results cannot be read). Two own files of one name (two `ratings.csv`) share a default
     report folder, and one report must not silently replace the other's."""
     try:
-        earlier = json.loads((out / "results.json").read_text())
+        earlier = json.loads(read_file(out / "results.json"))
     except (OSError, ValueError):
         return None
     if not isinstance(earlier, dict):

@@ -548,6 +548,25 @@ def test_a_folder_whose_run_was_killed_before_it_wrote_anything_is_free_again(tm
     assert (out / "checkpoint.pt").is_file() and not (out / LOCK_FILE).exists()
 
 
+@pytest.mark.parametrize("name", ["config.json", "data.json", "metrics.json"])
+def test_a_run_file_linked_to_a_device_is_refused_or_written_anew(name: str, tmp_path: Path) -> None:
+    """A run folder's config.json, data.json or metrics.json that is a link to /dev/zero had been
+    read until memory ran out (the OOM killer ended the command): config.json and data.json are named
+    as no files, and a metrics.json that cannot be read, as one that is missing, leaves the run to
+    finish, which writes it anew."""
+    out = tmp_path / "run"
+    cut_short(load_dataset("tiny"), config_for("dotbias", dataset="tiny", epochs=3), out, 2)
+    (out / name).unlink(missing_ok=True)
+    (out / name).symlink_to("/dev/zero")
+    result = run_cli(train_command.cli, "train.py", ["--resume", str(out), "--no-progress"], tmp_path / "c")
+    if name == "metrics.json":
+        assert result.returncode == 0, result.stderr
+        assert json.loads((out / name).read_text())["history"]
+    else:
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert f"[Errno 22] not a regular file: '{out / name}'" in result.stderr
+
+
 def test_runs_started_in_one_second_without_out_each_get_a_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
