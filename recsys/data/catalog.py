@@ -104,6 +104,7 @@ def dataset_from_record(
     `name` from the folder it was read from, if that is still there (`data_dir` overrides it), else
     found as usual; with `features`, the feature files it recorded read again too."""
     _check_record_types(record)
+    _check_record_is_the_runs(record, name)
     _check_recorded_files(record, MOVABLE_FILES if features else ("ratings", "items"))
     dataset = _recorded_data(record, name, data_dir, progress=progress, allow_download=allow_download)
     if not features:
@@ -118,6 +119,7 @@ def recorded_user_features(
     start: its file read alone, where the run had one (not the ratings, which at ML-25M's size take
     seconds); None for a ratings file, which has none of its own; else the dataset's own (MovieLens')."""
     _check_record_types(record)
+    _check_record_is_the_runs(record, name)
     if "user_features" in record:
         _check_recorded_files(record, ("user_features",))
         return read_feature_file(record["user_features"], "user")
@@ -187,6 +189,22 @@ def _check_record_types(record: Mapping[str, Any]) -> None:
             raise DataError(
                 f"the run's {DATA_FILE} is damaged: its {key!r} should be {kind}, not {record[key]!r}"
             )
+
+
+def _check_record_is_the_runs(record: Mapping[str, Any], name: str) -> None:
+    """A data.json names the data its run trained on, `name`: one naming other data is another run's,
+    and one that says how a ratings file was read without its path had that entry removed."""
+    recorded = record.get("dataset", name)
+    if recorded != name:
+        raise DataError(
+            f"the run's {DATA_FILE} names the data {recorded!r}, where its checkpoint was trained on "
+            f"{name!r}: the {DATA_FILE} is another run's; restore the run's own"
+        )
+    if name not in DATASETS and "ratings" not in record and set(record) - {"dataset"}:
+        raise DataError(
+            f"the run's {DATA_FILE} is damaged: it says how a ratings file was read "
+            f"({', '.join(sorted(record))}) but has no 'ratings' entry naming it; restore it"
+        )
 
 
 def _recorded_data(

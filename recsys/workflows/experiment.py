@@ -580,7 +580,9 @@ def recorded_data(run_dir: Path) -> dict[str, Any]:
         record = json.loads(read_file(path))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as error:
+    except OSError as error:  # not damage: a folder in its place, no permission to read it
+        raise DataError(f"cannot read {path}: {error.strerror or error}") from None
+    except ValueError as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise DataError(f"{path} is damaged ({reason}); {_RESTORE_RECORD}") from None
     if not isinstance(record, dict):

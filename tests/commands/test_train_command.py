@@ -564,7 +564,7 @@ def test_a_run_file_linked_to_a_device_is_refused_or_written_anew(name: str, tmp
         assert json.loads((out / name).read_text())["history"]
     else:
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-        assert f"[Errno 22] not a regular file: '{out / name}'" in result.stderr
+        assert str(out / name) in result.stderr and "not a regular file" in result.stderr
 
 
 def test_runs_started_in_one_second_without_out_each_get_a_folder(

@@ -447,6 +447,23 @@ def test_a_run_from_a_frame_cannot_be_read_again() -> None:
         dataset_from_record({"dataset": "shop"}, "shop")
 
 
+def test_a_data_record_of_another_run_or_without_its_ratings_file_is_named_as_such() -> None:
+    """A data.json copied in from another run, or one whose 'ratings' entry was removed, had been
+    taken for data given in Python, with the advice to train the run again from a ratings file."""
+    with pytest.raises(DataError) as caught:
+        dataset_from_record({"dataset": "tiny", "folder": "/somewhere/tiny"}, "ratings")
+    assert str(caught.value) == (
+        "the run's data.json names the data 'tiny', where its checkpoint was trained on 'ratings': the "
+        "data.json is another run's; restore the run's own"
+    )
+    with pytest.raises(DataError) as caught:
+        dataset_from_record({"dataset": "ratings", "items": "/somewhere/books.csv", "sep": ","}, "ratings")
+    assert str(caught.value) == (
+        "the run's data.json is damaged: it says how a ratings file was read (dataset, items, sep) but has "
+        "no 'ratings' entry naming it; restore it"
+    )
+
+
 # --- formats, layouts and options beyond the common ones --------------------------------------------
 
 

@@ -225,6 +225,11 @@ def test_a_missing_data_record_is_no_record_and_a_damaged_one_is_named(tmp_path:
     (tmp_path / DATA_FILE).write_text("[1, 2]")
     with pytest.raises(RecsysError, match=r"is damaged \(not a JSON object\)"):
         recorded_data(tmp_path)
+    (tmp_path / DATA_FILE).unlink()
+    (tmp_path / DATA_FILE).mkdir()  # not damage: nothing to restore, and it cannot be read
+    with pytest.raises(RecsysError) as caught:
+        recorded_data(tmp_path)
+    assert str(caught.value) == f"cannot read {tmp_path / DATA_FILE}: Is a directory"
 
 
 def test_a_recorded_folder_that_is_gone_falls_back_to_the_usual_lookup(tiny: RatingsDataset) -> None:
