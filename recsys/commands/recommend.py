@@ -120,10 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         similar_items,
     )
     from recsys.workflows.recommend_data import RecommendData
+    from recsys.workflows.run_folder import why_no_checkpoint
 
     inside = args.run_dir / SEARCH_RUN_FOLDER
     if not (args.run_dir / CHECKPOINT_FILE).exists() and (inside / CHECKPOINT_FILE).exists():
         raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {inside}")
+    if not (args.run_dir / CHECKPOINT_FILE).exists() and (why := why_no_checkpoint(args.run_dir)):
+        raise RecsysError(f"{args.run_dir} has no {CHECKPOINT_FILE} to recommend from{why}")
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
     check_checkpoint_is_the_runs(args.run_dir, checkpoint.config)
     # A checkpoint written before the run's metrics has one: one of a run stopped short, or a ranking

@@ -188,6 +188,14 @@ def check_resumable(path: Path, name: str, *, held: bool = False) -> None:
     raise RecsysError(f"{name} {path} has no {CHECKPOINT_FILE} to resume from{why}")
 
 
+def why_no_checkpoint(path: Path) -> str:
+    """Why the run folder `path` has no checkpoint, where it can be told, as words to end a line
+    with: a live run has not written its first yet, or its run stopped before it did; else ""."""
+    if in_use(path):
+        return f": its run, still going, has not written its first {CHECKPOINT_FILE} yet"
+    return _stopped_early(path, held=False)
+
+
 def occupied(path: Path, name: str, *, held: bool = False) -> str:
     """The error for a fresh run given `path`, an existing folder that is not empty, by `name`
     (`held`: this process holds its lock)."""

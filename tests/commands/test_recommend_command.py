@@ -7,6 +7,7 @@ scripts/recommend.py as a subprocess, as a user does (slow: a torch import).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shlex
@@ -27,6 +28,7 @@ from recsys.names import CHECKPOINT_FILE, RECOMMEND_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
 from recsys.workflows.recommend_data import RecommendData
+from recsys.workflows.run_folder import LOCK_FILE
 
 
 @pytest.fixture(scope="module")
@@ -327,6 +329,28 @@ def test_another_runs_recommend_file_is_refused(
     assert result.stderr == (
         f"error: {folder / RECOMMEND_FILE} is another run's: it was written for other users and items than "
         "its checkpoint's model knows; train the run again\n"
+    )
+
+
+def test_a_run_folder_without_a_checkpoint_yet_says_why(run_dir: Path, tmp_path: Path) -> None:
+    """A run killed before its first checkpoint, or one still in its first epochs, had been answered
+    with 'checkpoint not found' alone."""
+    folder = tmp_path / "early"
+    shutil.copytree(run_dir, folder)
+    (folder / CHECKPOINT_FILE).unlink()
+    (folder / "metrics.json").unlink()
+    (folder / LOCK_FILE).touch()  # left by the run, killed
+    killed = run_script(str(folder), "--user", "1", cache=tmp_path)
+    assert killed.returncode == 2 and killed.stderr == (
+        f"error: {folder} has no checkpoint.pt to recommend from: its run stopped before writing its first "
+        "checkpoint.pt (killed?), so there is nothing to resume; delete the folder to start that run again\n"
+    )
+    with open(folder / LOCK_FILE) as held:  # the run, alive
+        fcntl.flock(held, fcntl.LOCK_EX)
+        running = run_script(str(folder), "--user", "1", cache=tmp_path)
+    assert running.returncode == 2 and running.stderr == (
+        f"error: {folder} has no checkpoint.pt to recommend from: its run, still going, has not written "
+        "its first checkpoint.pt yet\n"
     )
 
 
