@@ -17,6 +17,16 @@ class DownloadError(DataUnavailable):
     """A download failed, timed out, or did not match its pinned size or digest."""
 
 
+# Characters of an underlying error quoted in a one-line message.
+REASON_LENGTH = 160
+
+
+def short_reason(error: BaseException) -> str:
+    """An underlying error's first sentence as one short line, for a RecsysError to quote."""
+    text = " ".join(str(error).split()).split(". ")[0] or type(error).__name__
+    return text if len(text) <= REASON_LENGTH else text[: REASON_LENGTH - 3] + "..."
+
+
 def plain_value(value: object) -> object:
     """A numpy scalar as the Python value it holds, for messages: numpy 2 shows 3 as np.int64(3) and
     'a' as np.str_('a')."""

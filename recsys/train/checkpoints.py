@@ -19,12 +19,10 @@ from torch import nn
 
 from recsys.config import RunConfig, model_for
 from recsys.data.encoding import IdMap
-from recsys.errors import RecsysError
+from recsys.errors import RecsysError, short_reason
 from recsys.files import atomic_write
 from recsys.names import CHECKPOINT_FILE
 from recsys.train.checkpoint_file import CHECKPOINT_FORMAT, checkpoint_body, header_line
-
-REASON_LENGTH = 160  # characters of an underlying error quoted in a one-line message
 
 
 @dataclass(frozen=True)
@@ -86,11 +84,23 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         config = RunConfig.from_dict(payload["config"])
         users, items = IdMap.from_plain(payload["user_ids"]), IdMap.from_plain(payload["item_ids"])
         metrics = json.loads(payload["metrics"])
+        _check_plain_state(metrics, payload.get("training"))
         model = model_for(config, len(users), len(items))
         model.load_state_dict(payload["state_dict"])
     except Exception as error:  # a safe payload of the wrong shape can fail in many ways; all say so
-        raise RecsysError(f"{path}: damaged or incompatible checkpoint ({_reason(error)})") from None
+        raise RecsysError(f"{path}: damaged or incompatible checkpoint ({short_reason(error)})") from None
     return Checkpoint(model, config, users, items, metrics, payload.get("training"))
+
+
+def _check_plain_state(metrics: Any, training: Any) -> None:
+    """Metrics that are an object whose `epoch`, where a mid-run checkpoint has one, is a count, and a
+    training state that is an object or none: what using and resuming a run read of them."""
+    if not isinstance(metrics, dict):
+        raise TypeError("its metrics are not a JSON object")
+    if not isinstance(metrics.get("epoch", 0), int):
+        raise TypeError(f"its metrics' epoch is {metrics['epoch']!r}, not a count")
+    if training is not None and not isinstance(training, dict):
+        raise TypeError("its training state is not a mapping")
 
 
 def _read_payload(path: Path) -> dict[str, Any]:
@@ -118,11 +128,5 @@ def _unpickle(path: Path, body: bytes) -> Any:
         ) from None
     except Exception as error:  # torch's archive reader raises many types for a damaged file
         raise RecsysError(
-            f"{path}: damaged or truncated checkpoint (torch cannot read it: {_reason(error)})"
+            f"{path}: damaged or truncated checkpoint (torch cannot read it: {short_reason(error)})"
         ) from None
-
-
-def _reason(error: Exception) -> str:
-    """An underlying error's first sentence as one short line, for a RecsysError to quote."""
-    text = " ".join(str(error).split()).split(". ")[0] or type(error).__name__
-    return text if len(text) <= REASON_LENGTH else text[: REASON_LENGTH - 3] + "..."

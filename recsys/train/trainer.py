@@ -39,7 +39,7 @@ from recsys.config import (
 )
 from recsys.data.encoding import RatingTensors
 from recsys.data.ratings_table import FLOAT32_MAX
-from recsys.errors import RecsysError
+from recsys.errors import RecsysError, short_reason
 from recsys.evaluation.metrics import evaluate, mae, rmse
 from recsys.models import RatingModel, SampledModel, model_entry, rating_model
 from recsys.models.layers import check_pair_range, float32_default
@@ -615,6 +615,13 @@ def _restore(
             "cannot resume: the ratings differ from those the run was trained on (the data changed "
             "since the run started)"
         )
-    epochs.load_state_dict(state)
-    generator.set_state(state["generator"])
-    return [EpochStats(**stats) for stats in state["history"]]
+    try:
+        epochs.load_state_dict(state)
+        generator.set_state(state["generator"])
+        return [EpochStats(**stats) for stats in state["history"]]
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as error:
+        # A checkpoint rewritten with its header made anew (its checksum catches any other change).
+        raise RecsysError(
+            f"cannot resume: the checkpoint's training state is damaged ({type(error).__name__}: "
+            f"{short_reason(error)})"
+        ) from None

@@ -216,8 +216,12 @@ def test_header_of_an_unknown_format_is_unsupported(checkpoint: Path) -> None:
         {"state_dict": {}},
         {"user_ids": "not a tensor"},
         {"metrics": "not json"},
+        # What recommend.py and --resume read of them: each had been a traceback there.
+        {"metrics": "[1]"},
+        {"metrics": '{"epoch": "3"}'},
+        {"training": "not a mapping"},
     ],
-    ids=["config-key", "no-weights", "id-type", "metrics"],
+    ids=["config-key", "no-weights", "id-type", "metrics", "metrics-list", "epoch-text", "training-type"],
 )
 def test_inconsistent_payload_is_one_line_naming_the_file(checkpoint: Path, change: dict[str, Any]) -> None:
     write_checkpoint_payload(checkpoint, {**payload_of(checkpoint), **change})

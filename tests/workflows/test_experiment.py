@@ -461,6 +461,25 @@ def test_resume_refuses_other_data(tiny: RatingsDataset, tmp_path: Path) -> None
         train_and_evaluate(other, config, progress=False, resume=checkpoint)
 
 
+@pytest.mark.parametrize("damage", ["generator", "history"])
+def test_a_training_state_without_its_parts_is_one_line(
+    damage: str, tiny: RatingsDataset, tmp_path: Path
+) -> None:
+    """A checkpoint rewritten, header and all, without part of its training state had ended a resume in
+    a KeyError's traceback."""
+    config = config_for("dotbias", dataset="tiny", epochs=3)
+    checkpoint = cut_short(tiny, config, tmp_path / "run", 2)
+    assert checkpoint.training is not None
+    training = {key: value for key, value in checkpoint.training.items() if key != damage}
+    damaged = dataclasses.replace(checkpoint, training=training)
+    with pytest.raises(RecsysError) as caught:
+        train_and_evaluate(tiny, config, progress=False, resume=damaged)
+    assert (
+        str(caught.value)
+        == f"cannot resume: the checkpoint's training state is damaged (KeyError: '{damage}')"
+    )
+
+
 def test_resume_onto_data_on_another_scale_names_it_as_other_data(
     tiny: RatingsDataset, tmp_path: Path
 ) -> None:
