@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     from recsys.workflows.recommend_data import RecommendData
     from recsys.workflows.run_folder import why_no_checkpoint
 
+    if not args.run_dir.is_dir():  # a checkpoint file given for its folder, a mistyped path
+        what = "a file: give the run folder that holds it" if args.run_dir.exists() else "no such folder"
+        raise RecsysError(f"{args.run_dir} is not a run folder ({what})")
     inside = args.run_dir / SEARCH_RUN_FOLDER
     if not (args.run_dir / CHECKPOINT_FILE).exists() and (inside / CHECKPOINT_FILE).exists():
         raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {inside}")

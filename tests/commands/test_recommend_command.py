@@ -354,6 +354,17 @@ def test_a_run_folder_without_a_checkpoint_yet_says_why(run_dir: Path, tmp_path:
     )
 
 
+def test_a_run_folder_that_is_a_file_or_missing_is_named_as_such(run_dir: Path, tmp_path: Path) -> None:
+    """A checkpoint given for its run folder had been looked for at 'checkpoint.pt/checkpoint.pt'."""
+    checkpoint = run_dir / CHECKPOINT_FILE
+    for path, what in (
+        (checkpoint, "a file: give the run folder that holds it"),
+        (tmp_path / "no", "no such folder"),
+    ):
+        result = run_script(str(path), "--user", "1", cache=tmp_path)
+        assert result.returncode == 2 and result.stderr == f"error: {path} is not a run folder ({what})\n"
+
+
 def test_a_run_on_interactions_reads_a_new_users_items_alone_each_line_an_event(tmp_path: Path) -> None:
     """On interactions a file may have no rating column: each line is one event of its item, and an
     item's lines are its count, as --rate's TITLE=COUNT gives it; a run on ratings still asks for one."""
