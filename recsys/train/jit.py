@@ -11,6 +11,11 @@ from recsys.errors import RecsysError
 
 Function = TypeVar("Function", bound=Callable[..., Any])
 
+# fastmath's flags but `reassoc`, for a kernel with `prange` loops: numba optimises the cached copy of
+# such a kernel again, so a sum it may reorder came out in other last bits in the process that
+# compiled it than in every later one (bfm's Gibbs draws differed between a first run and the next).
+PARALLEL_FASTMATH = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
+
 
 def compiled(
     *, fastmath: bool = False, parallel: bool = False, inline: bool = False
@@ -23,7 +28,8 @@ def compiled(
     side by side. error_model="numpy": no Python zero-division check per `/`, which is what lets LLVM
     vectorise the loops. fastmath lets it reorder sums (vectorised dot products); the compiled code,
     and so the result, is still the same on every run. parallel: `numba.prange` loops run on numba's
-    threads (`numba.set_num_threads`). inline: a small helper whose body numba copies into each
+    threads (`numba.set_num_threads`), with fastmath's other flags but no reordering
+    (PARALLEL_FASTMATH). inline: a small helper whose body numba copies into each
     kernel that calls it, so that the kernel's loops are optimised with it in view.
     """
 
@@ -36,7 +42,7 @@ def compiled(
                 cache=cache,
                 nogil=True,
                 error_model="numpy",
-                fastmath=fastmath,
+                fastmath=PARALLEL_FASTMATH if fastmath and parallel else fastmath,
                 parallel=parallel,
                 inline="always" if inline else "never",
             )(function)

@@ -4,6 +4,8 @@ compile uncached where numba finds no place for a cache."""
 from __future__ import annotations
 
 import errno
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +96,63 @@ def test_with_the_jit_disabled_a_kernel_is_refused_in_one_line(monkeypatch: pyte
     kernel = jit.compiled()(_ratio)
     with pytest.raises(RecsysError, match=r"^NUMBA_DISABLE_JIT is set, .* \(_ratio here\) run only compiled"):
         kernel(3.0, 2.0)
+
+
+# Trains each model whose fit runs `prange` kernels, in a process of its own, and prints a digest of
+# every tensor its checkpoint holds (the Gibbs chains' float64 tables too).
+TRAIN_AND_DIGEST = """
+import hashlib, sys, torch
+from recsys.config import config_for
+from recsys.data.catalog import load_dataset
+from recsys.train.checkpoints import load_checkpoint
+from recsys.workflows.experiment import train_and_evaluate
+
+def tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for key in sorted(value, key=str):
+            yield from tensors(value[key])
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from tensors(item)
+
+for model in ("bfm", "bpmf", "ials"):
+    run = f"{sys.argv[1]}/{model}"
+    config = config_for(model, dataset="tiny", epochs=4)
+    train_and_evaluate(load_dataset("tiny"), config, run_dir=run, progress=False)
+    checkpoint = load_checkpoint(f"{run}/checkpoint.pt")
+    digest = hashlib.sha256()
+    for tensor in tensors([checkpoint.model.state_dict(), checkpoint.training]):
+        digest.update(tensor.contiguous().numpy().tobytes())
+    print(model, digest.hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_a_kernel_loaded_from_the_cache_computes_what_it_did_when_compiled(tmp_path: Path) -> None:
+    """A process that compiles the parallel kernels and the next, which loads them from numba's cache,
+    train the same model bit for bit: numba optimises a cached parallel kernel again, and with
+    fastmath's reordering of sums bfm's Gibbs tables differed in their last bits between the two, so
+    a run resumed in a later process did not continue as it would have."""
+    script = tmp_path / "train_and_digest.py"
+    script.write_text(TRAIN_AND_DIGEST)
+    root = Path(__file__).resolve().parents[2]
+    environment = {
+        "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+        "PYTHONPATH": str(root),
+        "PATH": "/usr/bin:/bin",
+    }
+    digests = []
+    for run in ("compiles", "loads"):
+        done = subprocess.run(
+            [sys.executable, str(script), str(tmp_path / run)],
+            capture_output=True,
+            text=True,
+            env=environment,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        digests.append(done.stdout)
+    assert digests[0].count("\n") == 3 and digests[0] == digests[1]
