@@ -98,7 +98,7 @@ def test_with_the_jit_disabled_a_kernel_is_refused_in_one_line(monkeypatch: pyte
         kernel(3.0, 2.0)
 
 
-# Trains each model whose fit runs `prange` kernels, in a process of its own, and prints a digest of
+# Trains a model of each compiled fit (bfm, bpmf and ials run `prange` kernels) and prints a digest of
 # every tensor its checkpoint holds (the Gibbs chains' float64 tables too).
 TRAIN_AND_DIGEST = """
 import hashlib, sys, torch
@@ -117,7 +117,7 @@ def tensors(value):
         for item in value:
             yield from tensors(item)
 
-for model in ("bfm", "bpmf", "ials"):
+for model in ("bfm", "bpmf", "ials", "bpr", "dotbias", "svdpp"):
     run = f"{sys.argv[1]}/{model}"
     config = config_for(model, dataset="tiny", epochs=4)
     train_and_evaluate(load_dataset("tiny"), config, run_dir=run, progress=False)
@@ -155,4 +155,4 @@ def test_a_kernel_loaded_from_the_cache_computes_what_it_did_when_compiled(tmp_p
         )
         assert done.returncode == 0, done.stderr
         digests.append(done.stdout)
-    assert digests[0].count("\n") == 3 and digests[0] == digests[1]
+    assert digests[0].count("\n") == 6 and digests[0] == digests[1]
