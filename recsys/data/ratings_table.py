@@ -591,7 +591,8 @@ def _integer_item_ids(column: pd.Series, source: str, where: Where) -> np.ndarra
     if pd.api.types.is_signed_integer_dtype(column.dtype):
         return column.to_numpy(dtype=np.int64)
     text = column.astype(str).str.strip()
-    spelled = text.str.fullmatch(r"-?[0-9]{1,18}").to_numpy(dtype=bool)  # fits an int64
+    spelled = text.str.fullmatch(r"-?[0-9]{1,19}").to_numpy(dtype=bool, copy=True)
+    spelled[spelled] = [-(2**63) <= int(value) < 2**63 for value in text[spelled]]  # fits an int64
     values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     whole = whole_numbers(values)
     bad = np.flatnonzero(~(spelled | whole))

@@ -1024,6 +1024,18 @@ def test_item_ids_past_2_to_the_53_keep_their_titles(tmp_path: Path) -> None:
     assert titled.titles(np.array([big, big + 2])).tolist() == ["A", "B"]
 
 
+def test_nineteen_digit_item_ids_keep_their_titles(tmp_path: Path) -> None:
+    """Snowflake-style ids (19 digits, within int64), which the ratings read exactly, were refused in
+    an item table as 'not an integer'; one past int64 still is."""
+    big = 1234567890123456789
+    ratings = write(tmp_path / "r.csv", f"user,item,rating\n1,{big},3\n2,{big + 7},4\n")
+    items = write(tmp_path / "i.csv", f"item,title\n{big + 7},Second\n{big},First\n")
+    assert load_ratings(ratings, items=items).titles(np.array([big, big + 7])).tolist() == ["First", "Second"]
+    beyond = write(tmp_path / "beyond.csv", f"item,title\n{2**63},Past\n{big},First\n")
+    with pytest.raises(DataError, match=f"item id '{2**63}' on line 2 is not an integer"):
+        load_ratings(ratings, items=beyond)
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
