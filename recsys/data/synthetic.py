@@ -6,12 +6,15 @@ popularity and user activity. Interactions (`synthetic_interactions`): each user
 probability proportional to exp(score[u, i]), score = user_factors[u] . item_factors[i] + item_bias[i].
 """
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from recsys.data.dataset import RatingsDataset, ratings_frame
+from recsys.errors import RecsysError
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,35 @@ class SyntheticConfig:
     popularity_exponent: float = 0.8  # Zipf exponent of item popularity (0 = uniform)
     activity_exponent: float = 0.5  # Zipf exponent of user activity
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Reject settings no data can come from, naming the setting: numpy would say only `scale < 0`,
+        and a NaN or infinite one would make every rating NaN, or 1 and 5 alone, without a word."""
+        for name, least in (("n_users", 1), ("n_items", 1), ("n_ratings", 1), ("n_factors", 0), ("seed", 0)):
+            value = getattr(self, name)
+            if not _is_whole(value) or value < least:
+                raise RecsysError(f"`{name}` must be a whole number of at least {least}, got {value!r}")
+        for name in ("user_bias_std", "item_bias_std", "factor_std", "noise_std"):
+            if not _is_real(value := getattr(self, name)) or not 0 <= value < math.inf:
+                raise RecsysError(f"`{name}` must be zero or positive and finite, got {value!r}")
+        for name in ("global_mean", "popularity_exponent", "activity_exponent"):
+            if not _is_real(value := getattr(self, name)) or not math.isfinite(value):
+                raise RecsysError(f"`{name}` must be a finite number, got {value!r}")
+        if self.n_ratings > self.n_users * self.n_items // 2:
+            raise RecsysError(
+                f"`n_ratings` {self.n_ratings} is more than half of the {self.n_users} x {self.n_items} "
+                "user-item pairs; ask for fewer, or more users or items"
+            )
+
+
+def _is_whole(value: object) -> bool:
+    """An integer (numpy's too), and not a bool, which Python counts as one."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    """A real number (numpy's too), and not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 # The tiny sample (recsys/data/samples/tiny) is made from this (scripts/make_tiny.py), so its planted
@@ -58,8 +90,6 @@ def make_synthetic(
     config: SyntheticConfig = SyntheticConfig(),
 ) -> tuple[RatingsDataset, PlantedTruth]:
     """Generate ratings and return them with the planted truth; the same config gives the same data."""
-    if config.n_ratings > config.n_users * config.n_items // 2:
-        raise ValueError("n_ratings must be at most half of n_users * n_items")
     rng = np.random.default_rng(config.seed)
     truth = PlantedTruth(
         global_mean=config.global_mean,

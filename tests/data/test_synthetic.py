@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import runpy
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from conftest import ROOT
 
 from recsys.data.catalog import TINY_FOLDER
 from recsys.data.synthetic import SyntheticConfig, make_synthetic
+from recsys.errors import RecsysError
 
 SMALL = SyntheticConfig(n_users=60, n_items=150, n_ratings=2_000, n_factors=3, seed=7)
 
@@ -76,8 +78,49 @@ def test_synthetic_item_popularity_is_long_tailed() -> None:
 
 
 def test_synthetic_rejects_too_many_ratings() -> None:
-    with pytest.raises(ValueError, match="n_ratings"):
+    with pytest.raises(RecsysError, match=r"^`n_ratings` 51 is more than half of the 10 x 10 user-item"):
         make_synthetic(SyntheticConfig(n_users=10, n_items=10, n_ratings=51))
+    assert len(make_synthetic(SyntheticConfig(n_users=10, n_items=10, n_ratings=50))[0].ratings) == 50
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "expected"),
+    [
+        ("n_users", 0, "a whole number of at least 1"),
+        ("n_items", -3, "a whole number of at least 1"),
+        ("n_ratings", 0, "a whole number of at least 1"),
+        ("n_ratings", 2.5, "a whole number of at least 1"),
+        ("n_factors", -1, "a whole number of at least 0"),
+        ("seed", -1, "a whole number of at least 0"),
+        ("seed", True, "a whole number of at least 0"),
+        ("noise_std", -0.5, "zero or positive and finite"),
+        ("noise_std", math.nan, "zero or positive and finite"),
+        ("noise_std", math.inf, "zero or positive and finite"),
+        ("user_bias_std", -1.0, "zero or positive and finite"),
+        ("factor_std", math.nan, "zero or positive and finite"),
+        ("global_mean", math.nan, "a finite number"),
+        ("popularity_exponent", math.inf, "a finite number"),
+        ("activity_exponent", "0.5", "a finite number"),
+    ],
+)
+def test_synthetic_rejects_settings_no_data_can_come_from(setting: str, value: object, expected: str) -> None:
+    """Regression: a NaN setting made every rating NaN and an infinite noise every rating 1 or 5, with no
+    word; a negative one ended in numpy's `scale < 0`. Each is now refused, naming the setting."""
+    small = {"n_users": 20, "n_items": 20, "n_ratings": 100}
+    with pytest.raises(RecsysError, match=f"^`{setting}` must be {expected}, got {value!r}$"):
+        make_synthetic(SyntheticConfig(**{**small, setting: value}))  # type: ignore[arg-type]
+
+
+def test_synthetic_takes_the_extremes_it_can_generate() -> None:
+    """No noise, no factors, one user or one item: the data is the formula's, every pair distinct."""
+    config = SyntheticConfig(n_users=30, n_items=40, n_ratings=300, n_factors=0, noise_std=0.0, seed=5)
+    dataset, truth = make_synthetic(config)
+    users, items = dataset.ratings["user"].to_numpy() - 1, dataset.ratings["item"].to_numpy() - 1
+    score = truth.global_mean + truth.user_bias[users] + truth.item_bias[items]
+    assert np.array_equal(dataset.ratings["rating"].to_numpy(), np.clip(np.round(score), 1, 5))
+    for shape in ({"n_users": 1, "n_items": 10}, {"n_users": 10, "n_items": 1}):
+        ratings = make_synthetic(SyntheticConfig(**shape, n_ratings=5))[0].ratings
+        assert len(ratings) == 5 and not ratings.duplicated(["user", "item"]).any()
 
 
 def test_make_tiny_regenerates_the_committed_files(
