@@ -100,16 +100,7 @@ def make_synthetic(
     )
     user_weights = _zipf_weights(config.n_users, config.activity_exponent, rng)
     item_weights = _zipf_weights(config.n_items, config.popularity_exponent, rng)
-    # Draw more pairs than needed, keep the first occurrence of each, until there are enough.
-    pairs = np.empty(0, dtype=np.int64)
-    while pairs.size < config.n_ratings:
-        draw = 2 * config.n_ratings
-        users = rng.choice(config.n_users, draw, p=user_weights)
-        items = rng.choice(config.n_items, draw, p=item_weights)
-        keys = np.concatenate([pairs, users * config.n_items + items])
-        _, first = np.unique(keys, return_index=True)
-        pairs = keys[np.sort(first)]
-    pairs = pairs[: config.n_ratings]
+    pairs = _distinct_pairs(config, user_weights, item_weights, rng)
     users, items = pairs // config.n_items, pairs % config.n_items
     score = (
         truth.global_mean
@@ -122,6 +113,34 @@ def make_synthetic(
     timestamps = 900_000_000 + np.sort(rng.integers(0, 365 * 86_400, config.n_ratings))
     frame = ratings_frame(users + 1, items + 1, ratings, timestamps)
     return RatingsDataset("synthetic", frame, _titles(config.n_items), (1.0, 5.0)), truth
+
+
+# Rounds of 2 * n_ratings draws before the pairs are given up on: the defaults, and the tiny sample,
+# need one; steep exponents (3 on 50 x 50) tens; steeper ones put nearly every draw on a few pairs, and
+# drawing on would never end.
+DRAW_ROUNDS = 100
+
+
+def _distinct_pairs(
+    config: SyntheticConfig, user_weights: np.ndarray, item_weights: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """`n_ratings` distinct pairs as user * n_items + item: more drawn than needed, the first occurrence
+    of each kept, until there are enough."""
+    pairs = np.empty(0, dtype=np.int64)
+    for _ in range(DRAW_ROUNDS):
+        users = rng.choice(config.n_users, 2 * config.n_ratings, p=user_weights)
+        items = rng.choice(config.n_items, 2 * config.n_ratings, p=item_weights)
+        keys = np.concatenate([pairs, users * config.n_items + items])
+        _, first = np.unique(keys, return_index=True)
+        pairs = keys[np.sort(first)]
+        if pairs.size >= config.n_ratings:
+            return pairs[: config.n_ratings]
+    raise RecsysError(
+        f"`n_ratings` {config.n_ratings}: {DRAW_ROUNDS * 2 * config.n_ratings:,} draws fell on only "
+        f"{pairs.size:,} distinct user-item pairs, as `activity_exponent` {config.activity_exponent} and "
+        f"`popularity_exponent` {config.popularity_exponent} put nearly every draw on a few users and "
+        "items; lower them, or ask for fewer ratings"
+    )
 
 
 def _titles(n_items: int) -> pd.DataFrame:

@@ -111,6 +111,17 @@ def test_synthetic_rejects_settings_no_data_can_come_from(setting: str, value: o
         make_synthetic(SyntheticConfig(**{**small, setting: value}))  # type: ignore[arg-type]
 
 
+def test_synthetic_refuses_exponents_that_leave_too_few_pairs_to_draw() -> None:
+    """Regression: with a steep popularity nearly every draw fell on one item, fewer distinct pairs
+    than asked for, and make_synthetic drew on for ever; it now gives up, naming the exponents."""
+    steep = SyntheticConfig(n_users=50, n_items=50, n_ratings=500, popularity_exponent=50.0)
+    with pytest.raises(RecsysError, match=r"^`n_ratings` 500: 100,000 draws fell on only \d+ distinct"):
+        make_synthetic(steep)
+    # Steep, but not past drawing: every pair asked for, distinct.
+    ratings = make_synthetic(dataclasses.replace(steep, popularity_exponent=3.0))[0].ratings
+    assert len(ratings) == 500 and not ratings.duplicated(["user", "item"]).any()
+
+
 def test_synthetic_takes_the_extremes_it_can_generate() -> None:
     """No noise, no factors, one user or one item: the data is the formula's, every pair distinct."""
     config = SyntheticConfig(n_users=30, n_items=40, n_ratings=300, n_factors=0, noise_std=0.0, seed=5)
