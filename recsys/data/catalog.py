@@ -12,7 +12,7 @@ from recsys.data.features import check_coverage, read_feature_file
 from recsys.data.id_columns import distinct_ids
 from recsys.data.movielens import VARIANTS, load_movielens, read_folder
 from recsys.data.synthetic import TINY_CONFIG, PlantedTruth, SyntheticConfig, make_synthetic
-from recsys.errors import DataError, DataUnavailable
+from recsys.errors import DataError, DataUnavailable, RecsysError, short_reason
 from recsys.names import DATA_FILE, DATASETS, MOVABLE_FILES
 
 # The committed tiny sample is package data (pyproject.toml), so it is there in every install, not only
@@ -170,6 +170,7 @@ _RECORD_TYPES: dict[str, tuple[str, Callable[[object], bool]]] = {
         for key in ("ratings", "items", "user_features", "item_features", "folder")
     },
     "sep": ("a separator", lambda value: isinstance(value, str)),
+    "generator": ("synthetic data's settings", lambda value: isinstance(value, dict)),
     "header": ("true or false", lambda value: isinstance(value, bool)),
     "implicit": ("true or false", lambda value: isinstance(value, bool)),
     "columns": (
@@ -220,6 +221,8 @@ def _recorded_data(
         return load_ratings(
             record["ratings"], rating_scale=tuple(scale) if scale else None, name=name, **options
         )
+    if name == "synthetic" and "generator" in record and data_dir is None:  # with settings of its own
+        return make_synthetic(_generator_config(record))[0]
     if name not in DATASETS and not record:
         raise DataError(
             f"the run's {DATA_FILE}, which says where its data {name!r} came from, is missing or damaged"
@@ -233,3 +236,14 @@ def _recorded_data(
     if data_dir is None and isinstance(folder, str) and Path(folder).is_dir():
         data_dir = Path(folder)
     return load_dataset(name, data_dir, progress=progress, allow_download=allow_download)
+
+
+def _generator_config(record: Mapping[str, Any]) -> SyntheticConfig:
+    """The settings synthetic data was generated with, as its origin (a run's data.json) records them."""
+    try:
+        return SyntheticConfig(**record["generator"])
+    except (TypeError, RecsysError) as error:  # a setting unknown, missing or out of range
+        raise DataError(
+            f"the run's {DATA_FILE} is damaged: its 'generator' settings are not synthetic data's "
+            f"({short_reason(error)})"
+        ) from None

@@ -56,7 +56,8 @@ class RatingsDataset:
     item_features: pd.DataFrame | None = field(default=None, kw_only=True, compare=False, repr=False)
     folds: Mapping[str, FoldRows] = field(default_factory=dict, compare=False, repr=False)
     # How to load it again, as plain data a run folder records: {"folder": ...} for a dataset read
-    # from a folder; empty for generated data.
+    # from a folder; empty for the built-in generated data, {"generator": ...} for synthetic data
+    # generated with settings of its own.
     origin: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def titles(self, items: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ popularity and user activity. Interactions (`synthetic_interactions`): each user
 probability proportional to exp(score[u, i]), score = user_factors[u] . item_factors[i] + item_bias[i].
 """
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
@@ -112,7 +113,11 @@ def make_synthetic(
     ratings = np.clip(np.round(score), 1, 5)
     timestamps = 900_000_000 + np.sort(rng.integers(0, 365 * 86_400, config.n_ratings))
     frame = ratings_frame(users + 1, items + 1, ratings, timestamps)
-    return RatingsDataset("synthetic", frame, _titles(config.n_items), (1.0, 5.0)), truth
+    # Settings other than the built-in data's are recorded where a run folder keeps its data's origin,
+    # so that a resumed run generates this data again rather than the built-in.
+    origin = {} if config == SyntheticConfig() else {"generator": dataclasses.asdict(config)}
+    dataset = RatingsDataset("synthetic", frame, _titles(config.n_items), (1.0, 5.0), origin=origin)
+    return dataset, truth
 
 
 # Rounds of 2 * n_ratings draws before the pairs are given up on: the defaults, and the tiny sample,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from fnmatch import fnmatch
@@ -168,6 +169,22 @@ def test_an_edited_data_record_of_the_wrong_kind_is_one_line(entry: str, value: 
     record = {"dataset": "own", "ratings": "ratings.csv", entry: value}
     with pytest.raises(DataError, match=f"^the run's data.json is damaged: its '{entry}' should be "):
         dataset_from_record(record, "own")
+
+
+def test_synthetic_data_of_its_own_settings_is_loaded_again_as_generated() -> None:
+    """Regression: data.json named such data "synthetic" alone, so a resume regenerated the built-in
+    data and refused it as data that had changed since the run started; the settings are recorded."""
+    config = SyntheticConfig(n_users=30, n_items=40, n_ratings=300, noise_std=0.1, seed=3)
+    generated = make_synthetic(config)[0]
+    record = json.loads(json.dumps({"dataset": generated.name, **generated.origin}))  # as data.json holds it
+    again = dataset_from_record(record, "synthetic")
+    assert again.ratings.equals(generated.ratings) and again.origin == generated.origin
+    assert load_dataset("synthetic").origin == {}  # the built-in data's record is its name alone
+    damaged = r"^the run's data.json is damaged: its 'generator' settings .*n_users"
+    with pytest.raises(DataError, match=damaged):
+        dataset_from_record({**record, "generator": {**record["generator"], "n_users": -1}}, "synthetic")
+    with pytest.raises(DataError, match=r"`data_dir` .*: synthetic data is generated"):
+        dataset_from_record(record, "synthetic", data_dir=Path("elsewhere"))
 
 
 def test_a_folder_given_for_generated_data_is_refused(tmp_path: Path) -> None:
