@@ -525,7 +525,13 @@ def _write_report_files(
             "Those are the biases shown for these models below."
         )
     if biased:  # else the tables would be headers alone
-        md += ["", "Item biases correlated with the damped baseline, mean rating and popularity:", ""]
+        against = "the damped baseline, mean rating and popularity"
+        if "planted" in items:  # the generator's own biases, which the reader has not met before here
+            against = (
+                "the damped baseline, mean rating, popularity and `planted`, the biases the synthetic "
+                "ratings were generated from"
+            )
+        md += ["", f"Item biases correlated with {against}:", ""]
         md += [markdown_table(item_corr), "", "User biases:", "", markdown_table(user_corr), ""]
     else:
         md.append("")

@@ -55,6 +55,8 @@ def test_report_writes_every_file(tiny_comparison: Comparison, tmp_path: Path) -
     # The report speaks to its reader alone: no pointers to documents the reader does not have.
     assert "mission" not in text.lower() and "issue" not in text.lower()
     assert "| dotbias | planted |" in text
+    # The row is said to be the generator's biases: the reader meets the word there first.
+    assert "popularity and `planted`, the biases the synthetic ratings were generated from:" in text
     assert "## Top-N lists" in text and "## New users from a few ratings (fold-in)" in text
     assert "`dotbias` is " in text and " by NDCG@10 (" in text  # the paragraph on each model
     results = json.loads((tmp_path / "results.json").read_text())
