@@ -24,6 +24,7 @@ from recsys.config import READS_TIME, RunConfig, config_for, reads_features
 from recsys.data.dataset import RatingsDataset
 from recsys.data.encoding import EncodedSplit, RatingTensors
 from recsys.data.synthetic import PlantedTruth, SyntheticConfig, make_synthetic, synthetic_interactions
+from recsys.errors import RecsysError
 from recsys.evaluation.baselines import DampedBias, fit_damped_bias, global_mean
 from recsys.evaluation.biases import learned_biases
 from recsys.evaluation.fold_in_curve import fold_in_curve
@@ -135,6 +136,7 @@ def compare_models(
         twice = next(name for j, name in enumerate(models) if name in models[:j])
         raise ValueError(f"models names {twice!r} twice: each model trains once on the split")
     threshold = _threshold(relevant, dataset)  # before any training: a bad one is refused at once
+    _check_truth(truth, dataset)
     scores: list[ModelScore] = []
     trained: dict[str, nn.Module] = {}
     results: dict[str, RunResult] = {}
@@ -301,6 +303,22 @@ def _threshold(relevant: Relevant, dataset: RatingsDataset) -> float | None:
         return None
     check_relevant(float(relevant), dataset.rating_scale)
     return float(relevant)
+
+
+def _check_truth(truth: PlantedTruth | None, dataset: RatingsDataset) -> None:
+    """The planted arrays are indexed by raw id - 1: ids outside 1..n (0-based ones, text, more ids than
+    the truth has biases) would pair a bias with another id, or fail once every model had trained."""
+    if truth is None:
+        return
+    for side in ("user", "item"):
+        ids, n = dataset.ratings[side], len(getattr(truth, f"{side}_bias"))
+        integers = pd.api.types.is_integer_dtype(ids.dtype)
+        if not integers or ids.min() < 1 or ids.max() > n:
+            found = f"run {ids.min()}..{ids.max()}" if integers else "are not whole numbers"
+            raise RecsysError(
+                f"`truth` has {n} planted {side} biases, for raw {side} ids 1..{n} (indexed by id - 1), "
+                f"but the data's {side} ids {found}: it is not the truth of this data"
+            )
 
 
 def rank_models(

@@ -12,7 +12,7 @@ import recsys.workflows.compare as compare
 from recsys.config import RunConfig, config_for
 from recsys.data.catalog import load_dataset, planted_truth
 from recsys.data.dataset import RatingsDataset
-from recsys.data.synthetic import make_synthetic
+from recsys.data.synthetic import SyntheticConfig, make_synthetic
 from recsys.errors import RecsysError
 from recsys.workflows.compare import (
     BASELINES,
@@ -90,6 +90,28 @@ def test_dotbias_recovers_the_planted_biases() -> None:
     comparison = compare_models(dataset, "random", models=["dotbias"], truth=truth)
     for table in (item_table(comparison), user_table(comparison)):
         assert table["dotbias"].corr(table["planted"]) >= 0.9
+
+
+def test_a_truth_that_does_not_fit_the_data_ids_is_refused_before_training(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: the planted arrays are read at raw id - 1, so data re-indexed from 0 paired id 0 with
+    the last planted bias (and every id with its neighbour's) without a word, and text ids ended in a
+    TypeError once every model had trained. Each is now refused before any model trains."""
+    dataset, truth = make_synthetic(SyntheticConfig(n_users=30, n_items=40, n_ratings=300, seed=2))
+    monkeypatch.setattr(compare, "train_and_evaluate", None)  # reached: a TypeError, not the refusal
+    from_zero = dataset.ratings.assign(user=dataset.ratings["user"] - 1, item=dataset.ratings["item"] - 1)
+    text = dataset.ratings.assign(item=dataset.ratings["item"].astype(str))
+    smaller = dataclasses.replace(truth, user_bias=truth.user_bias[:20])
+    for ratings, given, expected in (
+        (from_zero, truth, r"30 planted user biases, for raw user ids 1..30 .* user ids run 0..29:"),
+        (text, truth, r"40 planted item biases, for raw item ids 1..40 .* item ids are not whole numbers:"),
+        (dataset.ratings, smaller, r"20 planted user biases, for raw user ids 1..20 .* user ids run 1..30:"),
+    ):
+        with pytest.raises(RecsysError, match=rf"^`truth` has {expected} it is not the truth of this data$"):
+            compare_models(
+                dataclasses.replace(dataset, ratings=ratings), "random", models=["dotbias"], truth=given
+            )
 
 
 def test_norm_bias_frame_reports_each_run_as_it_starts(tiny_comparison: Comparison) -> None:
