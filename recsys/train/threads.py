@@ -90,34 +90,46 @@ class NumbaThreads:
         self._numba.set_num_threads(self.before)
 
 
-def side_by_side(tasks: Sequence[Callable[[], T]], stop: Callable[[], None] | None = None) -> list[T]:
-    """Each of `tasks` (nogil kernels) on a thread of its own, at once, and their results in order; a
-    task's error raises here.
+def side_by_side(
+    tasks: Sequence[Callable[[], T]], stop: Callable[[], None] | None = None, workers: int | None = None
+) -> list[T]:
+    """Each of `tasks` (nogil kernels) on threads of their own, at most `workers` at once (None: every
+    task at once), a thread taking the next task as it ends one; their results in order, and a task's
+    error raises here (no task starts after one has failed).
 
     Waited for by joining daemon threads, which a Ctrl-C or SIGTERM (an exception raised in this
     thread) cannot leave holding a lock: a ThreadPoolExecutor's wait, interrupted inside one of its
     conditions, left the workers waiting on it for ever and the command hung in the pool's shutdown.
     Interrupted, this returns at once, after `stop` (which asks the tasks to end early); the tasks
-    end on their own.
+    running end on their own, and none starts after.
     """
     if len(tasks) == 1:
         return [tasks[0]()]
     results: list[T | None] = [None] * len(tasks)
     errors: list[BaseException | None] = [None] * len(tasks)
+    lock, waiting, ended = threading.Lock(), iter(range(len(tasks))), [False]
 
-    def run(place: int) -> None:
-        try:
-            results[place] = tasks[place]()
-        except BaseException as error:
-            errors[place] = error
+    def run() -> None:
+        while True:
+            with lock:
+                place = None if ended[0] else next(waiting, None)
+            if place is None:
+                return
+            try:
+                results[place] = tasks[place]()
+            except BaseException as error:
+                errors[place] = error
+                ended[0] = True
 
-    threads = [threading.Thread(target=run, args=(place,), daemon=True) for place in range(len(tasks))]
+    count = len(tasks) if workers is None else max(1, min(workers, len(tasks)))
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(count)]
     try:
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
     except BaseException:
+        ended[0] = True
         if stop is not None:
             stop()
         raise

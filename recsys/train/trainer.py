@@ -251,7 +251,7 @@ class _CompiledEpochs:
         from recsys.train.compiled import CompiledEpochs  # numba: imported only by runs that use it
 
         x = train.x.cpu()
-        # Members side by side where each can still have a thread; else one after another on all.
+        # Members side by side, as many at once as there are threads, each on its share of them.
         at_once = min(len(members), threads)
         member_threads = max(1, threads // at_once)
         self.members = []
@@ -272,7 +272,7 @@ class _CompiledEpochs:
                 )
             )
         self.config = config
-        self.side_by_side = at_once > 1
+        self.at_once = at_once
 
     def state_dict(self) -> dict[str, Any]:
         states = [member.state_dict() for member in self.members]
@@ -308,8 +308,8 @@ class _CompiledEpochs:
         return {"rmse": rmse(mean, valid.y.cpu()), "mae": mae(mean, valid.y.cpu())}
 
     def _on_members(self, tasks: list[Callable[[], T]]) -> list[T]:
-        """Each member's task, side by side on the pool where there is one, and their results."""
-        return side_by_side(tasks, self._stop_members) if self.side_by_side else [task() for task in tasks]
+        """Each member's task, `at_once` of them side by side, and their results in the members' order."""
+        return side_by_side(tasks, self._stop_members, self.at_once)
 
     def _stop_members(self) -> None:
         """Interrupted: each member takes no further blocks (they train on threads of their own)."""

@@ -232,3 +232,41 @@ def test_an_interrupted_ensemble_epoch_stops_its_members(monkeypatch: pytest.Mon
     release.set()
     _until_threads_end(before)
     assert len(blocks) < 2 * 3 * 3  # without the stop, each member's three strata of three blocks
+
+
+def test_an_ensemble_trains_no_more_members_at_once_than_its_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`threads` 2 and 3 members: two members at a time, the third once one has finished. Each member
+    had a thread of its own, three threads where two were asked for."""
+    from recsys.config import config_for
+    from recsys.data.catalog import load_dataset
+    from recsys.data.encoding import RatingTensors
+    from recsys.models import build_model
+    from recsys.train import compiled
+    from recsys.train.trainer import fit
+
+    train_epoch, lock, running, most = compiled.CompiledEpochs.train_epoch, threading.Lock(), [0], [0]
+    all_three = threading.Event()
+
+    def counted(self: compiled.CompiledEpochs, lr: float, order: list[list[int]]) -> float:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            if running[0] == 3:
+                all_three.set()
+        all_three.wait(0.5)  # long enough for a third member to start, were it let
+        try:
+            return train_epoch(self, lr, order)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(compiled.CompiledEpochs, "train_epoch", counted)
+    ratings = load_dataset("tiny").ratings
+    x = torch.tensor(ratings[["user", "item"]].to_numpy() - 1, dtype=torch.int64)
+    train = RatingTensors(x, torch.tensor(ratings["rating"].to_numpy(), dtype=torch.float32))
+    config = config_for("dotbias", members=3, epochs=1)
+    model = build_model("dotbias", 120, 200, config.n_factors, config.y_range, torch.Generator(), members=3)
+    fit(model, train, RatingTensors(x[:0], train.y[:0]), config, torch.Generator(), threads=2, progress=False)
+    assert most[0] == 2
