@@ -60,7 +60,8 @@ def fold_in_curve(
     threshold: float | None,
     ratings_known: Sequence[int] = RATINGS_KNOWN,
     regularization: float = REGULARIZATION,
-    starts: Callable[[np.ndarray, list[np.ndarray]], tuple[torch.Tensor, torch.Tensor] | None] | None = None,
+    starts: Callable[[np.ndarray, list[np.ndarray]], list[tuple[torch.Tensor, torch.Tensor]] | None]
+    | None = None,
     rating_unit: float | None = None,
 ) -> pd.DataFrame:
     """RMSE and NDCG@10 of folded-in users per number of ratings known, and of the trained model

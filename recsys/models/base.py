@@ -266,6 +266,12 @@ def _check_batch_indices(model: RatingModel, args: tuple[object, ...]) -> None:
         check_pair_range(x, model.n_users, model.n_items)
 
 
+def members_use_features(model: "RatingModel") -> bool:
+    """Whether `model`'s members (itself, for all but an ensemble) use features, so that fold-in
+    starts each member's new users where its features place them."""
+    return all(member.uses_features for member in model.member_models())
+
+
 def member_forms(model: nn.Module) -> "list[tuple[RatingModel, BilinearForm]] | None":
     """Each of `model`'s members with its bilinear form (one pair for all but an ensemble); None
     where the model, or one of its members, has none."""

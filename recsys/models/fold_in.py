@@ -8,7 +8,8 @@ regularization * |w|^2, where x_j is item j's vector (with a 1 appended for the 
 Bayesian model's form lays its kept draws side by side: the penalty is then the draws' mean, each
 draw's part penalised as one model's. An ensemble folds the user into each member and predicts the
 members' mean, as it does for known users. A model that reads features starts each user where they
-place it (`starts`), and the ridge corrects that start.
+place it (`starts`, one per member: each member's vectors place the user apart), and the ridge
+corrects that start.
 
 A ranking model's scores are no ratings: its new user is one row of implicit ALS instead (as the
 `implicit` library recalculates a user), fitted to every item, 1 for those rated at or above
@@ -80,21 +81,21 @@ def _implicit_row(item_vectors: Tensor, items: Tensor, strengths: Tensor, regula
 
 
 def _check_starts(
-    starts: tuple[Tensor, Tensor], pairs: list[tuple[RatingModel, BilinearForm]], n_users: int
+    starts: Sequence[tuple[Tensor, Tensor]], pairs: list[tuple[RatingModel, BilinearForm]], n_users: int
 ) -> None:
-    """Starts place users of one rating model with a bias per user: a vector as wide as its form's and
-    a bias for each user folded in."""
-    (member, form), vectors, bias = pairs[0], *starts
-    if len(pairs) > 1 or member.ranks or form.user_bias is None:
-        raise ValueError(
-            "starts place the users of one rating model with a user bias (bfm, svdpp), not an ensemble"
-        )
-    width = form.item_vectors.shape[1]
-    if vectors.shape != (n_users, width) or bias.shape != (n_users,):
-        raise ValueError(
-            f"starts must be ({n_users}, {width}) vectors and {n_users} biases, got "
-            f"{tuple(vectors.shape)} and {tuple(bias.shape)}"
-        )
+    """Starts place users of a rating model with a bias per user: for each member, a vector as wide as
+    its form's and a bias for each user folded in."""
+    if len(starts) != len(pairs):
+        raise ValueError(f"starts for {len(starts)} member(s), and the model has {len(pairs)}")
+    for (member, form), (vectors, bias) in zip(pairs, starts, strict=True):
+        if member.ranks or form.user_bias is None:
+            raise ValueError("starts place the users of a rating model with a user bias (bfm, svdpp)")
+        width = form.item_vectors.shape[1]
+        if vectors.shape != (n_users, width) or bias.shape != (n_users,):
+            raise ValueError(
+                f"starts must be ({n_users}, {width}) vectors and {n_users} biases, got "
+                f"{tuple(vectors.shape)} and {tuple(bias.shape)}"
+            )
 
 
 def _check_ratings_of(user: int, items: Tensor, ratings: Tensor, n_items: int) -> None:
@@ -121,15 +122,16 @@ def fold_in(
     ratings_of_users: Sequence[tuple[Tensor, Tensor]],
     regularization: float = REGULARIZATION,
     relevant: float | None = None,
-    starts: tuple[Tensor, Tensor] | None = None,
+    starts: Sequence[tuple[Tensor, Tensor]] | None = None,
     rating_unit: float | None = None,
 ) -> FoldedUsers:
     """Fit a new user to each (inner item indices, ratings) pair of `ratings_of_users`, with the
     model's item side fixed. A user with no ratings gets a zero vector and bias: the bias-only cold
     start, the items ranked by their own terms. For a ranking model a rating at or above `relevant`
-    (None: any) is a positive. `starts`: each user's vector and bias before its ratings (a model that
-    `uses_features`: what its features say, BayesianFM.feature_vectors), which the ridge then
-    corrects, so a user with no ratings is placed by its features alone. `rating_unit`: the size of the
+    (None: any) is a positive. `starts`: for each member (the model itself, for all but an ensemble),
+    each user's vector and bias before its ratings (a model that `uses_features`: what its features
+    say, BayesianFM.feature_vectors), which the ridge then corrects, so a user with no ratings is
+    placed by its features alone. `rating_unit`: the size of the
     ratings against five stars (RunConfig's; None: 1), by which a ranking model's positives weigh."""
     if not regularization > 0:
         raise ValueError(f"regularization must be positive, got {regularization!r}")
@@ -146,13 +148,15 @@ def fold_in(
         _check_ratings_of(user, torch.as_tensor(items), torch.as_tensor(ratings), n_items)
     held = as_held(relevant) if relevant is not None else None  # a rating of 7.7 reaches 7.7
     members, forms = [], []
-    for member, form in pairs:
+    for place, (member, form) in enumerate(pairs):
         item_vectors, item_bias = form.item_vectors.double(), form.item_bias.double()
         with_bias = form.user_bias is not None
         device = item_vectors.device  # a model on a GPU folds its new users in there
         rows = []
         if starts is not None:
-            start_vectors, start_bias = (part.to(device=device, dtype=torch.float64) for part in starts)
+            start_vectors, start_bias = (
+                part.to(device=device, dtype=torch.float64) for part in starts[place]
+            )
         for user, (items, ratings) in enumerate(ratings_of_users):
             items = torch.as_tensor(items, dtype=torch.long, device=device)
             rated = torch.as_tensor(ratings, dtype=torch.float64, device=device)

@@ -32,7 +32,7 @@ from recsys.evaluation.metrics import evaluate_test
 from recsys.evaluation.ranking import KS, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluation.scorers import Scorer, constant_scorer, model_scorer, random_scorer
 from recsys.models import model_names
-from recsys.models.base import member_forms, rating_model
+from recsys.models.base import member_forms, members_use_features, rating_model
 from recsys.models.bayes import beyond_seconds
 from recsys.models.registry import model_entry
 from recsys.names import feature_groups
@@ -106,10 +106,10 @@ def _fitted_size(model: nn.Module) -> int:
 
 def _starts(
     model: nn.Module, config: RunConfig, dataset: RatingsDataset, n_items: int
-) -> Callable[[np.ndarray, list[np.ndarray]], tuple[Tensor, Tensor] | None] | None:
+) -> Callable[[np.ndarray, list[np.ndarray]], list[tuple[Tensor, Tensor]] | None] | None:
     """Where fold-in starts `model`'s new users: by their features, for a model that uses them."""
     found = rating_model(model)
-    if not found.uses_features:
+    if not members_use_features(found):
         return None
     return lambda users, rated: new_user_starts(found, config, dataset.user_features, users, rated, n_items)
 

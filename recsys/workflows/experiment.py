@@ -35,7 +35,7 @@ from recsys.evaluation.metrics import evaluate, evaluate_test
 from recsys.evaluation.ranking import RankingTask, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluation.scorers import model_scorer
 from recsys.files import read_file, write_json
-from recsys.models.base import RatingModel
+from recsys.models.base import RatingModel, members_use_features
 from recsys.models.bayes import BayesianFM
 from recsys.models.feature_coding import keeps_codings, saved_codings
 from recsys.models.fold_in import FoldedUsers, fold_in
@@ -272,18 +272,20 @@ def new_user_starts(
     users: np.ndarray | None,
     rated: Sequence[np.ndarray],
     n_items: int,
-) -> tuple[Tensor, Tensor] | None:
+) -> list[tuple[Tensor, Tensor]] | None:
     """Where a model that `uses_features` places new users before fold-in corrects them from their
-    ratings: raw ids `users` with their rows of the user feature `table` (where it has a row for
-    them), or (`users` None) as many users as `rated` with none, and the items each rated (`rated`,
-    inner indices); None for any other model."""
-    if not model.uses_features:
+    ratings, for each member (fold_in's `starts`): raw ids `users` with their rows of the user feature
+    `table` (where it has a row for them), or (`users` None) as many users as `rated` with none, and
+    the items each rated (`rated`, inner indices); None for any other model."""
+    if not members_use_features(model):
         return None
     groups = feature_groups(config.features)
     new = table if users is not None else None
     ids = users if users is not None else np.arange(len(rated))
-    codings = saved_codings(model, "user")  # training's: the table may have grown new users since
-    return model.feature_vectors(rows_for_new(groups, codings, new, ids, rated, n_items))
+    members = model.member_models()
+    codings = saved_codings(members[0], "user")  # training's: the table may have grown new users since
+    rows = rows_for_new(groups, codings, new, ids, rated, n_items)
+    return [member.feature_vectors(rows) for member in members]
 
 
 def described_users(

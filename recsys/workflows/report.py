@@ -22,7 +22,7 @@ from recsys.errors import RecsysError
 from recsys.evaluation.biases import learned_biases
 from recsys.evaluation.factors import cosine_neighbours, item_vectors, principal_components
 from recsys.files import read_file, write_json
-from recsys.models.base import rating_model
+from recsys.models.base import members_use_features, rating_model
 from recsys.models.feature_coding import keeps_codings
 from recsys.workflows.compare import (
     BASELINE_COLUMN,
@@ -689,7 +689,7 @@ def _ranking_section(
             "says nothing. `trained` is the model that saw all of them."
         )
         featured = [
-            name for name in comparison.fold_in if rating_model(comparison.models[name]).uses_features
+            name for name in comparison.fold_in if members_use_features(rating_model(comparison.models[name]))
         ]
         # Only a model that coded users' side features starts a new user from them (svdpp reads no
         # items' table, and ml-latest-small has no users' one): the others start from the items rated.

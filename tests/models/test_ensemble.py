@@ -10,9 +10,10 @@ import torch
 from recsys.config import RunConfig, config_for
 from recsys.data.dataset import RatingsDataset
 from recsys.errors import RecsysError
-from recsys.models import DotProduct, DotProductBias, Ensemble, build_model
+from recsys.models import DotProduct, DotProductBias, Ensemble, RatingModel, build_model
+from recsys.models.fold_in import fold_in
 from recsys.train.checkpoints import load_checkpoint
-from recsys.workflows.experiment import train_and_evaluate
+from recsys.workflows.experiment import new_user_starts, train_and_evaluate
 from recsys.workflows.recommend import explain
 
 Y_RANGE = (0.0, 5.5)
@@ -186,3 +187,22 @@ def test_an_ensembles_checkpoint_loads_and_explains(tiny: RatingsDataset, tmp_pa
     assert parts["user_bias"] + parts["item_bias"] + parts["factors"] == pytest.approx(
         parts["score"], abs=1e-6
     )
+
+
+def test_an_svdpp_ensemble_folds_a_new_user_into_each_member_as_that_member_alone(
+    tiny: RatingsDataset,
+) -> None:
+    """Each member starts a new user from its own vectors of the items they rated, as an svdpp model
+    alone does. No one start fits every member, so the ensemble's started nowhere, and from five
+    ratings its folded-in users scored worse than either member's (ML-100K: RMSE 1.076 against 1.043)."""
+    config = config_for("svdpp", dataset="tiny", epochs=2, members=2)
+    result = train_and_evaluate(tiny, config, progress=False)
+    rated = [(torch.tensor([0, 3, 7]), torch.tensor([5.0, 1.0, 4.0], dtype=torch.float64))]
+    n_items = len(result.data.items)
+
+    def folded(model: RatingModel) -> torch.Tensor:
+        starts = new_user_starts(model, result.config, None, None, [rated[0][0].numpy()], n_items)
+        return fold_in(model, rated, starts=starts).scores(torch.tensor([0]))
+
+    alone = torch.stack([folded(member) for member in result.model.member_models()]).mean(dim=0)
+    torch.testing.assert_close(folded(result.model), alone)

@@ -374,14 +374,23 @@ def test_a_bayesian_model_of_identical_draws_folds_a_user_in_as_one_draw_does() 
 
 def test_starts_are_refused_where_they_cannot_place_the_users() -> None:
     rated = [(torch.tensor([0, 2]), torch.tensor([4.0, 2.0]))]
-    starts = (torch.zeros(1, N_FACTORS), torch.zeros(1))
+    starts = [(torch.zeros(1, N_FACTORS), torch.zeros(1))]
     ensemble = Ensemble([make("dotbias", Y_RANGE, seed) for seed in (0, 10)])
-    with pytest.raises(ValueError, match="not an ensemble"):
+    with pytest.raises(ValueError, match=r"starts for 1 member\(s\), and the model has 2"):
         fold_in(ensemble, rated, starts=starts)
-    with pytest.raises(ValueError, match="one rating model with a user bias"):
+    with pytest.raises(ValueError, match="a rating model with a user bias"):
         fold_in(make("dot", Y_RANGE), rated, starts=starts)
     with pytest.raises(ValueError, match=r"starts must be \(1, 3\) vectors and 1 biases, got \(1, 5\)"):
-        fold_in(make("dotbias", Y_RANGE), rated, starts=(torch.zeros(1, 5), torch.zeros(1)))
-    placed = fold_in(make("dotbias", Y_RANGE), [(torch.zeros(0, dtype=torch.long), torch.zeros(0))],
-                     starts=(torch.ones(1, N_FACTORS), torch.full((1,), 0.5)))  # fmt: skip
+        fold_in(make("dotbias", Y_RANGE), rated, starts=[(torch.zeros(1, 5), torch.zeros(1))])
+    nothing = [(torch.zeros(0, dtype=torch.long), torch.zeros(0))]
+    placed = fold_in(
+        make("dotbias", Y_RANGE), nothing, starts=[(torch.ones(1, N_FACTORS), torch.full((1,), 0.5))]
+    )
     assert torch.equal(placed.forms[0].user_vectors[0], torch.ones(N_FACTORS))
+    # An ensemble's members each start from their own.
+    apart = fold_in(
+        ensemble,
+        nothing,
+        starts=[(torch.full((1, N_FACTORS), float(place)), torch.zeros(1)) for place in (1, 2)],
+    )
+    assert [float(form.user_vectors[0, 0]) for form in apart.forms] == [1.0, 2.0]

@@ -139,10 +139,10 @@ def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> 
     with pytest.raises(RecsysError, match="rows have 62 features where training had 2"):
         model.feature_vectors(other)
     nothing = [(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64))] * 2
-    folded = fold_in(model, nothing, starts=placed)
+    folded = fold_in(model, nothing, starts=[placed])
     torch.testing.assert_close(folded.scores(torch.tensor([0, 1])).float(), scores, rtol=1e-4, atol=1e-4)
     liked_items = torch.from_numpy(np.flatnonzero(kinds == "x")[:3])
-    moved = fold_in(model, [(liked_items, torch.full((3,), 1.0, dtype=torch.float64))] * 2, starts=placed)
+    moved = fold_in(model, [(liked_items, torch.full((3,), 1.0, dtype=torch.float64))] * 2, starts=[placed])
     assert float(moved.predict(torch.tensor([0]), liked_items[:1])) < float(scores[0, liked_items[0]])
 
 

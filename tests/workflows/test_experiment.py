@@ -528,7 +528,8 @@ def test_a_new_user_without_an_id_takes_no_row_of_the_feature_table() -> None:
         run.model, run.config, dataset.user_features, None, [none], len(run.data.items)
     )
     assert by_id is not None and anonymous is not None
-    assert by_id[0].abs().sum() > 0 and anonymous[0].abs().sum() == 0
+    (by_id_vectors, _), (anonymous_vectors, _) = by_id[0], anonymous[0]  # the one member's
+    assert by_id_vectors.abs().sum() > 0 and anonymous_vectors.abs().sum() == 0
 
 
 def test_a_relevance_threshold_above_the_scale_is_refused_and_one_on_it_kept() -> None:
