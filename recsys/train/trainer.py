@@ -387,8 +387,9 @@ def fit(
     """Train `model` in place for `config.epochs` with `config.engine`, evaluating on `valid` after each.
 
     `generator` drives the shuffle (CPU), so the same seed, data and config give the same result (on
-    the compiled engine, with any number of `threads`: None, the cores this process may use; on the
-    autograd engine on the CPU, `threads` are torch's, None: AUTOGRAD_CPU_THREADS).
+    the compiled engine, with any number of `threads`: None, the cores this process may use, while
+    torch keeps COMPILED_TORCH_THREADS; on the autograd engine on the CPU, `threads` are torch's, None:
+    AUTOGRAD_CPU_THREADS).
     `on_checkpoint` gets an epoch's stats and the training state (optimizer state, shuffle RNG,
     history) that `resume` takes back to continue after that epoch exactly as if never stopped: after
     the last epoch, and after any other once `checkpoint_every` seconds have passed since the last
@@ -409,16 +410,22 @@ def fit(
 # small enough that a second thread gains little, and a second thread that another process holds
 # costs ten times over (docs/training.md#threads).
 AUTOGRAD_CPU_THREADS = 1
+# torch's own threads beside the compiled engine, whose threads are numba's: bpmf's sampler sums its
+# squared errors, chi-squares and scatter matrices in torch, which cuts a sum by its threads once it
+# passes 32,768 entries, so on the caller's two threads a fit's chains came out in other last bits.
+COMPILED_TORCH_THREADS = 1
 
 
 def torch_threads_for(config: RunConfig, threads: int | None) -> int | None:
-    """torch's threads while `config` trains on the CPU, on the autograd or device engine: `threads`,
-    else AUTOGRAD_CPU_THREADS. For the device engine one is also what each torchrun rank runs on: more
-    threads cut a step's sigmoid and sums at other places, which rounds their last bits otherwise once
-    a step passes torch's grain (32,768 entries). None leaves them as they are (on a GPU, and on the
-    compiled engine, whose own threads are numba's)."""
-    if config.device != "cpu" or config.engine == "compiled":
+    """torch's threads while `config` trains on the CPU: on the autograd or device engine `threads`,
+    else AUTOGRAD_CPU_THREADS; on the compiled engine COMPILED_TORCH_THREADS. For the device engine
+    one is also what each torchrun rank runs on: more threads cut a step's sigmoid and sums at other
+    places, which rounds their last bits otherwise once a step passes torch's grain (32,768 entries).
+    None leaves them as they are (on a GPU)."""
+    if config.device != "cpu":
         return None
+    if config.engine == "compiled":
+        return COMPILED_TORCH_THREADS
     return AUTOGRAD_CPU_THREADS if threads is None else check_threads(threads)
 
 

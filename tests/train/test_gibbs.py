@@ -177,6 +177,35 @@ def test_the_draws_do_not_depend_on_the_threads(tiny: RatingsDataset) -> None:
         assert torch.equal(tensor, runs[1].model.state_dict()[name]), name
 
 
+def test_the_chains_do_not_depend_on_torchs_threads(synthetic: RatingsDataset) -> None:
+    """Regression: a sweep's sum of squared errors, its chi-square and each side's scatter matrix are
+    torch reductions, which torch cuts by its own threads (the caller's, or RatingRegressor's
+    `threads`) once they pass 32,768 entries, so `fit` drew other last bits of the chains on two torch
+    threads than on one; it now holds torch at one thread, as a run does."""
+    from recsys.train.trainer import fit
+    from recsys.workflows.experiment import prepare
+
+    data, config = prepare(
+        synthetic, config_for("bpmf", dataset="synthetic", epochs=2, n_factors=2, members=1)
+    )
+    states, saved = [], []
+    before = torch.get_num_threads()
+    try:
+        for torch_threads in (1, 2):
+            torch.set_num_threads(torch_threads)
+            model = model_for(config, len(data.users), len(data.items), torch.Generator().manual_seed(0))
+            fit(
+                model, data.train, data.test, config, torch.Generator().manual_seed(0), threads=1,
+                progress=False, on_checkpoint=lambda stats, training: saved.append(training),
+            )  # fmt: skip
+            states.append(saved[-1]["chains"][0])
+    finally:
+        torch.set_num_threads(before)
+    assert states[0]["alpha"] == states[1]["alpha"]
+    for one, two in zip(states[0]["draws"], states[1]["draws"], strict=True):
+        assert torch.equal(one, two)
+
+
 def test_a_run_gives_back_numbas_thread_count(tiny: RatingsDataset) -> None:
     """The sampler runs on the run's threads; the caller's own numba code keeps the caller's."""
     import numba

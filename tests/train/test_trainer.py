@@ -318,13 +318,13 @@ def test_sparse_gradients_are_switched_off_again_when_training_diverges(tiny_enc
 
 
 def test_the_autograd_engine_on_the_cpu_takes_one_torch_thread_unless_asked() -> None:
-    from recsys.train.trainer import AUTOGRAD_CPU_THREADS, torch_threads_for
+    from recsys.train.trainer import AUTOGRAD_CPU_THREADS, COMPILED_TORCH_THREADS, torch_threads_for
 
     autograd = config_for("dotbias", engine="autograd")
     assert AUTOGRAD_CPU_THREADS == 1
     assert torch_threads_for(autograd, None) == AUTOGRAD_CPU_THREADS
     assert torch_threads_for(autograd, 2) == 2
-    assert torch_threads_for(config_for("dotbias", engine="compiled"), 2) is None  # numba's threads
+    assert torch_threads_for(config_for("dotbias", engine="compiled"), 2) == COMPILED_TORCH_THREADS == 1
     assert torch_threads_for(dataclasses.replace(autograd, device="cuda"), None) is None
     device = config_for("dotbias", engine="device")  # on the CPU one thread, as a torchrun rank
     assert torch_threads_for(device, None) == AUTOGRAD_CPU_THREADS
