@@ -270,7 +270,7 @@ def check_items_or_data_error(folder: Path, name: str, body: bytes) -> None:
     assert list(items.columns) == ITEM_COLUMNS
     assert items["item"].dtype == np.int64 and (items["item"] >= 0).all()
     assert all(isinstance(text, str) for text in items["genres"])
-    assert all(text is None or (isinstance(text, str) and text) for text in items["title"])  # None: untitled
+    assert all(pd.isna(text) or (isinstance(text, str) and text) for text in items["title"])  # NA: untitled
 
 
 @SETTINGS
