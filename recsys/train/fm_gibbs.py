@@ -35,7 +35,7 @@ from recsys.data.features import FeatureRows, features_of
 from recsys.models.bayes import BayesianFM
 from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, START_SCALE, KeptMean
 from recsys.train.grouping import grouped, rows_of
-from recsys.train.jit import compiled
+from recsys.train.jit import NO_REORDERING, compiled
 from recsys.train.ordinal import (
     cutpoints_of,
     draw_cutpoint_parameters,
@@ -54,7 +54,7 @@ def _by_feature(block: FeatureRows) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return grouped(block.columns, rows_of(block.starts), block.values, block.n_features)  # type: ignore[no-any-return]
 
 
-@compiled(parallel=True, fastmath=True)
+@compiled(parallel=True, fastmath=NO_REORDERING)
 def _compose(starts: np.ndarray, columns: np.ndarray, values: np.ndarray, table: np.ndarray) -> np.ndarray:
     composed = np.zeros((len(starts) - 1, table.shape[1]))
     for row in numba.prange(len(starts) - 1):
@@ -65,7 +65,7 @@ def _compose(starts: np.ndarray, columns: np.ndarray, values: np.ndarray, table:
     return composed
 
 
-@compiled(parallel=True, fastmath=True)
+@compiled(parallel=True, fastmath=NO_REORDERING)
 def _row_sums(
     coordinate: int,
     other: np.ndarray,
@@ -127,7 +127,7 @@ def _sample_features(
     return change
 
 
-@compiled(parallel=True, fastmath=True)
+@compiled(parallel=True, fastmath=NO_REORDERING)
 def _update_residuals(
     coordinate: int,
     change: np.ndarray,
@@ -146,7 +146,7 @@ def _update_residuals(
             residuals[rating_of[t]] -= change[row] * h
 
 
-@compiled(parallel=True, fastmath=True)
+@compiled(parallel=True, fastmath=NO_REORDERING)
 def _sample_bin_biases(
     bin_bias: np.ndarray,
     by_bin: tuple[np.ndarray, np.ndarray],
@@ -172,7 +172,7 @@ def _sample_bin_biases(
             residuals[ratings[t]] -= new - old
 
 
-@compiled(parallel=True, fastmath=True)
+@compiled(parallel=True, fastmath=NO_REORDERING)
 def _pair_scores(
     user_rows: np.ndarray,
     item_rows: np.ndarray,

@@ -11,14 +11,15 @@ from recsys.errors import RecsysError
 
 Function = TypeVar("Function", bound=Callable[..., Any])
 
-# fastmath's flags but `reassoc`, for a kernel with `prange` loops: numba optimises the cached copy of
-# such a kernel again, so a sum it may reorder came out in other last bits in the process that
-# compiled it than in every later one (bfm's Gibbs draws differed between a first run and the next).
-PARALLEL_FASTMATH = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
+# fastmath's flags but `reassoc`, for a `prange` kernel whose sums numba's cached copy reordered
+# otherwise than the process that compiled it: bfm's Gibbs draws differed in their last bits between
+# a first run and the next (docs/performance.md). Not for every parallel kernel: implicit ALS's took
+# four times as long without reordering, and its cached copy computes what the fresh one does.
+NO_REORDERING = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
 
 
 def compiled(
-    *, fastmath: bool = False, parallel: bool = False, inline: bool = False
+    *, fastmath: bool | set[str] = False, parallel: bool = False, inline: bool = False
 ) -> Callable[[Function], Function]:
     """A decorator compiling a function with numba in nopython mode.
 
@@ -27,10 +28,10 @@ def compiled(
     refuses to cache at all, so it compiles in each process instead. nogil: threads can run kernels
     side by side. error_model="numpy": no Python zero-division check per `/`, which is what lets LLVM
     vectorise the loops. fastmath lets it reorder sums (vectorised dot products); the compiled code,
-    and so the result, is still the same on every run. parallel: `numba.prange` loops run on numba's
-    threads (`numba.set_num_threads`), with fastmath's other flags but no reordering
-    (PARALLEL_FASTMATH). inline: a small helper whose body numba copies into each
-    kernel that calls it, so that the kernel's loops are optimised with it in view.
+    and so the result, is still the same on every run; or a set of LLVM's flags (NO_REORDERING).
+    parallel: `numba.prange` loops run on numba's threads (`numba.set_num_threads`). inline: a small
+    helper whose body numba copies into each kernel that calls it, so that the kernel's loops are
+    optimised with it in view.
     """
 
     def decorate(function: Function) -> Function:
@@ -42,7 +43,7 @@ def compiled(
                 cache=cache,
                 nogil=True,
                 error_model="numpy",
-                fastmath=PARALLEL_FASTMATH if fastmath and parallel else fastmath,
+                fastmath=fastmath,
                 parallel=parallel,
                 inline="always" if inline else "never",
             )(function)
