@@ -33,6 +33,7 @@ from recsys.data.ratings_table import (
     pair_keys,
     ratings_table,
     row_of_frame,
+    titles_or_missing,
     warn_unnamed_items,
 )
 from recsys.errors import DataError
@@ -260,6 +261,7 @@ def read_items(folder: Path, layout: str) -> pd.DataFrame:
     else:
         return _read_csv_items(path)
     items["item"] = non_negative_integers(items["item"], "item id", str(path), where)
+    items["title"] = titles_or_missing(items["title"])
     return first_entry_of_each_item(items, str(path), where)
 
 
@@ -351,14 +353,21 @@ def _read_dat_items(path: Path) -> pd.DataFrame:
     that is part of it, not a quote."""
     _check_text(path, "latin-1")
     with path.open(encoding="latin-1") as file:
-        rows = [line.rstrip("\n").split("::", 2) for line in file]
-    if not rows:
+        lines = [line.rstrip("\n") for line in file]
+    if not lines:
         raise DataError(f"{path}: file is empty")
-    for number, row in enumerate(rows, start=1):
-        if len(row) != 3:
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        # The id is before the first "::" and the genres after the last (neither holds one): what is
+        # between is the title, even where it holds a "::" itself.
+        item, _, rest = line.partition("::")
+        title, _, genres = rest.rpartition("::")
+        if line.count("::") < 2:
             raise DataError(
-                f"{path}: expected MovieID::Title::Genres on every line; line {number} has {len(row)} fields"
+                f"{path}: expected MovieID::Title::Genres on every line; line {number} has "
+                f"{line.count('::') + 1} fields"
             )
+        rows.append((item, title, genres))
     return pd.DataFrame(rows, columns=ITEM_COLUMNS)
 
 

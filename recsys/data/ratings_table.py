@@ -571,8 +571,7 @@ def item_table(
     else:
         # As text, as the ratings' ids are, even where every one of the table's spells an integer.
         item = np.asarray(ids(column.astype(str), "item", source, where)).astype(str).astype(object)
-    titles = raw[labels[found["title"]]].fillna("").astype(str).str.strip().to_numpy(dtype=object)
-    titles[titles == ""] = None  # no title: shown as "[item <id>]", as an item without an entry is, not blank
+    titles = titles_or_missing(raw[labels[found["title"]]])
     genres = (
         raw[labels[found["genres"]]].fillna("").astype(str).to_numpy(dtype=object)
         if "genres" in found
@@ -580,6 +579,14 @@ def item_table(
     )
     table = pd.DataFrame({"item": item, "title": titles, "genres": genres})[ITEM_COLUMNS]
     return first_entry_of_each_item(table, source, where)
+
+
+def titles_or_missing(column: pd.Series) -> np.ndarray:
+    """Titles stripped, an empty one missing (None): shown as "[item <id>]", as an item without an
+    entry is, not as a blank."""
+    titles = column.fillna("").astype(str).str.strip().to_numpy(dtype=object)
+    titles[titles == ""] = None
+    return titles
 
 
 def _integer_item_ids(column: pd.Series, source: str, where: Where) -> np.ndarray:

@@ -1370,3 +1370,34 @@ def test_an_item_listed_twice_keeps_its_first_entry_with_a_warning(
     ):
         items = read_items(folder, layout)
     assert items["item"].tolist() == [10, 20, 30] and "Another" not in items["title"].iloc[1]
+
+
+@pytest.mark.parametrize(
+    ("layout", "line"),
+    [
+        ("100k", "40| |01-Jan-2001||http://x|" + "|".join("0" * 19)),
+        ("dat", "40::::Horror"),
+    ],
+)
+def test_an_untitled_movielens_item_reads_as_missing_as_an_item_table_s_does(
+    layout: str, line: str, tmp_path: Path
+) -> None:
+    # Missing, so that lists show it as "[item 40]", not as a blank; movies.dat's genres are after its
+    # last "::", whatever the title holds.
+    folder = write_dataset(tmp_path / "copy", layout, WHOLE_RATINGS)
+    name = "u.item" if layout == "100k" else "movies.dat"
+    with (folder / name).open("a", encoding="latin-1") as file:
+        file.write(line + "\n")
+    items = read_items(folder, layout).set_index("item")
+    assert pd.isna(items.at[40, "title"]) and items["title"].drop(40).notna().all()
+    if layout == "dat":
+        assert items.at[40, "genres"] == "Horror"
+
+
+def test_a_movies_dat_title_holding_the_separator_keeps_its_genres(tmp_path: Path) -> None:
+    folder = write_dataset(tmp_path / "copy", "dat", WHOLE_RATINGS)
+    with (folder / "movies.dat").open("a", encoding="latin-1") as file:
+        file.write("40::::Made Up: Part 2 (1995)::Comedy|Drama\n")
+    items = read_items(folder, "dat").set_index("item")
+    assert items.at[40, "genres"] == "Comedy|Drama"
+    assert items.at[40, "title"] == "::Made Up: Part 2 (1995)"
