@@ -24,6 +24,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import hypothesis
 import numpy as np
 import pandas as pd
 import pytest
@@ -44,6 +45,12 @@ ROOT = Path(__file__).resolve().parent.parent  # the repository
 
 # Helper modules beside this one (imported by test modules later) whose asserts report like a test's.
 pytest.register_assert_rewrite("movielens_files")
+
+# Property tests draw the same examples on every run, so a suite that passed passes again (CI's
+# included); `pytest --hypothesis-profile=explore` draws new ones each run, to hunt for more.
+hypothesis.settings.register_profile("repeatable", derandomize=True)
+hypothesis.settings.register_profile("explore", derandomize=False)
+hypothesis.settings.load_profile("repeatable")
 
 # The local server stalls on this path for SLOW_SECONDS and then answers 504, for timeout tests.
 SLOW_PATH = "/slow.zip"
