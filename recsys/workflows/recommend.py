@@ -227,10 +227,13 @@ def find_item(checkpoint: Checkpoint, data: RecommendData, name: int | str, *, i
 
 
 def _item_with_id(checkpoint: Checkpoint, name: str) -> int | None:
-    """The inner index of the item whose id is spelled `name`, else None."""
-    raw_ids = checkpoint.items.raw_ids
-    by_id = np.flatnonzero(raw_ids.astype(str) == name)
-    return item_index(checkpoint, raw_ids[by_id[0]]) if len(by_id) > 0 else None
+    """The inner index of the item whose id `name` is, read as `item_index` reads one ("0009" is item
+    9 where the ids are integers), else None."""
+    try:
+        raw = checkpoint.items.parse(name, "item")
+    except RecsysError:  # text that is no integer: no id of an integer-id model
+        return None
+    return item_index(checkpoint, raw) if checkpoint.items.known(np.array([raw]))[0] else None
 
 
 def similar_items(

@@ -114,6 +114,9 @@ def test_an_id_typed_as_text_or_as_a_number_finds_the_same_user_and_item(
     assert similar_items(checkpoint, data, item).equals(similar_items(checkpoint, data, str(item)))
     # The spaces around a typed id or title are not part of it, as recommend's user's are not.
     assert similar_items(checkpoint, data, f"  {item} ").equals(similar_items(checkpoint, data, item))
+    # Leading zeros, as `explain` reads them (and a ratings file's integer ids are read).
+    assert similar_items(checkpoint, data, f"000{item}").equals(similar_items(checkpoint, data, item))
+    assert explain(checkpoint, user, f"000{item}") == explain(checkpoint, user, item)
     title = str(dataset.items.loc[dataset.items["item"] == item, "title"].iloc[0])
     assert similar_items(checkpoint, data, f" {title}  ").equals(similar_items(checkpoint, data, title))
     with pytest.raises(RecsysError, match="user id 'someone': this model's user ids are integers"):
