@@ -233,3 +233,12 @@ def test_rating_tensors_refuse_shapes_the_kernels_would_misread() -> None:
         RatingTensors(torch.zeros(3, 4, dtype=torch.long), torch.ones(3))
     with pytest.raises(ValueError, match=r"y must be a \(n,\) tensor.*\(3, 2\)"):
         RatingTensors(x, torch.ones(3, 2))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.uint8])
+def test_rating_tensors_widen_narrow_indices_to_int64(dtype: torch.dtype) -> None:
+    # The device engine's kernels multiply an index by the row width: in int32 that passes 2**31.
+    x = torch.tensor([[0, 1], [2, 0]], dtype=dtype)
+    tensors = RatingTensors(x, torch.tensor([4.0, 3.0]))
+    assert tensors.x.dtype == torch.int64 and tensors.x.tolist() == [[0, 1], [2, 0]]
+    assert tensors.to("cpu").x.dtype == torch.int64
