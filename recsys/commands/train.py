@@ -48,7 +48,7 @@ from recsys.config import (
     unread,
 )
 from recsys.data.split_settings import FRACTION_SPLITS, check_test_frac, check_test_n
-from recsys.errors import RecsysError
+from recsys.errors import RecsysError, short_reason
 from recsys.files import read_file
 from recsys.models.registry import COMPILED_DEFAULTS, model_entry, model_names
 from recsys.names import (
@@ -300,9 +300,8 @@ def resumed_config(run_dir: Path) -> RunConfig:
     try:
         return RunConfig.from_dict(json.loads(read_file(run_dir / CONFIG_FILE)))
     except (OSError, ValueError, TypeError, AttributeError, RecsysError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise RecsysError(
-            f"--resume {run_dir}: not a readable recsys run folder ({CONFIG_FILE}: {reason})"
+            f"--resume {run_dir}: not a readable recsys run folder ({CONFIG_FILE}: {short_reason(error)})"
         ) from None
 
 

@@ -30,7 +30,7 @@ from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit, sp
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.features import FeatureRows, features_of, rows_for_new, table_rows
 from recsys.data.splits import Split, make_split
-from recsys.errors import DataError, RecsysError
+from recsys.errors import DataError, RecsysError, short_reason
 from recsys.evaluation.metrics import evaluate, evaluate_test
 from recsys.evaluation.ranking import RankingTask, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluation.scorers import model_scorer
@@ -585,8 +585,7 @@ def recorded_data(run_dir: Path) -> dict[str, Any]:
     except OSError as error:  # not damage: a folder in its place, no permission to read it
         raise DataError(f"cannot read {path}: {error.strerror or error}") from None
     except ValueError as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise DataError(f"{path} is damaged ({reason}); {_RESTORE_RECORD}") from None
+        raise DataError(f"{path} is damaged ({short_reason(error)}); {_RESTORE_RECORD}") from None
     if not isinstance(record, dict):
         raise DataError(f"{path} is damaged (not a JSON object); {_RESTORE_RECORD}")
     return record
