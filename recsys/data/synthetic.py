@@ -111,7 +111,10 @@ def make_synthetic(
         + rng.normal(0, config.noise_std, config.n_ratings)
     )
     ratings = np.clip(np.round(score), 1, 5)
-    timestamps = 900_000_000 + np.sort(rng.integers(0, 365 * 86_400, config.n_ratings))
+    # Each rating's time drawn on its own: in the pairs' order, times would rise with the draw that
+    # first met a pair, which meets popular users' and items' pairs first (a split by time would then
+    # test the rarer ones).
+    timestamps = 900_000_000 + rng.integers(0, 365 * 86_400, config.n_ratings)
     frame = ratings_frame(users + 1, items + 1, ratings, timestamps)
     # Settings other than the built-in data's are recorded where a run folder keeps its data's origin,
     # so that a resumed run generates this data again rather than the built-in.

@@ -115,7 +115,7 @@ def test_what_no_model_here_can_learn_from_is_one_line_and_exit_2(
 def test_a_vast_weight_that_breaks_ials_is_named_as_the_datas_not_a_step_size(tmp_path: Path) -> None:
     """ials takes no steps: where its loss overflows, the advice is to look at the data, not `lr`."""
     path = tmp_path / "events.csv"
-    rows = [f"u{k % 9},i{k % 7},{1e15 if k == 3 else 1 + k % 4}" for k in range(63)]
+    rows = [f"u{k % 9},i{k % 7},{1e30 if k == 3 else 1 + k % 4}" for k in range(63)]
     path.write_text("user,item,plays\n" + "\n".join(rows) + "\n")
     args = ["--ratings", str(path), "--model", "ials", "--epochs", "2", "--no-progress"]
     ran = run_cli(train_command.cli, "train.py", args, tmp_path / "c")
