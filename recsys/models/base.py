@@ -260,10 +260,20 @@ def _check_batch_indices(model: RatingModel, args: tuple[object, ...]) -> None:
     """Before `forward`: a batch's users and items lie inside the model's tables, or an IndexError
     names the column, the index and the range. One reduction over the batch; `forward_with_penalty`,
     the trainer's step, goes without (fit checks its pairs once). What is no batch of indices is left
-    to `forward`'s own TypeError or ValueError."""
+    to `forward`'s own TypeError or ValueError. A batch on the meta device has no values to check (a
+    model on it is traced for its shapes); a model with its tables elsewhere would read garbage rows
+    for it (torch's CPU lookups take meta indices), so that is a RuntimeError."""
     x = args[0] if args else None
     if isinstance(x, Tensor) and x.dtype in INDEX_DTYPES and x.dim() == 2 and x.shape[1] in (2, 3):
-        check_pair_range(x, model.n_users, model.n_items)
+        if x.device.type != "meta":
+            check_pair_range(x, model.n_users, model.n_items)
+            return
+        held = sorted({str(tensor.device) for tensor in model.parameters()} - {"meta"})
+        if held:
+            raise RuntimeError(
+                f"the batch is on the meta device but the model's tables are on {', '.join(held)}: "
+                "move both to one device"
+            )
 
 
 def members_use_features(model: "RatingModel") -> bool:

@@ -333,6 +333,31 @@ def test_a_model_with_no_items_says_so_for_any_index() -> None:
         model(torch.tensor([[0, 0]]))
 
 
+# torch has no meta kernels for linear's sparse one-hot product or SVD++'s torch.unique of a batch's users.
+META_NAMES = [name for name in NAMES if name not in ("linear", "svdpp")]
+
+
+@pytest.mark.parametrize("name", META_NAMES)
+@pytest.mark.parametrize("members", [1, 2])
+def test_a_model_on_the_meta_device_predicts_the_shapes_of_a_meta_batch(name: str, members: int) -> None:
+    """A meta batch has no indices to check against the tables: the check had read its values back."""
+    with torch.device("meta"):
+        model = build_model(name, N_USERS, N_ITEMS, N_FACTORS, Y_RANGE, None, members)
+    x = batch(size=5).to("meta")
+    prediction, penalty = model(x), model.forward_with_penalty(x)[1]
+    assert (prediction.device.type, prediction.shape, penalty.shape) == ("meta", (5,), ())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_meta_batch_for_a_model_elsewhere_is_one_clear_error(name: str) -> None:
+    """Not torch's 'Cannot copy out of meta tensor' from the range check, nor, past it, the garbage rows
+    torch's CPU lookups return for meta indices."""
+    model = make(name)
+    message = r"^the batch is on the meta device but the model's tables are on cpu: move both to one device$"
+    with pytest.raises(RuntimeError, match=message):
+        model(batch(size=5).to("meta"))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_init_scale_multiplies_every_initial_weight(name: str) -> None:
     plain, scaled = (
