@@ -55,6 +55,7 @@ class SVDPlusPlus(DotProductBias):
     bag_columns: Tensor
     bag_weights: Tensor
     bag_starts: Tensor
+    user_feature_rows: Tensor  # a digest of the feature rows the bags came from (empty: none did)
     # The implicit table is summed by the functional embedding_bag and penalised through its whole
     # weight: its gradient is dense.
     sparse_gradients = False
@@ -79,11 +80,12 @@ class SVDPlusPlus(DotProductBias):
 
     def set_training_pairs(self, x: Tensor) -> None:
         """Each user's bag: the items it rated in `x`, each |N(u)|^-1/2 (unless `set_features` set
-        the bags)."""
+        the bags, or a state dict of a model it set them on was loaded: its bags index its table's
+        feature rows)."""
         users, items = split_pairs(x)
         n_users, n_items = len(self.bag_starts) - 1, len(self.item_factors.weight)
         check_pair_range(x, n_users, n_items)
-        if self.features_set:
+        if self.features_set or len(self.user_feature_rows):  # set here, or loaded with a state dict
             return
         # Each (user, item) pair once, sorted by user: a repeated rating is still one item rated.
         pairs = torch.unique(users.long().cpu() * n_items + items.long().cpu())

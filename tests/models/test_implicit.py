@@ -223,6 +223,19 @@ def test_a_new_users_start_is_its_bag_of_features_and_the_bags_travel_in_the_sta
         model.feature_vectors(rows_for_new(("side",), codings, new, np.array(["new"])))
 
 
+def test_bags_from_features_loaded_with_a_state_dict_stay_when_the_training_pairs_are_set() -> None:
+    """As fit sets them on a checkpoint's model: they had become N(u) bags, whose item columns read
+    the side features' rows of the loaded table."""
+    model = _with_side_features()
+    with torch.no_grad():
+        model.implicit_factors.weight.normal_(generator=torch.Generator().manual_seed(5))
+    fresh = build_model("svdpp", N_USERS, N_ITEMS, N_FACTORS, Y_RANGE)
+    fresh.load_state_dict(model.state_dict())
+    fresh.set_training_pairs(PAIRS)
+    x = torch.tensor([[u, i] for u in range(N_USERS) for i in range(N_ITEMS)])
+    torch.testing.assert_close(fresh(x), model(x))
+
+
 @pytest.mark.parametrize("engine", ["compiled", "autograd"])
 def test_a_planted_side_feature_effect_is_learned_on_either_engine(engine: str) -> None:
     """Six ratings a user are too few for its own vector; its group says its taste."""
