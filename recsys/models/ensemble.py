@@ -23,6 +23,14 @@ class Ensemble(RatingModel):
         if len(members) < 2 or len({type(member) for member in members}) != 1:
             raise ValueError("an ensemble needs two or more members of one model class")
         first = members[0]
+        for number, member in enumerate(members):
+            if _form(member) != _form(first):
+                (users, items, y_range), (first_users, first_items, first_range) = _form(member), _form(first)
+                raise ValueError(
+                    f"an ensemble's members need one size and y_range: member {number} has {users} users, "
+                    f"{items} items and y_range {y_range}, member 0 {first_users} users, {first_items} "
+                    f"items and y_range {first_range}"
+                )
         super().__init__(first.n_users, first.n_items, first.y_range)
         self.members = nn.ModuleList(members)
 
@@ -83,3 +91,10 @@ class Ensemble(RatingModel):
         with torch.no_grad():
             prediction = self.forward(torch.stack([users, items], dim=1))
         return Explanation(terms, score, prediction)
+
+
+def _form(member: RatingModel) -> tuple[int, int, tuple[float, ...] | None]:
+    """What the ensemble's own call checks a batch against (its first member's), and its squash: each
+    member reads and squashes the batch itself, so they must agree."""
+    y_range = None if member.y_range is None else tuple(float(end) for end in member.y_range)
+    return member.n_users, member.n_items, y_range

@@ -1,6 +1,7 @@
 """Ensembles (``members` N`): the mean of models trained apart, and what they say about themselves."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,23 @@ def test_members_start_apart_and_the_prediction_is_their_mean() -> None:
 def test_an_ensemble_needs_two_members_of_one_class(members: list) -> None:
     with pytest.raises(ValueError, match="two or more members of one model class"):
         Ensemble(members)
+
+
+@pytest.mark.parametrize(
+    ("other", "described"),
+    [
+        (DotProductBias(5, 3, 2, (0.5, 5.5)), "member 1 has 5 users, 3 items and y_range (0.5, 5.5)"),
+        (DotProductBias(3, 4, 2, (0.5, 5.5)), "member 1 has 3 users, 4 items and y_range (0.5, 5.5)"),
+        (DotProductBias(3, 3, 2, (1, 10)), "member 1 has 3 users, 3 items and y_range (1.0, 10.0)"),
+        (DotProductBias(3, 3, 2), "member 1 has 3 users, 3 items and y_range None"),
+    ],
+)
+def test_members_of_other_sizes_or_ranges_are_refused(other: DotProductBias, described: str) -> None:
+    """Not torch's "index out of range in self" for a user only the first member has, nor an ensemble
+    whose y_range (its first member's) its mean leaves."""
+    message = rf"^an ensemble's members need one size and y_range: {re.escape(described)}, member 0 3 users"
+    with pytest.raises(ValueError, match=message):
+        Ensemble([DotProductBias(3, 3, 2, (0.5, 5.5)), other])
 
 
 def test_biases_are_the_members_mean() -> None:
