@@ -98,7 +98,10 @@ def one_hot_linear(indices: Tensor, linear: nn.Linear, sparse: bool) -> Tensor:
         # caller's index past the table, so the indices are checked there (a wait for the device).
         check_invariants=indices.device.type != "cpu",
     )
-    out = torch.sparse.mm(one_hot, linear.weight.t())
+    # Outside autocast, as nn.Embedding's lookups are: torch's sparse product under it fails in backward
+    # ("expected scalar type Float but found BFloat16").
+    with torch.autocast(indices.device.type, enabled=False):
+        out = torch.sparse.mm(one_hot, linear.weight.t())
     return out if linear.bias is None else out + linear.bias
 
 

@@ -155,6 +155,17 @@ def test_every_parameter_gets_a_gradient(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_a_step_under_autocast_reaches_every_parameter(name: str) -> None:
+    """Mixed precision (a fastai Learner's `to_fp16`): linear's sparse one-hot product had failed in
+    backward ("expected scalar type Float but found BFloat16")."""
+    model = make(name)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        predictions, penalty = model.forward_with_penalty(every_id_batch())
+    (predictions.float().sum() + penalty.float()).backward()
+    assert all(parameter.grad is not None for parameter in model.parameters())
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_gradient_reaches_only_the_rows_a_batch_uses(name: str) -> None:
     model = make(name)
     x = torch.tensor([[0, 1], [2, 1]])
