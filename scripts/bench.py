@@ -42,10 +42,11 @@ import torch
 from recsys.commands.common import CommandParser, run
 from recsys.config import check_device
 from recsys.errors import RecsysError
-from recsys.files import write_json
+from recsys.files import write_json, write_text
 from recsys.train.device import KERNELS_SWITCH
 from recsys.train.distributed import distributed_session
 from recsys.workflows.report import markdown_table
+from recsys.workflows.run_folder import make_folder
 
 REFERENCE = "recsys-dotbias"  # the u1 contender the others' time ratios divide by
 # The autograd engine with its own defaults.
@@ -774,8 +775,6 @@ def main(argv: list[str] | None = None) -> int:
             "the ranking and learning-to-rank tasks' u1 rows",
             file=sys.stderr,
         )
-    if args.out.exists() and not args.out.is_dir():
-        raise RecsysError(f"--out {args.out} is a file; name a folder")
     if args.baseline is not None and not (args.baseline / "scripts" / "bench.py").is_file():
         raise RecsysError(f"--baseline {args.baseline}: not a recsys checkout (no scripts/bench.py in it)")
     baseline = None if args.baseline is None else args.baseline.resolve()
@@ -787,6 +786,9 @@ def main(argv: list[str] | None = None) -> int:
         raise RecsysError(
             "--retune: the peers are searched on ML-100K u1.base, not found (--data-dir or $RECSYS_DATA)"
         )
+    # Made before the measurements, not after them: an --out that cannot be a folder (a file, or a path
+    # under one) is refused now, where it had ended a run of minutes in a traceback, its results lost.
+    make_folder(args.out, "--out")
     with tempfile.TemporaryDirectory() as scratch:
         file_shape = None if args.file_shape == "none" else args.file_shape
         specs = jobs(
@@ -815,8 +817,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for name, table in found.items():
         lines += [f"## {TITLES[name]}", "", markdown_table(readable(table)), ""]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench.md").write_text("\n".join(lines))
+    write_text(args.out / "bench.md", "\n".join(lines))
     # Missing values (a column a row does not have) as null: JSON has no NaN.
     records = {
         name: t.astype(object).where(t.notna(), None).to_dict(orient="records") for name, t in found.items()

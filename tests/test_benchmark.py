@@ -680,6 +680,22 @@ def test_bench_baseline_that_is_no_checkout_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "bench").exists()
 
 
+@pytest.mark.parametrize("under", [False, True], ids=["a-file", "under-a-file"])
+def test_bench_out_that_cannot_be_a_folder_is_one_line_before_any_measurement(
+    tmp_path: Path, under: bool
+) -> None:
+    """Regression: an --out under a file ended the run in a traceback after every measurement had run,
+    their results lost."""
+    (tmp_path / "file").touch()
+    out = tmp_path / "file" / "bench" if under else tmp_path / "file"
+    args = ["--tasks", "throughput", "--shapes", "--file-shape", "none", "--no-contended", "--out", str(out)]
+    result = run_cli(lambda: run(_bench_script().main), "bench.py", args, tmp_path / "cache")
+    assert result.returncode == 2
+    expected = f"--out {out}: cannot create it: Not a directory" if under else f"--out {out} is not a folder"
+    assert result.stderr.strip().splitlines() == [f"error: {expected}"]
+    assert "# Benchmarks" not in result.stdout
+
+
 # --- the ranking task: cornac's agreement, sampled tasks, the synthetic shape ----------------------
 #
 # 4 users, 6 items, relevant at 4 stars:
