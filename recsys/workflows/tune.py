@@ -251,6 +251,18 @@ def _ranking_validation(
         for number, (kept, held) in enumerate(cuts, 1):
             fold_train = RatingTensors(x[kept], y[kept])
             fold_valid = RatingTensors(x[held], y[held])
+            task = ranking_task(
+                fold_train, fold_valid, len(users), len(items), config.relevant,
+                rating_unit=config.unit,
+            )  # fmt: skip
+            # A fold that judges no one scores NaN for every setting: it had been taken for each one's
+            # divergence, the search refused as "every setting diverged".
+            if len(task.users) == 0:
+                raise RecsysError(
+                    f"cross-validation fold {number} of {len(cuts)} holds out no pair relevant to its user "
+                    f"(rated at least `relevant` {config.relevant:g}, on an item the user did not rate in "
+                    "the other folds), so no list can be judged on it; fewer `folds` leave more to each"
+                )
             generator = torch.Generator().manual_seed(config.seed)
             model = model_for(config, len(users), len(items), generator)
             # No validation pairs each epoch: the fold is judged once, after the last.
@@ -264,10 +276,6 @@ def _ranking_validation(
                     f"cross-validation fold {number} of {len(cuts)}, trained on the other folds' pairs: "
                     f"{error}; fewer `folds` leave more to each"
                 ) from None
-            task = ranking_task(
-                fold_train, fold_valid, len(users), len(items), config.relevant,
-                rating_unit=config.unit,
-            )  # fmt: skip
             scores.append(evaluate_ranking(model_scorer(model, len(items)), task, ks=(10,))["ndcg@10"])
         return np.asarray(scores)
 

@@ -209,3 +209,20 @@ def test_plotting_the_trials_leaves_the_callers_matplotlib_backend(
     plot_trials(table, tmp_path / "trials.png", {"lr": 0.05})
     assert switched == []
     assert (tmp_path / "trials.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_fold_that_judges_no_user_is_named_as_that_fold_not_as_every_setting_diverging() -> None:
+    """Seven relevant ratings among 160: one fold of three holds out none of them, so its NDCG@10 is
+    NaN whatever the setting; that was taken for each setting's divergence ("every one of the settings
+    tried diverged ... train with a lower `lr`", for ials, which has none)."""
+    rng = np.random.default_rng(0)
+    stars = [1, 2, 3, 3, 2, 2, 1, 2, 3, 3, 2, 2, 1, 2, 3, 3, 2, 5]
+    rows = [(user, item, float(rng.choice(stars))) for user in range(40) for item in rng.choice(30, 4, False)]
+    ratings = pd.DataFrame(rows, columns=["user", "item", "rating"])
+    dataset = RatingsDataset.from_frame(
+        ratings, user="user", item="item", rating="rating", rating_scale=(1, 5)
+    )
+    with pytest.raises(
+        RecsysError, match=r"^cross-validation fold 3 of 3 holds out no pair relevant to its user "
+    ):
+        tune(dataset, "ials", "random", trials=2, folds=3, threads=1)
