@@ -681,6 +681,14 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
     return {name: found[name] for name in TITLES if name in found and not found[name].empty}
 
 
+def ml100k_folder(root: Path | None) -> Path | None:
+    """`root`'s ml-100k/, absolute: a --baseline's worker runs in its checkout, where a relative path
+    had named another folder. None where it holds none."""
+    if root is None or not (root / "ml-100k" / "u.data").is_file():
+        return None
+    return (root / "ml-100k").resolve()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -766,7 +774,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     root = args.data_dir or (Path(os.environ["RECSYS_DATA"]) if os.environ.get("RECSYS_DATA") else None)
-    folder = root / "ml-100k" if root is not None and (root / "ml-100k" / "u.data").is_file() else None
+    folder = ml100k_folder(root)
     if folder is None and set(args.tasks) <= set(ML100K_TASKS):
         raise RecsysError(f"--tasks {' '.join(args.tasks)}: ML-100K not found (--data-dir or $RECSYS_DATA)")
     if folder is None and set(args.tasks) & {*ML100K_TASKS, "ranking", "learning-to-rank"}:

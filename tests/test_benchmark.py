@@ -696,6 +696,27 @@ def test_bench_out_that_cannot_be_a_folder_is_one_line_before_any_measurement(
     assert "# Benchmarks" not in result.stdout
 
 
+def test_bench_passes_a_relative_data_dir_to_every_worker_as_an_absolute_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a --baseline's worker runs in its checkout, where the relative ML-100K folder bench.py
+    passed it named another folder (or none)."""
+    (tmp_path / "data" / "ml-100k").mkdir(parents=True)
+    (tmp_path / "data" / "ml-100k" / "u.data").touch()
+    script = _bench_script()
+    given: list[Path | None] = []
+
+    def run_all(specs: list[dict[str, Any]], folder: Path | None) -> list[dict[str, Any]]:
+        given.append(folder)
+        return [{"error": "not run"} for _ in specs]
+
+    monkeypatch.setattr(script, "run_all", run_all)
+    monkeypatch.chdir(tmp_path)
+    args = ["--data-dir", "data", "--tasks", "u1", "--repeats", "1", "--no-contended", "--out", "bench"]
+    assert script.main([*args, "--file-shape", "none"]) == 0
+    assert given == [tmp_path / "data" / "ml-100k"]
+
+
 # --- the ranking task: cornac's agreement, sampled tasks, the synthetic shape ----------------------
 #
 # 4 users, 6 items, relevant at 4 stars:
