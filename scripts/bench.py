@@ -682,17 +682,20 @@ def tables(specs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[s
 
 
 def ml100k_folder(root: Path | None) -> Path | None:
-    """`root`'s ml-100k/, absolute: a --baseline's worker runs in its checkout, where a relative path
-    had named another folder. None where it holds none."""
-    if root is None or not (root / "ml-100k" / "u.data").is_file():
-        return None
-    return (root / "ml-100k").resolve()
+    """The ML-100K folder `root` names, as train.py's --data-dir takes it: the folder holding ml-100k/,
+    or ml-100k/ itself; absolute, since a --baseline's worker runs in its checkout, where a relative
+    path had named another folder. None where it holds neither."""
+    found = [] if root is None else [path for path in (root / "ml-100k", root) if (path / "u.data").is_file()]
+    return found[0].resolve() if found else None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--data-dir", type=Path, default=None, help="folder holding ml-100k/ (else $RECSYS_DATA)"
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="folder holding ml-100k/, or ml-100k/ itself (else $RECSYS_DATA)",
     )
     parser.add_argument(
         "--shapes",
@@ -775,6 +778,10 @@ def main(argv: list[str] | None = None) -> int:
 
     root = args.data_dir or (Path(os.environ["RECSYS_DATA"]) if os.environ.get("RECSYS_DATA") else None)
     folder = ml100k_folder(root)
+    if folder is None and args.data_dir is not None:  # named for this run: not skipped with a warning
+        raise RecsysError(
+            f"--data-dir {args.data_dir}: no ML-100K there (no u.data in it or in its ml-100k/)"
+        )
     if folder is None and set(args.tasks) <= set(ML100K_TASKS):
         raise RecsysError(f"--tasks {' '.join(args.tasks)}: ML-100K not found (--data-dir or $RECSYS_DATA)")
     if folder is None and set(args.tasks) & {*ML100K_TASKS, "ranking", "learning-to-rank"}:

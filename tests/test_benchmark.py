@@ -717,6 +717,27 @@ def test_bench_passes_a_relative_data_dir_to_every_worker_as_an_absolute_folder(
     assert given == [tmp_path / "data" / "ml-100k"]
 
 
+def test_bench_data_dir_takes_the_ml100k_folder_itself_and_refuses_one_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As train.py's --data-dir: ml-100k/ itself names it too. It had been "not found", and a full run
+    went on without its ML-100K rows after a warning, as it does where $RECSYS_DATA holds none."""
+    (tmp_path / "ml-100k").mkdir()
+    (tmp_path / "ml-100k" / "u.data").touch()
+    script = _bench_script()
+    assert (
+        script.ml100k_folder(tmp_path) == script.ml100k_folder(tmp_path / "ml-100k") == tmp_path / "ml-100k"
+    )
+    monkeypatch.setattr(script, "run_all", lambda specs, folder: pytest.fail("ran without ML-100K"))
+    args = ["--data-dir", str(tmp_path / "elsewhere"), "--no-contended", "--out", str(tmp_path / "bench")]
+    result = run_cli(lambda: run(script.main), "bench.py", args, tmp_path / "cache")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --data-dir {tmp_path / 'elsewhere'}: no ML-100K there (no u.data in it or in its ml-100k/)"
+    ]
+    assert not (tmp_path / "bench").exists()
+
+
 # --- the ranking task: cornac's agreement, sampled tasks, the synthetic shape ----------------------
 #
 # 4 users, 6 items, relevant at 4 stars:
