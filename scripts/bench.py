@@ -801,9 +801,6 @@ def main(argv: list[str] | None = None) -> int:
         raise RecsysError(
             "--retune: the peers are searched on ML-100K u1.base, not found (--data-dir or $RECSYS_DATA)"
         )
-    # Made before the measurements, not after them: an --out that cannot be a folder (a file, or a path
-    # under one) is refused now, where it had ended a run of minutes in a traceback, its results lost.
-    make_folder(args.out, "--out")
     with tempfile.TemporaryDirectory() as scratch:
         file_shape = None if args.file_shape == "none" else args.file_shape
         specs = jobs(
@@ -820,6 +817,15 @@ def main(argv: list[str] | None = None) -> int:
             args.ltr_shapes,
             args.out.resolve() if args.retune else None,
         )
+        if not specs:  # an empty bench.md had replaced the last run's
+            raise RecsysError(
+                f"--tasks {' '.join(args.tasks)}: nothing to measure; their rows run at --shapes, "
+                "--ltr-shapes or --file-shape, or on ML-100K, and none of these is given"
+            )
+        # Made before the measurements, not after them: an --out that cannot be a folder (a file, or a
+        # path under one) is refused now, where it had ended a run of minutes in a traceback, its results
+        # lost.
+        make_folder(args.out, "--out")
         results = run_all(specs, folder)
     found = tables(specs, results)
     lines = [

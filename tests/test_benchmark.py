@@ -682,18 +682,42 @@ def test_bench_baseline_that_is_no_checkout_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("under", [False, True], ids=["a-file", "under-a-file"])
 def test_bench_out_that_cannot_be_a_folder_is_one_line_before_any_measurement(
-    tmp_path: Path, under: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, under: bool
 ) -> None:
     """Regression: an --out under a file ended the run in a traceback after every measurement had run,
     their results lost."""
     (tmp_path / "file").touch()
     out = tmp_path / "file" / "bench" if under else tmp_path / "file"
-    args = ["--tasks", "throughput", "--shapes", "--file-shape", "none", "--no-contended", "--out", str(out)]
-    result = run_cli(lambda: run(_bench_script().main), "bench.py", args, tmp_path / "cache")
+    script = _bench_script()
+    monkeypatch.setattr(script, "run_all", lambda specs, folder: pytest.fail("measured"))
+    args = ["--tasks", "throughput", "--shapes", "ml-1m", "--file-shape", "none", "--out", str(out)]
+    result = run_cli(lambda: run(script.main), "bench.py", args, tmp_path / "cache")
     assert result.returncode == 2
     expected = f"--out {out}: cannot create it: Not a directory" if under else f"--out {out} is not a folder"
     assert result.stderr.strip().splitlines() == [f"error: {expected}"]
-    assert "# Benchmarks" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--tasks", "throughput", "--shapes"], ["--tasks", "file-load", "--file-shape", "none"]],
+    ids=["no-shape", "no-file-shape"],
+)
+def test_bench_that_would_measure_nothing_is_refused_and_keeps_the_last_report(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """Regression: it ran nothing and wrote an empty bench.md over the last run's."""
+    out = tmp_path / "bench"
+    out.mkdir()
+    (out / "bench.md").write_text("the last run's figures")
+    result = run_cli(
+        lambda: run(_bench_script().main), "bench.py", [*args, "--out", str(out)], tmp_path / "c"
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --tasks {args[1]}: nothing to measure; their rows run at --shapes, --ltr-shapes or "
+        "--file-shape, or on ML-100K, and none of these is given"
+    ]
+    assert (out / "bench.md").read_text() == "the last run's figures"
 
 
 def test_bench_passes_a_relative_data_dir_to_every_worker_as_an_absolute_folder(
