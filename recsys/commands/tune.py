@@ -208,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _tuned_config(args: argparse.Namespace) -> RunConfig:
     """The model's config as the search starts from it: its engine, feature groups and ordinal where
-    given."""
-    given = {"engine": args.engine} if args.engine else {}
+    given, and the seed (checked with the other flags, before the data is read)."""
+    given: dict[str, Any] = {"seed": args.seed}
+    given |= {"engine": args.engine} if args.engine else {}
     given |= {"features": args.features} if args.features is not None else {}
     given |= {"ordinal": True} if args.ordinal else {}
     return config_for(args.model or default_model(False), **given)

@@ -124,6 +124,15 @@ def test_bad_tuning_flags_and_config_files_are_one_line(
     assert not (tmp_path / "out").exists()
 
 
+def test_a_bad_seed_is_refused_with_the_other_flags_before_the_data_is_read(tmp_path: Path) -> None:
+    """It had been refused after the data was read and the search announced ("tuning dotbias on ...")."""
+    args = ["--dataset", "tiny", "--seed", "-1", "--out", str(tmp_path / "out")]
+    ran = run_cli(tune_command.cli, "tune.py", args, tmp_path / "c")
+    assert ran.returncode == 2
+    assert ran.stderr == "error: --seed must be a whole number from 0 to 2**32 - 1, got -1\n"
+    assert ran.stdout == "" and not (tmp_path / "out").exists()
+
+
 def test_an_out_under_a_file_is_one_line_before_the_search(tmp_path: Path) -> None:
     (tmp_path / "file").touch()
     out = tmp_path / "file" / "search"
