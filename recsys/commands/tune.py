@@ -1,9 +1,10 @@
 """Tune a model's hyperparameters without ever reading the test ratings, then score the best once:
 `python scripts/tune.py --model dotbias --split u1`.
 
-Writes, in the output folder: trials.csv (every setting tried, ranked by validation RMSE), trials.png
-(validation RMSE against each hyperparameter), best.json (what `train.py --config` reads) and run/
-(the best setting retrained on the whole training part: a run folder like train.py's).
+Writes, in the output folder: trials.csv (every setting tried, ranked by validation RMSE, or a ranking
+model's NDCG@10), trials.png (that score against each hyperparameter), best.json (what `train.py
+--config` reads) and run/ (the best setting retrained on the whole training part: a run folder like
+train.py's).
 """
 
 import argparse
