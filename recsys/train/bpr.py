@@ -116,28 +116,39 @@ def _negative(
 
 
 @compiled()
-def _group_runs(
-    user_starts: np.ndarray, items: np.ndarray, item_groups: np.ndarray, grid: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _group_runs(user_starts: np.ndarray, items: np.ndarray, item_groups: np.ndarray, grid: int) -> np.ndarray:
     """Each user's positives (items[user_starts[u]:user_starts[u + 1]], ascending within each group)
-    reordered by item group, keeping that order; and where each user's run in each group starts,
-    (users, grid + 1)."""
-    n_users = len(user_starts) - 1
-    run_starts = np.empty((n_users, grid + 1), np.int64)
+    reordered by item group, keeping that order: a user's run in a group is a stretch of its own
+    places. One user's counts at a time: a (users, groups) table of them took 16 bytes per user and
+    group, more than the positives' records where users are many and their positives few."""
     grouped = np.empty(len(items), np.int32)
-    for user in range(n_users):
-        run_starts[user, 0] = user_starts[user]
-        run_starts[user, 1:] = 0
+    cursor = np.empty(grid + 1, np.int64)
+    for user in range(len(user_starts) - 1):
+        cursor[0] = user_starts[user]
+        cursor[1:] = 0
         for place in range(user_starts[user], user_starts[user + 1]):
-            run_starts[user, item_groups[items[place]] + 1] += 1
+            cursor[item_groups[items[place]] + 1] += 1
         for group in range(grid):
-            run_starts[user, group + 1] += run_starts[user, group]
-        cursor = run_starts[user, :grid].copy()
+            cursor[group + 1] += cursor[group]
         for place in range(user_starts[user], user_starts[user + 1]):
             group = item_groups[items[place]]
             grouped[cursor[group]] = items[place]
             cursor[group] += 1
-    return grouped, run_starts
+    return grouped
+
+
+@compiled(inline=True)
+def _run_end(grouped: np.ndarray, item_groups: np.ndarray, first: int, last: int, group: int) -> int:
+    """The first place of grouped[first:last] (ordered by item group) whose item's group is past
+    `group`: a binary search."""
+    low, high = first, last
+    while low < high:
+        middle = (low + high) // 2
+        if item_groups[grouped[middle]] <= group:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 # A positive's record (a row of `_positive_records`): its user and item in one word (user | item << 32),
@@ -148,26 +159,33 @@ LOW_WORD = np.uint64(0xFFFFFFFF)
 
 @compiled()
 def _positive_records(
-    users: np.ndarray, items: np.ndarray, item_groups: np.ndarray, run_starts: np.ndarray, grouped: np.ndarray
+    users: np.ndarray,
+    items: np.ndarray,
+    item_groups: np.ndarray,
+    user_starts: np.ndarray,
+    grouped: np.ndarray,
 ) -> np.ndarray:
     """Each positive (users[k], items[k]) as a record of 32 bytes, (positives, 4) uint64: the user and
-    item, where its user's run in the item's group starts and ends in `grouped`, and that run's mask
-    (bit item % 64 set for each of the run's items). One record is half a cache line (numba aligns
-    arrays to 32 bytes), where five arrays read at the same place met five lines: the epoch walks a
-    block by a stride, and each step reads its positive at a place of its own."""
-    n_users, grid = run_starts.shape[0], run_starts.shape[1] - 1
-    masks = np.zeros((n_users, grid), np.uint64)  # each run's, once: a run of k positives has k records
-    for user in range(n_users):
-        for group in range(grid):
-            for place in range(run_starts[user, group], run_starts[user, group + 1]):
-                masks[user, group] |= np.uint64(1) << np.uint64(grouped[place] & 63)
+    item, where its user's run in the item's group starts and ends in `grouped` (`_group_runs`, the
+    user's positives at user_starts[u]:user_starts[u + 1]), and that run's mask (bit item % 64 set
+    for each of the run's items). One record is half a cache line (numba aligns arrays to 32 bytes),
+    where five arrays read at the same place met five lines: the epoch walks a block by a stride, and
+    each step reads its positive at a place of its own."""
+    masks = np.zeros(len(grouped), np.uint64)  # each run's at its first place, once: a run of k has k records
+    for user in range(len(user_starts) - 1):
+        first = user_starts[user]
+        for place in range(user_starts[user], user_starts[user + 1]):
+            if item_groups[grouped[place]] != item_groups[grouped[first]]:
+                first = place
+            masks[first] |= np.uint64(1) << np.uint64(grouped[place] & 63)
     records = np.empty((len(users), 4), np.uint64)
     for k in range(len(users)):
         group = item_groups[items[k]]
-        first, last = run_starts[users[k], group], run_starts[users[k], group + 1]
-        mask = masks[users[k], group]
+        start, end = user_starts[users[k]], user_starts[users[k] + 1]
+        first = _run_end(grouped, item_groups, start, end, group - 1)
+        last = _run_end(grouped, item_groups, first, end, group)
         records[k, USER_ITEM] = np.uint64(users[k]) | (np.uint64(items[k]) << np.uint64(32))
-        records[k, RUN_FIRST], records[k, RUN_LAST], records[k, RUN_MASK] = first, last, mask
+        records[k, RUN_FIRST], records[k, RUN_LAST], records[k, RUN_MASK] = first, last, masks[first]
     return records
 
 
@@ -371,8 +389,9 @@ class BPREpochs(RankingEpochs):
         # Each user's positives by item group, then item (a group's run sorted, as _has reads it): a
         # negative drawn from a group is looked for among the user's few positives there alone, and
         # each positive carries that run and its mask, so that a step reads no table to find them.
-        self.user_items, run_starts = _group_runs(found.by_user.starts, items, item_groups, self.grid)
-        self.records = _positive_records(sorted_users, sorted_items, item_groups, run_starts, self.user_items)
+        starts = found.by_user.starts
+        self.user_items = _group_runs(starts, items, item_groups, self.grid)
+        self.records = _positive_records(sorted_users, sorted_items, item_groups, starts, self.user_items)
 
     def run_epoch(self, epoch: int, generator: torch.Generator, progress: bool) -> tuple[float, int]:
         """One pass over the positives, each against a drawn negative: (mean -log sigmoid, positives

@@ -26,8 +26,8 @@ def _one_group(n_items: int) -> np.ndarray:
 def _one_user_block(positives: np.ndarray) -> np.ndarray:
     """User 0's positives (sorted) as one block of one item group: their records (each one's run among
     the user's positives, all of them, and that run's mask)."""
-    users, run_starts = np.zeros(len(positives), np.int32), np.array([[0, len(positives)]], np.int64)
-    return _positive_records(users, positives, np.zeros(64, np.int64), run_starts, positives)
+    users, user_starts = np.zeros(len(positives), np.int32), np.array([0, len(positives)], np.int64)
+    return _positive_records(users, positives, np.zeros(64, np.int64), user_starts, positives)
 
 
 def test_a_step_is_autograds_step_on_log_sigmoid_less_the_penalty() -> None:
@@ -120,6 +120,29 @@ def test_an_epochs_order_meets_every_positive_of_a_block_once_and_changes_by_epo
         assert len(walks) > 1 or size == 1
 
 
+def test_each_positives_run_and_mask_come_from_its_users_positives_alone() -> None:
+    """Runs and masks are found from each user's own positives (where a table of every user and group
+    held 16 bytes per user and group): users with no positive, or none in some groups, among many
+    groups, give each positive the run of its user's items in its group and that run's mask."""
+    rng = np.random.default_rng(5)
+    n_users, n_items, grid = 50, 40, 8
+    group_of = np.arange(n_items) // (n_items // grid)
+    cells = np.sort(rng.choice(n_users * n_items, size=90, replace=False))
+    users_of, items_of = cells // n_items, cells % n_items  # by user, items ascending
+    user_starts = np.searchsorted(users_of, np.arange(n_users + 1))
+    user_items = _group_runs(user_starts, items_of, group_of, grid)
+    order = rng.permutation(len(cells))
+    records = _positive_records(
+        users_of[order].astype(np.int32), items_of[order].astype(np.int32), group_of, user_starts, user_items
+    )
+    for record, user, item in zip(records, users_of[order], items_of[order], strict=True):
+        first, last = int(record[RUN_FIRST]), int(record[RUN_LAST])
+        run = items_of[(users_of == user) & (group_of[items_of] == group_of[item])]
+        assert user_starts[user] <= first < last <= user_starts[user + 1]
+        assert list(user_items[first:last]) == list(run)
+        assert int(record[RUN_MASK]) == sum({1 << (int(other) % 64) for other in run})
+
+
 def test_an_epoch_is_its_steps_one_at_a_time_in_the_drawn_order() -> None:
     """The kernel draws each step's negative a few steps ahead of the step (so that its row can be
     fetched early): the epoch must still be the steps taken one at a time, block by block in the
@@ -135,17 +158,16 @@ def test_an_epoch_is_its_steps_one_at_a_time_in_the_drawn_order() -> None:
     by_user = np.lexsort((items_of, users_of))
     users_of, items_of = users_of[by_user], items_of[by_user]
     user_starts = np.searchsorted(users_of, np.arange(n_users + 1))
-    user_items, run_starts = _group_runs(user_starts, items_of, group_of, 2)
-    for user in range(n_users):  # each user's positives by group, then item, and where each run starts
+    user_items = _group_runs(user_starts, items_of, group_of, 2)
+    for user in range(n_users):  # each user's positives by group, then item
         mine = items_of[users_of == user]
         regrouped = sorted(mine, key=lambda item: (group_of[item], item))
         assert list(user_items[user_starts[user] : user_starts[user + 1]]) == regrouped
-        assert run_starts[user, 1] - run_starts[user, 0] == np.sum(group_of[mine] == 0)
     # One user group: block b holds the positives of item group b, shuffled.
     shuffled = rng.permutation(size)
     order = shuffled[np.argsort(group_of[items_of[shuffled]], kind="stable")]
     block_users, block_items = users_of[order].astype(np.int32), items_of[order].astype(np.int32)
-    records = _positive_records(block_users, block_items, group_of, run_starts, user_items)
+    records = _positive_records(block_users, block_items, group_of, user_starts, user_items)
     assert np.array_equal(records[:, 0] & np.uint64(2**32 - 1), block_users)
     assert np.array_equal(records[:, 0] >> np.uint64(32), block_items)
     firsts, lasts = records[:, RUN_FIRST].astype(np.int64), records[:, RUN_LAST].astype(np.int64)
