@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -671,6 +672,42 @@ def test_fastai_learner_trains_every_model(name: str, tiny_encoded: EncodedSplit
     assert 0 < train_loss < 10
     assert len(learn.recorder.losses) == len(dls.train)
     assert all(math.isfinite(float(loss)) for loss in learn.recorder.losses)
+
+
+@pytest.mark.filterwarnings("ignore:The 'mode.chained_assignment' option:Warning")  # fastai vs pandas 3
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable:UserWarning")  # fastai's tensors
+@pytest.mark.parametrize("name", NAMES)
+def test_fastai_collab_learner_exports_every_model_predicting_as_recsys_does(
+    name: str, tiny: RatingsDataset, tmp_path: Path
+) -> None:
+    """docs/library.md's fastai story: data loaders from CollabDataLoaders.from_df (fastai's own id
+    codes, #na# first), lr_find, save/load and export/load_learner; the Learner's predictions are
+    recsys.predict's for the same weights, before and after the round trips."""
+    pytest.importorskip("fastai.learner")
+    from fastai.callback.schedule import lr_find  # noqa: F401  (patches Learner.lr_find)
+    from fastai.collab import CollabDataLoaders
+    from fastai.learner import Learner, load_learner
+    from fastai.losses import MSELossFlat
+
+    from recsys.evaluation.metrics import predict
+
+    dls = CollabDataLoaders.from_df(tiny.ratings[["user", "item", "rating"]], bs=256, seed=0)
+    n_users, n_items = len(dls.classes["user"]), len(dls.classes["item"])
+    model = build_model(name, n_users, n_items, 8, Y_RANGE, torch.Generator().manual_seed(0))
+    learn = Learner(dls, model, loss_func=MSELossFlat(), path=tmp_path)
+    with learn.no_bar(), learn.no_logging():
+        learn.lr_find(num_it=5, show_plot=False)
+        learn.fit(1, 1e-3)
+        predictions = learn.get_preds()[0]
+        learn.save("weights")
+        learn.export(tmp_path / "learner.pkl")
+        fresh = build_model(name, n_users, n_items, 8, Y_RANGE, torch.Generator().manual_seed(1))
+        reloaded = Learner(dls, fresh, loss_func=MSELossFlat(), path=tmp_path).load("weights")
+        exported = load_learner(tmp_path / "learner.pkl")
+        pairs = torch.from_numpy(dls.valid_ds.items[["user", "item"]].to_numpy().astype(np.int64))
+        assert torch.allclose(predict(learn.model, pairs), predictions, atol=1e-6)
+        assert torch.equal(reloaded.get_preds()[0], predictions)
+        assert torch.equal(exported.get_preds(dl=dls.valid)[0], predictions)
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
