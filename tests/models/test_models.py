@@ -674,6 +674,7 @@ def test_fastai_learner_trains_every_model(name: str, tiny_encoded: EncodedSplit
     assert all(math.isfinite(float(loss)) for loss in learn.recorder.losses)
 
 
+@pytest.mark.slow  # about 15 s for the models together: the fast suite's test above trains each in a Learner
 @pytest.mark.filterwarnings("ignore:The 'mode.chained_assignment' option:Warning")  # fastai vs pandas 3
 @pytest.mark.filterwarnings("ignore:The given NumPy array is not writable:UserWarning")  # fastai's tensors
 @pytest.mark.parametrize("name", NAMES)
