@@ -284,6 +284,18 @@ def test_a_folder_holding_a_report_md_of_its_own_is_not_taken_for_a_report(tmp_p
     assert (out / "report.md").read_text() == "my own notes\n"
 
 
+def test_a_folder_holding_a_report_md_and_results_json_of_its_own_is_not_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    own = {"report.md": "my own notes\n", "results.json": '{"accuracy": 0.93}\n', "rmse.png": "mine"}
+    for name, text in own.items():
+        (out / name).write_text(text)
+    args = ["--dataset", "tiny", "--models", "dot", "--no-measurements", "--out", str(out)]
+    result = run_cli(compare_command.cli, "compare.py", args, tmp_path / "cache")
+    assert result.returncode == 2 and "holds no earlier report" in result.stderr, result.stderr
+    assert {path.name: path.read_text() for path in out.iterdir()} == own
+
+
 def test_a_comparison_that_fails_leaves_no_folder_it_made(tmp_path: Path) -> None:
     out = tmp_path / "r"
     args = ["--dataset", "tiny", "--split", "u1", "--models", "dot", "--no-measurements", "--out", str(out)]
