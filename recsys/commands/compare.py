@@ -96,7 +96,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "saving the minutes they take after training",
     )
     parser.add_argument(
-        "--out", type=path_flag, default=None, help="report folder [default: reports/<dataset>-<split>]"
+        "--out",
+        type=path_flag,
+        default=None,
+        help="report folder: new, empty, or an earlier report's, whose files are replaced once the new "
+        "report is whole (stopped, the comparison writes nothing) [default: reports/<dataset>-<split>]",
     )
     return parser.parse_args(argv)
 
