@@ -5,9 +5,12 @@ import errno
 import json
 import math
 import os
+import signal
 import stat
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,6 +40,30 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         if isinstance(error, OSError):
             raise RecsysError(f"cannot write {path}: {error.strerror or error}") from None
         raise
+
+
+@contextmanager
+def interruptions_held_back() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP received while the block runs take effect as it ends, each through
+    the handler that was in place: for a few renames that only together leave a whole set of files
+    (a report's), which one landing between two of them would leave half old, half new. Only the main
+    thread receives signals in Python; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    # None: a handler set outside Python, which could not be put back; left alone
+    kinds = [
+        kind for kind in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(kind) is not None
+    ]
+    before = {kind: signal.signal(kind, lambda signum, frame: received.append(signum)) for kind in kinds}
+    try:
+        yield
+    finally:
+        for kind, handler in before.items():
+            signal.signal(kind, handler)
+        for signum in dict.fromkeys(received):  # each once, in the order received
+            signal.raise_signal(signum)
 
 
 def read_file(path: Path) -> bytes:

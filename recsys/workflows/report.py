@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from recsys.errors import RecsysError
 from recsys.evaluation.biases import learned_biases
 from recsys.evaluation.factors import cosine_neighbours, item_vectors, principal_components
-from recsys.files import read_file, write_json
+from recsys.files import interruptions_held_back, read_file, write_json
 from recsys.models.base import members_use_features, rating_model
 from recsys.models.feature_coding import keeps_codings
 from recsys.workflows.compare import (
@@ -421,11 +421,12 @@ def write_report(
         draft = Path(tempfile.mkdtemp(dir=out, prefix=DRAFT_PREFIX))
         try:
             _write_report_files(comparison, draft, fold_scores, fold_ranking, extra_sections)
-            for name in REPORT_FILES:
-                if not (draft / name).exists():
-                    (out / name).unlink(missing_ok=True)
-            for path in sorted(draft.iterdir(), key=lambda path: path.name == "report.md"):  # report.md last
-                os.replace(path, out / path.name)
+            with interruptions_held_back():  # the earlier report's files, or the new one's: never a mix
+                for name in REPORT_FILES:
+                    if not (draft / name).exists():
+                        (out / name).unlink(missing_ok=True)
+                for path in sorted(draft.iterdir(), key=lambda path: path.name == "report.md"):  # it last
+                    os.replace(path, out / path.name)
         finally:
             shutil.rmtree(draft, ignore_errors=True)
     except OSError as error:  # a full disk, or a folder that cannot be written

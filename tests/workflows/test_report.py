@@ -4,6 +4,8 @@ import copy
 import dataclasses
 import errno
 import json
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ from matplotlib.figure import Figure
 
 from recsys.errors import RecsysError
 from recsys.models.feature_coding import coding_bytes
+from recsys.workflows import report as report_module
 from recsys.workflows.compare import Comparison
 from recsys.workflows.report import write_report
 
@@ -119,6 +122,28 @@ def test_a_full_disk_as_a_report_is_drawn_is_one_line_and_keeps_the_earlier_repo
         write_report(plays, tmp_path)
     assert str(caught.value) == f"cannot write the report in {tmp_path}: No space left on device"
     assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == earlier  # and no draft
+
+
+def test_ctrl_c_as_a_report_moves_in_takes_effect_once_the_new_report_is_whole(
+    plays: Comparison, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: one landing between two of the renames left the earlier report.md over the new
+    report's results and figures."""
+    write_report(plays, tmp_path)
+    whole = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    (tmp_path / "report.md").write_text("the earlier report\n")
+    replace, sent = os.replace, []
+
+    def interrupted_as_the_first_moves_in(source: Path, target: Path) -> None:
+        replace(source, target)
+        if Path(target).parent == tmp_path and not sent:  # not a file's rename inside the draft
+            sent.append(signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+
+    monkeypatch.setattr(report_module.os, "replace", interrupted_as_the_first_moves_in)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(plays, tmp_path)
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == whole  # and no draft
 
 
 @pytest.fixture(scope="module")
