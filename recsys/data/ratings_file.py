@@ -14,7 +14,7 @@ import lzma
 import os
 import re
 import warnings
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +74,9 @@ HEADER_WORDS = frozenset().union(*ALIASES.values(), ITEM_ID_ALIASES)
 # A value that is a time and not a rating: a whole number of 9 digits or more (seconds since 1970 from
 # 1973 on, or milliseconds), or a date written year first or last (2024-05-01, 01.05.2024 10:00).
 TIME_LIKE = re.compile(r"\d{9,}|(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4})([ T].*)?")
+# Amazon's product ids (ASINs: "B000GKXY4S", or a book's ISBN-10) and its reviewer ids ("A2SUAM1J3GNN3B"):
+# its headerless ratings files put the item first (item, user, rating, timestamp).
+ASIN, AMAZON_REVIEWER = re.compile(r"B[0-9A-Z]{9}|\d{9}[\dX]"), re.compile(r"A[0-9A-Z]{11,27}")
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,9 @@ class TextLayout:
     # Columns lined up by runs of spaces (a printed DataFrame, `column -t`): each run is read as one
     # space, and spaces at a line's ends as none.
     aligned: bool = False
+    # Columns every sampled value of which is spelled as an Amazon product id (ASIN), or reviewer id.
+    asins: frozenset[str] = frozenset()
+    reviewers: frozenset[str] = frozenset()
 
     @property
     def sep_name(self) -> str:
@@ -264,17 +270,31 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         name for j, name in enumerate(names) if any(_zero_led(row[j]) for row in rows if j < len(row))
     )
     times = {
-        name: _unquoted(rows[0][j])
-        for j, name in enumerate(names)
-        if rows and all(j < len(row) and TIME_LIKE.fullmatch(_unquoted(row[j])) for row in rows)
+        name: _unquoted(rows[0][names.index(name)]) for name in _all_like(names, rows, TIME_LIKE.fullmatch)
     }
-    numbers = frozenset(
+    return TextLayout(
+        compression,
+        encoding,
+        sep,
+        header,
+        names,
+        skip,
+        zero_led,
+        joined,
+        times,
+        _all_like(names, rows, _is_number),
+        aligned,
+        _all_like(names, rows, ASIN.fullmatch),
+        _all_like(names, rows, AMAZON_REVIEWER.fullmatch),
+    )
+
+
+def _all_like(names: list[str], rows: list[list[str]], test: Callable[[str], object]) -> frozenset[str]:
+    """The columns every sampled value of which (unquoted) passes `test`."""
+    return frozenset(
         name
         for j, name in enumerate(names)
-        if rows and all(j < len(row) and _is_number(row[j]) for row in rows)
-    )
-    return TextLayout(
-        compression, encoding, sep, header, names, skip, zero_led, joined, times, numbers, aligned
+        if rows and all(j < len(row) and test(_unquoted(row[j])) for row in rows)
     )
 
 
@@ -476,6 +496,15 @@ def _text_columns(
         return found
     if len(layout.names) in (3, 4):
         found = dict(zip(RATING_FIELDS, layout.names, strict=False))
+        if "1" in layout.asins and "2" in layout.reviewers - layout.asins:
+            by_position = ",".join(f"{field}={column}" for field, column in found.items())
+            found["user"], found["item"] = "2", "1"
+            warnings.warn(
+                f"{source}: no header, and its first column holds Amazon's product ids (ASINs), its second "
+                f"its reviewer ids: read as {', '.join(sorted(found, key=found.__getitem__))}, as Amazon's "
+                f"ratings files are; if not, name them with `columns` {by_position}",
+                stacklevel=4,
+            )
         _refuse_times_as_ratings(layout, found["rating"], source, implicit)
     elif len(layout.names) == 2:
         found = {"user": "1", "item": "2"}  # interactions, unless `implicit` is False

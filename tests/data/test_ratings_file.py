@@ -1517,3 +1517,19 @@ def test_a_quote_inside_an_unquoted_field_is_named_by_its_line(tmp_path: Path) -
     path = write(tmp_path / "r.csv", "user,item,rating\n" + "\n".join(rows) + "\n")
     with pytest.raises(DataError, match=r"line 2 has a quote \(\"\) inside a field that does not start"):
         load_ratings(path)
+
+
+@pytest.mark.parametrize("asin", ["B000GKXY4S", "0345391802"])
+def test_amazons_headerless_ratings_put_the_item_first_and_are_read_so(asin: str, tmp_path: Path) -> None:
+    """Regression: Amazon's ratings files (item, user, rating, timestamp, no header) were read by
+    position as user, item, ...: products trained as users, reviewers as items, without a word."""
+    lines = [f"{asin},A2SUAM1J3GNN3B,5.0,1370044800", "B00004Y2UT,A3SGXH7AUHU8GW,3.0,1370131200"]
+    path = write(tmp_path / "ratings_Books.csv", "\n".join(lines) + "\n")
+    with pytest.warns(
+        UserWarning, match=r"Amazon's product ids .* `columns` user=1,item=2,rating=3,timestamp=4"
+    ):
+        ratings = load_ratings(path).ratings
+    assert list(ratings["user"].astype(str)) == ["A2SUAM1J3GNN3B", "A3SGXH7AUHU8GW"]
+    assert list(ratings["item"].astype(str)) == [asin, "B00004Y2UT"]
+    named = load_ratings(path, columns={"user": "1", "item": "2", "rating": "3", "timestamp": "4"})
+    assert list(named.ratings["user"].astype(str)) == [asin, "B00004Y2UT"]
