@@ -430,7 +430,33 @@ def rating_scale(
             "an event, such as a purchase, read them as interactions with `implicit`, for bpr and ials)"
         )
     warn_of_a_stray_end(values, (low, high), source, where)
+    warn_of_unrated_zeros(values, source)
     return low, high
+
+
+# Zeros are taken for "not rated" where the scale starts at 0 and at least this share of the ratings,
+# more than hold any other rating, are 0.
+UNRATED_SHARE = 0.3
+
+
+def warn_of_unrated_zeros(values: np.ndarray, source: str) -> None:
+    """Warn where 0, the lowest rating, is the commonest of three or more: Book-Crossing's 0 is an
+    implicit rating and Goodreads' a book shelved without one, and trained as the worst rating they
+    drag every prediction down."""
+    if values.min() != 0:
+        return
+    zeros = int(np.count_nonzero(values == 0))
+    if zeros < UNRATED_SHARE * len(values):
+        return  # the usual case, after a pass or two: no sort of the ratings
+    distinct, counts = np.unique(values, return_counts=True)
+    if len(distinct) >= 3 and zeros > counts[1:].max():
+        warnings.warn(
+            f"{source}: {zeros:,} of {len(values):,} ratings ({zeros / len(values):.0%}) are 0, the lowest "
+            "and the commonest: where 0 means 'not rated' (Book-Crossing's implicit ratings, Goodreads' "
+            "unrated books), drop those lines, or keep only the user and item columns to read every line as "
+            "an interaction",
+            stacklevel=4,
+        )
 
 
 # A scale's end is taken for a typing slip when at most this share of the ratings hold it and it lies

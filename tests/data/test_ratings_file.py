@@ -880,6 +880,29 @@ def test_stray_warnings_name_only_strays(ratings: list[float], named: list[str])
     assert [message.split("rating ", 1)[1].split(", and")[0] for message in far] == named
 
 
+@pytest.mark.parametrize(
+    ("ratings", "warned"),
+    [
+        ([0.0] * 6 + [1.0, 3.0, 5.0, 5.0], True),  # Goodreads: 0 is a book shelved without a rating
+        ([0.0] * 3 + [float(1 + i % 10) for i in range(7)], True),  # Book-Crossing's 0-10
+        ([0.0] * 2 + [float(1 + i % 5) for i in range(8)], False),  # 0 a rating like the others
+        ([0.0] * 6 + [1.0] * 4, False),  # likes and dislikes
+        ([float(i % 6) for i in range(10)], False),
+    ],
+)
+def test_zero_as_the_commonest_lowest_rating_is_warned_of_as_perhaps_unrated(
+    ratings: list[float], warned: bool
+) -> None:
+    """Regression: Book-Crossing's and Goodreads' 0 ("not rated") trained silently as the worst rating."""
+    frame = pd.DataFrame({"user": range(len(ratings)), "item": 1, "rating": ratings})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        RatingsDataset.from_frame(frame)
+    zeros = [str(warning.message) for warning in caught if "are 0, the lowest" in str(warning.message)]
+    assert bool(zeros) == warned
+    assert all("'not rated'" in message and "drop those lines" in message for message in zeros)
+
+
 # --- polars' type inference: a column that changes past the rows it looked at --------------------------
 
 
