@@ -74,6 +74,8 @@ HEADER_WORDS = frozenset().union(*ALIASES.values(), ITEM_ID_ALIASES)
 # A value that is a time and not a rating: a whole number of 9 digits or more (seconds since 1970 from
 # 1973 on, or milliseconds), or a date written year first or last (2024-05-01, 01.05.2024 10:00).
 TIME_LIKE = re.compile(r"\d{9,}|(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4})([ T].*)?")
+# The line that starts each movie's ratings in Netflix Prize's files ("1:", then "user,rating,date" lines).
+NETFLIX_MOVIE = re.compile(r"\d+:")
 # Amazon's product ids (ASINs: "B000GKXY4S", or a book's ISBN-10) and its reviewer ids ("A2SUAM1J3GNN3B"):
 # its headerless ratings files put the item first (item, user, rating, timestamp).
 ASIN, AMAZON_REVIEWER = re.compile(r"B[0-9A-Z]{9}|\d{9}[\dX]"), re.compile(r"A[0-9A-Z]{11,27}")
@@ -252,6 +254,13 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         if not sample.whole:
             problem = f"no whole line of a table in its first {MAX_SNIFF_BYTES >> 20} MB"
         raise DataError(f"{path}: {problem}")
+    if NETFLIX_MOVIE.fullmatch(lines[0].strip()):
+        raise DataError(
+            f"{path}: is in Netflix Prize's layout (a line such as {lines[0].strip()!r} before each movie's "
+            "user,rating,date lines), which is not read; write one user,movie,rating,date line per rating "
+            'first, e.g. with awk -F, \'/:\\r?$/ {m = $1 + 0; next} {print $1 "," m "," $2 "," $3}\' '
+            f"{path.name} > ratings.csv"
+        )
     if sep is not None and len(_fields(lines[0], sep)) == 1:
         first_line = lines[0] if joined is None else lines[0].replace(sep, joined)
         shown = joined or sep

@@ -994,6 +994,17 @@ def test_a_parquet_item_table_is_read(tmp_path: Path) -> None:
     assert dataset.items["genres"].tolist() == ["A", "B"] and dataset.items["item"].dtype == np.int64
 
 
+@pytest.mark.parametrize("sep", [None, ","])
+def test_netflix_prizes_per_movie_layout_is_refused_with_how_to_convert_it(
+    sep: str | None, tmp_path: Path
+) -> None:
+    """Regression: its "1:" lines were met with "cannot tell the separator; name it with `sep`", which
+    no separator helps."""
+    path = write(tmp_path / "combined_data_1.txt", "1:\n1488844,3,2005-09-06\n822109,5,2005-05-13\n2:\n")
+    with pytest.raises(DataError, match=r"combined_data_1.txt: is in Netflix Prize's layout .*'1:'.*awk"):
+        load_ratings(path, sep=sep)
+
+
 # --- item files -------------------------------------------------------------------------------------
 
 
