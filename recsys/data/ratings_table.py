@@ -590,7 +590,14 @@ def item_table(
             raise DataError(
                 f"{source}: an item table needs an id and a title column (columns: {shown(names)})"
             )
-        found = {"item": names[0], "title": names[1], **({"genres": names[2]} if len(names) > 2 else {})}
+        # The title is the first column after the id that is not numbers (Netflix Prize's movie file
+        # puts the year before it: id, year, title).
+        at = next((k for k in range(1, len(names)) if not _mostly_numbers(raw[labels[names[k]]])), 1)
+        found = {
+            "item": names[0],
+            "title": names[at],
+            **({"genres": names[at + 1]} if len(names) > at + 1 else {}),
+        }
     column = raw[labels[found["item"]]]
     if id_type.kind in "iu":
         item = _integer_item_ids(column, source, where)
@@ -605,6 +612,17 @@ def item_table(
     )
     table = pd.DataFrame({"item": item, "title": titles, "genres": genres})[ITEM_COLUMNS]
     return first_entry_of_each_item(table, source, where)
+
+
+# A column is taken for numbers where at least this share of its values are (years, "NULL" where unknown).
+NUMBERS_SHARE = 0.9
+
+
+def _mostly_numbers(column: pd.Series) -> bool:
+    """Whether a column holds numbers, but for a few values, and so no titles."""
+    text = column.dropna().astype(str).str.strip()
+    text = text[text != ""]
+    return len(text) > 0 and float(pd.to_numeric(text, errors="coerce").notna().mean()) >= NUMBERS_SHARE
 
 
 def titles_or_missing(column: pd.Series) -> np.ndarray:

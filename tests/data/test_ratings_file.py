@@ -1024,6 +1024,20 @@ def test_item_files_with_or_without_a_header(content: str, tmp_path: Path) -> No
     assert dataset.titles(np.array([1, 2])).tolist() == ["One", "Two"]
 
 
+@pytest.mark.parametrize("year", ["2003", "NULL"])
+def test_a_headerless_item_file_with_a_year_before_the_title_shows_the_titles(
+    year: str, tmp_path: Path
+) -> None:
+    """Regression: Netflix Prize's movie_titles.csv (id, year, title) showed each movie's year as its
+    title: the title is the first column after the id that is not numbers."""
+    ratings = write(tmp_path / "r.csv", "1,1,3\n2,2,4\n")
+    items = write(tmp_path / "movie_titles.csv", f"1,2003,Dinosaur Planet\n2,{year},Isle of Man TT\n")
+    for line in range(3, 12):
+        items.write_text(items.read_text() + f"{line},{1990 + line},Film {line}\n")
+    dataset = load_ratings(ratings, items=items)
+    assert dataset.titles(np.array([1, 2])).tolist() == ["Dinosaur Planet", "Isle of Man TT"]
+
+
 def test_an_empty_title_shows_as_the_items_id(tmp_path: Path) -> None:
     """An item table's empty or blank title names no item: it shows as one without an entry does, not
     as a blank in recommend.py's lists and the report's tables."""
