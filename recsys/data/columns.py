@@ -17,7 +17,7 @@ ITEM_FIELDS = ("item", "title", "genres")
 
 
 # Common names, compared lower-cased without "_", "-", "." or spaces: MovieLens, Book-Crossing,
-# goodreads, Amazon reviews, Jester and the names people give their own exports.
+# goodreads, Amazon reviews, Jester, Yelp, Steam and the names people give their own exports.
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
@@ -30,8 +30,9 @@ ALIASES: dict[str, frozenset[str]] = {
     ),
     "item": _words(
         "item itemid items iid movie movieid film filmid book bookid goodreadsbookid isbn asin "
-        "product productid sku course courseid track trackid song songid artist artistid joke jokeid "
-        "game gameid anime animeid recipe recipeid"
+        "product productid parentasin sku course courseid track trackid song songid artist artistid "
+        "joke jokeid game gameid app appid anime animeid recipe recipeid business businessid restaurant "
+        "restaurantid hotel hotelid place placeid venue venueid video videoid article articleid newsid"
     ),
     "rating": _words("rating ratings score stars star grade bookrating overall userrating"),
     "timestamp": _words(

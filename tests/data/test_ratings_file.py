@@ -657,6 +657,24 @@ def test_the_usual_exports_are_read_by_their_names(
 
 
 @pytest.mark.parametrize(
+    ("header", "item"),
+    [
+        ("review_id,user_id,business_id,stars,useful,date", "business_id"),  # Yelp's reviews
+        ("review_id,user_id,parent_asin,rating,helpful_vote,date", "parent_asin"),  # Amazon's of 2023
+        ("review_id,user_id,app_id,rating,funny,date", "app_id"),  # Steam's
+    ],
+)
+def test_the_item_columns_of_yelp_amazon_and_steam_reviews_are_found(
+    header: str, item: str, tmp_path: Path
+) -> None:
+    """Regression: Yelp's business_id and the like were no item name, so the file was refused."""
+    rows = [("r1", "u1", "b1", 4.0, 0, "2018-01-01"), ("r2", "u2", "b1", 2.0, 3, "2018-01-02")]
+    ratings = load_ratings(write(tmp_path / "reviews.csv", text(rows, header=header))).ratings
+    assert ratings["user"].tolist() == ["u1", "u2"] and ratings["item"].tolist() == ["b1", "b1"]
+    assert ratings["rating"].tolist() == [4.0, 2.0], item
+
+
+@pytest.mark.parametrize(
     ("values", "dtype"),
     [
         (["1", "22", "-3"], np.int64),
