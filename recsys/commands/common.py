@@ -84,14 +84,21 @@ class CommandParser(argparse.ArgumentParser):
         if self.description and not self.prog.endswith(".py"):  # a console command: name it as typed
             self.description = re.sub(r"python scripts/\w+\.py", self.prog, self.description)
 
-    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+    def parse_known_args(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         for action in self._actions:
             long = [option for option in action.option_strings if option.startswith("--")]
             if long:
                 _FLAG_OF.setdefault(action.dest, long[0])
-        return super().parse_known_args(*args, **kwargs)
+        self._args = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, *rest, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        # A value that starts with "-" (Yelp's ids: "-MtJ-RADfbTs51BtZ2aD1c") is taken for a flag.
+        named = re.fullmatch(r"argument (--[\w-]+)(?:/\S+)?: expected one argument", message)
+        flag, args = named[1] if named else "", getattr(self, "_args", [])
+        value = args[args.index(flag) + 1] if flag in args[:-1] else ""
+        if value.startswith("-") and value.split("=")[0] not in self._option_string_actions:
+            message += f"; a value that starts with '-' is given joined to its flag: {flag}={value}"
         self.exit(2, f"error: {message} ({self.prog} --help lists the flags)\n")
 
 

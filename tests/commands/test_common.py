@@ -565,3 +565,22 @@ def test_a_gpu_out_of_memory_is_one_line_naming_what_to_change(capsys: pytest.Ca
         "error: the run does not fit in the device's memory (CUDA out of memory. Tried to allocate 2.00 "
         "GiB); use fewer --n-factors or --members, or train on the CPU (--device cpu)\n"
     )
+
+
+def test_a_value_that_starts_with_a_dash_is_shown_joined_to_its_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: a Yelp user id such as "-MtJ-RADfbTs51BtZ2aD1c" after --user met argparse's bare
+    "expected one argument", which does not say how to give it."""
+    for argv, advice in [
+        (
+            ["--user", "-MtJ-RADfbTs51BtZ2aD1c"],
+            "; a value that starts with '-' is given joined to its flag: --user=-MtJ-RADfbTs51BtZ2aD1c (",
+        ),
+        (["--user", "--top", "3"], "expected one argument ("),  # a flag after it: no such advice
+    ]:
+        with pytest.raises(SystemExit) as stopped:
+            recommend_command.parse_args([str(tmp_path), *argv])
+        assert stopped.value.code == 2 and advice in capsys.readouterr().err
+    args = recommend_command.parse_args([str(tmp_path), "--user=-MtJ-RADfbTs51BtZ2aD1c"])
+    assert args.user == "-MtJ-RADfbTs51BtZ2aD1c"
