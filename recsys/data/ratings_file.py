@@ -108,6 +108,8 @@ class TextLayout:
     # Columns every sampled value of which is spelled as an Amazon product id (ASIN), or reviewer id.
     asins: frozenset[str] = frozenset()
     reviewers: frozenset[str] = frozenset()
+    # Columns most sampled values of which are no number, each with the first such value.
+    words: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def sep_name(self) -> str:
@@ -295,7 +297,19 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         aligned,
         _all_like(names, rows, ASIN.fullmatch),
         _all_like(names, rows, AMAZON_REVIEWER.fullmatch),
+        _words(names, rows),
     )
+
+
+def _words(names: list[str], rows: list[list[str]]) -> dict[str, str]:
+    """The columns most sampled values of which are no number (names, not one bad rating), each with
+    the first such value."""
+    words = {}
+    for j, name in enumerate(names):
+        text = [_unquoted(row[j]) for row in rows if j < len(row) and not _is_number(row[j])]
+        if 2 * len(text) > len(rows):
+            words[name] = text[0]
+    return words
 
 
 def _all_like(names: list[str], rows: list[list[str]], test: Callable[[str], object]) -> frozenset[str]:
@@ -543,10 +557,19 @@ def _warn_unread_numbers(found: Mapping[str, str], numbers: list[str], source: s
 
 def _refuse_times_as_ratings(layout: TextLayout, column: str, source: str, implicit: bool | None) -> None:
     """Refuse a headerless file whose column taken by position for the ratings holds times: an export
-    of events (user, item, time) would otherwise train on its times as ratings, or weights."""
+    of events (user, item, time) would otherwise train on its times as ratings, or weights; or text
+    (Last.fm's user, artist id, artist name, plays), which the reader would refuse without saying
+    where the numbers are."""
+    what = "event weights" if implicit else "ratings"
+    if column in layout.words and layout.names[-1] in layout.numbers:
+        last = layout.names[-1]
+        raise DataError(
+            f"{source}: no header, so its third column would be read as {what}, but it holds text "
+            f"({layout.words[column]!r}) and column {last} numbers; say which column is which, e.g. "
+            f"`columns` user=1,item=2,rating={last} (or weight={last}, for counts such as plays)"
+        )
     if column not in layout.times:
         return
-    what = "event weights" if implicit else "ratings"
     # With a fourth column, the ratings are likelier there: naming the third the ratings would read
     # the times as ratings again.
     named = (

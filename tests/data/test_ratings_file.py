@@ -1417,6 +1417,24 @@ def test_times_in_the_third_of_four_headerless_columns_point_to_the_ratings_in_t
     assert named.ratings["rating"].tolist() == [5, 3, 4]
 
 
+@pytest.mark.parametrize("implicit", [None, True])
+def test_text_in_the_third_of_four_headerless_columns_points_to_the_numbers_in_the_fourth(
+    implicit: bool | None, tmp_path: Path
+) -> None:
+    """Regression: Last.fm's user, artist id, artist name, plays was refused as 'rating "Guns N' Roses"
+    on line 1 is not a number', which does not say where the numbers are or how to name them."""
+    lines = ["u1\ta-1\tGuns N' Roses\t2101", "u2\ta-2\tSigur Rós\t17", "u1\ta-2\tSigur Rós\t3"]
+    path = write(tmp_path / "plays.tsv", "\n".join(lines) + "\n")
+    with pytest.raises(
+        DataError,
+        match=r"plays.tsv: .*third column .* holds text \(\"Guns N' Roses\"\) and column 4 numbers; "
+        r".*`columns` user=1,item=2,rating=4 \(or weight=4",
+    ):
+        load_ratings(path, implicit=implicit)
+    named = load_ratings(path, columns={"user": "1", "item": "2", "weight": "4"})
+    assert named.implicit and len(named.ratings) == 3
+
+
 def test_large_ratings_in_a_headerless_file_are_still_ratings(tmp_path: Path) -> None:
     # Not every big number is a time: one row below 1e8 keeps the column as ratings.
     path = write(tmp_path / "r.csv", "u1,i1,150000000\nu2,i1,5\nu1,i2,1000\n")
