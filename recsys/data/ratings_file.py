@@ -744,10 +744,12 @@ def _read_text(
                     f"separated by {layout.sep_name}"
                 ) from None
         _refuse_unclosed_quote(path, layout)
-        if "malformed" in message.lower() and (stray := _LineFinder(path, layout).first_stray_quote()):
+        if ("malformed" in message.lower() or "could not parse" in message) and (
+            stray := _LineFinder(path, layout).first_stray_quote()
+        ):
             raise DataError(
-                f'{path}: line {stray} has a quote (") inside a field that does not start with one; quote '
-                'the whole field, doubling the quote inside ("12"" vinyl"), or remove it'
+                f'{path}: line {stray[0]} has a quote (") {stray[1]}; quote the whole field, doubling each '
+                'quote inside ("12"" vinyl", """Weird Al"" Yankovic"), or remove it'
             ) from None
         raise DataError(f"{path}: cannot parse ({_printable(message[:200])})") from None
     except (OSError, EOFError, lzma.LZMAError, pa.ArrowException, pl.exceptions.PolarsError) as error:
@@ -846,16 +848,23 @@ class _LineFinder:
                 start, quoted = (number, True) if not quoted else (start, False)
         return start if quoted else None
 
-    def first_stray_quote(self) -> int | None:
-        """The first line with a quote inside a field that does not start with one (12" vinyl): a
-        CSV reader takes it to open a quoted field, and the file's quotes then pair up wrongly."""
+    def first_stray_quote(self) -> tuple[int, str] | None:
+        """The first line with a quote inside a field that does not start with one (12" vinyl), or
+        one that closes a quoted field before its end ("Weird Al" Yankovic, in Last.fm's tab-separated
+        files): a CSV reader takes the one to open a quoted field, the other to end the field; and
+        which it was."""
+        sep = re.escape(self.layout.sep)
+        # A quoted field ("" inside it a quote) whose closing quote is followed by more than spaces.
+        closed_early = re.compile(rf'(?:^|{sep})\s*"(?:[^"]|"")*+"(?!\s*(?:{sep}|$))')
         for number, line in self._lines():
             if any(
                 '"' in field.lstrip()[1:]
                 for field in line.split(self.layout.sep)
                 if field.lstrip()[:1] != '"'
             ):
-                return number
+                return number, "inside a field that does not start with one"
+            if closed_early.search(line):
+                return number, "closing a quoted field before its end"
         return None
 
     def first_with_more_fields(self, expected: int) -> tuple[int, int] | None:

@@ -1603,6 +1603,20 @@ def test_a_quote_inside_an_unquoted_field_is_named_by_its_line(tmp_path: Path) -
         load_ratings(path)
 
 
+def test_a_quote_that_closes_a_field_before_its_end_is_named_by_its_line(tmp_path: Path) -> None:
+    """Regression: Last.fm's artist names ("Weird Al" Yankovic, in a tab-separated file) failed with
+    polars' 'could not parse ... as dtype str', naming no line and no fix."""
+    ratings = write(tmp_path / "r.tsv", "user\tartist_id\tplays\nu1\ta1\t3\nu2\ta2\t5\n")
+    items = write(tmp_path / "artists.tsv", 'artist_id\tname\na1\tBeyoncé\na2\t"Weird Al" Yankovic\n')
+    with pytest.raises(
+        DataError,
+        match=r"artists.tsv: line 3 has a quote \(\"\) closing a quoted field before its end; .*Weird",
+    ):
+        load_ratings(ratings, items=items)
+    fine = write(tmp_path / "fine.tsv", 'artist_id\tname\na1\t"Dune\tPart ""1"""\na2\tBeyoncé\n')
+    assert load_ratings(ratings, items=fine).titles(np.array(["a1"])).tolist() == ['Dune\tPart "1"']
+
+
 @pytest.mark.parametrize("asin", ["B000GKXY4S", "0345391802"])
 def test_amazons_headerless_ratings_put_the_item_first_and_are_read_so(asin: str, tmp_path: Path) -> None:
     """Regression: Amazon's ratings files (item, user, rating, timestamp, no header) were read by
