@@ -256,6 +256,13 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         if not sample.whole:
             problem = f"no whole line of a table in its first {MAX_SNIFF_BYTES >> 20} MB"
         raise DataError(f"{path}: {problem}")
+    if lines[0].lstrip().startswith(("{", "[")):  # Yelp's and Amazon's reviews: an object per line
+        parquet = f"{path.name.split('.')[0]}.parquet"
+        raise DataError(
+            f'{path}: is JSON, which is not read; convert it to Parquet first, e.g. with python -c "import '
+            f"polars as pl; pl.scan_ndjson('{path.name}').sink_parquet('{parquet}')\" (one object per line; "
+            f"pl.read_json for one array), and give {parquet}"
+        )
     if NETFLIX_MOVIE.fullmatch(lines[0].strip()):
         raise DataError(
             f"{path}: is in Netflix Prize's layout (a line such as {lines[0].strip()!r} before each movie's "

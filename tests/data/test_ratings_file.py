@@ -1023,6 +1023,22 @@ def test_netflix_prizes_per_movie_layout_is_refused_with_how_to_convert_it(
         load_ratings(path, sep=sep)
 
 
+@pytest.mark.parametrize("name", ["yelp_academic_dataset_review.json", "reviews.json.gz"])
+def test_json_is_refused_with_how_to_convert_it_to_parquet(name: str, tmp_path: Path) -> None:
+    """Regression: Yelp's and Amazon's reviews (a JSON object per line) were met with 'N columns and no
+    header; say which is which by position', whose positions read '"user_id": "u1"' as an id."""
+    line = '{"review_id": "r1", "user_id": "u1", "business_id": "b1", "stars": 4.0, "date": "2018-04-10"}\n'
+    content = (line + line.replace("u1", "u2").replace("4.0", "2.0")).encode()
+    path = write(tmp_path / name, gzip.compress(content) if name.endswith(".gz") else content)
+    parquet = tmp_path / f"{name.split('.')[0]}.parquet"
+    with pytest.raises(
+        DataError, match=rf"is JSON, .*'{re.escape(name)}'\).sink_parquet\('{parquet.name}'\)"
+    ):
+        load_ratings(path)
+    pl.scan_ndjson(path).sink_parquet(parquet)  # as the message says
+    assert load_ratings(parquet).ratings["user"].tolist() == ["u1", "u2"]
+
+
 # --- item files -------------------------------------------------------------------------------------
 
 
