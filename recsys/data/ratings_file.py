@@ -110,6 +110,8 @@ class TextLayout:
     reviewers: frozenset[str] = frozenset()
     # Columns most sampled values of which are no number, each with the first such value.
     words: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Columns empty on every sampled line.
+    empty: frozenset[str] = frozenset()
 
     @property
     def sep_name(self) -> str:
@@ -305,6 +307,7 @@ def sniff(path: Path, sep: str | None, header: bool | None, columns: Mapping[str
         _all_like(names, rows, ASIN.fullmatch),
         _all_like(names, rows, AMAZON_REVIEWER.fullmatch),
         _words(names, rows),
+        _all_like(names, rows, lambda value: not value),
     )
 
 
@@ -524,11 +527,16 @@ def _text_columns(
         numbers = [name for name in layout.names if name in layout.numbers and name not in layout.times]
         _warn_unread_numbers(found, numbers, source, stacklevel=4)
         return found
-    if len(layout.names) in (3, 4):
-        found = dict(zip(RATING_FIELDS, layout.names, strict=False))
-        if "1" in layout.asins and "2" in layout.reviewers - layout.asins:
+    # Beyond four columns, those empty on every sampled line are no data: Jester's jester_ratings.dat
+    # puts two tabs between its fields (user, item, rating), so every other column is empty.
+    filled = layout.names
+    if len(filled) > 4:
+        filled = [name for name in layout.names if name not in layout.empty]
+    if len(filled) in (3, 4):
+        found = dict(zip(RATING_FIELDS, filled, strict=False))
+        if filled[0] in layout.asins and filled[1] in layout.reviewers - layout.asins:
             by_position = ",".join(f"{field}={column}" for field, column in found.items())
-            found["user"], found["item"] = "2", "1"
+            found["user"], found["item"] = filled[1], filled[0]
             warnings.warn(
                 f"{source}: no header, and its first column holds Amazon's product ids (ASINs), its second "
                 f"its reviewer ids: read as {', '.join(sorted(found, key=found.__getitem__))}, as Amazon's "

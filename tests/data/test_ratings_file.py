@@ -1451,6 +1451,15 @@ def test_text_in_the_third_of_four_headerless_columns_points_to_the_numbers_in_t
     assert named.implicit and len(named.ratings) == 3
 
 
+def test_jesters_two_tabs_between_fields_read_as_user_item_rating(tmp_path: Path) -> None:
+    """Regression: jester_ratings.dat ("1\t\t5\t\t0.219") was refused as 5 columns without a header,
+    with advice (user=1,item=2,rating=3) that read its empty columns."""
+    path = write(tmp_path / "jester_ratings.dat", "1\t\t5\t\t0.219\n1\t\t7\t\t-9.281\n2\t\t5\t\t-9.688\n")
+    ratings = load_ratings(path).ratings
+    assert ratings["user"].tolist() == [1, 1, 2] and ratings["item"].tolist() == [5, 7, 5]
+    assert ratings["rating"].tolist() == pytest.approx([0.219, -9.281, -9.688])
+
+
 def test_large_ratings_in_a_headerless_file_are_still_ratings(tmp_path: Path) -> None:
     # Not every big number is a time: one row below 1e8 keeps the column as ratings.
     path = write(tmp_path / "r.csv", "u1,i1,150000000\nu2,i1,5\nu1,i2,1000\n")
