@@ -63,6 +63,8 @@ def fold_in_curve(
     starts: Callable[[np.ndarray, list[np.ndarray]], list[tuple[torch.Tensor, torch.Tensor]] | None]
     | None = None,
     rating_unit: float | None = None,
+    alpha: float | None = None,
+    l2: float | None = None,
 ) -> pd.DataFrame:
     """RMSE and NDCG@10 of folded-in users per number of ratings known, and of the trained model
     ("trained" row), on the test users with at least max(ratings_known) training ratings; NDCG@10
@@ -70,7 +72,7 @@ def fold_in_curve(
     (raw user ids, the inner items each has rated) places a model's new users before fold-in corrects
     them (recsys.workflows.experiment.new_user_starts: by their features). A folded-in user has no
     times, so the pairs are scored without them, the trained model's too (bfm's time group: now).
-    `rating_unit`: the run's (fold_in's), by which a ranking model's positives weigh."""
+    `rating_unit`, `alpha` and `l2`: the run's (fold_in's), by which a ranking model's rows are solved."""
     model, data = rating_model(model), data.pairs()
     n_users, n_items = len(data.users), len(data.items)
     counts = torch.bincount(data.train.x[:, 0], minlength=n_users)
@@ -91,7 +93,7 @@ def fold_in_curve(
             if starts is None
             else starts(data.users.decode(users.numpy()), [i.numpy() for i, _ in known])
         )
-        folded = fold_in(model, known, regularization, threshold, placed, rating_unit)
+        folded = fold_in(model, known, regularization, threshold, placed, rating_unit, alpha, l2)
         predictions = folded.predict(row_of[test.x[:, 0]], test.x[:, 1])
         # Every new user's items tie (a model without biases, from nothing it can use: the zero
         # vector): the lists would be the items in index order, a measure of the ids, not the model.

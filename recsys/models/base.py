@@ -158,6 +158,10 @@ class RatingModel(nn.Module, metaclass=ABCMeta):
     # Whether it is trained to rank items (recsys.models.ranking): its score orders a user's items and
     # is no rating, so it has no RMSE and no y_range.
     ranks: ClassVar[bool] = False
+    # Whether training solves its user rows by implicit ALS (recsys.train.als: ials), every rated item a
+    # 1 (one below the relevance threshold a choice, at confidence 1): fold-in then solves a new user's
+    # row as training would, at the run's alpha and penalty.
+    als_rows: ClassVar[bool] = False
     # Whether its vectors are sums over feature rows that the data sets before training
     # (`set_features(users, items)`, recsys.data.features): side information and implicit feedback.
     uses_features: ClassVar[bool] = False

@@ -13,8 +13,11 @@ corrects that start.
 
 A ranking model's scores are no ratings: its new user is one row of implicit ALS instead (as the
 `implicit` library recalculates a user), fitted to every item, 1 for those rated at or above
-`relevant` and 0 elsewhere, a positive weighing 1 + RANKING_ALPHA * (1 + (rating - relevant) / the
-rating unit), as training weighs it (recsys.train.interactions.positives).
+`relevant` and 0 elsewhere, a positive weighing 1 + alpha * (1 + (rating - relevant) / the rating
+unit), as training weighs it (recsys.train.interactions.positives). For ials (`RatingModel.als_rows`)
+that is the row its training solves: an item rated below `relevant` is a 1 at confidence 1 too, alpha
+is the run's and the penalty its l2 scaled by the row's weight (recsys.train.als.row_weights); bpr's
+row stands in with RANKING_ALPHA and `regularization`.
 """
 
 from collections.abc import Sequence
@@ -30,7 +33,8 @@ from recsys.models.base import BilinearForm, RatingModel, mean_of_forms, member_
 
 # Chosen by validation inside ML-100K's u1.base (docs/evaluation.md, "Fold-in").
 REGULARIZATION = 3.0
-# A ranking model's positives' extra confidence: ials's tuned alpha (docs/findings.md).
+# The positives' extra confidence of a ranking model whose rows are no ALS solves (bpr), or of a run
+# that names none: RunConfig's default alpha.
 RANKING_ALPHA = 1.0
 
 
@@ -69,11 +73,12 @@ def _ridge(features: Tensor, targets: Tensor, regularization: float | Tensor) ->
     return scale * torch.linalg.solve(scaled.T @ scaled + eye, scaled.T @ targets)
 
 
-def _implicit_row(item_vectors: Tensor, items: Tensor, strengths: Tensor, regularization: float) -> Tensor:
+def _implicit_row(
+    item_vectors: Tensor, items: Tensor, strengths: Tensor, regularization: float, alpha: float
+) -> Tensor:
     """One user's implicit ALS row given every item's vector: (V^T V + sum over the positives of
-    (c - 1) v v^T + regularization I) w = sum of c v over the positives, c = 1 + RANKING_ALPHA *
-    strength."""
-    confidence = 1 + RANKING_ALPHA * strengths
+    (c - 1) v v^T + regularization I) w = sum of c v over the positives, c = 1 + alpha * strength."""
+    confidence = 1 + alpha * strengths
     positives = item_vectors[items]
     system = item_vectors.T @ item_vectors + (positives.T * (confidence - 1)) @ positives
     system += regularization * torch.eye(len(system), dtype=system.dtype, device=system.device)
@@ -124,6 +129,8 @@ def fold_in(
     relevant: float | None = None,
     starts: Sequence[tuple[Tensor, Tensor]] | None = None,
     rating_unit: float | None = None,
+    alpha: float | None = None,
+    l2: float | None = None,
 ) -> FoldedUsers:
     """Fit a new user to each (inner item indices, ratings) pair of `ratings_of_users`, with the
     model's item side fixed. A user with no ratings gets a zero vector and bias: the bias-only cold
@@ -132,7 +139,9 @@ def fold_in(
     each user's vector and bias before its ratings (a model that `uses_features`: what its features
     say, BayesianFM.feature_vectors), which the ridge then corrects, so a user with no ratings is
     placed by its features alone. `rating_unit`: the size of the
-    ratings against five stars (RunConfig's; None: 1), by which a ranking model's positives weigh."""
+    ratings against five stars (RunConfig's; None: 1), by which a ranking model's positives weigh.
+    `alpha` and `l2`: the run's, with which a model of `als_rows` (ials) solved its rows (None:
+    RANKING_ALPHA and `regularization`)."""
     if not regularization > 0:
         raise ValueError(f"regularization must be positive, got {regularization!r}")
     pairs = member_forms(rating_model(model))  # another module is a TypeError naming it
@@ -162,9 +171,19 @@ def fold_in(
             rated = torch.as_tensor(ratings, dtype=torch.float64, device=device)
             if member.ranks:
                 floor = held if held is not None else float(rated.min()) if len(rated) else 0.0
-                positive = rated >= floor
-                strengths = positive_strength(rated[positive], floor, rating_unit or 1.0)
-                rows.append(_implicit_row(item_vectors, items[positive], strengths, regularization))
+                reaching = rated >= floor
+                strengths = positive_strength(rated, floor, rating_unit or 1.0) * reaching
+                if member.als_rows:  # the row training solves: a choice below the threshold is a 1 too
+                    confidence = RANKING_ALPHA if alpha is None else alpha
+                    # recsys.train.als.row_weights: l2 per cell of weight, the row weighing its cells
+                    weight = 1 + confidence * float(strengths.sum()) / n_items
+                    row_l2 = regularization if l2 is None else l2 * weight
+                    row = _implicit_row(item_vectors, items, strengths, row_l2, confidence)
+                else:
+                    row = _implicit_row(
+                        item_vectors, items[reaching], strengths[reaching], regularization, RANKING_ALPHA
+                    )
+                rows.append(row)
                 continue
             targets = member.unsquash(rated) - item_bias[items]
             features = item_vectors[items]

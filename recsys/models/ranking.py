@@ -21,12 +21,15 @@ class ImplicitALSModel(DotProduct):
     rating)."""
 
     ranks = True
+    als_rows = True
 
 
 class BPRModel(ImplicitALSModel):
     """score = user_factors[u] . item_factors[i] + item_bias[i], fitted by BPR (Rendle et al. 2009):
     for a user, an item interacted with should score above one not. A user bias would cancel in that
     difference, so there is none; the item bias is each item's share of the ranking every user sees."""
+
+    als_rows = False  # BPR's rows are SGD's: fold-in's ALS row stands in for them
 
     def __init__(
         self,

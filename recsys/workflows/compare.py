@@ -192,6 +192,8 @@ def compare_models(
             threshold,
             starts=_starts(model, results[name].config, dataset, len(data.items)),
             rating_unit=results[name].config.rating_unit,
+            alpha=results[name].config.alpha,
+            l2=results[name].config.l2,
         )
         for name, model in trained.items()
         if name not in BASELINES and member_forms(model) is not None

@@ -337,7 +337,15 @@ def recommend_from_ratings(
     # no id of its own, which a row of the feature table could name).
     placed = new_user_starts(model, checkpoint.config, None, None, [known.numpy()], len(checkpoint.items))
     config = checkpoint.config
-    folded = fold_in(model, rated_as, relevant=config.relevant, starts=placed, rating_unit=config.rating_unit)
+    folded = fold_in(
+        model,
+        rated_as,
+        relevant=config.relevant,
+        starts=placed,
+        rating_unit=config.rating_unit,
+        alpha=config.alpha,
+        l2=config.l2,
+    )
     predicted = folded.scores(torch.tensor([0]))[0].numpy()
     candidates = np.setdiff1d(np.arange(len(checkpoint.items)), known.numpy())
     best = candidates[np.argsort(-predicted[candidates], kind="stable")[:top]]

@@ -16,7 +16,7 @@ from recsys.evaluation.scorers import model_scorer
 from recsys.models import BayesianMF, RatingModel, YRange, build_model, model_names
 from recsys.models.ensemble import Ensemble
 from recsys.models.fold_in import RANKING_ALPHA, REGULARIZATION, FoldedUsers, _ridge, fold_in
-from recsys.train.als import gram, solve_side
+from recsys.train.als import gram, row_weights, solve_side
 from recsys.train.interactions import ByRow
 
 N_USERS, N_ITEMS, N_FACTORS = 6, 9, 3
@@ -322,18 +322,27 @@ def test_a_model_without_a_form_is_scored_pair_by_pair() -> None:
 
 
 @pytest.mark.parametrize("name", ["ials", "bpr"])
-def test_a_ranking_models_new_user_is_one_row_of_implicit_als(name: str) -> None:
-    """Its ratings at or above `relevant` are positives of strength 1 + rating - relevant, the rest
-    (and every unrated item) zeros: the new row is implicit ALS's exact solve for that user."""
+def test_a_ranking_models_new_user_is_one_row_of_implicit_als_solved_as_its_training_solves_rows(
+    name: str,
+) -> None:
+    """Its ratings at or above `relevant` are positives of strength 1 + rating - relevant. For ials it
+    is the row its training solves: one below the threshold a 1 at confidence 1 (a choice), at the
+    run's alpha and l2 (per cell of the row's weight); bpr's stands in with the rest zeros (as every
+    unrated item), RANKING_ALPHA and `regularization`. Each is implicit ALS's exact solve."""
     model = make(name, None)
     form = model.bilinear_form()
     assert form is not None
     items, ratings = torch.tensor([0, 3, 5, 7, 8]), torch.tensor([5.0, 4.0, 2.0, 4.5, 1.0])
-    folded = fold_in(model, [(items, ratings)], regularization=0.7, relevant=4.0)
+    folded = fold_in(model, [(items, ratings)], regularization=0.7, relevant=4.0, alpha=2.5, l2=0.4)
     rows = np.zeros((1, N_FACTORS), np.float32)
-    positives = ByRow(np.array([0, 3]), np.array([0, 3, 7], np.int32), np.array([2.0, 1.0, 1.5], np.float32))
+    if name == "ials":
+        kept, strengths, alpha = [0, 3, 5, 7, 8], [2.0, 1.0, 0.0, 1.5, 0.0], 2.5
+    else:
+        kept, strengths, alpha = [0, 3, 7], [2.0, 1.0, 1.5], RANKING_ALPHA
+    positives = ByRow(np.array([0, len(kept)]), np.array(kept, np.int32), np.array(strengths, np.float32))
+    penalty = 0.4 * row_weights(positives, N_ITEMS, alpha) / N_ITEMS if name == "ials" else np.array([0.7])
     vectors = form.item_vectors.numpy()
-    solve_side(rows, vectors, gram(vectors), tuple(positives), RANKING_ALPHA, np.array([0.7]), 0)
+    solve_side(rows, vectors, gram(vectors), tuple(positives), alpha, penalty, 0)
     torch.testing.assert_close(
         folded.forms[0].user_vectors[0], torch.from_numpy(rows[0]), atol=1e-5, rtol=1e-5
     )

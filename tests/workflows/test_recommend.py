@@ -17,6 +17,7 @@ from recsys.errors import RecsysError
 from recsys.evaluation.biases import learned_biases
 from recsys.evaluation.factors import item_vectors
 from recsys.evaluation.metrics import predict
+from recsys.models.fold_in import fold_in
 from recsys.names import CHECKPOINT_FILE, RECOMMEND_FILE
 from recsys.train.checkpoints import Checkpoint, load_checkpoint
 from recsys.workflows.experiment import train_and_evaluate
@@ -168,6 +169,30 @@ def test_a_new_users_ratings_may_be_a_dict(checkpoint: Checkpoint, data: Recomme
     item = int(checkpoint.items.raw_ids[0])
     from_dict = recommend_from_ratings(checkpoint, data, {item: 5.0}, 3)
     assert from_dict.equals(recommend_from_ratings(checkpoint, data, [(item, 5.0)], 3))
+
+
+def test_an_ials_new_user_is_the_row_its_training_would_solve(
+    dataset: RatingsDataset, tmp_path: Path
+) -> None:
+    """ials trains on an item rated below the threshold as a choice, at its run's alpha and l2: a new
+    user who rated only below it is placed by those choices (the zero row had listed the items in id
+    order, every score 0), and one above it is weighed by the run's alpha and l2."""
+    config = config_for("ials", dataset="tiny", epochs=3, alpha=7.0, l2=2.0)
+    train_and_evaluate(load_dataset("tiny"), config, run_dir=tmp_path, progress=False)
+    checkpoint = load_checkpoint(tmp_path)
+    data = of(dataset, checkpoint)
+    raw = checkpoint.items.raw_ids[[3, 10, 20]]
+    low = recommend_from_ratings(checkpoint, data, [(int(item), 2.0) for item in raw], top=5)
+    assert low["score"].abs().max() > 0
+    table = recommend_from_ratings(checkpoint, data, [(int(raw[0]), 5.0), (int(raw[1]), 2.0)], top=5)
+    items = torch.from_numpy(checkpoint.items.encode(raw[:2], "item"))
+    relevant = checkpoint.config.relevant
+    rated = [(items, torch.tensor([5.0, 2.0]))]
+    folded = fold_in(checkpoint.model, rated, relevant=relevant, alpha=7.0, l2=2.0)
+    scores = folded.scores(torch.tensor([0]))[0].numpy()
+    inner = checkpoint.items.encode(table["item"].to_numpy(), "item")
+    np.testing.assert_allclose(table["score"], scores[inner], rtol=1e-6)
+    assert not np.isin(inner, items.numpy()).any()
 
 
 def test_recommend_to_an_unknown_user_is_an_error_naming_it(
