@@ -291,9 +291,16 @@ class BayesianFM(BayesianMF):
         return super().squash(score)
 
     def unsquash(self, rating: Tensor) -> Tensor:
+        """An ordered probit's inverse of the expected rating, a rating at an end step read half a step
+        inside it: that step says the latent value fell past its last cutpoint, not that the expected
+        rating reaches the end, whose score is infinite (read a millionth inside, a 5 weighed four
+        steps above a 4, and u1's fold-in RMSE grew with the ratings known, docs/training.md)."""
         if not len(self.rating_steps):
             return super().unsquash(rating)
-        return ordinal_expectation_inverse(rating, self.cutpoints, *self.rating_steps.tolist())
+        lowest, step = self.rating_steps.tolist()
+        top = lowest + step * len(self.cutpoints)
+        inside = rating.clamp(lowest + step / 2, top - step / 2)
+        return ordinal_expectation_inverse(inside, self.cutpoints, lowest, step)
 
     @property
     def n_time_bins(self) -> int:

@@ -214,3 +214,15 @@ def test_ordinal_is_refused_where_no_ordered_probit_is_fitted() -> None:
         config_for("dotbias", ordinal=True)
     with pytest.raises(RecsysError, match=r"`ordinal` applies to `engine` compiled only"):
         config_for("bfm", ordinal=True, engine="autograd")
+
+
+def test_an_ordinal_model_folds_a_rating_at_an_end_step_in_as_half_a_step_inside_it() -> None:
+    """A 5 of 1-5 says the latent value passed the last cutpoint, not that the expected rating is 5
+    (an infinite score): fold-in reads it as 4.5, a 1 as 1.5; the steps between are inverted as they are."""
+    model = BayesianFM(4, 6, 2)
+    model.set_ordinal(1.0, 1.0, 5)
+    model.cutpoints = torch.tensor([-1.5, -0.5, 0.5, 1.5])
+    ratings = torch.tensor([1.0, 2.0, 3.5, 4.0, 5.0], dtype=torch.float64)
+    read = torch.tensor([1.5, 2.0, 3.5, 4.0, 4.5], dtype=torch.float64)
+    expected = ordinal_expectation_inverse(read, model.cutpoints, 1.0, 1.0)
+    torch.testing.assert_close(model.unsquash(ratings), expected)
