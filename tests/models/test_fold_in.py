@@ -106,13 +106,20 @@ def test_an_ensembles_scorer_is_the_mean_of_its_members() -> None:
 
 def test_a_squash_and_its_unsquash_are_inverse() -> None:
     model = make("dotbias", Y_RANGE)
-    scores = torch.tensor([-3.0, -0.5, 0.0, 1.25, 4.0], dtype=torch.float64)
+    scores = torch.tensor([-3.0, -0.5, 0.0, 1.25, 3.0], dtype=torch.float64)
     torch.testing.assert_close(model.unsquash(model.squash(scores)), scores)
-    # Ratings at the ends are brought inside the range, so their scores are finite.
-    assert torch.isfinite(model.unsquash(torch.tensor([1.0, 5.0], dtype=torch.float64))).all()
     bpmf = make("bpmf", Y_RANGE)
     ratings = torch.tensor([1.5, 3.0, 4.75])
     torch.testing.assert_close(bpmf.unsquash(ratings), ratings)  # clipping: the rating is the score
+
+
+def test_a_rating_at_or_past_the_ranges_ends_is_read_four_hundredths_of_it_inside() -> None:
+    """A 5 on y_range (1, 5) is read as 4.84: a millionth inside, its score of 13.8 had outweighed
+    every other rating of the new user."""
+    model = make("dotbias", Y_RANGE)
+    ratings = torch.tensor([0.5, 1.0, 1.1, 3.0, 4.9, 5.0, 6.0], dtype=torch.float64)
+    read = torch.tensor([1.16, 1.16, 1.16, 3.0, 4.84, 4.84, 4.84], dtype=torch.float64)
+    torch.testing.assert_close(model.unsquash(ratings), torch.logit((read - 1.0) / 4.0))
 
 
 # --- fold-in ----------------------------------------------------------------------------------------
