@@ -14,7 +14,7 @@ Function = TypeVar("Function", bound=Callable[..., Any])
 # fastmath's flags but `reassoc`, for a `prange` kernel whose sums numba's cached copy reordered
 # otherwise than the process that compiled it: bfm's Gibbs draws differed in their last bits between
 # a first run and the next (docs/performance.md). Not for every parallel kernel: implicit ALS's took
-# four times as long without reordering, and its cached copy computes what the fresh one does.
+# four times as long without reordering (on some CPUs its cached copy is then an ulp or two apart).
 NO_REORDERING = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
 
 
