@@ -1350,6 +1350,14 @@ def test_ml_10m_tags_dat_is_read_and_a_bad_line_named(tmp_path: Path) -> None:
         read_tags(tmp_path, "dat")
 
 
+def _with_item_line(tmp_path: Path, layout: str, line: str) -> Path:
+    """A copy of the dataset of `layout` whose item file (u.item or movies.dat) ends in `line`."""
+    folder = write_dataset(tmp_path / "copy", layout, WHOLE_RATINGS)
+    with (folder / ("u.item" if layout == "100k" else "movies.dat")).open("a", encoding="latin-1") as file:
+        file.write(line + "\n")
+    return folder
+
+
 @pytest.mark.parametrize(
     ("layout", "repeat"),
     [
@@ -1361,10 +1369,8 @@ def test_an_item_listed_twice_keeps_its_first_entry_with_a_warning(
     layout: str, repeat: str, tmp_path: Path
 ) -> None:
     # As a CSV item file's repeats are: two rows of one id would give it two titles and two genre sets.
-    folder = write_dataset(tmp_path / "copy", layout, WHOLE_RATINGS)
+    folder = _with_item_line(tmp_path, layout, repeat)
     name = "u.item" if layout == "100k" else "movies.dat"
-    with (folder / name).open("a", encoding="latin-1") as file:
-        file.write(repeat + "\n")
     with pytest.warns(
         UserWarning, match=rf"{name}: 1 item entry repeats an id named before, the first 20 on line 4"
     ):
@@ -1384,20 +1390,14 @@ def test_an_untitled_movielens_item_reads_as_missing_as_an_item_table_s_does(
 ) -> None:
     # Missing, so that lists show it as "[item 40]", not as a blank; movies.dat's genres are after its
     # last "::", whatever the title holds.
-    folder = write_dataset(tmp_path / "copy", layout, WHOLE_RATINGS)
-    name = "u.item" if layout == "100k" else "movies.dat"
-    with (folder / name).open("a", encoding="latin-1") as file:
-        file.write(line + "\n")
-    items = read_items(folder, layout).set_index("item")
+    items = read_items(_with_item_line(tmp_path, layout, line), layout).set_index("item")
     assert pd.isna(items.at[40, "title"]) and items["title"].drop(40).notna().all()
     if layout == "dat":
         assert items.at[40, "genres"] == "Horror"
 
 
 def test_a_movies_dat_title_holding_the_separator_keeps_its_genres(tmp_path: Path) -> None:
-    folder = write_dataset(tmp_path / "copy", "dat", WHOLE_RATINGS)
-    with (folder / "movies.dat").open("a", encoding="latin-1") as file:
-        file.write("40::::Made Up: Part 2 (1995)::Comedy|Drama\n")
+    folder = _with_item_line(tmp_path, "dat", "40::::Made Up: Part 2 (1995)::Comedy|Drama")
     items = read_items(folder, "dat").set_index("item")
     assert items.at[40, "genres"] == "Comedy|Drama"
     assert items.at[40, "title"] == "::Made Up: Part 2 (1995)"
