@@ -159,8 +159,9 @@ def _dense_range(ids: np.ndarray) -> tuple[int, int] | None:
 class RatingTensors:
     """Encoded ratings as compact tensors: x is (n, 2) [user, item] int64, y is (n,) float32. For a
     model that reads the ratings' times (bfm's time group) x is (n, 3) [user, item, time in seconds].
-    Integer indices of a narrower type are widened to int64: the device engine's kernels multiply an
-    index by the row width, which in int32 passes 2**31 beyond 33 million rows of 64 factors.
+    Integer indices of a narrower type (int32, fastai's int8 and int16 codes) are widened to int64: the
+    device engine's kernels multiply an index by the row width, which in int32 passes 2**31 beyond 33
+    million rows of 64 factors. A bool tensor is no indices and is left for the model to refuse.
 
     The shapes are checked here because the compiled kernels index y by x's rows unchecked: a y shorter
     than x would be read past its end. A (n, 1) y, fastai's usual target shape, is flattened.
@@ -175,7 +176,9 @@ class RatingTensors:
                 "x must be a (n, 2) tensor of [user, item] indices (or (n, 3) [user, item, time]), got "
                 f"shape {tuple(self.x.shape)}"
             )
-        if self.x.dtype != torch.int64 and not (self.x.is_floating_point() or self.x.is_complex()):
+        if self.x.dtype not in (torch.int64, torch.bool) and not (
+            self.x.is_floating_point() or self.x.is_complex()
+        ):
             object.__setattr__(self, "x", self.x.long())
         if self.y.ndim == 2 and self.y.shape[1] == 1:
             object.__setattr__(self, "y", self.y.reshape(-1))

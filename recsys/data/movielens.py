@@ -358,15 +358,15 @@ def _read_dat_items(path: Path) -> pd.DataFrame:
         raise DataError(f"{path}: file is empty")
     rows = []
     for number, line in enumerate(lines, start=1):
+        if (separators := line.count("::")) < 2:
+            raise DataError(
+                f"{path}: expected MovieID::Title::Genres on every line; line {number} has "
+                f"{separators + 1} fields"
+            )
         # The id is before the first "::" and the genres after the last (neither holds one): what is
         # between is the title, even where it holds a "::" itself.
         item, _, rest = line.partition("::")
         title, _, genres = rest.rpartition("::")
-        if line.count("::") < 2:
-            raise DataError(
-                f"{path}: expected MovieID::Title::Genres on every line; line {number} has "
-                f"{line.count('::') + 1} fields"
-            )
         rows.append((item, title, genres))
     return pd.DataFrame(rows, columns=ITEM_COLUMNS)
 

@@ -242,3 +242,8 @@ def test_rating_tensors_widen_narrow_indices_to_int64(dtype: torch.dtype) -> Non
     tensors = RatingTensors(x, torch.tensor([4.0, 3.0]))
     assert tensors.x.dtype == torch.int64 and tensors.x.tolist() == [[0, 1], [2, 0]]
     assert tensors.to("cpu").x.dtype == torch.int64
+
+
+def test_rating_tensors_take_no_bool_tensor_for_indices() -> None:
+    # Widened, True and False would read as users and items 1 and 0, silently.
+    assert RatingTensors(torch.tensor([[True, False]]), torch.tensor([4.0])).x.dtype == torch.bool
