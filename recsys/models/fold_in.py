@@ -16,7 +16,7 @@ A ranking model's scores are no ratings: its new user is one row of implicit ALS
 `relevant` and 0 elsewhere, a positive weighing 1 + alpha * (1 + (rating - relevant) / the rating
 unit), as training weighs it (recsys.train.interactions.positives). For ials (`RatingModel.als_rows`)
 that is the row its training solves: an item rated below `relevant` is a 1 at confidence 1 too, alpha
-is the run's and the penalty its l2 scaled by the row's weight (recsys.train.als.row_weights); bpr's
+is the run's and the penalty its l2 scaled by the row's weight (recsys.models.ranking.als_penalty); bpr's
 row stands in with RANKING_ALPHA and `regularization`.
 """
 
@@ -30,6 +30,7 @@ from torch import Tensor
 from recsys.data.encoding import as_held, positive_strength
 from recsys.errors import RecsysError
 from recsys.models.base import BilinearForm, RatingModel, mean_of_forms, member_forms, rating_model
+from recsys.models.ranking import als_penalty
 
 # Chosen by validation inside ML-100K's u1.base (docs/evaluation.md, "Fold-in").
 REGULARIZATION = 3.0
@@ -175,9 +176,12 @@ def fold_in(
                 strengths = positive_strength(rated, floor, rating_unit or 1.0) * reaching
                 if member.als_rows:  # the row training solves: a choice below the threshold is a 1 too
                     confidence = RANKING_ALPHA if alpha is None else alpha
-                    # recsys.train.als.row_weights: l2 per cell of weight, the row weighing its cells
-                    weight = 1 + confidence * float(strengths.sum()) / n_items
-                    row_l2 = regularization if l2 is None else l2 * weight
+                    strength_sum = np.array(float(strengths.sum()))
+                    row_l2 = (
+                        regularization
+                        if l2 is None
+                        else float(als_penalty(l2, confidence, strength_sum, n_items))
+                    )
                     row = _implicit_row(item_vectors, items, strengths, row_l2, confidence)
                 else:
                     row = _implicit_row(

@@ -6,12 +6,20 @@ They are trained from interactions (or from the ratings at or above the relevanc
 compiled engine's ranking fits: BPR (recsys.train.bpr) and implicit ALS (recsys.train.als).
 """
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from recsys.models.base import BilinearForm, Explanation, Factorisation, YRange
 from recsys.models.dot import DotProduct
 from recsys.models.layers import bias_table, lookup
+
+
+def als_penalty(l2: float, alpha: float, strength_sums: np.ndarray, n_other: int) -> np.ndarray:
+    """Implicit ALS's penalty on each row, as training (recsys.train.als) and fold-in solve it: `l2`
+    per cell of weight, a row weighing its n_other cells of weight 1 plus alpha * the strengths of its
+    positives (`strength_sums`), scaled to an average row's n_other cells."""
+    return l2 * (n_other + alpha * strength_sums).astype(np.float64) / n_other
 
 
 class ImplicitALSModel(DotProduct):

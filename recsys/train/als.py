@@ -23,6 +23,7 @@ import torch
 from recsys.config import RunConfig
 from recsys.data.encoding import RatingTensors
 from recsys.models.base import RatingModel
+from recsys.models.ranking import als_penalty
 from recsys.train.interactions import ByRow, RankingEpochs
 from recsys.train.jit import compiled
 from recsys.train.threads import NumbaThreads
@@ -220,11 +221,10 @@ def _positive_terms(
     return total
 
 
-def row_weights(by_row: ByRow, n_other: int, alpha: float) -> np.ndarray:
-    """Each row's total weight in the loss: n_other cells of weight 1 plus alpha * strength more for
-    each of its positives (what the penalty on the row scales with)."""
-    extra = np.add.reduceat(np.append(by_row.strengths, 0), by_row.starts[:-1]) * (np.diff(by_row.starts) > 0)
-    return (n_other + alpha * extra).astype(np.float64)
+def row_strengths(by_row: ByRow) -> np.ndarray:
+    """The sum of each row's positives' strengths (0 for a row without one): what its weight in the
+    loss, and so its penalty (recsys.models.ranking.als_penalty), grows with."""
+    return np.add.reduceat(np.append(by_row.strengths, 0), by_row.starts[:-1]) * (np.diff(by_row.starts) > 0)
 
 
 class ALSEpochs(RankingEpochs):
@@ -245,8 +245,8 @@ class ALSEpochs(RankingEpochs):
         self.items = self.tables.item_factors.detach().numpy()
         n_users, n_items = len(self.users), len(self.items)
         # The penalty per cell of weight: l2 scaled to the weight of an average row's cells.
-        self.user_penalty = config.l2 * row_weights(self.positives.by_user, n_items, self.alpha) / n_items
-        self.item_penalty = config.l2 * row_weights(self.positives.by_item, n_users, self.alpha) / n_users
+        self.user_penalty = als_penalty(config.l2, self.alpha, row_strengths(self.positives.by_user), n_items)
+        self.item_penalty = als_penalty(config.l2, self.alpha, row_strengths(self.positives.by_item), n_users)
         self.threads = NumbaThreads(threads)
         self.item_gram = gram(self.items)  # kept from each epoch's loss for the next epoch's users
 

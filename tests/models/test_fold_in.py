@@ -16,7 +16,8 @@ from recsys.evaluation.scorers import model_scorer
 from recsys.models import BayesianMF, RatingModel, YRange, build_model, model_names
 from recsys.models.ensemble import Ensemble
 from recsys.models.fold_in import RANKING_ALPHA, REGULARIZATION, FoldedUsers, _ridge, fold_in
-from recsys.train.als import gram, row_weights, solve_side
+from recsys.models.ranking import als_penalty
+from recsys.train.als import gram, row_strengths, solve_side
 from recsys.train.interactions import ByRow
 
 N_USERS, N_ITEMS, N_FACTORS = 6, 9, 3
@@ -347,7 +348,9 @@ def test_a_ranking_models_new_user_is_one_row_of_implicit_als_solved_as_its_trai
     else:
         kept, strengths, alpha = [0, 3, 7], [2.0, 1.0, 1.5], RANKING_ALPHA
     positives = ByRow(np.array([0, len(kept)]), np.array(kept, np.int32), np.array(strengths, np.float32))
-    penalty = 0.4 * row_weights(positives, N_ITEMS, alpha) / N_ITEMS if name == "ials" else np.array([0.7])
+    penalty = (
+        als_penalty(0.4, alpha, row_strengths(positives), N_ITEMS) if name == "ials" else np.array([0.7])
+    )
     vectors = form.item_vectors.numpy()
     solve_side(rows, vectors, gram(vectors), tuple(positives), alpha, penalty, 0)
     torch.testing.assert_close(

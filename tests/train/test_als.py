@@ -5,7 +5,8 @@ import numba
 import numpy as np
 import pytest
 
-from recsys.train.als import _positive_terms, gram, row_weights, solve_side
+from recsys.models.ranking import als_penalty
+from recsys.train.als import _positive_terms, gram, row_strengths, solve_side
 from recsys.train.interactions import ByRow
 
 
@@ -70,10 +71,10 @@ def test_the_gram_matrix_is_the_tables_own_product() -> None:
 
 def test_a_rows_weight_counts_every_cell_and_its_positives_confidence() -> None:
     _, by_row, _, alpha = _small_case()
-    weights = row_weights(by_row, 7, alpha)
+    penalty = als_penalty(0.4, alpha, row_strengths(by_row), 7)
     for r in range(4):
         extra = by_row.strengths[by_row.starts[r] : by_row.starts[r + 1]].sum()
-        assert weights[r] == pytest.approx(7 + alpha * extra)
+        assert penalty[r] == pytest.approx(0.4 * (7 + alpha * extra) / 7)
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs two numba threads")
