@@ -71,6 +71,8 @@ INFER_ROWS = 10_000
 POLARS_COMPRESSIONS = (None, "gzip", "zstd")
 # Names that mark a first line as a header: any column name a table of ratings or items may have.
 HEADER_WORDS = frozenset().union(*ALIASES.values(), ITEM_ID_ALIASES)
+# How exports write a missing value: no column name, so a first line holding one is still a row.
+MISSING_MARKERS = frozenset({"", "na", "n/a", "nan", "null", "none", "\\n"})
 # A value that is a time and not a rating: a whole number of 9 digits or more (seconds since 1970 from
 # 1973 on, or milliseconds), or a date written year first or last (2024-05-01, 01.05.2024 10:00).
 TIME_LIKE = re.compile(r"\d{9,}|(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4})([ T].*)?")
@@ -506,13 +508,17 @@ def _is_number(text: str) -> bool:
 def _has_header(first: list[str], rest: list[list[str]], columns: Mapping[str, str] | None) -> bool:
     """Whether the first line names the columns: it holds a common column name or a name given in
     `columns` (not a position such as "1": a first line of ids and ratings holds those), or a field
-    that is text where every later line has a number (the rating column)."""
+    that is text where every later line has a number (the rating column). A missing value (NULL, NA,
+    an empty field) names nothing: that line is a row, and the missing value is then refused by line."""
     if any(normalised(field) in HEADER_WORDS for field in first):
         return True
     if columns and any(column in first and not column.isdigit() for column in columns.values()):
         return True
     return any(
-        not _is_number(field) and bool(rest) and all(j < len(row) and _is_number(row[j]) for row in rest)
+        not _is_number(field)
+        and _unquoted(field).strip().lower() not in MISSING_MARKERS
+        and bool(rest)
+        and all(j < len(row) and _is_number(row[j]) for row in rest)
         for j, field in enumerate(first)
     )
 

@@ -514,6 +514,18 @@ def test_positions_given_for_a_headerless_file_do_not_make_its_first_line_a_head
     assert len(ratings) == 3 and ratings["user"].tolist()[0] == int(first.split(",")[0])
 
 
+@pytest.mark.parametrize("missing", ["NA", "NULL", "nan", '"N/A"', ""])
+def test_a_missing_rating_on_the_first_line_is_named_not_taken_for_a_header(
+    missing: str, tmp_path: Path
+) -> None:
+    # Regression: a headerless file whose first rating was NULL or NA had that line read as a header,
+    # so the row was lost and the columns were called "1", "10", "NA", ...
+    path = write(tmp_path / "r.csv", f"1,10,{missing},100\n1,11,4,101\n2,10,3,102\n")
+    named = r"r\.csv: (rating .* on line 1 is not a number|missing rating on line 1)"
+    with pytest.raises(DataError, match=named):
+        load_ratings(path)
+
+
 def test_a_header_can_be_forced_either_way(tmp_path: Path) -> None:
     numbered = write(
         tmp_path / "n.csv", "1,2,3\n5,6,4\n7,8,2\n"
