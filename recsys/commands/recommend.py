@@ -47,6 +47,13 @@ def check_checkpoint_is_the_runs(run_dir: Path, trained: RunConfig) -> None:
         )
 
 
+def _is_a_report(folder: Path) -> bool:
+    """Whether `folder`, given for a run folder, holds a comparison's report (its results.json)."""
+    from recsys.workflows.report import comparison_results  # matplotlib: only where there is no model
+
+    return comparison_results(folder) is not None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description=__doc__)
     parser.add_argument("run_dir", type=path_flag, metavar="RUN_DIR", help="a run folder written by train.py")
@@ -128,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     inside = args.run_dir / SEARCH_RUN_FOLDER
     if not (args.run_dir / CHECKPOINT_FILE).exists() and (inside / CHECKPOINT_FILE).exists():
         raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {inside}")
+    if not (args.run_dir / CHECKPOINT_FILE).exists() and _is_a_report(args.run_dir):
+        raise RecsysError(
+            f"{args.run_dir} is a {command_named('compare')} report, which keeps no trained model; train "
+            f"one to recommend from with {command_named('train')} --model MODEL --out FOLDER"
+        )
     if not (args.run_dir / CHECKPOINT_FILE).exists() and (why := why_no_checkpoint(args.run_dir)):
         raise RecsysError(f"{args.run_dir} has no {CHECKPOINT_FILE} to recommend from{why}")
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)

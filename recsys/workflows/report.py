@@ -82,7 +82,7 @@ def claim_report_folder(out: Path) -> Iterator[bool]:
             for draft in out.glob(f"{DRAFT_PREFIX}*"):  # left by a run killed outright (SIGKILL) as it drew
                 shutil.rmtree(draft, ignore_errors=True)
             names = {entry.name for entry in out.iterdir()} - {LOCK_FILE}
-            earlier = "report.md" in names and _earlier_results(out) is not None
+            earlier = "report.md" in names and comparison_results(out) is not None
             if names and not earlier:
                 raise RecsysError(
                     f"`out` {out} already exists and holds no earlier report; choose a new or empty folder"
@@ -94,14 +94,14 @@ def earlier_data(out: Path) -> str | None:
     """What data the earlier report in `out` was of: its ratings file, else its dataset's name (None
     where its results cannot be read). Two own files of one name (two `ratings.csv`) share a default
     report folder, and one report must not silently replace the other's."""
-    earlier = _earlier_results(out)
+    earlier = comparison_results(out)
     if earlier is None:
         return None
     shown = earlier.get("ratings_file") or earlier.get("dataset")
     return str(shown) if shown is not None else None
 
 
-def _earlier_results(out: Path) -> dict[str, Any] | None:
+def comparison_results(out: Path) -> dict[str, Any] | None:
     """The results.json of an earlier comparison in `out`, or None: a folder's own results.json (a
     notebook's, another tool's) beside a report.md of its own was taken for a report, and both were
     replaced, with any of its own files named as a report's figures are."""

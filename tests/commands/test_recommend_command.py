@@ -293,6 +293,17 @@ def test_a_tune_search_folder_points_to_the_run_it_trained(run_dir: Path, tmp_pa
     assert result.stderr == f"error: {search} is a tune.py search; the run it trained is {search / 'run'}\n"
 
 
+def test_a_comparison_report_is_named_as_one_with_no_model_in_it(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "report.md").write_text("# Comparison\n")
+    (report / "results.json").write_text(json.dumps({"dataset": "tiny", "split": "u1", "scores": []}))
+    result = run_script(str(report), "--user", "1", cache=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {report} is a compare.py report, which keeps no trained model")
+    assert len(result.stderr.splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     ("setting", "written"), [("model", "svdpp"), ("seed", 1)], ids=["another-model", "another-seed"]
 )
