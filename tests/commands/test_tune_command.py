@@ -14,6 +14,7 @@ from conftest import ROOT, Ran, run_cli
 from recsys.commands import train as train_command
 from recsys.commands import tune as tune_command
 from recsys.data.catalog import load_dataset
+from recsys.errors import RecsysError
 from recsys.workflows.tune import tune
 
 
@@ -140,6 +141,21 @@ def test_an_out_under_a_file_is_one_line_before_the_search(tmp_path: Path) -> No
     assert ran.returncode == 2
     assert ran.stderr == f"error: --out {out}: cannot create it: Not a directory\n"
     assert "tuning" not in ran.stdout
+
+
+@pytest.mark.parametrize(
+    ("left", "said"), [("best.json", "holds a search"), ("notes.txt", "holds other files")]
+)
+def test_a_default_folder_already_used_is_called_a_search_only_where_it_holds_one(
+    left: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the default folder is under the working folder's reports/
+    default = Path("reports") / "tune-dotbias-tiny-random"
+    default.mkdir(parents=True)
+    (default / left).write_text("{}")
+    with pytest.raises(RecsysError, match=f"^{default} already {said}"):
+        tune_command.main(["--dataset", "tiny", "--model", "dotbias", "--no-progress"])
+    assert (default / left).read_text() == "{}"
 
 
 def test_a_search_killed_before_it_wrote_a_file_can_run_again_into_its_folder(tmp_path: Path) -> None:
