@@ -188,7 +188,15 @@ def take_saved_shapes(
 ) -> None:
     """Give `module`'s tensors `names` (dotted paths below it; parameters or buffers) the shapes they
     have in `state_dict`, before `load_state_dict` copies into them: for tensors whose size is the
-    data's or the training's (N(u), a block per kept draw), not fixed by the constructor."""
+    data's or the training's (N(u), a block per kept draw), not fixed by the constructor. Where a
+    tensor of fixed size differs from the saved one (another model's state), none is reshaped, so the
+    load that then fails names every difference and leaves the model its own shapes."""
+    fixed = module.state_dict(prefix=prefix, keep_vars=True)
+    if any(
+        key[len(prefix) :] not in names and key in state_dict and state_dict[key].shape != tensor.shape
+        for key, tensor in fixed.items()
+    ):
+        return
     for name in names:
         saved = state_dict.get(prefix + name)
         owner_path, _, attribute = name.rpartition(".")

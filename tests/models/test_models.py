@@ -79,6 +79,21 @@ def test_output_shape_and_dtype(name: str, size: int) -> None:
     assert out.dtype == torch.float32
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_a_state_of_another_size_is_refused_and_leaves_the_model_as_it_was(name: str) -> None:
+    # Regression: bpmf, bfm and svdpp took the saved shapes of their data-sized tensors (a draw's
+    # width, N(u)) before the load failed on a bias table, and were left half another model's shape.
+    other = build_model(name, N_USERS * 2, N_ITEMS, N_FACTORS, Y_RANGE, torch.Generator().manual_seed(1))
+    n = N_USERS * 4
+    other.set_training_pairs(torch.stack([torch.arange(n) % (N_USERS * 2), torch.arange(n) % N_ITEMS], 1))
+    model = make(name)
+    shapes = {key: tensor.shape for key, tensor in model.state_dict().items()}
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        model.load_state_dict(other.state_dict())
+    assert {key: tensor.shape for key, tensor in model.state_dict().items()} == shapes
+    assert make(name)(batch()).shape == model(batch()).shape
+
+
 @pytest.mark.parametrize("name", RATING_NAMES)
 def test_outputs_lie_within_y_range(name: str) -> None:
     model, plain = make(name), make(name, y_range=None)
