@@ -91,6 +91,8 @@ class BayesianMF(SampledModel):
     """global_bias + user_bias[u] + item_bias[i] + factor_scale * (user_factors[u] . item_factors[i])."""
 
     factor_scale: Tensor
+    # What a saved state gives its shape (take_saved_shapes): the factor tables, as wide as the draws kept.
+    SIZED_BY_TRAINING: tuple[str, ...] = ("user_factors.weight", "item_factors.weight")
 
     @staticmethod
     def burn_in(sweeps: int) -> int:
@@ -167,8 +169,7 @@ class BayesianMF(SampledModel):
         return round(1.0 / float(self.factor_scale))
 
     def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str, *args: object) -> None:
-        # The factor tables are as wide as the samples kept: take the saved width before copying.
-        take_saved_shapes(self, state_dict, prefix, ("user_factors.weight", "item_factors.weight"))
+        take_saved_shapes(self, state_dict, prefix, self.SIZED_BY_TRAINING)
         super()._load_from_state_dict(state_dict, prefix, *args)  # type: ignore[arg-type]
 
     def id_vectors(self) -> tuple[Tensor, Tensor] | None:
@@ -227,6 +228,12 @@ class BayesianFM(BayesianMF):
     time_bias: Tensor
     cutpoints: Tensor
     rating_steps: Tensor
+    # Also the non-id features' draws, the training part's user-days, the probit's cutpoints, the codings.
+    SIZED_BY_TRAINING = (
+        *BayesianMF.SIZED_BY_TRAINING,
+        *(f"{side}_feature_{part}" for side in SIDES for part in ("factors", "bias")),
+        *("user_days", "time_bias", "cutpoints", "rating_steps", *CODING_BUFFERS),
+    )
 
     def __init__(
         self,
@@ -405,11 +412,4 @@ class BayesianFM(BayesianMF):
     def _load_from_state_dict(self, state_dict: dict[str, Tensor], prefix: str, *args: object) -> None:
         if self.features is not None:  # resuming onto the data's features: they must be coded alike
             check_saved_codings(self, state_dict, prefix)
-        draws = tuple(f"{side}_feature_{part}" for side in SIDES for part in ("factors", "bias"))
-        take_saved_shapes(
-            self,
-            state_dict,
-            prefix,
-            (*draws, "user_days", "time_bias", "cutpoints", "rating_steps", *CODING_BUFFERS),
-        )
         super()._load_from_state_dict(state_dict, prefix, *args)

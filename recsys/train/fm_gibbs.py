@@ -31,8 +31,10 @@ import numpy as np
 import torch
 
 from recsys.data.encoding import RatingTensors
-from recsys.data.features import FeatureRows, features_of
+from recsys.data.features import SIDES, FeatureRows, features_of
+from recsys.errors import RecsysError
 from recsys.models.bayes import BayesianFM
+from recsys.models.feature_coding import keeps_codings
 from recsys.train.gibbs import ALPHA_RATE, ALPHA_SHAPE, ALPHA_START, START_SCALE, KeptMean
 from recsys.train.grouping import grouped, rows_of
 from recsys.train.jit import NO_REORDERING, compiled
@@ -247,6 +249,12 @@ class FMGibbsEpochs:
         """`generator` draws the chain's start; `chains`: how many chains (`next_chain`) the run pools;
         `ordinal`: the ratings as steps of an ordered probit (recsys.train.ordinal), whose latent values
         the sweeps then fit in place of the ratings."""
+        if model.features is None and (known := [side for side in SIDES if keeps_codings(model, side)]):
+            # Loaded from a state dict, which keeps how the features were coded but not their rows.
+            raise RecsysError(
+                f"cannot train bfm again on its ids alone: it was trained with {' and '.join(known)} side "
+                "features, which its saved state does not hold; give them with `set_features` first"
+            )
         self.model, self.sweeps, self.n_factors = model, sweeps, n_factors
         self.chain, self.chains, self.ordinal = 0, chains, ordinal
         users, items = train.x[:, 0].cpu(), train.x[:, 1].cpu()

@@ -146,6 +146,20 @@ def test_a_planted_feature_effect_is_recovered_and_predicts_for_a_new_user() -> 
     assert float(moved.predict(torch.tensor([0]), liked_items[:1])) < float(scores[0, liked_items[0]])
 
 
+def test_a_model_loaded_without_its_features_is_not_trained_again_on_its_ids_alone() -> None:
+    # Regression: a state dict keeps how the features were coded but not their rows, so bfm loaded from
+    # a checkpoint and fitted again silently trained on its ids alone.
+    dataset = planted_side_features(4)
+    config = config_for("bfm", features="side", epochs=3, n_factors=3, split="random")
+    run = train_and_evaluate(dataset, config, progress=False, threads=1)
+    loaded = BayesianFM(len(run.data.users), len(run.data.items), 3, run.model.y_range)
+    loaded.load_state_dict(run.model.state_dict())
+    with pytest.raises(RecsysError, match=r"trained with user and item side features.*`set_features`"):
+        FMGibbsEpochs(loaded, run.data.train, run.data.test, 3, 3, torch.Generator().manual_seed(0))
+    loaded.set_features(*run.model.features)  # given back, it trains
+    FMGibbsEpochs(loaded, run.data.train, run.data.test, 3, 3, torch.Generator().manual_seed(0))
+
+
 def test_a_user_known_by_nothing_is_predicted_as_the_average_user() -> None:
     """An unseen user's own id is expected at the ids' mean (the prior's), not at zero: with the ids
     alone, a user with no features gets the mean of the training users' vectors and biases."""
