@@ -309,8 +309,8 @@ def test_steps_within_torchs_grain_do_not_depend_on_its_threads(monkeypatch: pyt
     [
         ("dot", {}),
         ("dotbias", {}),
-        pytest.param("svdpp", {}, marks=pytest.mark.slow),
-        # Before its bag rows' sums were scaled, svdpp overshot here: 0.84 against 0.63.
+        # Before its bag rows' sums were scaled, svdpp overshot here: 0.84 against 0.63. (Its default
+        # settings train 35 s here on a slow day, for no path these do not take.)
         pytest.param("svdpp", {"lr": 0.1, "epochs": 5}, marks=pytest.mark.slow),
     ],
 )

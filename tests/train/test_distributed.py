@@ -45,12 +45,11 @@ def batch_sizes(n: int, batch_size: int) -> list[int]:
 # Dense gradients (AdamW), and sparse ones (LazyAdam), which the ranks average themselves. tiny's 3,200
 # training ratings in batches of 457 leave a last batch of one rating: the second rank's slice of it is
 # empty (its mean was 0 / 0, NaN, and the run stopped as diverged), and the first rank's is the whole
-# batch, which must weigh as such in the average.
+# batch, which must weigh as such in the average. (The sparse case with even batches is this one's
+# every batch but the last: not run on its own, as each case is three processes importing torch.)
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "flags",
-    [[], ["--sparse"], ["--sparse", "--bs", "457", "--epochs", "15"]],
-    ids=["dense", "sparse", "last-batch-of-one"],
+    "flags", [[], ["--sparse", "--bs", "457", "--epochs", "15"]], ids=["dense", "sparse-last-batch-of-one"]
 )
 def test_two_ranks_match_one_process(flags: list[str], tmp_path: Path) -> None:
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
@@ -188,7 +187,7 @@ def _shared_steps_on_rank(rank: int, init_file: str, kernels: bool, found: "dict
             ]
             generator = torch.Generator().manual_seed(3)
             with torch.no_grad():
-                for entries in (1001, 50, 1001):  # 50: rank 1's share is empty
+                for entries in (301, 50, 301):  # 50: rank 1's share is empty
                     users = torch.randint(0, 30, (entries,), generator=generator)
                     items = torch.randint(0, 20, (entries,), generator=generator)
                     values = torch.randint(1, 6, (entries,), generator=generator).float()

@@ -12,13 +12,10 @@ from typing import Any
 import numba
 import numpy as np
 import pytest
-import torch
 from numba.core import caching
 
 from recsys.errors import RecsysError
-from recsys.names import CHECKPOINT_FILE
 from recsys.train import jit
-from recsys.train.checkpoints import load_checkpoint
 
 
 def _ratio(a: float, b: float) -> float:
@@ -120,7 +117,7 @@ def tensors(value):
         for item in value:
             yield from tensors(item)
 
-for model in ("bfm", "bpmf", "ials", "bpr", "dotbias", "svdpp"):
+for model in ("bfm", "bpmf", "bpr", "dotbias", "svdpp"):
     run = f"{sys.argv[1]}/{model}"
     config = config_for(model, dataset="tiny", epochs=4)
     train_and_evaluate(load_dataset("tiny"), config, run_dir=run, progress=False)
@@ -137,9 +134,9 @@ def test_a_kernel_loaded_from_the_cache_computes_what_it_did_when_compiled(tmp_p
     """A process that compiles the parallel kernels and the next, which loads them from numba's cache,
     train the same model bit for bit: numba optimises a cached parallel kernel again, and with
     fastmath's reordering of sums bfm's Gibbs tables differed in their last bits between the two, so
-    a run resumed in a later process did not continue as it would have. Not yet ials: its solve's
-    cached copy sums in another order on some CPUs (an AMD EPYC here), its tables a float32 ulp or
-    two apart (docs/performance.md), and it is held to that."""
+    a run resumed in a later process did not continue as it would have. Not ials: its solve's cached
+    copy sums in another order on some CPUs (an AMD EPYC here), its tables a float32 ulp or two apart
+    (docs/performance.md), and its compile alone would double this test's time."""
     script = tmp_path / "train_and_digest.py"
     script.write_text(TRAIN_AND_DIGEST)
     root = Path(__file__).resolve().parents[2]
@@ -160,10 +157,4 @@ def test_a_kernel_loaded_from_the_cache_computes_what_it_did_when_compiled(tmp_p
         )
         assert done.returncode == 0, done.stderr
         digests.append(done.stdout)
-    exact = [{m: d for m, d in map(str.split, lines.splitlines()) if m != "ials"} for lines in digests]
-    assert len(exact[0]) == 5 and exact[0] == exact[1]
-    compiled, loaded = (
-        load_checkpoint(tmp_path / run / "ials" / CHECKPOINT_FILE) for run in ("compiles", "loads")
-    )
-    for name, table in compiled.model.state_dict().items():
-        assert torch.allclose(table, loaded.model.state_dict()[name], rtol=0, atol=1e-6), name
+    assert len(digests[0].splitlines()) == 5 and digests[0] == digests[1]
