@@ -275,12 +275,14 @@ def _check_batch_indices(model: RatingModel, args: tuple[object, ...]) -> None:
     to `forward`'s own TypeError or ValueError. A batch on the meta device has no values to check (a
     model on it is traced for its shapes); a model with its tables elsewhere would read garbage rows
     for it (torch's CPU lookups take meta indices), so that is a RuntimeError. `torch.export` traces
-    no values either (reading them back would stop it): the exported lookups refuse an index outside
-    with torch's own error."""
+    no values either (reading them back would stop it), nor does `torch.func.vmap` (per-sample
+    gradients): there the lookups refuse an index outside with torch's own error."""
     x = args[0] if args else None
     if torch.compiler.is_exporting():
         return
     if isinstance(x, Tensor) and x.dtype in INDEX_DTYPES and x.dim() == 2 and x.shape[1] in (2, 3):
+        if torch._C._functorch.is_functorch_wrapped_tensor(x):  # under vmap: no values to read
+            return
         if x.device.type != "meta":
             check_pair_range(x, model.n_users, model.n_items)
             return

@@ -181,6 +181,32 @@ def test_a_step_under_autocast_reaches_every_parameter(name: str) -> None:
     assert all(parameter.grad is not None for parameter in model.parameters())
 
 
+# torch.func.vmap batches neither linear's sparse one-hot product nor svdpp's torch.unique.
+@pytest.mark.parametrize("name", [name for name in NAMES if name not in ("linear", "svdpp")])
+def test_per_sample_gradients_by_vmap_sum_to_the_batchs(name: str) -> None:
+    """Per-sample gradients (torch.func.vmap over grad, as DP-SGD and influence studies take them):
+    the index check had read a vmapped batch's values, which have none to read."""
+    from torch.func import functional_call, grad, vmap
+
+    model, x = make(name), batch(8)
+    perturb_zero_parameters(model)
+    y = torch.linspace(1.0, 5.0, len(x))
+    params = {key: value.detach() for key, value in model.named_parameters()}
+
+    def loss(weights: dict[str, torch.Tensor], pair: torch.Tensor, rating: torch.Tensor) -> torch.Tensor:
+        return ((functional_call(model, weights, (pair.unsqueeze(0),)) - rating) ** 2).sum()
+
+    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    ((model(x) - y) ** 2).sum().backward()
+    for key, parameter in model.named_parameters():
+        assert per_sample[key].shape == (len(x), *parameter.shape)
+        torch.testing.assert_close(per_sample[key].sum(0), parameter.grad, rtol=1e-4, atol=1e-6)
+    outside = x.clone()
+    outside[3, 1] = N_ITEMS  # still refused, by torch's lookup
+    with pytest.raises((IndexError, RuntimeError), match=r"out of (range|bounds)"):
+        vmap(grad(loss), in_dims=(None, 0, 0))(params, outside, y)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_gradient_reaches_only_the_rows_a_batch_uses(name: str) -> None:
     model = make(name)
