@@ -59,7 +59,12 @@ def read_rated(path: Path, events: bool = False) -> RatedFile:
             found = find_columns(header, ("item", "rating"), None, str(path), aliases=_COLUMN_NAMES)
             counted = events and "item" in found and "rating" not in found
             if len(found) < 2 and not counted:
-                raise RecsysError(f"{path}: expected a header naming item and rating columns, got {header}")
+                wanted = (
+                    "an item column (a count or weight column optional)"
+                    if events
+                    else "item and rating columns"
+                )
+                raise RecsysError(f"{path}: expected a header naming {wanted}, got {header}")
             item_column = header.index(found["item"])
             ids = normalised(found["item"]) in ALIASES["item"]
             rating_column = None if counted else header.index(found["rating"])

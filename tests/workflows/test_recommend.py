@@ -393,3 +393,13 @@ def test_a_column_of_ids_finds_an_item_by_id_before_a_title_that_spells_another_
         checkpoint, of(tricky, checkpoint), by_title.rated, top=len(checkpoint.items), ids=by_title.ids
     )
     assert other not in set(listed["item"]) and named in set(listed["item"])
+
+
+def test_a_new_users_events_file_without_an_item_column_asks_for_that_alone(tmp_path: Path) -> None:
+    """On a run trained on interactions an item column is all a new user's file needs: a file
+    without one is not told it lacks a rating column too."""
+    (tmp_path / "mine.csv").write_text("item é5\nitem é9\n")
+    with pytest.raises(RecsysError, match=r"expected a header naming an item column \(a count or weight"):
+        read_rated(tmp_path / "mine.csv", events=True)
+    with pytest.raises(RecsysError, match="expected a header naming item and rating columns"):
+        read_rated(tmp_path / "mine.csv")
