@@ -564,14 +564,18 @@ def test_summary(result: "RunResult", implicit: bool) -> str:
     """The run's test scores in a line: RMSE and MAE, or a ranking model's lists (of `implicit` data:
     interactions, every one relevant)."""
     metrics = result.metrics()
+    unseen = metrics["n_test_unknown"]
     if result.config.ranks:
         test = result.test
         relevant = "an interaction" if implicit else f"a rating >= {result.config.relevant:g}"
+        # As the RMSE line says, so a split whose test part is mostly new users is seen to be.
+        pairs = "interactions" if implicit else "ratings"
+        left_out = f"; {unseen:,} test {pairs} with ids unseen in training left out" if unseen else ""
         return (
             f"test NDCG@10 {test['ndcg@10']:.4f}  precision@10 {test['precision@10']:.4f}  recall@10 "
-            f"{test['recall@10']:.4f}  over {int(test['users']):,} users (relevant: {relevant} in test)"
+            f"{test['recall@10']:.4f}  over {int(test['users']):,} users (relevant: {relevant} in test"
+            f"{left_out})"
         )
-    unseen = metrics["n_test_unknown"]
     how = "given the training mean" if result.config.unknown == "mean" else "left out"
     return (
         f"test RMSE {result.test['rmse']:.4f}  MAE {result.test['mae']:.4f}  on {metrics['n_test_scored']:,} "

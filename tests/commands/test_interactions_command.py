@@ -5,12 +5,15 @@ in one line."""
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from conftest import assert_same_state, cut_short, run_cli
 
+from recsys.commands import common
 from recsys.commands import compare as compare_command
 from recsys.commands import recommend as recommend_command
 from recsys.commands import train as train_command
@@ -225,3 +228,21 @@ def test_the_unseen_id_policy_is_refused_for_a_ranking_model_and_left_to_the_rat
     )  # fmt: skip
     assert compared.returncode == 0, compared.stderr
     assert json.loads((out / "results.json").read_text())["unknown_policy"] == "mean"
+
+
+@pytest.mark.parametrize(("implicit", "what"), [(True, "interactions"), (False, "ratings")])
+def test_a_ranking_runs_summary_counts_the_test_pairs_left_out_for_unseen_ids(
+    implicit: bool, what: str
+) -> None:
+    """A cut by time on a log kept user after user leaves the last users out of training: their test
+    pairs cannot be judged, and the line says how many were left out, as a rating run's RMSE line
+    does, rather than only naming the few users judged."""
+    scores = {"ndcg@10": 0.5, "precision@10": 0.2, "recall@10": 0.5, "users": 1.0}
+    config = SimpleNamespace(ranks=True, relevant=4.0)
+
+    def result(unseen: int) -> Any:
+        return SimpleNamespace(config=config, test=scores, metrics=lambda: {"n_test_unknown": unseen})
+
+    line = common.test_summary(result(1234), implicit)
+    assert line.endswith(f"in test; 1,234 test {what} with ids unseen in training left out)")
+    assert common.test_summary(result(0), implicit).endswith(" in test)")
