@@ -19,12 +19,14 @@ import torch
 from torch import Tensor, nn
 
 from recsys.config import (
+    PER_RATING,
     RunConfig,
     default_features,
     feature_sides_read,
     model_for,
     reads_features,
     reads_time,
+    unread,
 )
 from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit, span_text
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
@@ -72,6 +74,13 @@ MEAN_CHECK_SAMPLE = 20_000
 # A `y_range` this many times wider than the training ratings is named when a model fits worse than
 # their mean: its sigmoid is nearly flat over them, so steps of any size barely move the predictions.
 WIDE_RANGE = 10.0
+# The settings a fit worse than the mean points to, each with what goes wrong with it where it says.
+LOOK_AT = {
+    "lr": " (too large overshoots, too small learns nothing)",
+    "epochs": "",
+    "l2": "",
+    "init_scale": "",
+}
 
 
 @dataclass(frozen=True)
@@ -532,10 +541,13 @@ def warn_if_worse_than_mean(
         low, high = config.y_range or (0.0, 0.0)
         wide = high - low > WIDE_RANGE * float(y.max() - y.min())
         also = f", and `y_range` ({low:g}, {high:g}), far wider than the ratings" if wide else ""
+        # Only the settings the fit reads: a Gibbs sampler has no `lr`, `l2` or `init_scale`.
+        ignored = unread(model_entry(config.model).fit) if config.engine in PER_RATING else ()
+        named = [f"`{name}`{LOOK_AT[name]}" for name in LOOK_AT if name not in ignored]
         warnings.warn(
             f"{config.model} fits its training ratings worse than their mean does (RMSE {model_rmse:.4f} "
-            f"against {mean_rmse:.4f}); look at `lr` (too large overshoots, too small learns nothing), "
-            f"`epochs`, `l2` and `init_scale`{also}",
+            f"against {mean_rmse:.4f}); look at {', '.join(named[:-1])}{' and ' if len(named) > 1 else ''}"
+            f"{named[-1]}{also}",
             stacklevel=3,
         )
 

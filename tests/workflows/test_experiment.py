@@ -102,6 +102,16 @@ def test_a_model_worse_than_the_mean_is_warned_about(tiny: RatingsDataset) -> No
         train_and_evaluate(tiny, config_for("dotbias", dataset="tiny"), progress=False)
 
 
+def test_a_sampled_model_worse_than_the_mean_is_pointed_at_what_it_reads(tiny: RatingsDataset) -> None:
+    """bpmf's Gibbs sampler reads no `lr`, `l2` or `init_scale` (setting one is refused): a fit worse than
+    the mean names `epochs` alone, not settings the user cannot give."""
+    squeezed = config_for("bpmf", dataset="tiny", epochs=1, members=1, y_range=(0.0, 1.0))
+    with pytest.warns(UserWarning, match="worse than their mean") as caught:
+        train_and_evaluate(tiny, squeezed, progress=False)
+    (message,) = [str(w.message) for w in caught if "worse than their mean" in str(w.message)]
+    assert message.endswith("look at `epochs`")
+
+
 def test_predictions_that_cannot_reach_the_ratings_are_warned_about_before_training(
     tiny: RatingsDataset,
 ) -> None:
