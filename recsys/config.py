@@ -640,7 +640,9 @@ def check_threads(threads: int) -> int:
     """
     cores = available_cores()
     threads = _plain(threads)  # type: ignore[assignment]
-    if not _is_whole(threads) or threads < 1:
+    if not _is_whole(threads):
+        raise RecsysError(f"`threads` must be a whole number, got {threads!r}")
+    if threads < 1:
         raise RecsysError(f"`threads` must be at least 1, got {threads!r}")
     if threads > cores:
         raise RecsysError(f"`threads` {threads}: this process may use {cores} core(s); pass at most {cores}")

@@ -125,6 +125,9 @@ def test_threads_are_checked() -> None:
             check_threads(bad)
     with pytest.raises(RecsysError, match=f"may use {available_cores()} core"):
         check_threads(available_cores() + 1)
+    for fractional in (1.5, True, "2"):  # not a count at all: saying "at least 1" of 1.5 misleads
+        with pytest.raises(RecsysError, match=r"^`threads` must be a whole number, got "):
+            check_threads(fractional)
 
 
 def test_numpy_numbers_are_taken_as_pythons() -> None:
