@@ -27,6 +27,7 @@ from recsys.names import PREDEFINED_FOLDS, SPLIT_KINDS
 
 if TYPE_CHECKING:
     from recsys.data.dataset import RatingsDataset
+    from recsys.workflows.experiment import RunResult
 
 FOLDS = PREDEFINED_FOLDS[:5]  # u1..u5: together they test every rating once
 COST_SIZES = (1_000, 10_000, 100_000)
@@ -123,6 +124,10 @@ def say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
+def _say_trained(result: "RunResult", number: int, count: int) -> None:
+    say(f"{result.config.model} trained in {result.seconds:.1f} s ({number}/{count})")
+
+
 def default_models(implicit: bool, engine: str | None) -> list[str]:
     """Every model that trains on the data (interactions: the ranking models alone) with `engine`."""
     chosen = []
@@ -210,6 +215,7 @@ def _compare_into(
                 relevant="scale" if args.relevant is None else args.relevant,
                 engine=engine,
                 epochs=args.epochs,
+                on_trained=_say_trained,
             )
         )
     fold_scores = fold_ranking = None

@@ -124,12 +124,14 @@ def compare_models(
     truth: PlantedTruth | None = None,
     progress: bool = False,
     relevant: Relevant = "scale",
+    on_trained: Callable[[RunResult, int, int], None] | None = None,
     **overrides: Any,
 ) -> Comparison:
     """Train each of `models` (None: every registered model) with its defaults (plus `overrides`) on
     the same split and score its ratings and its top-N lists. A test rating at or above `relevant`
     is relevant to its user ("scale": 3/4 of the way up the dataset's rating scale; "all": every
-    test item)."""
+    test item). `on_trained` gets each model's run as it ends, with its number and the count: a
+    comparison takes minutes, and without a terminal nothing else says how far it is."""
     if isinstance(models, str):  # one name would be read letter by letter
         raise TypeError(f"models must be a list of model names, got the string {models!r}; use [{models!r}]")
     if models is not None and len(set(models)) < len(models):
@@ -156,9 +158,11 @@ def compare_models(
     for config in configs:  # every model's refusal (the data, the split, its lists) before any trains
         prepare(dataset, config)
     _load_kernels(configs, dataset.implicit)
-    for config in configs:
+    for number, config in enumerate(configs, 1):
         name = config.model
         result = train_and_evaluate(dataset, config, progress=progress)
+        if on_trained is not None:
+            on_trained(result, number, len(configs))
         data = result.data.pairs()  # every model and baseline is scored on it: bfm's times are its own
         trained[name], results[name] = result.model, result
         # A ranking model's scores are no ratings: no RMSE, MAE or learning curve in RMSE.
