@@ -349,8 +349,9 @@ def _split_hint(config: RunConfig) -> str:
         )
     if config.split == "user":
         return (
-            f"; it holds out `test_frac` (now {config.test_frac}) of each user's ratings but always "
-            "keeps one in training, so users with one rating give none: use more data or `split` random"
+            f"; it holds out `test_frac` (now {config.test_frac}) of each user's ratings, rounded, and "
+            "always keeps one in training, so a user with one rating (or too few for that share to round to "
+            "one) gives none: raise `test_frac`, use more data or `split` random"
         )
     if config.split in ("random", "time"):
         return f"; change `test_frac` (now {config.test_frac}) or use more data"

@@ -54,8 +54,12 @@ def _dataset(users: list[int], items: list[int]) -> RatingsDataset:
         pytest.param([1, 2] * 50, list(range(100)), {"test_frac": 0.001}, "`test_frac`", id="tiny-fraction"),
         pytest.param([1, 1, 2, 2], [1, 2, 3, 4], {"split": "user-last", "test_n": 1}, "`split` random",
                      id="user-last-one-held-out-item-unseen"),
-        pytest.param([1, 2, 3, 4, 5], [1, 2, 1, 2, 1], {"split": "user"}, "users with one rating give none",
+        pytest.param([1, 2, 3, 4, 5], [1, 2, 1, 2, 1], {"split": "user"}, "a user with one rating",
                      id="user-split-one-rating-each"),
+        # 50 ratings each: 0.001 of them rounds to none, though nobody has only one rating
+        pytest.param([1, 2] * 50, list(range(100)), {"split": "user", "test_frac": 0.001},
+                     r"too few for that share to round to one\) gives none: raise `test_frac`",
+                     id="user-split-tiny-fraction"),
     ],
 )  # fmt: skip
 def test_a_split_with_nothing_to_score_is_an_error_naming_the_setting(
