@@ -90,7 +90,10 @@ class SVDPlusPlus(DotProductBias):
         # Each (user, item) pair once, sorted by user: a repeated rating is still one item rated.
         pairs = torch.unique(users.long().cpu() * n_items + items.long().cpu())
         counts = torch.bincount(pairs // n_items, minlength=n_users)
-        weights = counts.clamp(min=1).float().rsqrt().repeat_interleave(counts)
+        # In float64, as the `implicit` feature rows weigh them (recsys.data.features): float32's rsqrt
+        # differed in the last bit, so an ensemble's members (bags from here) trained apart from the
+        # one model (bags from the feature rows) whose first member they should be.
+        weights = (1.0 / counts.clamp(min=1).double().sqrt()).repeat_interleave(counts)
         self._set_bags(pairs % n_items, weights, counts)
 
     def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
