@@ -412,7 +412,9 @@ class RunConfig:
         if entry.ranks:
             raise RecsysError(f"{flag}: {self.model} trains one model to rank (ensembles average ratings)")
         if entry.compiled_defaults is None:
-            raise RecsysError(f"{flag}: ensembles train on the compiled engine, which {self.model} has not")
+            raise RecsysError(
+                f"{flag}: ensembles train on the compiled or device engine, neither of which {self.model} has"
+            )
         if self.engine not in PER_RATING:
             raise RecsysError(
                 f"{flag}: an ensemble trains on `engine` compiled or device only (the autograd engine would "

@@ -126,7 +126,10 @@ def test_an_ensemble_of_models_without_biases_has_none() -> None:
             {"members": 2, "model": "bpmf", "engine": "autograd"},
             "bpmf's members are its sampler's chains, on `engine` compiled",
         ),
-        ({"members": 2, "model": "linear"}, "ensembles train on the compiled engine, which linear has not"),
+        (
+            {"members": 2, "model": "linear"},
+            "ensembles train on the compiled or device engine, neither of which linear has",
+        ),
         ({"members": 101, "engine": "compiled"}, "`members` 101: at most 100"),
         ({"members": True, "engine": "compiled"}, "`members` must be a whole number"),
     ],
