@@ -99,10 +99,12 @@ def id_block(n: int) -> _Block:
 
 
 def implicit_block(rows: np.ndarray, others: np.ndarray, n_rows: int, n_others: int) -> _Block:
-    """Each row's rated others as features, weighted 1 / sqrt(their count) (as myFM's and SVD++'s)."""
-    pairs = np.unique(np.stack([rows, others]).reshape(2, -1), axis=1)
-    counts = np.bincount(pairs[0], minlength=n_rows)
-    return _Block("implicit", pairs[0], pairs[1], 1.0 / np.sqrt(counts[pairs[0]]), n_others)
+    """Each row's rated others as features, weighted 1 / sqrt(their count) (as myFM's and SVD++'s):
+    each pair once, sorted by row, then other."""
+    keys = np.unique(np.asarray(rows, np.int64).ravel() * n_others + np.asarray(others, np.int64).ravel())
+    rows, others = np.divmod(keys, n_others)
+    counts = np.bincount(rows, minlength=n_rows)
+    return _Block("implicit", rows, others, 1.0 / np.sqrt(counts[rows]), n_others)
 
 
 @dataclass(frozen=True)

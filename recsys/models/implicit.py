@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from recsys.data.features import FeatureRows
+from recsys.data.features import FeatureRows, implicit_block
 from recsys.models.base import (
     Bags,
     Explanation,
@@ -87,14 +87,11 @@ class SVDPlusPlus(DotProductBias):
         check_pair_range(x, n_users, n_items)
         if self.features_set or len(self.user_feature_rows):  # set here, or loaded with a state dict
             return
-        # Each (user, item) pair once, sorted by user: a repeated rating is still one item rated.
-        pairs = torch.unique(users.long().cpu() * n_items + items.long().cpu())
-        counts = torch.bincount(pairs // n_items, minlength=n_users)
-        # In float64, as the `implicit` feature rows weigh them (recsys.data.features): float32's rsqrt
-        # differed in the last bit, so an ensemble's members (bags from here) trained apart from the
-        # one model (bags from the feature rows) whose first member they should be.
-        weights = (1.0 / counts.clamp(min=1).double().sqrt()).repeat_interleave(counts)
-        self._set_bags(pairs % n_items, weights, counts)
+        # The `implicit` feature rows' own block, so that an ensemble's members (bags from here) are
+        # weighed to the bit as the one model is (bags from the feature rows) whose first member they are.
+        bag = implicit_block(users.cpu().numpy(), items.cpu().numpy(), n_users, n_items)
+        counts = torch.from_numpy(np.bincount(bag.rows, minlength=n_users))
+        self._set_bags(torch.from_numpy(bag.columns), torch.from_numpy(bag.values), counts)
 
     def set_features(self, users: FeatureRows, items: FeatureRows) -> None:
         """Each user's bag from its feature rows less its id (recsys.data.features.features_of): its
