@@ -32,3 +32,8 @@ def plain_value(value: object) -> object:
     'a' as np.str_('a')."""
     is_numpy_scalar = type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
     return value.item() if is_numpy_scalar else value  # type: ignore[attr-defined]
+
+
+def listed(words: list[str]) -> str:
+    """Words as a sentence lists them: "a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

@@ -132,16 +132,17 @@ def main(argv: list[str] | None = None) -> int:
     if not args.run_dir.is_dir():  # a checkpoint file given for its folder, a mistyped path
         what = "a file: give the run folder that holds it" if args.run_dir.exists() else "no such folder"
         raise RecsysError(f"{args.run_dir} is not a run folder ({what})")
-    inside = args.run_dir / SEARCH_RUN_FOLDER
-    if not (args.run_dir / CHECKPOINT_FILE).exists() and (inside / CHECKPOINT_FILE).exists():
-        raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {inside}")
-    if not (args.run_dir / CHECKPOINT_FILE).exists() and _is_a_report(args.run_dir):
-        raise RecsysError(
-            f"{args.run_dir} is a {command_named('compare')} report, which keeps no trained model; train "
-            f"one to recommend from with {command_named('train')} --model MODEL --out FOLDER"
-        )
-    if not (args.run_dir / CHECKPOINT_FILE).exists() and (why := why_no_checkpoint(args.run_dir)):
-        raise RecsysError(f"{args.run_dir} has no {CHECKPOINT_FILE} to recommend from{why}")
+    if not (args.run_dir / CHECKPOINT_FILE).exists():  # another command's folder, or a run cut short
+        inside = args.run_dir / SEARCH_RUN_FOLDER
+        if (inside / CHECKPOINT_FILE).exists():
+            raise RecsysError(f"{args.run_dir} is a tune.py search; the run it trained is {inside}")
+        if _is_a_report(args.run_dir):
+            raise RecsysError(
+                f"{args.run_dir} is a {command_named('compare')} report, which keeps no trained model; "
+                f"train one to recommend from with {command_named('train')} --model MODEL --out FOLDER"
+            )
+        if why := why_no_checkpoint(args.run_dir):
+            raise RecsysError(f"{args.run_dir} has no {CHECKPOINT_FILE} to recommend from{why}")
     checkpoint = load_checkpoint(args.run_dir / CHECKPOINT_FILE)
     check_checkpoint_is_the_runs(args.run_dir, checkpoint.config)
     # A checkpoint written before the run's metrics has one: one of a run stopped short, or a ranking

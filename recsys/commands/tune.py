@@ -127,9 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     split = args.split or dataset.default_split
     out = args.out or Path("reports") / f"tune-{args.model}-{dataset.name}-{split}"
     if out.is_dir() and taken(out):  # the default folder: --out's was checked with the flags
-        if in_use(out) or any((out / name).exists() for name in (*SEARCH_FILES, SEARCH_RUN_FOLDER)):
-            running = " running now" if in_use(out) else ""
-            raise RecsysError(f"{out} already holds a search{running}; name another with --out")
+        running = in_use(out)
+        if running or any((out / name).exists() for name in (*SEARCH_FILES, SEARCH_RUN_FOLDER)):
+            raise RecsysError(
+                f"{out} already holds a search{' running now' if running else ''}; name another with --out"
+            )
         raise RecsysError(f"{out} already holds other files (no search's); name another folder with --out")
     ranks = model_entry(args.model).ranks  # scored by its lists' NDCG@10, the higher the better
     label, better = ("valid NDCG@10", max) if ranks else ("valid RMSE", min)

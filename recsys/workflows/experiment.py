@@ -32,7 +32,7 @@ from recsys.data.dataset import RatingsDataset, default_y_range, rating_unit, sp
 from recsys.data.encoding import EncodedSplit, RatingTensors, encode_split
 from recsys.data.features import FeatureRows, features_of, rows_for_new, table_rows
 from recsys.data.splits import Split, make_split
-from recsys.errors import DataError, RecsysError, short_reason
+from recsys.errors import DataError, RecsysError, listed, short_reason
 from recsys.evaluation.metrics import evaluate, evaluate_test
 from recsys.evaluation.ranking import RankingTask, evaluate_ranking, ranking_task, relevance_threshold
 from recsys.evaluation.scorers import model_scorer
@@ -547,8 +547,7 @@ def warn_if_worse_than_mean(
         named = [f"`{name}`{LOOK_AT[name]}" for name in LOOK_AT if name not in ignored]
         warnings.warn(
             f"{config.model} fits its training ratings worse than their mean does (RMSE {model_rmse:.4f} "
-            f"against {mean_rmse:.4f}); look at {', '.join(named[:-1])}{' and ' if len(named) > 1 else ''}"
-            f"{named[-1]}{also}",
+            f"against {mean_rmse:.4f}); look at {listed(named)}{also}",
             stacklevel=3,
         )
 

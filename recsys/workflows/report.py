@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from recsys.errors import RecsysError
+from recsys.errors import RecsysError, listed
 from recsys.evaluation.biases import learned_biases
 from recsys.evaluation.factors import cosine_neighbours, item_vectors, principal_components
 from recsys.files import interruptions_held_back, read_file, write_json
@@ -617,8 +617,7 @@ def _write_report_files(
 
 def _listed(names: Sequence[str]) -> str:
     """Model names as a sentence lists them: `a`, `b` and `c`."""
-    quoted = [f"`{name}`" for name in names]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+    return listed([f"`{name}`" for name in names])
 
 
 def _relevance_words(comparison: Comparison) -> tuple[str, str]:
